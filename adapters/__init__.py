@@ -1,0 +1,1 @@
+"""Chat platforms: platform events in, neutral events out, and back."""

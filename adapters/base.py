@@ -1,0 +1,132 @@
+"""The neutral events that cross between a chat platform and the rest of Parley.
+
+An adapter turns platform events into `InboundMessage` / `InboundAction` and hands them to
+an `InboundHandler`; it renders an `OutboundMessage` (Markdown text plus optional buttons)
+on its platform. Adapters know nothing of the agent, Redis or each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+Platform = Literal["slack", "telegram", "console"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConversationKey:
+    """Where a conversation lives. Every reply goes back to exactly this place."""
+
+    platform: Platform
+    chat_id: str  # Slack channel id, Telegram chat id
+    thread_id: str | None = None  # Slack thread_ts, Telegram forum topic id
+    team_id: str | None = None  # Slack workspace id
+
+    @property
+    def id(self) -> str:
+        """A stable string id, used in Redis keys."""
+        return ":".join([self.platform, self.team_id or "-", self.chat_id, self.thread_id or "-"])
+
+    @classmethod
+    def parse(cls, value: str) -> ConversationKey:
+        platform, team, chat, thread = value.split(":", 3)
+        assert platform in ("slack", "telegram", "console")
+        return cls(
+            platform=platform,  # type: ignore[arg-type]
+            chat_id=chat,
+            thread_id=None if thread == "-" else thread,
+            team_id=None if team == "-" else team,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Actor:
+    """The person behind an event."""
+
+    platform: Platform
+    user_id: str
+    name: str = ""
+    team_id: str | None = None
+    # Slack user-group ids (or other platform groups) the person belongs to, when known.
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageRef:
+    """A message Parley posted, so it can be edited later."""
+
+    conversation: ConversationKey
+    message_id: str  # Slack ts, Telegram message_id
+
+
+@dataclass(frozen=True, kw_only=True)
+class InboundMessage:
+    """Someone wrote to Parley (or used one of its commands)."""
+
+    event_id: str  # platform-unique, for deduplication
+    conversation: ConversationKey
+    actor: Actor
+    text: str
+    is_direct: bool  # a one-to-one chat, as opposed to a shared channel or group
+    command: str | None = None  # "help", "memories", "forget", "cancel", "status", "start"
+    args: str = ""
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class InboundAction:
+    """Someone pressed one of Parley's buttons."""
+
+    event_id: str
+    conversation: ConversationKey
+    actor: Actor
+    decision_id: str
+    choice: str  # "approve", "reject", or the index of an option as a string
+    message: MessageRef | None = None  # the message that carries the buttons
+    callback_id: str | None = None  # Telegram callback query id, answered with notify()
+    is_direct: bool = False
+
+
+Inbound = InboundMessage | InboundAction
+InboundHandler = Callable[[Inbound], Awaitable[None]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Button:
+    label: str
+    value: str  # what comes back as InboundAction.choice
+    style: Literal["primary", "danger"] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboundMessage:
+    """Markdown text, optionally with buttons that point at a pending decision."""
+
+    text: str
+    buttons: tuple[Button, ...] = ()
+    decision_id: str | None = None
+    # Slack: the text posted to the channel may be shown as a plain notification too.
+    notify_text: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class ChatAdapter(Protocol):
+    platform: Platform
+
+    async def start(self) -> None:
+        """Begin receiving events (polling, sockets, webhook registration)."""
+
+    async def stop(self) -> None: ...
+
+    async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
+        """Post a message (split if long); the ref names the part that carries the buttons."""
+
+    async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
+        """Replace a message, e.g. to show a decision and remove its buttons."""
+
+    async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
+        """Tell only the person who pressed a button (toast or ephemeral)."""
+
+    async def progress(self, conversation: ConversationKey, status: str | None) -> None:
+        """Show that work is under way ("typing", a status line); None clears it."""

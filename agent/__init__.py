@@ -1,0 +1,1 @@
+"""The platform-free agent core: ReAct loop, tools, prompts and LLM providers."""

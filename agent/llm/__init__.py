@@ -1,0 +1,1 @@
+"""Language-model providers behind the ChatModel protocol."""

@@ -1,0 +1,121 @@
+"""The one message format the agent loop speaks; providers translate to and from it.
+
+Pydantic models, because RunState persists them as JSON and providers parse wire data.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["user", "assistant"]
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class TextBlock(_Block):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolUseBlock(_Block):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultBlock(_Block):
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    role: Role
+    content: list[ContentBlock]
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls(role="user", content=[TextBlock(text=text)])
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        return cls(role="assistant", content=[TextBlock(text=text)])
+
+    @property
+    def text(self) -> str:
+        return "".join(block.text for block in self.content if isinstance(block, TextBlock))
+
+    @property
+    def tool_uses(self) -> list[ToolUseBlock]:
+        return [block for block in self.content if isinstance(block, ToolUseBlock)]
+
+    @property
+    def tool_results(self) -> list[ToolResultBlock]:
+        return [block for block in self.content if isinstance(block, ToolResultBlock)]
+
+
+class ToolSpec(BaseModel):
+    """What a model is told about a tool."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "other"]
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    max_tokens: int = 4096
+
+
+class ChatResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    message: Message
+    stop_reason: StopReason
+    usage: Usage = Field(default_factory=Usage)
+    provider: str = ""
+    model: str = ""

@@ -1,0 +1,1 @@
+"""Performance benchmarks; run them all with `make bench`."""

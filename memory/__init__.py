@@ -1,0 +1,1 @@
+"""Long-term memory on a RedisVL vector index."""

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bot.config import ConfigError, Settings, all_variables
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_load_without_any_environment() -> None:
+    settings = Settings.load(env_file=None)
+    assert settings.redis.url is None
+    assert settings.ollama.host == "http://127.0.0.1:11434"
+    assert settings.telegram.mode == "polling"
+    assert settings.http.port == 8080
+
+
+def test_reads_ecosystem_names_and_comma_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-abc")
+    monkeypatch.setenv("PARLEY_TELEGRAM_ALLOWED_USERS", "42, @alice ,")
+    monkeypatch.setenv("PARLEY_LLM_TIMEOUT", "2.5")
+    monkeypatch.setenv("PARLEY_LLM_PRICES", '{"m": [1, 2]}')
+    settings = Settings.load(env_file=None)
+    assert settings.slack.bot_token is not None
+    assert settings.slack.bot_token.get_secret_value() == "xoxb-abc"
+    assert settings.telegram.allowed_users == ["42", "@alice"]
+    assert settings.llm.timeout == 2.5
+    assert settings.llm.prices == {"m": (1.0, 2.0)}
+
+
+def test_env_file_is_read_and_empty_values_mean_unset(tmp_path: Path) -> None:
+    env = tmp_path / ".env"
+    env.write_text("REDIS_URL=\nANTHROPIC_API_KEY=sk-test\nPARLEY_HTTP_PORT=9000\n")
+    settings = Settings.load(env_file=env)
+    assert settings.redis.url is None
+    assert settings.anthropic.api_key is not None
+    assert settings.http.port == 9000
+
+
+def test_invalid_values_name_every_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARLEY_LLM_TIMEOUT", "soon")
+    monkeypatch.setenv("PARLEY_TELEGRAM_MODE", "pigeon")
+    with pytest.raises(ConfigError) as caught:
+        Settings.load(env_file=None)
+    message = str(caught.value)
+    assert "PARLEY_LLM_TIMEOUT" in message and "'soon'" in message
+    assert "PARLEY_TELEGRAM_MODE" in message
+
+
+def test_env_example_lists_every_variable_and_nothing_else() -> None:
+    example = (ROOT / ".env.example").read_text()
+    listed = set(re.findall(r"^([A-Z][A-Z0-9_]+)=", example, flags=re.MULTILINE))
+    assert listed == set(all_variables())
+
+
+def test_design_contract_variables_exist() -> None:
+    names = set(all_variables())
+    for name in [
+        "REDIS_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+        "OLLAMA_HOST",
+        "OLLAMA_MODEL",
+        "PARLEY_LLM_TIMEOUT",
+        "TELEGRAM_BOT_TOKEN",
+        "TELEGRAM_API_URL",
+        "PARLEY_TELEGRAM_MODE",
+        "PARLEY_TELEGRAM_WEBHOOK_URL",
+        "PARLEY_TELEGRAM_WEBHOOK_SECRET",
+        "SLACK_BOT_TOKEN",
+        "SLACK_SIGNING_SECRET",
+        "SLACK_APP_TOKEN",
+        "SLACK_API_URL",
+        "PARLEY_HTTP_HOST",
+        "PARLEY_HTTP_PORT",
+        "PARLEY_TELEGRAM_ALLOWED_USERS",
+        "PARLEY_SLACK_ALLOWED_TEAMS",
+        "PARLEY_SLACK_ALLOWED_CHANNELS",
+        "PARLEY_APPROVERS",
+        "PARLEY_DATA_DIR",
+    ]:
+        assert name in names, name

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from bot.config import Settings
+from bot.doctor import run_doctor
+from bot.embedded_redis import EmbeddedRedis, free_port
+
+
+@pytest.fixture
+def plain_redis_url(tmp_path) -> Iterator[str]:
+    """The same server binary with no modules loaded: a Redis without search."""
+    embedded = EmbeddedRedis(tmp_path)
+    assert embedded.server is not None
+    port = free_port()
+    process = subprocess.Popen(
+        [str(embedded.server), "--port", str(port), "--save", "", "--appendonly", "no"],
+        env=embedded.environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    try:
+        for _ in range(200):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.02)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        client.close()
+        process.terminate()
+        process.wait(10)
+
+
+def settings_with(**sections: dict[str, object]) -> Settings:
+    closed = f"http://127.0.0.1:{free_port()}"
+    sections.setdefault("ollama", {"OLLAMA_HOST": closed})
+    return Settings.load(env_file=None, **sections)
+
+
+async def test_redis_without_search_is_a_clear_failure(
+    plain_redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = await run_doctor(settings_with(redis={"REDIS_URL": plain_redis_url}))
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if " redis " in f" {line} ")
+    assert line.startswith("fail") and "search module is missing" in line
+    assert "Redis 8 or Redis Stack" in out
+    assert code == 1
+
+
+async def test_redis_with_search_passes(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    await run_doctor(settings_with(redis={"REDIS_URL": redis_url}))
+    out = capsys.readouterr().out
+    assert any(line.startswith("ok") and "search module" in line for line in out.splitlines())
+
+
+async def test_unreachable_redis_url_fails_with_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    code = await run_doctor(
+        settings_with(redis={"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    )
+    out = capsys.readouterr().out
+    assert "cannot reach REDIS_URL" in out and code == 1
+
+
+async def test_no_credentials_reports_not_configured(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = await run_doctor(settings_with(redis={"REDIS_URL": redis_url}))
+    out = capsys.readouterr().out
+    for name in ("anthropic", "ollama", "slack", "telegram"):
+        line = next(line for line in out.splitlines() if f" {name} " in line)
+        assert line.startswith("not configured"), line
+    assert "not ready: no model provider" in out
+    assert code == 1
+
+
+async def test_embedded_redis_is_checked_without_starting_it(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await run_doctor(settings_with(redis={"PARLEY_DATA_DIR": str(tmp_path)}))
+    out = capsys.readouterr().out
+    assert any(
+        line.startswith("ok") and "embedded Redis Stack" in line for line in out.splitlines()
+    )
