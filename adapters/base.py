@@ -8,7 +8,7 @@ on its platform. Adapters know nothing of the agent, Redis or each other.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 Platform = Literal["slack", "telegram", "console"]
@@ -106,9 +106,8 @@ class OutboundMessage:
     text: str
     buttons: tuple[Button, ...] = ()
     decision_id: str | None = None
-    # Slack: the text posted to the channel may be shown as a plain notification too.
-    notify_text: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
+    # Show only to this user id where the platform can (Slack ephemeral); else post normally.
+    private_to: str | None = None
 
 
 class ChatAdapter(Protocol):
@@ -126,7 +125,12 @@ class ChatAdapter(Protocol):
         """Replace a message, e.g. to show a decision and remove its buttons."""
 
     async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
-        """Tell only the person who pressed a button (toast or ephemeral)."""
+        """Answer a button press to the presser alone; called exactly once per action.
+
+        Telegram answers the callback query (an alert box when `alert`, else a toast);
+        Slack posts an ephemeral message when `alert` and otherwise stays quiet, since the
+        edited message already shows the decision.
+        """
 
     async def progress(self, conversation: ConversationKey, status: str | None) -> None:
         """Show that work is under way ("typing", a status line); None clears it."""

@@ -1,0 +1,111 @@
+"""What the agent needs from the world, as small protocols the memory package and the bot satisfy.
+
+`RunContext` says who asked and where, in platform-neutral strings; memory scopes derive from
+it so that one person's private memories never reach another person's objective.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+MemoryKind = Literal["fact", "preference", "episode"]
+Share = Literal["private", "chat", "team"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunContext:
+    """Who an objective comes from and where it lives."""
+
+    conversation_id: str  # opaque to the agent; the bot uses it to route replies
+    platform: str
+    user_id: str
+    chat_id: str
+    team_id: str | None = None
+    is_direct: bool = True
+    user_name: str = ""
+
+    @property
+    def user_scope(self) -> str:
+        return f"user:{self.platform}:{self.user_id}"
+
+    @property
+    def chat_scope(self) -> str:
+        return f"chat:{self.platform}:{self.chat_id}"
+
+    @property
+    def team_scope(self) -> str | None:
+        return f"team:{self.platform}:{self.team_id}" if self.team_id else None
+
+    def readable_scopes(self) -> list[str]:
+        """A DM sees the user's own and their team's memories; a shared chat, its own and the team's."""
+        own = self.user_scope if self.is_direct else self.chat_scope
+        return [own] + ([self.team_scope] if self.team_scope else [])
+
+    def write_scope(self, share: Share = "private") -> str:
+        """Where a new memory goes: private to the user in a DM, to the chat in a shared one."""
+        if share == "team" and self.team_scope:
+            return self.team_scope
+        if share == "chat" or not self.is_direct:
+            return self.chat_scope
+        return self.user_scope
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryRecord:
+    id: str
+    text: str
+    kind: MemoryKind
+    scope: str
+    author: str  # user id of who it was learned from
+    source_conversation: str
+    created_at: float
+    last_used_at: float
+    distance: float | None = None  # set by recall
+
+
+class Recall(Protocol):
+    async def recall(
+        self, query: str, context: RunContext, k: int | None = None
+    ) -> list[MemoryRecord]:
+        """The memories most relevant to `query` that `context` may see, best first."""
+        ...
+
+
+class MemoryStore(Recall, Protocol):
+    async def remember(
+        self,
+        text: str,
+        context: RunContext,
+        *,
+        kind: MemoryKind = "fact",
+        share: Share = "private",
+    ) -> MemoryRecord:
+        """Store (or merge into a near-duplicate) a memory in the scope `share` picks."""
+        ...
+
+    async def list_memories(self, context: RunContext) -> list[MemoryRecord]:
+        """What Parley remembers about this user, visible from this context, oldest first."""
+        ...
+
+    async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
+        """Forget one listed memory, or all of them when memory_id is None; returns how many."""
+        ...
+
+
+class Scheduler(Protocol):
+    async def schedule_reminder(self, text: str, due_at: float, context: RunContext) -> str:
+        """Post `text` into the context's conversation at `due_at` (epoch seconds); returns an id."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProgressEvent:
+    kind: Literal["step_started", "tool_started", "tool_finished"]
+    step: int
+    tool: str | None = None
+    detail: dict[str, str] = field(default_factory=dict)
+
+
+ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
