@@ -1,0 +1,35 @@
+"""The service's Prometheus metrics, on the default registry (`/metrics` exposes them all).
+
+Model-call metrics live with the providers in `agent/llm/metrics.py`.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+MESSAGES_IN = Counter(
+    "parley_messages_in_total", "Platform events accepted into the inbox", ["platform", "kind"]
+)
+MESSAGES_DROPPED = Counter(
+    "parley_messages_dropped_total", "Platform events not queued", ["platform", "reason"]
+)
+RUNS = Counter("parley_runs_total", "Agent runs by outcome", ["outcome"])
+RUN_STEPS = Histogram(
+    "parley_run_steps", "Think steps per run", buckets=(1, 2, 3, 4, 6, 8, 12, 20, 50)
+)
+RUN_SECONDS = Histogram("parley_run_seconds", "Wall time of one agent run or resumption")
+TOOL_CALLS = Counter("parley_tool_calls_total", "Tool calls by tool and result", ["tool", "result"])
+QUEUE_LENGTH = Gauge("parley_queue_length", "Inbox stream entries not yet delivered to a worker")
+QUEUE_LAG = Histogram(
+    "parley_queue_lag_seconds",
+    "From inbox to a worker picking the event up",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+PENDING_DECISIONS = Gauge(
+    "parley_pending_decisions", "Questions and approvals waiting for a person", ["kind"]
+)
+DELIVERIES = Counter(
+    "parley_deliveries_total", "Outbound messages by platform and result", ["platform", "result"]
+)
+REMINDERS = Counter("parley_reminders_total", "Reminders by result", ["result"])
+LIMITED = Counter("parley_limited_total", "Requests refused by a limit", ["limit"])
