@@ -78,6 +78,8 @@ class AgentSettings(_Section):
     tool_timeout: float = Field(30.0, alias="PARLEY_TOOL_TIMEOUT", gt=0)
     tool_retries: int = Field(3, alias="PARLEY_TOOL_RETRIES", ge=0)
     tool_output_limit: int = Field(4000, alias="PARLEY_TOOL_OUTPUT_LIMIT", ge=200)
+    tool_backoff: float = Field(0.5, alias="PARLEY_TOOL_BACKOFF", gt=0)
+    tool_backoff_max: float = Field(8.0, alias="PARLEY_TOOL_BACKOFF_MAX", gt=0)
     skills_dir: Path | None = Field(None, alias="PARLEY_SKILLS_DIR")
     max_message_chars: int = Field(4000, alias="PARLEY_MAX_MESSAGE_CHARS", ge=1)
 

@@ -1,0 +1,183 @@
+"""The tools every Parley agent has: the two human tools, memory, reminders, time, arithmetic."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, Field
+
+from agent.calculator import CalculatorError, evaluate
+from agent.protocols import MemoryKind, Share
+from agent.tools import Tool, ToolContext, ToolError, ToolRegistry, tool
+
+ASK_USER = "ask_user"
+PROPOSE_PLAN = "propose_plan"
+MAX_REMINDER_DELAY = 366 * 24 * 3600
+
+
+class ProposedStep(BaseModel):
+    tool: str = Field(description="Name of the side-effecting tool to call.")
+    args: dict[str, Any] = Field(default_factory=dict, description="The arguments it will get.")
+    description: str = Field("", description="One line saying what this step does.")
+
+
+@tool(name=ASK_USER, category="human")
+async def ask_user(question: str, options: list[str] | None = None) -> str:
+    """Ask the user a clarifying question and wait for the answer.
+
+    Args:
+        question: One short question.
+        options: A few likely answers to offer as buttons; the user may also type another.
+    """
+    raise ToolError("ask_user is handled by the agent loop")  # the loop suspends instead
+
+
+@tool(name=PROPOSE_PLAN, category="human")
+async def propose_plan(goal: str, steps: list[ProposedStep]) -> str:
+    """Ask the user once to approve a plan of several side-effecting calls.
+
+    Once approved, each listed call (same tool, same arguments) runs without asking again.
+
+    Args:
+        goal: What the plan achieves, in one sentence.
+        steps: The side-effecting calls, in the order you will make them.
+    """
+    raise ToolError("propose_plan is handled by the agent loop")
+
+
+@tool(category="memory")
+async def remember(
+    ctx: ToolContext,
+    text: str,
+    share: Share = "private",
+    kind: MemoryKind = "fact",
+) -> str:
+    """Remember a durable fact or preference for later conversations.
+
+    Args:
+        text: The thing to remember, as a self-contained sentence.
+        share: "private" (only this user), "chat" (everyone in this chat) or "team".
+        kind: "fact", "preference" or "episode".
+    """
+    if ctx.memory is None:
+        raise ToolError("Memory is unavailable right now; tell the user you cannot remember it.")
+    record = await ctx.memory.remember(text, ctx.run, kind=kind, share=share)
+    return f"Remembered (memory id {record.id}, scope {record.scope.split(':', 1)[0]})."
+
+
+@tool(category="memory")
+async def forget(ctx: ToolContext, memory_id: str) -> str:
+    """Forget one remembered thing, by the id shown in the list of things you remember.
+
+    Args:
+        memory_id: The id of the memory to forget.
+    """
+    if ctx.memory is None:
+        raise ToolError("Memory is unavailable right now.")
+    removed = await ctx.memory.forget(ctx.run, memory_id)
+    if not removed:
+        raise ToolError(f"No memory with id {memory_id!r} is visible here.")
+    return f"Forgot memory {memory_id}."
+
+
+def _due_at(in_seconds: int | None, at: str | None, now: float) -> float:
+    if (in_seconds is None) == (at is None):
+        raise ToolError("Give exactly one of in_seconds or at.")
+    if in_seconds is not None:
+        return now + in_seconds
+    assert at is not None
+    try:
+        moment = datetime.fromisoformat(at)
+    except ValueError:
+        raise ToolError(f"{at!r} is not an ISO-8601 time like 2026-05-01T09:30:00+02:00.") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)  # documented: a time without offset is UTC
+    due = moment.timestamp()
+    if due <= now:
+        raise ToolError("That time is in the past.")
+    if due - now > MAX_REMINDER_DELAY:
+        raise ToolError("Reminders can be at most a year ahead.")
+    return due
+
+
+def _describe_reminder(args: dict[str, Any]) -> str:
+    text = str(args.get("text", ""))
+    if args.get("in_seconds") is not None:
+        seconds = int(args["in_seconds"])
+        when = f"in {seconds // 60} min" if seconds >= 60 else f"in {seconds} s"
+    else:
+        when = f"at {args.get('at')}"
+    return f'Post a reminder {when}: "{text[:120]}"'
+
+
+@tool(category="reminders", side_effects=True, retries=0, describe=_describe_reminder)
+async def create_reminder(
+    ctx: ToolContext,
+    text: str,
+    in_seconds: Annotated[int, Field(gt=0, le=MAX_REMINDER_DELAY)] | None = None,
+    at: str | None = None,
+) -> str:
+    """Post a reminder into this conversation later. Give in_seconds or at, not both.
+
+    Args:
+        text: What to remind about.
+        in_seconds: Delay from now, in seconds.
+        at: ISO-8601 time, e.g. 2026-05-01T09:30:00+02:00 (UTC if no offset).
+    """
+    if ctx.scheduler is None:
+        raise ToolError("Reminders are not available here.")
+    due = _due_at(in_seconds, at, time.time())
+    reminder_id = await ctx.scheduler.schedule_reminder(text, due, ctx.run)
+    when = datetime.fromtimestamp(due, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"Reminder {reminder_id} set for {when}."
+
+
+@tool(category="general")
+async def current_time(timezone: str | None = None) -> str:
+    """The current date and time.
+
+    Args:
+        timezone: An IANA time zone such as Europe/Berlin; UTC if not given.
+    """
+    try:
+        zone = ZoneInfo(timezone) if timezone else UTC
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ToolError(f"Unknown time zone {timezone!r}; use an IANA name.") from None
+    now = datetime.now(zone)
+    return now.strftime("%A %Y-%m-%d %H:%M:%S %Z (UTC%z)")
+
+
+@tool(category="general")
+async def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression exactly: + - * / // % ** and parentheses,
+    plus abs, round, min, max, sqrt, log, exp, sin, cos, tan, pi and e.
+
+    Args:
+        expression: For example "(1200 * 1.19) / 3" or "sqrt(2) ** 2".
+    """
+    try:
+        return evaluate(expression)
+    except CalculatorError as exc:
+        raise ToolError(str(exc)) from None
+
+
+BUILTIN_TOOLS: tuple[Tool, ...] = (
+    ask_user,
+    propose_plan,
+    remember,
+    forget,
+    create_reminder,
+    current_time,
+    calculator,
+)
+
+
+def builtin_registry() -> ToolRegistry:
+    """A fresh registry holding the built-in tools; add third-party ones to it."""
+    return ToolRegistry(BUILTIN_TOOLS)
+
+
+__all__ = ["ASK_USER", "PROPOSE_PLAN", "BUILTIN_TOOLS", "ProposedStep", "builtin_registry"]

@@ -1,0 +1,262 @@
+"""The ReAct loop: OBSERVE → THINK → ACT → CHECK, until an answer, a human, or a guard.
+
+Kept small on purpose: context fitting lives in `context`, tool calls and human suspension in
+`turns`, prompt text in `prompts`. A run that waits for a human returns; `resume` picks it up
+again from its `RunState`, in this process or another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from agent.context import Window, estimate_tools, fit
+from agent.execution import ExecutionPolicy
+from agent.llm.base import ChatModel, LLMError
+from agent.messages import ChatRequest, Message, TextBlock, Usage
+from agent.outcomes import (
+    AwaitingAnswer,
+    AwaitingApproval,
+    Finished,
+    Outcome,
+    RunTrace,
+    StepTrace,
+    failed,
+)
+from agent.prompts import DEFAULT_SYSTEM_PROMPT, build_system_prompt
+from agent.protocols import (
+    MemoryRecord,
+    MemoryStore,
+    ProgressCallback,
+    ProgressEvent,
+    Recall,
+    RunContext,
+    Scheduler,
+)
+from agent.state import RunState
+from agent.tools import ToolContext, ToolRegistry
+from agent.turns import Actor
+
+log = logging.getLogger(__name__)
+
+MOVED_ON = "Not done: the user sent a new message instead of answering."
+NO_ANSWER = "I'm not sure what to add to that."
+
+
+class ResumeError(ValueError):
+    """`resume` was called with a decision that does not fit what the run waits for."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentConfig:
+    max_steps: int = 12
+    token_budget: int = 200_000
+    deadline: float = 300.0
+    context_tokens: int = 24_000
+    tool_timeout: float = 30.0
+    tool_retries: int = 3
+    tool_output_limit: int = 4000
+    max_tokens: int = 4096
+    backoff_base: float = 0.5
+    backoff_max: float = 8.0
+    recall_k: int = 5
+
+
+class Agent:
+    def __init__(
+        self,
+        model: ChatModel,
+        tools: ToolRegistry,
+        *,
+        recall: Recall | None = None,
+        memory: MemoryStore | None = None,
+        scheduler: Scheduler | None = None,
+        config: AgentConfig = AgentConfig(),
+        system_prompt: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> None:
+        self.model = model
+        self.tools = tools
+        self.recall = recall if recall is not None else memory
+        self.memory = memory
+        self.scheduler = scheduler
+        self.config = config
+        self.system_prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
+        self.on_progress = on_progress
+        self._specs = tools.specs()
+        self._window = Window(tokens=config.context_tokens, tools=estimate_tools(self._specs))
+        self._policy = ExecutionPolicy(
+            timeout=config.tool_timeout,
+            retries=config.tool_retries,
+            output_limit=config.tool_output_limit,
+            backoff_base=config.backoff_base,
+            backoff_max=config.backoff_max,
+        )
+
+    async def run(
+        self,
+        objective: str,
+        context: RunContext,
+        *,
+        history: RunState | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> Outcome:
+        """Start on a new objective; `history` is this conversation's previous run, if any."""
+        state = RunState(context=context, objective=objective, last_user_text=objective)
+        if history is not None:
+            previous = history.model_copy(deep=True)
+            previous.abandon(MOVED_ON)
+            state.messages, state.summary = previous.messages, previous.summary
+        last = state.messages[-1] if state.messages else None
+        if last is not None and last.role == "user":  # keep roles alternating
+            content = [*last.content, TextBlock(text=objective)]
+            state.messages[-1] = Message(role="user", content=content)
+        else:
+            state.messages.append(Message.user(objective))
+        return await self._segment(state, on_progress, answer=None, approved=None, reason=None)
+
+    async def resume(
+        self,
+        state: RunState,
+        *,
+        answer: str | None = None,
+        approved: bool | None = None,
+        reason: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> Outcome:
+        """Continue a suspended run with the user's answer or approval decision."""
+        if state.pending_question is not None and answer is None:
+            raise ResumeError("the run waits for an answer")
+        if state.pending_plan is not None and approved is None:
+            raise ResumeError("the run waits for an approval decision")
+        if not state.is_suspended:
+            raise ResumeError("the run is not waiting for anything")
+        state = state.model_copy(deep=True)
+        return await self._segment(
+            state, on_progress, answer=answer, approved=approved, reason=reason
+        )
+
+    async def _segment(
+        self,
+        state: RunState,
+        on_progress: ProgressCallback | None,
+        *,
+        answer: str | None,
+        approved: bool | None,
+        reason: str | None,
+    ) -> Outcome:
+        trace = RunTrace()
+        actor = Actor(
+            registry=self.tools,
+            context=ToolContext(run=state.context, memory=self.memory, scheduler=self.scheduler),
+            policy=self._policy,
+            trace=trace,
+            on_progress=on_progress or self.on_progress,
+        )
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self.config.deadline) as deadline:
+                await actor.settle(state, answer=answer, approved=approved, reason=reason)
+                outcome = await self._loop(state, actor, trace)
+        except LLMError as exc:
+            log.warning("run %s: model call failed: %s", state.run_id, type(exc).__name__)
+            outcome = failed("model_error", state, trace, exc)
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and deadline.expired():
+                outcome = failed("deadline", state, trace)
+            else:
+                log.exception("run %s failed", state.run_id)
+                outcome = failed("error", state, trace, exc)
+        trace.duration = time.monotonic() - started
+        return outcome
+
+    async def _loop(self, state: RunState, actor: Actor, trace: RunTrace) -> Outcome:
+        while True:
+            # CHECK the guards before spending another model call
+            if state.steps >= self.config.max_steps:
+                return failed("max_steps", state, trace)
+            if state.usage.total >= self.config.token_budget:
+                return failed("token_budget", state, trace)
+            step = StepTrace(index=state.steps + 1)
+            trace.steps.append(step)
+            step_started = time.monotonic()
+            await actor.notify(ProgressEvent(kind="step_started", step=step.index))
+
+            # OBSERVE
+            memories = await self._recall(state)
+
+            def system_for(summary: str, memories: list[MemoryRecord] = memories) -> str:
+                return build_system_prompt(
+                    base=self.system_prompt,
+                    context=state.context,
+                    objective=state.objective,
+                    memories=memories,
+                    summary=summary,
+                )
+
+            usage, calls = await fit(
+                state, model=self.model, window=self._window, system_for=system_for
+            )
+            self._account(state, trace, usage)
+            trace.summaries += calls
+
+            # THINK
+            request = ChatRequest(
+                system=system_for(state.summary),
+                messages=list(state.messages),
+                tools=self._specs,
+                max_tokens=self.config.max_tokens,
+            )
+            think_started = time.monotonic()
+            response = await self.model.complete(request)
+            step.model_duration = time.monotonic() - think_started
+            state.steps += 1
+            self._account(state, trace, response.usage)
+            message = response.message
+            step.thought = message.text
+            uses = message.tool_uses
+            if not uses:
+                answer = message.text.strip() or NO_ANSWER
+                state.messages.append(
+                    message if message.text.strip() else Message.assistant(answer)
+                )
+                step.duration = time.monotonic() - step_started
+                return Finished(answer=answer, state=state, trace=trace)
+
+            # ACT
+            state.messages.append(message)
+            turn = await actor.act(state, uses)
+            step.duration = time.monotonic() - step_started
+            if turn.question is not None:
+                state.pending_question, state.pending_results = turn.question, turn.results
+                q = turn.question
+                return AwaitingAnswer(
+                    question=q.question,
+                    options=q.options,
+                    question_id=q.id,
+                    state=state,
+                    trace=trace,
+                )
+            if turn.plan is not None:
+                state.pending_plan, state.pending_results = turn.plan, turn.results
+                return AwaitingApproval(plan=turn.plan.plan(), state=state, trace=trace)
+            state.close_turn(turn.results)
+
+    async def _recall(self, state: RunState) -> list[MemoryRecord]:
+        if self.recall is None:
+            return []
+        query = state.objective
+        if state.last_user_text and state.last_user_text != state.objective:
+            query = f"{state.objective}\n{state.last_user_text}"
+        try:
+            return await self.recall.recall(query, state.context, k=self.config.recall_k)
+        except Exception:  # memory is a help, not a dependency: think without it
+            log.warning("run %s: recall failed", state.run_id, exc_info=True)
+            return []
+
+    @staticmethod
+    def _account(state: RunState, trace: RunTrace, usage: Usage) -> None:
+        state.usage = state.usage + usage
+        trace.usage = trace.usage + usage

@@ -1,0 +1,100 @@
+"""A run's durable state: everything needed to resume it in another process.
+
+Pydantic, because the bot stores it in Redis as JSON (`model_dump_json` /
+`model_validate_json`) while the run waits for a human.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from pydantic import BaseModel, Field
+
+from agent.messages import Message, ToolResultBlock, Usage
+from agent.outcomes import Plan, PlanStep
+from agent.protocols import RunContext
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+class PendingQuestion(BaseModel):
+    """An `ask_user` call waiting for the user's answer."""
+
+    id: str
+    tool_use_id: str
+    question: str
+    options: list[str] = Field(default_factory=list)
+
+
+class PendingPlan(BaseModel):
+    """Side-effecting calls (and perhaps a proposed plan) waiting for approval."""
+
+    id: str
+    goal: str | None = None
+    steps: list[PlanStep] = Field(default_factory=list)  # calls of the turn, run on approval
+    proposal_id: str | None = None  # the propose_plan tool_use, if the model proposed a plan
+    proposed: list[PlanStep] = Field(default_factory=list)  # steps it covers once approved
+
+    def plan(self) -> Plan:
+        return Plan(id=self.id, goal=self.goal, steps=[*self.steps, *self.proposed])
+
+
+class ApprovedPlan(BaseModel):
+    """A proposed plan the user approved; each step may run once without asking again."""
+
+    id: str
+    goal: str | None = None
+    remaining: list[PlanStep] = Field(default_factory=list)
+
+
+class RunState(BaseModel):
+    run_id: str = Field(default_factory=new_id)
+    context: RunContext
+    objective: str
+    messages: list[Message] = Field(default_factory=list)
+    summary: str = ""
+    steps: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    pending_question: PendingQuestion | None = None
+    pending_plan: PendingPlan | None = None
+    # results already produced for the open turn (read-only calls that ran before suspending)
+    pending_results: list[ToolResultBlock] = Field(default_factory=list)
+    approved_plan: ApprovedPlan | None = None
+    last_user_text: str = ""  # the latest thing the user said, for recall
+    started_at: float = Field(default_factory=time.time)
+    errors: list[str] = Field(default_factory=list)
+
+    @property
+    def is_suspended(self) -> bool:
+        return self.pending_question is not None or self.pending_plan is not None
+
+    def open_calls(self) -> list[str]:
+        """Tool-use ids of the last assistant turn that have no result yet."""
+        if not self.messages or self.messages[-1].role != "assistant":
+            return []
+        done = {r.tool_use_id for r in self.pending_results}
+        return [u.id for u in self.messages[-1].tool_uses if u.id not in done]
+
+    def close_turn(self, results: list[ToolResultBlock]) -> None:
+        """Append one user message answering every tool_use of the last assistant turn."""
+        by_id = {r.tool_use_id: r for r in [*self.pending_results, *results]}
+        uses = self.messages[-1].tool_uses if self.messages else []
+        missing = [u.id for u in uses if u.id not in by_id]
+        if missing:
+            raise ValueError(f"tool uses without a result: {missing}")
+        self.messages.append(Message(role="user", content=[by_id[u.id] for u in uses]))
+        self.pending_results = []
+
+    def abandon(self, note: str) -> None:
+        """Give every open call a result saying why it never ran, and drop what was pending."""
+        open_ids = self.open_calls()
+        if open_ids:
+            self.close_turn(
+                [ToolResultBlock(tool_use_id=i, content=note, is_error=True) for i in open_ids]
+            )
+        self.pending_question = None
+        self.pending_plan = None
+        self.pending_results = []

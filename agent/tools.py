@@ -1,0 +1,301 @@
+"""Tools: typed async functions the model can call, and the registry that holds them.
+
+A tool's JSON schema comes from its type hints (through a pydantic model built from the
+signature) and its docstring; a parameter annotated `ToolContext` is injected by the loop and
+is not part of the schema. Tools that change the world declare `side_effects=True` and never
+run without a human approval.
+
+Errors::
+
+    ToolError                 permanent: the model sees it as an error observation
+    ├── TransientToolError    retried with exponential backoff and jitter
+    └── ToolLoadError         a skills file or entry point could not be loaded
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib.util
+import inspect
+import logging
+import re
+import sys
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import Any, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from agent.messages import ToolSpec
+from agent.protocols import MemoryStore, RunContext, Scheduler
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class ToolError(Exception):
+    """A tool failed in a way worth telling the model; the message is shown to it."""
+
+
+class TransientToolError(ToolError):
+    """A failure that may pass: the call is retried."""
+
+
+class ToolLoadError(ToolError):
+    """A third-party tool could not be loaded."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolContext:
+    """What the loop hands a tool that asks for it."""
+
+    run: RunContext
+    memory: MemoryStore | None = None
+    scheduler: Scheduler | None = None
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The summary and the per-parameter descriptions of a Google-style docstring."""
+    doc = inspect.cleandoc(doc)
+    summary, _, rest = doc.partition("\nArgs:\n")
+    params: dict[str, str] = {}
+    current: str | None = None
+    for line in rest.splitlines():
+        if line and not line.startswith(" "):
+            break  # the next section (Returns:, Raises:, ...)
+        match = re.match(r"^\s{2,8}(\w+)(?:\s*\([^)]*\))?:\s*(.*)$", line)
+        if match and (current is None or len(line) - len(line.lstrip()) <= 8):
+            current = match.group(1)
+            params[current] = match.group(2).strip()
+        elif current and line.strip():
+            params[current] += " " + line.strip()
+    return summary.strip(), params
+
+
+class Tool:
+    """A callable the model may use, with its argument model and metadata."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        category: str = "general",
+        side_effects: bool = False,
+        timeout: float | None = None,
+        retries: int | None = None,
+        describe: Callable[[dict[str, Any]], str] | None = None,
+    ) -> None:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"tool {fn.__name__!r} must be an async function")
+        self.fn = fn
+        self.name = name or fn.__name__
+        if not _NAME.match(self.name):
+            raise ValueError(f"tool name {self.name!r} must match {_NAME.pattern}")
+        summary, param_docs = _parse_docstring(fn.__doc__ or "")
+        self.description = description or summary or self.name
+        self.category = category
+        self.side_effects = side_effects
+        self.timeout = timeout
+        self.retries = retries
+        self._describe = describe
+        self._context_param: str | None = None
+        self.args_model = self._build_args_model(param_docs)
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        self._spec = ToolSpec(name=self.name, description=self.description, input_schema=schema)
+
+    def _build_args_model(self, param_docs: dict[str, str]) -> type[BaseModel]:
+        hints = get_type_hints(self.fn, include_extras=True)
+        fields: dict[str, Any] = {}
+        for param in inspect.signature(self.fn).parameters.values():
+            annotation = hints.get(param.name, Any)
+            if annotation is ToolContext:
+                self._context_param = param.name
+                continue
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise TypeError(f"tool {self.name!r}: *args/**kwargs cannot be described")
+            default = ... if param.default is param.empty else param.default
+            fields[param.name] = (
+                annotation,
+                Field(default, description=param_docs.get(param.name)),
+            )
+        return create_model(f"{self.name}_args", __base__=_Args, **fields)
+
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Keyword arguments for the function; raises pydantic.ValidationError."""
+        model = self.args_model.model_validate(args)
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    def normalize(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as JSON with defaults filled in, for comparing two calls."""
+        return self.args_model.model_validate(args).model_dump(mode="json")
+
+    def describe_call(self, args: dict[str, Any]) -> str:
+        """A one-line human description of a call, shown in approval plans."""
+        if self._describe is not None:
+            try:
+                return self._describe(args)
+            except Exception:  # a describer bug must not hide the call from the approver
+                log.warning("describe() of tool %s failed", self.name, exc_info=True)
+        rendered = ", ".join(f"{key}={value!r}" for key, value in args.items())
+        line = f"{self.name.replace('_', ' ')}({rendered})"
+        return line if len(line) <= 200 else line[:199] + "…"
+
+    async def __call__(self, args: dict[str, Any], context: ToolContext) -> Any:
+        kwargs = self.validate(args)
+        if self._context_param:
+            kwargs[self._context_param] = context
+        return await self.fn(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r}, side_effects={self.side_effects})"
+
+
+@overload
+def tool(fn: Callable[..., Awaitable[Any]], /) -> Tool: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    category: str = "general",
+    side_effects: bool = False,
+    timeout: float | None = None,
+    retries: int | None = None,
+    describe: Callable[[dict[str, Any]], str] | None = None,
+) -> Callable[[Callable[..., Awaitable[Any]]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Awaitable[Any]] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    category: str = "general",
+    side_effects: bool = False,
+    timeout: float | None = None,
+    retries: int | None = None,
+    describe: Callable[[dict[str, Any]], str] | None = None,
+) -> Tool | Callable[[Callable[..., Awaitable[Any]]], Tool]:
+    """Make a typed async function a tool: `@tool` or `@tool(side_effects=True, ...)`."""
+
+    def wrap(func: Callable[..., Awaitable[Any]]) -> Tool:
+        return Tool(
+            func,
+            name=name,
+            description=description,
+            category=category,
+            side_effects=side_effects,
+            timeout=timeout,
+            retries=retries,
+            describe=describe,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def _tools_in(obj: Any) -> list[Tool]:
+    """Tools found in what an entry point or skills file offers."""
+    if isinstance(obj, Tool):
+        return [obj]
+    if isinstance(obj, ToolRegistry):
+        return obj.list()
+    if isinstance(obj, ModuleType):
+        return [value for value in vars(obj).values() if isinstance(value, Tool)]
+    if isinstance(obj, Iterable) and not isinstance(obj, str | bytes):
+        found = list(obj)
+        if all(isinstance(item, Tool) for item in found):
+            return found
+    raise ToolLoadError(f"{obj!r} is not a tool, a list of tools, a module or a registry")
+
+
+class ToolRegistry:
+    """The tools an agent may use, by unique name."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.register(item)
+
+    def register(self, item: Tool) -> Tool:
+        if item.name in self._tools:
+            raise ValueError(f"a tool named {item.name!r} is already registered")
+        self._tools[item.name] = item
+        return item
+
+    def get(self, name: str) -> Tool:
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise KeyError(f"no tool named {name!r}") from None
+
+    def has(self, name: str) -> bool:
+        return name in self._tools
+
+    def list(self, category: str | None = None) -> list[Tool]:
+        return [t for t in self._tools.values() if category is None or t.category == category]
+
+    def specs(self) -> builtins.list[ToolSpec]:
+        return [t.spec() for t in self._tools.values()]
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def load_entry_points(self, group: str = "parley.tools") -> builtins.list[str]:
+        """Register the tools that installed packages offer; returns their names."""
+        names: builtins.list[str] = []
+        for point in entry_points(group=group):
+            try:
+                loaded = point.load()
+            except Exception as exc:
+                raise ToolLoadError(f"entry point {point.name!r} failed to load: {exc}") from exc
+            for item in _tools_in(loaded):
+                names.append(self.register(item).name)
+        log.info("loaded %d tools from entry point group %s", len(names), group)
+        return names
+
+    def load_skills_dir(self, path: str | Path) -> builtins.list[str]:
+        """Register the tools defined at module level in each `*.py` file of a folder."""
+        folder = Path(path)
+        if not folder.is_dir():
+            raise ToolLoadError(f"skills folder {folder} does not exist")
+        names: builtins.list[str] = []
+        for file in sorted(folder.glob("*.py")):
+            if file.name.startswith("_"):
+                continue
+            module_name = f"parley_skills.{file.stem}"
+            spec = importlib.util.spec_from_file_location(module_name, file)
+            if spec is None or spec.loader is None:
+                raise ToolLoadError(f"cannot import skills file {file}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            try:
+                spec.loader.exec_module(module)
+            except Exception as exc:
+                sys.modules.pop(module_name, None)
+                raise ToolLoadError(f"skills file {file.name} failed to load: {exc}") from exc
+            for item in _tools_in(module):
+                names.append(self.register(item).name)
+        log.info("loaded %d tools from skills folder %s", len(names), folder)
+        return names

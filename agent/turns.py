@@ -1,0 +1,262 @@
+"""ACT: what happens to the tool calls of one model turn, and how a suspended turn settles.
+
+Read-only calls run (concurrently) at once. Side-effecting calls run only when an approved
+plan covers them; otherwise they are gathered into one plan and the run suspends. `ask_user`
+suspends for an answer. Every tool_use ends up with exactly one tool_result before the next
+model call — some now, the rest when the human answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from agent.builtin_tools import ASK_USER, PROPOSE_PLAN
+from agent.execution import ExecutionPolicy, check_call, error_result, execute, notify
+from agent.messages import ToolResultBlock, ToolUseBlock
+from agent.observations import clean
+from agent.outcomes import PlanStep, RunTrace, ToolCallTrace
+from agent.protocols import ProgressCallback, ProgressEvent
+from agent.state import ApprovedPlan, PendingPlan, PendingQuestion, RunState, new_id
+from agent.tools import Tool, ToolContext, ToolRegistry
+
+
+@dataclass(kw_only=True)
+class TurnResult:
+    results: list[ToolResultBlock] = field(default_factory=list)
+    question: PendingQuestion | None = None
+    plan: PendingPlan | None = None
+
+
+@dataclass(kw_only=True)
+class _Calls:
+    read_only: list[ToolUseBlock] = field(default_factory=list)
+    covered: list[ToolUseBlock] = field(default_factory=list)  # by an approved plan
+    uncovered: list[tuple[ToolUseBlock, Tool]] = field(default_factory=list)
+    asks: list[ToolUseBlock] = field(default_factory=list)
+    proposals: list[ToolUseBlock] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class Actor:
+    registry: ToolRegistry
+    context: ToolContext
+    policy: ExecutionPolicy
+    trace: RunTrace
+    on_progress: ProgressCallback | None = None
+
+    async def act(self, state: RunState, uses: list[ToolUseBlock]) -> TurnResult:
+        turn = TurnResult()
+        calls = self._sort(state, uses, turn)
+        turn.results += await self.run_concurrently(calls.read_only, state.steps)
+        for use in calls.covered:  # approved earlier through propose_plan; in the model's order
+            turn.results.append(await self._run(use, state.steps))
+        turn.question = self._question(calls.asks, turn)
+        if turn.question is not None:
+            for use in [*(u for u, _ in calls.uncovered), *calls.proposals]:
+                self._reply(turn, use, "Not run: waiting for the user's answer first.", "skipped")
+        else:
+            turn.plan = self._plan(calls, turn)
+        return turn
+
+    def _sort(self, state: RunState, uses: list[ToolUseBlock], turn: TurnResult) -> _Calls:
+        """Group a turn's calls by how they may run; invalid ones are answered at once."""
+        calls = _Calls()
+        for use in uses:
+            if use.name == ASK_USER and use.name in self.registry:
+                calls.asks.append(use)
+            elif use.name == PROPOSE_PLAN and use.name in self.registry:
+                calls.proposals.append(use)
+            elif isinstance(checked := check_call(self.registry, use), str):
+                self._reply(turn, use, checked, "invalid")
+            elif not checked.side_effects:
+                calls.read_only.append(use)
+            elif _consume(state.approved_plan, checked, use):
+                calls.covered.append(use)
+            else:
+                calls.uncovered.append((use, checked))
+        return calls
+
+    def _question(self, asks: list[ToolUseBlock], turn: TurnResult) -> PendingQuestion | None:
+        question: PendingQuestion | None = None
+        for use in asks:
+            if isinstance(checked := check_call(self.registry, use), str):
+                self._reply(turn, use, checked, "invalid")
+            elif question is not None:
+                self._reply(turn, use, "Ask one question at a time; ask this one later.", "skipped")
+            else:
+                question = PendingQuestion(
+                    id=new_id(),
+                    tool_use_id=use.id,
+                    question=str(use.input["question"]),
+                    options=[str(o) for o in use.input.get("options") or []],
+                )
+                self._record(use, "", "deferred")
+        return question
+
+    def _plan(self, calls: _Calls, turn: TurnResult) -> PendingPlan | None:
+        """One plan for every uncovered side-effecting call, plus the model's proposal if any."""
+        goal: str | None = None
+        proposal_id: str | None = None
+        proposed: list[PlanStep] = []
+        for use in calls.proposals:
+            if proposal_id is not None:
+                self._reply(turn, use, "Propose one plan at a time.", "skipped")
+            elif isinstance(proposal := self._check_proposal(use), str):
+                self._reply(turn, use, proposal, "invalid")
+            elif not proposal:
+                self._reply(turn, use, "None of these steps needs approval; go ahead.", "ok")
+            else:
+                goal, proposal_id, proposed = str(use.input["goal"]), use.id, proposal
+                self._record(use, "", "deferred")
+        for use, _ in calls.uncovered:
+            self._record(use, "", "deferred")
+        steps = [_step(use, tool) for use, tool in calls.uncovered]
+        if not steps and not proposed:
+            return None
+        return PendingPlan(
+            id=new_id(), goal=goal, steps=steps, proposal_id=proposal_id, proposed=proposed
+        )
+
+    async def notify(self, event: ProgressEvent) -> None:
+        await notify(self.on_progress, event)
+
+    async def settle(
+        self, state: RunState, *, answer: str | None, approved: bool | None, reason: str | None
+    ) -> None:
+        """Answer the suspended turn with the human's answer or decision, and close it."""
+        if state.pending_question is not None and answer is not None:
+            state.last_user_text = answer
+            state.close_turn(await self.settle_answer(state, answer))
+            state.pending_question = None
+        elif state.pending_plan is not None and approved is not None:
+            state.close_turn(await self.settle_plan(state, approved=approved, reason=reason))
+            state.pending_plan = None
+
+    async def settle_answer(self, state: RunState, answer: str) -> list[ToolResultBlock]:
+        assert state.pending_question is not None
+        text = clean(answer, self.policy.output_limit)
+        return [
+            ToolResultBlock(
+                tool_use_id=state.pending_question.tool_use_id,
+                content=f"The user answered: {text}",
+            )
+        ]
+
+    async def settle_plan(
+        self, state: RunState, *, approved: bool, reason: str | None
+    ) -> list[ToolResultBlock]:
+        pending = state.pending_plan
+        assert pending is not None
+        results: list[ToolResultBlock] = []
+        if not approved:
+            because = f" Their reason: {clean(reason, 500)}" if reason else ""
+            for step in pending.steps:
+                use = ToolUseBlock(id=step.call_id, name=step.tool, input=step.args)
+                self._record(use, "rejected", "rejected")
+                results.append(
+                    ToolResultBlock(
+                        tool_use_id=step.call_id,
+                        content=f"The user rejected this action; it was not run.{because}",
+                        is_error=True,
+                    )
+                )
+            if pending.proposal_id:
+                results.append(
+                    ToolResultBlock(
+                        tool_use_id=pending.proposal_id,
+                        content=f"The user rejected the plan.{because}",
+                        is_error=True,
+                    )
+                )
+            return results
+        for step in pending.steps:  # one at a time, in the order the model asked for them
+            use = ToolUseBlock(id=step.call_id, name=step.tool, input=step.args)
+            results.append(await self._run(use, state.steps))
+        if pending.proposal_id:
+            state.approved_plan = ApprovedPlan(
+                id=pending.id, goal=pending.goal, remaining=list(pending.proposed)
+            )
+            results.append(
+                ToolResultBlock(
+                    tool_use_id=pending.proposal_id,
+                    content="The user approved the plan. Call its steps now; "
+                    "they will run without asking again.",
+                )
+            )
+        return results
+
+    async def run_concurrently(self, uses: list[ToolUseBlock], step: int) -> list[ToolResultBlock]:
+        if not uses:
+            return []
+        if len(uses) == 1:
+            return [await self._run(uses[0], step)]
+        # TaskGroup cancels and drains the other calls if this task is cancelled
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(self._run(use, step)) for use in uses]
+        return [task.result() for task in tasks]
+
+    async def _run(self, use: ToolUseBlock, step: int) -> ToolResultBlock:
+        result, call = await execute(
+            self.registry, use, self.context, self.policy, step=step, on_progress=self.on_progress
+        )
+        self.trace.record_call(call)
+        return result
+
+    def _check_proposal(self, use: ToolUseBlock) -> list[PlanStep] | str:
+        checked = check_call(self.registry, use)
+        if isinstance(checked, str):
+            return checked
+        steps: list[PlanStep] = []
+        for index, raw in enumerate(checked.validate(use.input)["steps"], start=1):
+            inner = check_call(self.registry, ToolUseBlock(id="-", name=raw.tool, input=raw.args))
+            if isinstance(inner, str):
+                return f"Step {index} of the plan is not valid: {inner}"
+            if inner.side_effects:
+                step = _step(
+                    ToolUseBlock(id=f"{use.id}.{index}", name=raw.tool, input=raw.args), inner
+                )
+                if raw.description:
+                    step = PlanStep(
+                        call_id=step.call_id,
+                        tool=step.tool,
+                        args=step.args,
+                        description=raw.description,
+                    )
+                steps.append(step)
+        return steps
+
+    def _reply(self, turn: TurnResult, use: ToolUseBlock, text: str, status: str) -> None:
+        result = (
+            error_result(use.id, text, self.policy.output_limit)
+            if status in ("invalid", "skipped")
+            else ToolResultBlock(tool_use_id=use.id, content=text)
+        )
+        turn.results.append(result)
+        self._record(use, result.content, status, is_error=result.is_error)
+
+    def _record(self, use: ToolUseBlock, text: str, status: str, *, is_error: bool = False) -> None:
+        call = ToolCallTrace(call_id=use.id, tool=use.name, args=dict(use.input))
+        call.observation, call.is_error, call.status = text, is_error, status  # type: ignore[assignment]
+        self.trace.record_call(call)
+
+
+def _step(use: ToolUseBlock, tool: Tool) -> PlanStep:
+    return PlanStep(
+        call_id=use.id,
+        tool=tool.name,
+        args=dict(use.input),
+        description=tool.describe_call(use.input),
+    )
+
+
+def _consume(plan: ApprovedPlan | None, tool: Tool, use: ToolUseBlock) -> bool:
+    """Whether an approved plan covers this call; a covered step is used up."""
+    if plan is None:
+        return False
+    wanted = tool.normalize(use.input)
+    for index, step in enumerate(plan.remaining):
+        if step.tool == tool.name and tool.normalize(step.args) == wanted:
+            del plan.remaining[index]
+            return True
+    return False

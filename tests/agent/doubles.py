@@ -1,0 +1,71 @@
+"""In-process implementations of the memory and scheduler protocols for agent tests.
+
+The real ones live in `memory/` (RedisVL) and `bot/`; the agent only sees the protocols.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from agent.protocols import MemoryKind, MemoryRecord, RunContext, Share
+
+
+@dataclass
+class ListMemory:
+    """A MemoryStore over a list: recall returns every visible record; records its queries."""
+
+    records: list[MemoryRecord] = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    async def recall(
+        self, query: str, context: RunContext, k: int | None = None
+    ) -> list[MemoryRecord]:
+        self.queries.append(query)
+        visible = [r for r in self.records if r.scope in context.readable_scopes()]
+        return visible[: k or 5]
+
+    async def remember(
+        self,
+        text: str,
+        context: RunContext,
+        *,
+        kind: MemoryKind = "fact",
+        share: Share = "private",
+    ) -> MemoryRecord:
+        now = time.time()
+        record = MemoryRecord(
+            id=f"m{next(self._ids)}",
+            text=text,
+            kind=kind,
+            scope=context.write_scope(share),
+            author=context.user_id,
+            source_conversation=context.conversation_id,
+            created_at=now,
+            last_used_at=now,
+        )
+        self.records.append(record)
+        return record
+
+    async def list_memories(self, context: RunContext) -> list[MemoryRecord]:
+        return [r for r in self.records if r.scope in context.readable_scopes()]
+
+    async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
+        doomed = [
+            r
+            for r in self.records
+            if r.scope in context.readable_scopes() and memory_id in (None, r.id)
+        ]
+        self.records = [r for r in self.records if r not in doomed]
+        return len(doomed)
+
+
+@dataclass
+class ListScheduler:
+    reminders: list[tuple[str, float, RunContext]] = field(default_factory=list)
+
+    async def schedule_reminder(self, text: str, due_at: float, context: RunContext) -> str:
+        self.reminders.append((text, due_at, context))
+        return f"r{len(self.reminders)}"
