@@ -1,0 +1,127 @@
+"""Pending decisions: a clarifying question or an approval, waiting for a button or a reply.
+
+A decision outlives its expiry by a grace period so a late click can be told what became of
+it ("already approved by Ana", "expired") instead of meeting silence.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Literal
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel
+
+from bot.keys import Keys
+
+Kind = Literal["question", "approval"]
+Status = Literal["pending", "approved", "rejected", "answered", "cancelled", "expired"]
+
+GRACE = 7 * 86_400.0
+
+# A decision is a hash: the immutable record as JSON, plus its mutable outcome fields.
+_DECIDE = """
+if redis.call('hget', KEYS[1], 'status') ~= 'pending' then return 0 end
+redis.call('hset', KEYS[1], 'status', ARGV[1], 'decided_by', ARGV[2], 'decided_at', ARGV[3])
+redis.call('zrem', KEYS[2], ARGV[4])
+return 1
+"""
+
+
+class Decision(BaseModel):
+    id: str
+    kind: Kind
+    conversation_id: str
+    requester_id: str
+    requester_name: str = ""
+    text: str  # what the message showed, so an edit can keep it and add the outcome
+    options: list[str] = []
+    message_id: str | None = None
+    is_direct: bool = False
+    created_at: float
+    expires_at: float
+    status: Status = "pending"
+    decided_by: str = ""
+    decided_at: float = 0.0
+
+    def expired(self, now: float | None = None) -> bool:
+        return self.status == "pending" and (now or time.time()) >= self.expires_at
+
+
+def new_decision_id() -> str:
+    # Short: Telegram callback data holds 64 bytes for the id and the choice together.
+    return secrets.token_urlsafe(9)
+
+
+class DecisionStore:
+    def __init__(self, redis: aioredis.Redis, keys: Keys, *, ttl: float) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.ttl = ttl
+        self._decide = redis.register_script(_DECIDE)
+
+    def new(self, **fields: object) -> Decision:
+        now = time.time()
+        return Decision(
+            id=new_decision_id(),
+            created_at=now,
+            expires_at=now + self.ttl,
+            **fields,  # type: ignore[arg-type]
+        )
+
+    async def save(self, decision: Decision) -> None:
+        key = self.keys.decision(decision.id)
+        record = decision.model_dump_json(exclude={"status", "decided_by", "decided_at"})
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(
+                key,
+                mapping={
+                    "record": record,
+                    "status": decision.status,
+                    "decided_by": decision.decided_by,
+                    "decided_at": decision.decided_at,
+                },
+            )
+            pipe.pexpire(key, int((self.ttl + GRACE) * 1000))
+            if decision.status == "pending":
+                pipe.zadd(self.keys.pending(decision.kind), {decision.id: decision.expires_at})
+            await pipe.execute()
+
+    async def get(self, decision_id: str) -> Decision | None:
+        raw = await self.redis.hgetall(self.keys.decision(decision_id))
+        if not raw:
+            return None
+        fields = {_text(k): _text(v) for k, v in raw.items()}
+        decision = Decision.model_validate_json(fields["record"])
+        decision.status = fields["status"]  # type: ignore[assignment]
+        decision.decided_by = fields["decided_by"]
+        decision.decided_at = float(fields["decided_at"])
+        return decision
+
+    async def decide(self, decision_id: str, status: Status, by: str) -> Decision | None:
+        """Move a pending decision to `status` once; returns it, or None if already decided."""
+        decision = await self.get(decision_id)
+        if decision is None:
+            return None
+        result = await self._decide(
+            keys=[self.keys.decision(decision_id), self.keys.pending(decision.kind)],
+            args=[status, by, f"{time.time():.3f}", decision_id],
+        )
+        if result:
+            return await self.get(decision_id)
+        return None
+
+    async def count_pending(self, kind: Kind) -> int:
+        """Pending decisions of a kind that have not expired (expired ones are pruned)."""
+        key = self.keys.pending(kind)
+        now = time.time()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zremrangebyscore(key, "-inf", now)
+            pipe.zcard(key)
+            _, count = await pipe.execute()
+        return int(count)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,83 @@
+"""The inbox: platform events, deduplicated by their platform id, queued on a Redis Stream.
+
+Adapters hand every event to `Inbox.submit`, which returns as soon as the event is stored,
+so a platform is acknowledged at once (Slack wants an answer within 3 s).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from adapters.base import (
+    Actor,
+    ConversationKey,
+    Inbound,
+    InboundAction,
+    InboundMessage,
+    MessageRef,
+)
+from bot import metrics
+from bot.keys import Keys
+
+log = logging.getLogger(__name__)
+
+# Far above any backlog a healthy deployment has; trimming is approximate and only drops the
+# oldest entries, which are long acknowledged by then.
+STREAM_MAXLEN = 100_000
+
+
+def encode(event: Inbound) -> str:
+    kind = "action" if isinstance(event, InboundAction) else "message"
+    return json.dumps({"kind": kind, "event": asdict(event)}, ensure_ascii=False)
+
+
+def decode(payload: str | bytes) -> Inbound:
+    data = json.loads(payload)
+    event: dict[str, Any] = dict(data["event"])
+    event["conversation"] = ConversationKey(**event["conversation"])
+    actor = dict(event["actor"])
+    actor["groups"] = tuple(actor.get("groups") or ())
+    event["actor"] = Actor(**actor)
+    if data["kind"] == "action":
+        if event.get("message"):
+            message = dict(event["message"])
+            message["conversation"] = ConversationKey(**message["conversation"])
+            event["message"] = MessageRef(**message)
+        return InboundAction(**event)
+    return InboundMessage(**event)
+
+
+class Inbox:
+    def __init__(self, redis: aioredis.Redis, keys: Keys, *, dedup_ttl: float) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.dedup_ttl = dedup_ttl
+
+    async def submit(self, event: Inbound) -> bool:
+        """Queue an event once; a repeated platform event id is dropped. True if queued."""
+        platform = event.conversation.platform
+        fresh = await self.redis.set(
+            self.keys.dedup(event.event_id), "1", nx=True, px=int(self.dedup_ttl * 1000)
+        )
+        if not fresh:
+            metrics.MESSAGES_DROPPED.labels(platform, "duplicate").inc()
+            log.info("dropped duplicate event %s", event.event_id)
+            return False
+        fields: dict[Any, Any] = {"event": encode(event), "queued_at": f"{time.time():.6f}"}
+        try:
+            await self.redis.xadd(self.keys.inbox, fields, maxlen=STREAM_MAXLEN, approximate=True)
+        except BaseException:
+            # Not queued: forget the id so the platform's retry gets through.
+            await self.redis.delete(self.keys.dedup(event.event_id))
+            raise
+        kind = "action" if isinstance(event, InboundAction) else "message"
+        metrics.MESSAGES_IN.labels(platform, kind).inc()
+        return True
+
+    __call__ = submit

@@ -1,0 +1,81 @@
+"""Every Redis key the service writes, with the rule that bounds it.
+
+Keys of one conversation share a `{hash tag}` so the Lua scripts that touch several of them
+run on one slot of a Redis Cluster. `PATTERNS` lists each family with its bound; a test
+checks every key a realistic run leaves behind against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str = "parley"
+
+    # --- inbox -------------------------------------------------------------------------
+    def dedup(self, event_id: str) -> str:
+        return f"{self.prefix}:dedup:{event_id}"
+
+    @property
+    def inbox(self) -> str:
+        return f"{self.prefix}:inbox"
+
+    # --- one conversation -------------------------------------------------------------------
+    def conversation(self, conversation_id: str, part: str) -> str:
+        return f"{self.prefix}:conv:{{{conversation_id}}}:{part}"
+
+    def lock(self, conversation_id: str) -> str:
+        return self.conversation(conversation_id, "lock")
+
+    def fence(self, conversation_id: str) -> str:
+        return self.conversation(conversation_id, "fence")
+
+    def session(self, conversation_id: str) -> str:
+        return self.conversation(conversation_id, "session")
+
+    def backlog(self, conversation_id: str) -> str:
+        return self.conversation(conversation_id, "backlog")
+
+    # --- decisions, delivery, reminders, leases ------------------------------------------
+    def decision(self, decision_id: str) -> str:
+        return f"{self.prefix}:decision:{decision_id}"
+
+    def pending(self, kind: str) -> str:
+        return f"{self.prefix}:decisions:pending:{kind}"
+
+    def outbox(self, key: str) -> str:
+        return f"{self.prefix}:outbox:{key}"
+
+    @property
+    def reminders_due(self) -> str:
+        return f"{self.prefix}:{{reminders}}:due"
+
+    @property
+    def reminders_claimed(self) -> str:
+        return f"{self.prefix}:{{reminders}}:claimed"
+
+    def reminder(self, reminder_id: str) -> str:
+        return f"{self.prefix}:reminder:{reminder_id}"
+
+    def lease(self, name: str) -> str:
+        return f"{self.prefix}:lease:{name}"
+
+
+# key pattern (after the prefix) → what bounds it
+PATTERNS: dict[str, str] = {
+    "dedup:*": "ttl",
+    "inbox": "retention: MAXLEN-trimmed stream",
+    "conv:*:lock": "ttl",
+    "conv:*:fence": "ttl",
+    "conv:*:session": "ttl",
+    "conv:*:backlog": "ttl",
+    "decision:*": "ttl",
+    "decisions:pending:*": "retention: members leave when decided or pruned when expired",
+    "outbox:*": "ttl",
+    "{reminders}:due": "retention: members leave when claimed",
+    "{reminders}:claimed": "retention: members leave when delivered",
+    "reminder:*": "ttl",
+    "lease:*": "ttl",
+}

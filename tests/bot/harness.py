@@ -1,0 +1,92 @@
+"""An in-process runtime on the real Redis, driven by a scripted model and a recording adapter."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from adapters.base import Inbound
+from agent.builtin_tools import builtin_registry
+from agent.loop import Agent, AgentConfig
+from agent.protocols import MemoryStore, Scheduler
+from agent.tools import ToolRegistry
+from bot.config import Settings
+from bot.runtime import Runtime, build_runtime
+from bot.worker import GROUP
+from tests.agent.scripted import ScriptedModel
+from tests.bot.recording import RecordingAdapter
+
+
+def settings(**runtime: Any) -> Settings:
+    values = {"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2, **runtime}
+    return Settings.load(env_file=None, runtime=values)
+
+
+@dataclass
+class Harness:
+    redis: aioredis.Redis
+    runtime: Runtime
+    model: ScriptedModel
+    adapter: RecordingAdapter
+
+    async def submit(self, event: Inbound) -> bool:
+        return await self.runtime.inbox.submit(event)
+
+    async def settle(self, within: float = 10.0) -> None:
+        """Wait until every queued entry is handled and acknowledged."""
+        deadline = time.monotonic() + within
+        while True:
+            groups = await self.redis.xinfo_groups(self.runtime.keys.inbox)
+            group = next((g for g in groups if g["name"] in (GROUP, GROUP.encode())), None)
+            idle = group is not None and not group["pending"] and not group["lag"]
+            if idle and not self.runtime.worker._tasks:
+                return
+            assert time.monotonic() < deadline, f"runtime did not settle: {group}"
+            await asyncio.sleep(0.01)
+
+
+@contextlib.asynccontextmanager
+async def running(
+    redis: aioredis.Redis,
+    model: ScriptedModel,
+    *,
+    adapter: RecordingAdapter | None = None,
+    tools: ToolRegistry | None = None,
+    memory: MemoryStore | None = None,
+    config: Settings | None = None,
+) -> AsyncIterator[Harness]:
+    adapter = adapter or RecordingAdapter()
+    registry = tools or builtin_registry()
+
+    def make_agent(scheduler: Scheduler) -> Agent:
+        return Agent(
+            model,
+            registry,
+            memory=memory,
+            scheduler=scheduler,
+            config=AgentConfig(backoff_base=0.01, backoff_max=0.02),
+        )
+
+    runtime = build_runtime(
+        redis,
+        config or settings(),
+        {adapter.platform: adapter},
+        make_agent,
+        memory=memory,
+        poll=0.05,
+    )
+    runtime.worker.block_ms = 50
+    stop = asyncio.Event()
+    task = asyncio.create_task(runtime.run(stop))
+    try:
+        await runtime.worker.ensure_group()
+        yield Harness(redis=redis, runtime=runtime, model=model, adapter=adapter)
+    finally:
+        stop.set()
+        await task
