@@ -378,7 +378,7 @@ class Conductor:
         except Exception:
             log.warning("could not update the decision message in %s", reply.conversation.id)
 
-    async def fail_quietly(self, event: Inbound, entry_id: str) -> None:
+    async def fail_quietly(self, entry_id: str, event: Inbound) -> None:
         """Tell the user something went wrong, once, after an unexpected error."""
         adapter = self.adapters.get(event.conversation.platform)
         if adapter is None:
