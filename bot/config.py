@@ -55,6 +55,7 @@ class OllamaSettings(_Section):
     host: str = Field("http://127.0.0.1:11434", alias="OLLAMA_HOST")
     model: str = Field("qwen2.5:7b", alias="OLLAMA_MODEL")
     num_ctx: int = Field(16384, alias="PARLEY_OLLAMA_NUM_CTX", gt=0)
+    timeout: float = Field(300.0, alias="PARLEY_OLLAMA_TIMEOUT", gt=0)
     embed_model: str = Field("all-minilm", alias="OLLAMA_EMBED_MODEL")
 
 

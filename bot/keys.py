@@ -78,4 +78,5 @@ PATTERNS: dict[str, str] = {
     "{reminders}:claimed": "retention: members leave when delivered",
     "reminder:*": "ttl",
     "lease:*": "ttl",
+    "breaker:*": "ttl",
 }

@@ -39,7 +39,7 @@ async def test_messages_of_one_conversation_run_one_at_a_time_in_order(
 ) -> None:
     seen: list[str] = []
 
-    def answer(request):  # type: ignore[no-untyped-def]
+    def answer(request):
         seen.append(request.messages[-1].text)
         return reply(f"re: {request.messages[-1].text}")
 

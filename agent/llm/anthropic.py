@@ -1,0 +1,157 @@
+"""Anthropic's Messages API behind the ChatModel protocol.
+
+SDK retries are off: the fallback decides what a failure means. The system prompt and the
+tool definitions carry `cache_control`, so repeated think steps of a run pay for them once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anthropic
+
+from agent.llm.base import ProviderAuthError, ProviderRejected, ProviderUnavailable
+from agent.messages import (
+    ChatRequest,
+    ChatResponse,
+    Message,
+    StopReason,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+
+log = logging.getLogger(__name__)
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "stop_sequence": "stop_sequence",
+}
+_CACHE = {"type": "ephemeral"}
+
+
+class AnthropicModel:
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        model: str,
+        base_url: str | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.name = "anthropic"
+        self.model = model
+        self.client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+        )
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        try:
+            response = await self.client.messages.create(**self.wire_request(request))
+        except anthropic.APIStatusError as exc:
+            raise classify(exc) from exc
+        except anthropic.APITimeoutError as exc:
+            raise ProviderUnavailable(self.name, "timed out") from exc
+        except anthropic.APIConnectionError as exc:
+            raise ProviderUnavailable(self.name, "connection failed") from exc
+        return from_wire(response.model_dump(), self.model)
+
+    def wire_request(self, request: ChatRequest) -> dict[str, Any]:
+        tools = [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            for t in request.tools
+        ]
+        if tools:
+            tools[-1] = {**tools[-1], "cache_control": _CACHE}
+        wire: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "messages": [to_wire(m) for m in request.messages],
+        }
+        if request.system:
+            wire["system"] = [{"type": "text", "text": request.system, "cache_control": _CACHE}]
+        if tools:
+            wire["tools"] = tools
+        return wire
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def to_wire(message: Message) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            if block.text:
+                content.append({"type": "text", "text": block.text})
+        elif isinstance(block, ToolUseBlock):
+            content.append(
+                {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+            )
+        elif isinstance(block, ToolResultBlock):
+            content.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": block.tool_use_id,
+                    "content": block.content,
+                    "is_error": block.is_error,
+                }
+            )
+    # The API rejects empty content; a lone placeholder keeps the turn structure valid.
+    return {"role": message.role, "content": content or [{"type": "text", "text": "…"}]}
+
+
+def from_wire(data: dict[str, Any], model: str) -> ChatResponse:
+    blocks: list[TextBlock | ToolUseBlock] = []
+    for block in data.get("content") or []:
+        if block.get("type") == "text":
+            blocks.append(TextBlock(text=block.get("text", "")))
+        elif block.get("type") == "tool_use":
+            blocks.append(
+                ToolUseBlock(id=block["id"], name=block["name"], input=block.get("input") or {})
+            )
+    usage = data.get("usage") or {}
+    return ChatResponse(
+        message=Message(role="assistant", content=list(blocks)),
+        stop_reason=_STOP_REASONS.get(data.get("stop_reason") or "", "other"),
+        usage=Usage(
+            input_tokens=usage.get("input_tokens") or 0,
+            output_tokens=usage.get("output_tokens") or 0,
+            cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
+            cache_write_tokens=usage.get("cache_creation_input_tokens") or 0,
+        ),
+        provider="anthropic",
+        model=data.get("model") or model,
+    )
+
+
+def classify(exc: anthropic.APIStatusError) -> Exception:
+    status = exc.status_code
+    if status in (401, 403):
+        return ProviderAuthError("anthropic", f"HTTP {status}")
+    if status == 429 or status == 408 or status >= 500:
+        return ProviderUnavailable(
+            "anthropic", f"HTTP {status}", retry_after=retry_after(exc.response.headers)
+        )
+    return ProviderRejected("anthropic", f"HTTP {status}: {_error_message(exc)}")
+
+
+def retry_after(headers: Any) -> float | None:
+    value = headers.get("retry-after") if headers is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _error_message(exc: anthropic.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            return str(error.get("message", ""))[:300]
+    return ""

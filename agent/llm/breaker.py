@@ -1,0 +1,138 @@
+"""A circuit breaker whose state lives in Redis, so every worker process agrees on it.
+
+    closed ──N failures, or 429/529 with retry-after, or 401/403──▶ open
+    open ──cooldown over──▶ half-open (exactly one probe request goes through)
+    half-open ──probe succeeds──▶ closed;  ──probe fails──▶ open (longer cooldown)
+
+Cooldowns double on each consecutive trip up to a maximum; a retry-after from the provider
+is honoured as the cooldown. Each transition is one Lua script, atomic across processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import redis.asyncio as aioredis
+
+from agent.llm import metrics
+
+log = logging.getLogger(__name__)
+
+Admission = Literal["closed", "probe", "open"]
+_STATE_VALUE = {"closed": 0, "half_open": 1, "open": 2}
+
+# KEYS[1] hash; ARGV: now, probe_timeout, ttl_ms
+_ACQUIRE = """
+local state = redis.call('hget', KEYS[1], 'state') or 'closed'
+local now = tonumber(ARGV[1])
+if state == 'closed' then return 'closed' end
+if state == 'open' then
+  if now < tonumber(redis.call('hget', KEYS[1], 'open_until') or '0') then return 'open' end
+else
+  if now < tonumber(redis.call('hget', KEYS[1], 'probe_until') or '0') then return 'open' end
+end
+redis.call('hset', KEYS[1], 'state', 'half_open', 'probe_until', now + tonumber(ARGV[2]))
+redis.call('pexpire', KEYS[1], ARGV[3])
+return 'probe'
+"""
+
+# returns the previous state
+_SUCCESS = """
+local state = redis.call('hget', KEYS[1], 'state') or 'closed'
+redis.call('hset', KEYS[1], 'state', 'closed', 'failures', 0, 'trips', 0)
+redis.call('pexpire', KEYS[1], ARGV[1])
+return state
+"""
+
+# ARGV: now, threshold, base, max, override (-1: none), ttl_ms; returns {state, cooldown}
+_FAILURE = """
+local state = redis.call('hget', KEYS[1], 'state') or 'closed'
+local now = tonumber(ARGV[1])
+local failures = redis.call('hincrby', KEYS[1], 'failures', 1)
+local override = tonumber(ARGV[5])
+redis.call('pexpire', KEYS[1], ARGV[6])
+if state == 'open' and now < tonumber(redis.call('hget', KEYS[1], 'open_until') or '0') then
+  return {'open', '0'}
+end
+if state ~= 'half_open' and override < 0 and failures < tonumber(ARGV[2]) then
+  return {state, '0'}
+end
+local trips = redis.call('hincrby', KEYS[1], 'trips', 1)
+local cooldown = override
+if cooldown < 0 then
+  cooldown = math.min(tonumber(ARGV[3]) * 2 ^ (trips - 1), tonumber(ARGV[4]))
+end
+redis.call('hset', KEYS[1], 'state', 'open', 'open_until', now + cooldown, 'failures', 0)
+return {'open', tostring(cooldown)}
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BreakerPolicy:
+    failures: int = 3
+    cooldown: float = 30.0
+    max_cooldown: float = 600.0
+    auth_cooldown: float = 3600.0
+    probe_timeout: float = 60.0  # a probe that never reports back frees the half-open slot
+
+
+class CircuitBreaker:
+    def __init__(
+        self, redis: aioredis.Redis, key: str, provider: str, policy: BreakerPolicy
+    ) -> None:
+        self.key = key
+        self.provider = provider
+        self.policy = policy
+        self.ttl_ms = int(max(policy.auth_cooldown, policy.max_cooldown, 86_400) * 1000)
+        self._acquire = redis.register_script(_ACQUIRE)
+        self._success = redis.register_script(_SUCCESS)
+        self._failure = redis.register_script(_FAILURE)
+        self.redis = redis
+
+    async def admit(self) -> Admission:
+        result = await self._acquire(
+            keys=[self.key], args=[time.time(), self.policy.probe_timeout, self.ttl_ms]
+        )
+        admission: Admission = _text(result)  # type: ignore[assignment]
+        if admission == "probe":
+            self._transition("half_open", "cooldown over; probing %s")
+        return admission
+
+    async def record_success(self) -> None:
+        previous = _text(await self._success(keys=[self.key], args=[self.ttl_ms]))
+        if previous != "closed":
+            self._transition("closed", "%s answered; breaker closed")
+
+    async def record_failure(self, *, cooldown: float | None = None) -> None:
+        """Count a failure; `cooldown` opens the breaker at once for that long."""
+        override = -1.0 if cooldown is None else min(cooldown, self.policy.auth_cooldown)
+        state, opened_for = await self._failure(
+            keys=[self.key],
+            args=[
+                time.time(),
+                self.policy.failures,
+                self.policy.cooldown,
+                self.policy.max_cooldown,
+                override,
+                self.ttl_ms,
+            ],
+        )
+        seconds = float(_text(opened_for))
+        if _text(state) == "open" and seconds > 0:
+            self._transition("open", f"%s failing; breaker open for {seconds:.0f} s")
+
+    async def state(self) -> str:
+        value = await self.redis.hget(self.key, "state")
+        return _text(value) if value else "closed"
+
+    def _transition(self, to: str, message: str) -> None:
+        metrics.BREAKER_STATE.labels(self.provider).set(_STATE_VALUE[to])
+        metrics.BREAKER_TRANSITIONS.labels(self.provider, to).inc()
+        log.warning(message, self.provider)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

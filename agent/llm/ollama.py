@@ -1,0 +1,144 @@
+"""A local Ollama model behind the ChatModel protocol.
+
+`num_ctx` is always sent: Ollama's small default context silently drops the start of long
+prompts (the system prompt with the memories first).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import ollama
+
+from agent.llm.base import ProviderRejected, ProviderUnavailable
+from agent.messages import (
+    ChatRequest,
+    ChatResponse,
+    Message,
+    StopReason,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+
+
+class OllamaModel:
+    def __init__(self, *, host: str, model: str, num_ctx: int, timeout: float = 300.0) -> None:
+        self.name = "ollama"
+        self.model = model
+        self.num_ctx = num_ctx
+        self.client = ollama.AsyncClient(host=host, timeout=timeout)
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_wire(request),
+            "options": {"num_ctx": self.num_ctx, "num_predict": request.max_tokens},
+        }
+        if request.tools:
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.input_schema,
+                    },
+                }
+                for t in request.tools
+            ]
+        try:
+            response = await self.client.chat(**kwargs)
+        except ollama.ResponseError as exc:
+            raise self._classify(exc) from exc
+        except (ConnectionError, httpx.TransportError) as exc:
+            raise ProviderUnavailable(self.name, f"not reachable ({type(exc).__name__})") from exc
+        return from_wire(response.model_dump(), self.model)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    def _classify(self, exc: ollama.ResponseError) -> Exception:
+        message = str(exc.error)
+        if "does not support tools" in message:
+            return ProviderRejected(
+                self.name,
+                f"the Ollama model {self.model!r} does not support tools; set OLLAMA_MODEL to "
+                "one that does (e.g. qwen2.5 or llama3.1)",
+            )
+        if exc.status_code == 404:
+            return ProviderRejected(
+                self.name,
+                f"the Ollama model {self.model!r} is not pulled: `ollama pull {self.model}`",
+            )
+        if exc.status_code >= 500 or exc.status_code in (408, 429):
+            return ProviderUnavailable(self.name, f"HTTP {exc.status_code}")
+        return ProviderRejected(self.name, f"HTTP {exc.status_code}: {message[:300]}")
+
+
+def to_wire(request: ChatRequest) -> list[dict[str, Any]]:
+    names: dict[str, str] = {}
+    wire: list[dict[str, Any]] = []
+    if request.system:
+        wire.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+        if message.role == "assistant":
+            calls = []
+            for block in message.content:
+                if isinstance(block, ToolUseBlock):
+                    names[block.id] = block.name
+                    calls.append({"function": {"name": block.name, "arguments": block.input}})
+            entry: dict[str, Any] = {"role": "assistant", "content": text}
+            if calls:
+                entry["tool_calls"] = calls
+            wire.append(entry)
+            continue
+        for block in message.content:
+            if isinstance(block, ToolResultBlock):
+                content = f"Error: {block.content}" if block.is_error else block.content
+                wire.append(
+                    {
+                        "role": "tool",
+                        "content": content,
+                        "tool_name": names.get(block.tool_use_id, ""),
+                    }
+                )
+        if text:
+            wire.append({"role": "user", "content": text})
+    return wire
+
+
+def from_wire(data: dict[str, Any], model: str) -> ChatResponse:
+    message = data.get("message") or {}
+    blocks: list[TextBlock | ToolUseBlock] = []
+    if message.get("content"):
+        blocks.append(TextBlock(text=message["content"]))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        blocks.append(
+            ToolUseBlock(
+                id=f"ollama_{uuid.uuid4().hex[:12]}",
+                name=function.get("name", ""),
+                input=dict(function.get("arguments") or {}),
+            )
+        )
+    has_calls = any(isinstance(b, ToolUseBlock) for b in blocks)
+    stop: StopReason = (
+        "tool_use"
+        if has_calls
+        else ("max_tokens" if data.get("done_reason") == "length" else "end_turn")
+    )
+    return ChatResponse(
+        message=Message(role="assistant", content=list(blocks)),
+        stop_reason=stop,
+        usage=Usage(
+            input_tokens=data.get("prompt_eval_count") or 0,
+            output_tokens=data.get("eval_count") or 0,
+        ),
+        provider="ollama",
+        model=data.get("model") or model,
+    )

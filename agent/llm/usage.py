@@ -1,0 +1,76 @@
+"""Per-call usage, latency and estimated cost, recorded by provider."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from agent.llm import metrics
+from agent.llm.base import ChatModel, LLMError
+from agent.messages import ChatRequest, ChatResponse, Usage
+
+log = logging.getLogger(__name__)
+
+PriceTable = Mapping[str, tuple[float, float]]  # model → ($ per Mtok input, $ per Mtok output)
+
+
+def estimate_cost(prices: PriceTable, model: str, usage: Usage) -> float:
+    """Dollars for one call; cache reads bill at a tenth, cache writes at 1.25× input."""
+    input_price, output_price = prices.get(model, (0.0, 0.0))
+    billed_input = (
+        usage.input_tokens + 0.1 * usage.cache_read_tokens + 1.25 * usage.cache_write_tokens
+    )
+    return (billed_input * input_price + usage.output_tokens * output_price) / 1_000_000
+
+
+async def close_model(model: object) -> None:
+    """Close a model's HTTP client if it has one."""
+    close = getattr(model, "close", None)
+    if close is not None:
+        await close()
+
+
+class MeteredModel:
+    """Wraps a provider and records each call's outcome, latency, tokens and cost."""
+
+    def __init__(self, model: ChatModel, prices: PriceTable) -> None:
+        self.inner = model
+        self.name = model.name
+        self.prices = prices
+
+    async def close(self) -> None:
+        await close_model(self.inner)
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        started = time.monotonic()
+        try:
+            response = await self.inner.complete(request)
+        except LLMError as exc:
+            metrics.MODEL_CALLS.labels(self.name, type(exc).__name__).inc()
+            raise
+        finally:
+            metrics.MODEL_LATENCY.labels(self.name).observe(time.monotonic() - started)
+        metrics.MODEL_CALLS.labels(self.name, "ok").inc()
+        usage = response.usage
+        for kind, count in (
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+            ("cache_read", usage.cache_read_tokens),
+            ("cache_write", usage.cache_write_tokens),
+        ):
+            if count:
+                metrics.MODEL_TOKENS.labels(self.name, kind).inc(count)
+        cost = estimate_cost(self.prices, response.model, usage)
+        if cost:
+            metrics.MODEL_COST.labels(self.name, response.model).inc(cost)
+        log.debug(
+            "%s %s: %d in, %d out, %.2f s, $%.5f",
+            self.name,
+            response.model,
+            usage.input_tokens,
+            usage.output_tokens,
+            time.monotonic() - started,
+            cost,
+        )
+        return response

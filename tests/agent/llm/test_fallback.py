@@ -1,0 +1,225 @@
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from agent.builtin_tools import builtin_registry
+from agent.llm.anthropic import AnthropicModel
+from agent.llm.base import AllProvidersFailed, ProviderRejected
+from agent.llm.breaker import BreakerPolicy, CircuitBreaker
+from agent.llm.fallback import FallbackModel
+from agent.llm.ollama import OllamaModel
+from agent.loop import Agent
+from agent.messages import ChatRequest, Message
+from agent.outcomes import Failed, Finished
+from agent.protocols import RunContext
+from tests.fakes import anthropic as fa
+from tests.fakes import ollama as fo
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.ollama import FakeOllama
+
+KEY = "parley:breaker:anthropic"
+POLICY = BreakerPolicy(failures=2, cooldown=30, max_cooldown=120, auth_cooldown=600)
+
+
+def request(text: str = "hello") -> ChatRequest:
+    return ChatRequest(system="You are Parley.", messages=[Message.user(text)])
+
+
+@pytest.fixture
+async def models(
+    redis: aioredis.Redis, hosted: FakeAnthropic, local: FakeOllama
+) -> AsyncIterator[list[FallbackModel]]:
+    made: list[FallbackModel] = []
+    yield made
+    for model in made:
+        await model.close()
+
+
+def fallback(
+    redis: aioredis.Redis,
+    hosted: FakeAnthropic,
+    local: FakeOllama,
+    made: list[FallbackModel],
+    *,
+    timeout: float = 5.0,
+    policy: BreakerPolicy = POLICY,
+) -> FallbackModel:
+    model = FallbackModel(
+        AnthropicModel(
+            api_key="sk-ant-test", model="claude-test", base_url=hosted.url, timeout=timeout
+        ),
+        OllamaModel(host=local.url, model="qwen2.5:7b", num_ctx=4096),
+        CircuitBreaker(redis, KEY, "anthropic", policy),
+        timeout=timeout + 1,
+    )
+    made.append(model)
+    return model
+
+
+async def test_hosted_answers_while_healthy(redis, hosted, local, models) -> None:
+    hosted.script(fa.text("from claude"))
+    response = await fallback(redis, hosted, local, models).complete(request())
+    assert response.provider == "anthropic" and local.count("/api/chat") == 0
+
+
+async def test_429_with_retry_after_falls_back_and_skips_hosted_for_the_window(
+    redis, hosted, local, models
+) -> None:
+    hosted.script(fa.error(429, retry_after=60))
+    local.responder = lambda body: fo.reply("from ollama")
+    model = fallback(redis, hosted, local, models)
+    assert (await model.complete(request())).provider == "ollama"
+    for _ in range(5):
+        assert (await model.complete(request())).provider == "ollama"
+    assert len(hosted.message_calls) == 1
+    ttl_until = float(await redis.hget(KEY, "open_until"))
+    assert 55 < ttl_until - time.time() <= 60
+
+
+@pytest.mark.parametrize("status", [529, 500])
+async def test_overload_and_server_errors_fall_back(redis, hosted, local, models, status) -> None:
+    hosted.script(fa.error(status))
+    local.script(fo.reply("from ollama"))
+    response = await fallback(redis, hosted, local, models).complete(request())
+    assert response.provider == "ollama" and response.message.text == "from ollama"
+
+
+async def test_a_hung_hosted_server_falls_back_within_the_timeout(
+    redis, hosted, local, models
+) -> None:
+    hosted.script(fa.hang())
+    local.script(fo.reply("from ollama"))
+    model = fallback(redis, hosted, local, models, timeout=0.5)
+    started = time.monotonic()
+    response = await model.complete(request())
+    elapsed = time.monotonic() - started
+    assert response.provider == "ollama"
+    assert 0.5 <= elapsed < 0.5 + 0.5
+
+
+async def test_a_bad_request_is_surfaced_not_hidden(redis, hosted, local, models) -> None:
+    hosted.script(fa.error(400, message="messages: roles must alternate"))
+    with pytest.raises(ProviderRejected, match="roles must alternate"):
+        await fallback(redis, hosted, local, models).complete(request())
+    assert local.count("/api/chat") == 0
+
+
+async def test_auth_failure_falls_back_logs_an_error_and_opens_for_long(
+    redis, hosted, local, models, caplog
+) -> None:
+    hosted.script(fa.error(401))
+    local.responder = lambda body: fo.reply("from ollama")
+    model = fallback(redis, hosted, local, models)
+    with caplog.at_level(logging.ERROR):
+        assert (await model.complete(request())).provider == "ollama"
+    assert any(
+        r.levelno == logging.ERROR and "credentials" in r.getMessage() for r in caplog.records
+    )
+    assert float(await redis.hget(KEY, "open_until")) - time.time() > 500
+    await model.complete(request())
+    assert len(hosted.message_calls) == 1
+
+
+async def test_the_breaker_opens_after_consecutive_failures_and_backs_off(redis) -> None:
+    breaker = CircuitBreaker(
+        redis, KEY, "anthropic", BreakerPolicy(failures=2, cooldown=10, max_cooldown=25)
+    )
+    await breaker.record_failure()
+    assert await breaker.admit() == "closed"
+    await breaker.record_failure()
+    assert await breaker.admit() == "open"
+    first = float(await redis.hget(KEY, "open_until")) - time.time()
+    await redis.hset(KEY, "open_until", 0)  # cooldown over
+    assert await breaker.admit() == "probe"
+    await breaker.record_failure()  # the probe failed: open again, longer
+    second = float(await redis.hget(KEY, "open_until")) - time.time()
+    await redis.hset(KEY, "open_until", 0)
+    assert await breaker.admit() == "probe"
+    await breaker.record_failure()
+    third = float(await redis.hget(KEY, "open_until")) - time.time()
+    assert 9 < first <= 10 and 19 < second <= 20 and 24 < third <= 25
+
+
+async def test_half_open_lets_one_probe_through_and_success_closes(
+    redis, hosted, local, models
+) -> None:
+    hosted.script(fa.error(529, retry_after=0.3))
+    local.responder = lambda body: fo.reply("from ollama")
+    model = fallback(redis, hosted, local, models)
+    await model.complete(request())
+    await asyncio.sleep(0.35)
+    hosted.script(fa.text("back", delay=0.3))
+    first, second = await asyncio.gather(model.complete(request()), model.complete(request()))
+    providers = sorted([first.provider, second.provider])
+    assert providers == ["anthropic", "ollama"]  # one probe, the other skipped
+    assert len(hosted.message_calls) == 2
+    assert (await redis.hget(KEY, "state")) == b"closed"
+    hosted.script(fa.text("steady"))
+    assert (await model.complete(request())).provider == "anthropic"
+
+
+async def test_two_instances_share_the_breaker(redis, redis_url, hosted, local, models) -> None:
+    hosted.script(fa.error(429, retry_after=60))
+    local.responder = lambda body: fo.reply("from ollama")
+    other_client = aioredis.Redis.from_url(redis_url)
+    try:
+        one = fallback(redis, hosted, local, models)
+        two = fallback(other_client, hosted, local, models)
+        await one.complete(request())
+        assert (await two.complete(request())).provider == "ollama"
+        assert len(hosted.message_calls) == 1
+    finally:
+        await other_client.aclose()
+
+
+async def test_a_breaker_opened_by_another_process_is_respected(redis, redis_url) -> None:
+    script = (
+        "import asyncio, redis.asyncio as r\n"
+        "from agent.llm.breaker import CircuitBreaker, BreakerPolicy\n"
+        "async def main():\n"
+        f"    c = r.Redis.from_url({redis_url!r})\n"
+        f"    await CircuitBreaker(c, {KEY!r}, 'anthropic', BreakerPolicy()).record_failure(cooldown=30)\n"
+        "    await c.aclose()\n"
+        "asyncio.run(main())\n"
+    )
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", script)
+    assert await asyncio.wait_for(process.wait(), 60) == 0
+    assert await CircuitBreaker(redis, KEY, "anthropic", POLICY).admit() == "open"
+
+
+async def test_both_down_fails_kindly(redis, hosted, local, models) -> None:
+    hosted.script(fa.error(500))
+    local.script(fo.failure(500))
+    model = fallback(redis, hosted, local, models)
+    with pytest.raises(AllProvidersFailed) as caught:
+        await model.complete(request())
+    assert len(caught.value.causes) == 2
+
+    hosted.script(fa.error(500))
+    local.script(fo.failure(500))
+    agent = Agent(model, builtin_registry())
+    context = RunContext(conversation_id="c", platform="console", user_id="u", chat_id="c")
+    outcome = await agent.run("hi", context)
+    assert isinstance(outcome, Failed) and outcome.reason == "model_error"
+    assert "500" not in outcome.message and "Error" not in outcome.message
+    assert len(outcome.message) < 200
+
+
+async def test_a_tool_call_round_trips_through_the_agent_on_ollama(
+    redis, hosted, local, models
+) -> None:
+    hosted.script(fa.error(529, retry_after=30))
+    local.script(fo.call("calculator", expression="6*7"), fo.reply("It is 42."))
+    agent = Agent(fallback(redis, hosted, local, models), builtin_registry())
+    context = RunContext(conversation_id="c", platform="console", user_id="u", chat_id="c")
+    outcome = await agent.run("what is 6*7?", context)
+    assert isinstance(outcome, Finished) and outcome.answer == "It is 42."
+    tool_message = local.calls("/api/chat")[1].body["messages"][-1]
+    assert tool_message["role"] == "tool" and "42" in tool_message["content"]

@@ -1,0 +1,190 @@
+"""A local server that plays Anthropic's Messages API, scripted by the test.
+
+    fake = FakeAnthropic()
+    await fake.start()
+    fake.script(text("Hello"), tool("calculator", expression="2+2"), error(529), hang())
+    fake.responder = lambda body: text("default")   # used when the script is empty
+
+`POST /v1/messages` answers with the next scripted item: `text(...)` (end_turn),
+`tool(name, **input)` (tool_use), `error(status, retry_after=...)` (the API's real error body
+and headers) or `hang()` (never answers, for timeouts). Items may also be functions of the
+parsed request body that return an item. Every request is recorded (`fake.requests`,
+`fake.calls("/v1/messages")`). `GET /v1/models/{id}` answers for `parley doctor`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.server import FakeServer, Recorded
+
+_ids = itertools.count(1)
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+
+@dataclass(frozen=True)
+class Item:
+    kind: str
+    content: list[dict[str, Any]] = field(default_factory=list)
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+def text(value: str, *, delay: float = 0.0, usage: dict[str, int] | None = None) -> Item:
+    return Item("text", [{"type": "text", "text": value}], delay=delay, usage=usage or {})
+
+
+def tool(name: str, *, thought: str = "", delay: float = 0.0, **tool_input: Any) -> Item:
+    content: list[dict[str, Any]] = [{"type": "text", "text": thought}] if thought else []
+    content.append(
+        {"type": "tool_use", "id": f"toolu_{next(_ids):06d}", "name": name, "input": tool_input}
+    )
+    return Item("tool", content, delay=delay)
+
+
+def error(status: int, *, retry_after: float | None = None, message: str = "") -> Item:
+    headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+    return Item("error", status=status, headers=headers, content=[{"message": message}])
+
+
+def hang() -> Item:
+    return Item("hang")
+
+
+Scripted = Item | Callable[[dict[str, Any]], Item]
+
+
+class FakeAnthropic(FakeServer):
+    def __init__(self) -> None:
+        super().__init__(name="anthropic")
+        self.queue: deque[Scripted] = deque()
+        self.responder: Callable[[dict[str, Any]], Item] | None = None
+        self.model = "claude-test"
+        self.add("POST", "/v1/messages", self._messages)
+        self.add("GET", "/v1/models/*", self._model)
+        self._hung: set[asyncio.Future[None]] = set()
+
+    def script(self, *items: Scripted) -> None:
+        self.queue.extend(items)
+
+    @property
+    def message_calls(self) -> list[Recorded]:
+        return self.calls("/v1/messages")
+
+    async def _messages(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
+        body = recorded.body if isinstance(recorded.body, dict) else {}
+        if self.queue:
+            item = self.queue.popleft()
+        elif self.responder is not None:
+            item = self.responder
+        else:
+            item = error(500, message="the fake has no scripted reply")
+        if callable(item):
+            item = item(body)
+        if item.delay:
+            await asyncio.sleep(item.delay)
+        if item.kind == "hang":
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._hung.add(waiter)
+            try:
+                await waiter
+            finally:
+                self._hung.discard(waiter)
+        headers = {"request-id": f"req_{next(_ids):08d}", **item.headers}
+        if item.kind == "error":
+            payload = {
+                "type": "error",
+                "error": {
+                    "type": ERROR_TYPES.get(item.status, "api_error"),
+                    "message": item.content[0]["message"] or f"fake error {item.status}",
+                },
+                "request_id": headers["request-id"],
+            }
+            return web.json_response(payload, status=item.status, headers=headers)
+        usage = {
+            "input_tokens": 25,
+            "output_tokens": 7,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            **item.usage,
+        }
+        payload = {
+            "id": f"msg_{next(_ids):08d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", self.model),
+            "content": item.content,
+            "stop_reason": "tool_use" if item.kind == "tool" else "end_turn",
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        return web.json_response(payload, headers=headers)
+
+    async def _model(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
+        auth = recorded.headers.get("Authorization", "") + recorded.headers.get("X-Api-Key", "")
+        if "bad" in auth:
+            return web.json_response(
+                {
+                    "type": "error",
+                    "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+                },
+                status=401,
+            )
+        model_id = request.path.rsplit("/", 1)[-1]
+        return web.json_response(
+            {
+                "type": "model",
+                "id": model_id,
+                "display_name": model_id,
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+        )
+
+    async def stop(self) -> None:
+        for waiter in list(self._hung):
+            if not waiter.done():
+                waiter.cancel()
+        await super().stop()
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    """The text of the newest user turn of a Messages request."""
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        texts = [c.get("text", "") for c in content if c.get("type") == "text"]
+        if texts:
+            return " ".join(texts)
+    return ""
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool_result blocks of the newest user turn, if it carries any."""
+    messages = body.get("messages") or []
+    if not messages or messages[-1].get("role") != "user":
+        return []
+    content = messages[-1].get("content")
+    if isinstance(content, str):
+        return []
+    return [c for c in content if c.get("type") == "tool_result"]

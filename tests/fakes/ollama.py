@@ -1,0 +1,123 @@
+"""A local server that plays Ollama's HTTP API (`/api/chat`, `/api/tags`, `/api/embed`).
+
+    fake = FakeOllama(models=["qwen2.5:7b"])
+    fake.script(reply("Hi"), call("calculator", expression="1+1"), failure(500))
+    fake.responder = lambda body: reply("default")   # when the script is empty
+
+Chat items answer `/api/chat` in order; `embed` answers with deterministic vectors of
+`dimensions` floats derived from each input's hash. Requests are recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.server import FakeServer, Recorded
+
+
+@dataclass(frozen=True)
+class ChatItem:
+    content: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    status: int = 200
+    error: str = ""
+
+
+def reply(content: str) -> ChatItem:
+    return ChatItem(content=content)
+
+
+def call(name: str, **arguments: Any) -> ChatItem:
+    return ChatItem(tool_calls=[{"function": {"name": name, "arguments": arguments}}])
+
+
+def failure(status: int, message: str = "") -> ChatItem:
+    return ChatItem(status=status, error=message or f"fake ollama error {status}")
+
+
+Scripted = ChatItem | Callable[[dict[str, Any]], ChatItem]
+
+
+class FakeOllama(FakeServer):
+    def __init__(self, models: list[str] | None = None, dimensions: int = 384) -> None:
+        super().__init__(name="ollama")
+        self.models = models if models is not None else ["qwen2.5:7b"]
+        self.dimensions = dimensions
+        self.queue: deque[Scripted] = deque()
+        self.responder: Callable[[dict[str, Any]], ChatItem] | None = None
+        self.add("POST", "/api/chat", self._chat)
+        self.add("GET", "/api/tags", self._tags)
+        self.add("POST", "/api/embed", self._embed)
+
+    def script(self, *items: Scripted) -> None:
+        self.queue.extend(items)
+
+    async def _chat(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
+        body = recorded.body if isinstance(recorded.body, dict) else {}
+        model = body.get("model", "")
+        if model not in self.models and f"{model}:latest" not in self.models:
+            return web.json_response({"error": f"model '{model}' not found"}, status=404)
+        if self.queue:
+            item = self.queue.popleft()
+        elif self.responder is not None:
+            item = self.responder
+        else:
+            item = failure(500, "the fake has no scripted reply")
+        if callable(item):
+            item = item(body)
+        if item.status != 200:
+            return web.json_response({"error": item.error}, status=item.status)
+        message: dict[str, Any] = {"role": "assistant", "content": item.content}
+        if item.tool_calls:
+            message["tool_calls"] = item.tool_calls
+        return web.json_response(
+            {
+                "model": model,
+                "created_at": "2026-11-22T00:00:00Z",
+                "message": message,
+                "done": True,
+                "done_reason": "stop",
+                "total_duration": 1000,
+                "prompt_eval_count": 30,
+                "eval_count": 9,
+            }
+        )
+
+    async def _tags(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
+        return web.json_response(
+            {
+                "models": [
+                    {
+                        "name": m,
+                        "model": m,
+                        "modified_at": "2026-11-01T00:00:00Z",
+                        "size": 1,
+                        "digest": "0" * 64,
+                        "details": {},
+                    }
+                    for m in self.models
+                ]
+            }
+        )
+
+    async def _embed(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
+        body = recorded.body if isinstance(recorded.body, dict) else {}
+        inputs = body.get("input") or []
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        return web.json_response(
+            {"model": body.get("model", ""), "embeddings": [self.vector(t) for t in inputs]}
+        )
+
+    def vector(self, text: str) -> list[float]:
+        seed = hashlib.sha256(text.encode()).digest()
+        raw = [((seed[i % len(seed)] + i) % 97) - 48.0 for i in range(self.dimensions)]
+        norm = math.sqrt(sum(x * x for x in raw)) or 1.0
+        return [x / norm for x in raw]
