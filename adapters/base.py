@@ -89,7 +89,7 @@ class InboundAction:
 
 
 Inbound = InboundMessage | InboundAction
-InboundHandler = Callable[[Inbound], Awaitable[None]]
+InboundHandler = Callable[[Inbound], Awaitable[object]]
 
 
 @dataclass(frozen=True, kw_only=True)

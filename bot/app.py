@@ -1,4 +1,9 @@
-"""The composition root: builds every part from Settings and runs them until stopped."""
+"""The composition root: builds every part from Settings and runs them until stopped.
+
+Roles: `all` (one process: HTTP, platforms and workers), `gateway` (HTTP, Socket Mode and
+Telegram polling, queueing events) and `worker` (running the agent on queued events and
+delivering replies). Any number of each share one Redis.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,19 @@ from typing import Literal
 
 import redis.asyncio as aioredis
 
+from agent.llm.usage import close_model
+from agent.protocols import MemoryStore, Scheduler
+from bot.compose import build_agent
 from bot.config import Settings
 from bot.embedded_redis import EmbeddedRedis
 from bot.http import HttpServer
+from bot.inbox import Inbox
+from bot.keys import Keys
+from bot.limits import Limits
+from bot.memory_setup import open_memory
+from bot.models import build_chat_model
+from bot.platforms import Platforms
+from bot.runtime import build_runtime
 
 log = logging.getLogger(__name__)
 
@@ -29,28 +44,90 @@ async def redis_connection(settings: Settings) -> AsyncIterator[aioredis.Redis]:
         embedded = EmbeddedRedis(settings.redis.data_dir, server=settings.redis.server)
         url = await asyncio.to_thread(embedded.start)
     client = aioredis.Redis.from_url(url, health_check_interval=30)
+    client.parley_url = url  # type: ignore[attr-defined]
     try:
         yield client
     finally:
         await client.aclose()
         if embedded is not None:
+            log.info("stopping the embedded Redis")
             await asyncio.to_thread(embedded.stop)
+            log.info("stopped")
 
 
 async def serve(settings: Settings, role: Role = "all") -> None:
-    """Run until SIGINT or SIGTERM."""
+    """Run until SIGINT or SIGTERM, then drain and stop."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with redis_connection(settings) as redis:
         await redis.ping()
-        http = HttpServer(settings.http.host, settings.http.port)
-        if role in ("all", "gateway"):
+        await run_role(settings, redis, role, stop)
+
+
+async def run_role(
+    settings: Settings, redis: aioredis.Redis, role: Role, stop: asyncio.Event
+) -> None:
+    keys = Keys(settings.redis.key_prefix)
+    gateway = role in ("all", "gateway")
+    workers = role in ("all", "worker")
+    inbox = Inbox(redis, keys, dedup_ttl=settings.runtime.dedup_ttl)
+    limits = Limits(redis, keys.prefix, settings.limits)
+    http = HttpServer(settings.http.host, settings.http.port)
+    http.add_check("redis", _redis_check(redis))
+    platforms = Platforms(settings, redis, keys, inbox.submit if gateway else None)
+    memory: MemoryStore | None = await open_memory(settings, redis) if workers else None
+    model = build_chat_model(settings, redis) if workers else None
+
+    runtime = None
+    if workers:
+        assert model is not None
+
+        def make_agent(scheduler: Scheduler):  # type: ignore[no-untyped-def]
+            return build_agent(settings, redis, model=model, memory=memory, scheduler=scheduler)
+
+        runtime = build_runtime(
+            redis,
+            settings,
+            platforms.adapters,
+            make_agent,
+            memory=memory,
+            admission=limits.admission,
+            charge=limits.charge_event,
+            usage=limits.usage_text,
+        )
+
+    try:
+        if gateway:
+            platforms.register_routes(http)
             await http.start()
+            await platforms.start_receiving(stop)
+            http.add_check("platforms", platforms.check)
+        if runtime is not None:
+            worker_task = asyncio.create_task(runtime.run(stop))
+        log.info("Parley is running (%s); press Ctrl-C to stop", role)
+        await stop.wait()
+        log.info("stopping: no new work; finishing what is in flight")
+        if gateway:
+            await platforms.stop_receiving()
+        if runtime is not None:
+            await worker_task
+    finally:
+        await http.stop()
+        await platforms.close()
+        if model is not None:
+            await close_model(model)
+        log.info("%s stopped", role)
+
+
+def _redis_check(redis: aioredis.Redis):  # type: ignore[no-untyped-def]
+    async def check() -> tuple[bool, str]:
         try:
-            log.info("Parley is running (%s); press Ctrl-C to stop", role)
-            await stop.wait()
-            log.info("stopping")
-        finally:
-            await http.stop()
+            async with asyncio.timeout(2):
+                await redis.ping()
+        except Exception as exc:
+            return False, type(exc).__name__
+        return True, "reachable"
+
+    return check

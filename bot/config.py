@@ -101,6 +101,7 @@ class TelegramSettings(_Section):
     webhook_url: str | None = Field(None, alias="PARLEY_TELEGRAM_WEBHOOK_URL")
     webhook_secret: SecretStr | None = Field(None, alias="PARLEY_TELEGRAM_WEBHOOK_SECRET")
     allowed_users: CommaList = Field(default_factory=list, alias="PARLEY_TELEGRAM_ALLOWED_USERS")
+    poll_timeout: int = Field(30, alias="PARLEY_TELEGRAM_POLL_TIMEOUT", ge=0, le=50)
 
     _split = field_validator("allowed_users", mode="before")(_split_commas)
 

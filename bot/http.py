@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,7 @@ class HttpServer:
         self.checks: dict[str, ReadinessCheck] = {}
         self.app.router.add_get("/healthz", self._healthz)
         self.app.router.add_get("/readyz", self._readyz)
+        self.app.router.add_get("/metrics", self._metrics)
         self._runner: web.AppRunner | None = None
 
     def add_route(
@@ -33,6 +35,10 @@ class HttpServer:
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = generate_latest(REGISTRY)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _readyz(self, request: web.Request) -> web.Response:
         results = {}

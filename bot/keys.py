@@ -79,4 +79,6 @@ PATTERNS: dict[str, str] = {
     "reminder:*": "ttl",
     "lease:*": "ttl",
     "breaker:*": "ttl",
+    "usage:*": "ttl",
+    "rate:*": "ttl",
 }

@@ -67,7 +67,14 @@ class Runtime:
                     metrics.PENDING_DECISIONS.labels(kind).set(count)
             except (ConnectionError, OSError, aioredis.ConnectionError):
                 log.debug("could not sample pending decisions")
-            await asyncio.sleep(5)
+            await sleep_unless(stop, 5.0)
+
+
+async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep, but wake as soon as `stop` is set (a loop's only pause, so stopping is prompt)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await stop.wait()
 
 
 def build_runtime(

@@ -8,6 +8,7 @@ key `reminder:<id>` keeps a re-claimed reminder from being posted twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -87,11 +88,9 @@ class ReminderScheduler:
                 await self.deliver_due()
             except (ConnectionError, OSError, aioredis.ConnectionError):
                 log.warning("reminder pass failed; will retry")
-            try:
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.poll):
                     await stop.wait()
-            except TimeoutError:
-                pass
 
     async def deliver_due(self, now: float | None = None) -> int:
         now = time.time() if now is None else now

@@ -191,8 +191,12 @@ class Worker:
 
     async def _reclaim_forever(self) -> None:
         interval = max(0.05, self.reclaim_idle / 2)
-        while True:
-            await asyncio.sleep(interval)
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await self._stopping.wait()
+            if self._stopping.is_set():
+                return
             try:
                 await self.reclaim()
                 await self._sample_queue()

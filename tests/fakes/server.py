@@ -8,6 +8,7 @@ too, which makes a missing fake handler visible in the test output.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ class Recorded:
     query: dict[str, str]
     body: Any
     raw: bytes = b""
+    received_at: float = 0.0
 
 
 @dataclass
@@ -69,6 +71,7 @@ class FakeServer:
             query=dict(request.query),
             body=parse_body(request.content_type, raw),
             raw=raw,
+            received_at=time.monotonic(),
         )
         self.requests.append(recorded)
         handler = self._routes.get((request.method, request.path))

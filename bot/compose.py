@@ -1,0 +1,62 @@
+"""Builds the agent from settings: model, tools (built-in, entry points, skills folder)."""
+
+from __future__ import annotations
+
+import logging
+
+import redis.asyncio as aioredis
+
+from agent.builtin_tools import builtin_registry
+from agent.llm.base import ChatModel
+from agent.loop import Agent, AgentConfig
+from agent.protocols import MemoryStore, Scheduler
+from agent.tools import ToolRegistry
+from bot.config import Settings
+from bot.models import build_chat_model
+
+log = logging.getLogger(__name__)
+
+
+def agent_config(settings: Settings) -> AgentConfig:
+    agent = settings.agent
+    return AgentConfig(
+        max_steps=agent.max_steps,
+        token_budget=agent.run_token_budget,
+        deadline=agent.run_deadline,
+        context_tokens=agent.context_tokens,
+        tool_timeout=agent.tool_timeout,
+        tool_retries=agent.tool_retries,
+        tool_output_limit=agent.tool_output_limit,
+        max_tokens=settings.anthropic.max_tokens,
+        backoff_base=agent.tool_backoff,
+        backoff_max=agent.tool_backoff_max,
+        recall_k=settings.memory.recall_k,
+    )
+
+
+def build_tools(settings: Settings) -> ToolRegistry:
+    registry = builtin_registry()
+    extra = registry.load_entry_points()
+    if settings.agent.skills_dir is not None:
+        extra += registry.load_skills_dir(settings.agent.skills_dir)
+    if extra:
+        log.info("loaded tools: %s", ", ".join(extra))
+    return registry
+
+
+def build_agent(
+    settings: Settings,
+    redis: aioredis.Redis,
+    *,
+    model: ChatModel | None = None,
+    memory: MemoryStore | None = None,
+    scheduler: Scheduler | None = None,
+    tools: ToolRegistry | None = None,
+) -> Agent:
+    return Agent(
+        model or build_chat_model(settings, redis),
+        tools or build_tools(settings),
+        memory=memory,
+        scheduler=scheduler,
+        config=agent_config(settings),
+    )

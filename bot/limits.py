@@ -1,0 +1,137 @@
+"""Per-user message rate limits and daily token budgets, kept in Redis for every process.
+
+When the global daily budget is spent, nobody's message reaches the model until the next UTC
+day: the kill switch that keeps a runaway loop or a flood from running up the bill.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+
+from adapters.base import Inbound, InboundMessage
+from bot import metrics
+from bot.config import LimitsSettings
+
+RATE_LIMITED = (
+    "You're sending messages faster than I can keep up with — please wait a minute and try again."
+)
+USER_BUDGET_SPENT = (
+    "You've used your share of my daily budget. I'll be able to help again tomorrow (UTC)."
+)
+GLOBAL_BUDGET_SPENT = "I've used my daily budget for everyone. I'll be back tomorrow (UTC)."
+
+# KEYS[1] log of message times; ARGV: now, window, limit, member
+_RATE = """
+redis.call('zremrangebyscore', KEYS[1], '-inf', ARGV[1] - ARGV[2])
+if redis.call('zcard', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('zadd', KEYS[1], ARGV[1], ARGV[4])
+redis.call('pexpire', KEYS[1], math.ceil(ARGV[2] * 1000))
+return 1
+"""
+
+DAY = 86_400
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    ok: bool
+    message: str = ""
+    limit: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsageToday:
+    user: int
+    user_budget: int
+    everyone: int
+    budget: int
+
+
+def user_key(event: Inbound) -> str:
+    return f"{event.conversation.platform}:{event.actor.user_id}"
+
+
+class Limits:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        prefix: str,
+        settings: LimitsSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+        window: float = 60.0,
+    ) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.settings = settings
+        self.clock = clock
+        self.window = window
+        self._rate = redis.register_script(_RATE)
+
+    def _day(self) -> str:
+        return time.strftime("%Y%m%d", time.gmtime(self.clock()))
+
+    def _usage_key(self, who: str) -> str:
+        return f"{self.prefix}:usage:{self._day()}:{who}"
+
+    async def admit(self, user: str) -> Verdict:
+        everyone, mine = await self.redis.mget(self._usage_key("*all*"), self._usage_key(user))
+        if int(everyone or 0) >= self.settings.daily_tokens:
+            metrics.LIMITED.labels("global_budget").inc()
+            return Verdict(ok=False, message=GLOBAL_BUDGET_SPENT, limit="global_budget")
+        if int(mine or 0) >= self.settings.user_daily_tokens:
+            metrics.LIMITED.labels("user_budget").inc()
+            return Verdict(ok=False, message=USER_BUDGET_SPENT, limit="user_budget")
+        now = self.clock()
+        allowed = await self._rate(
+            keys=[f"{self.prefix}:rate:{user}"],
+            args=[
+                now,
+                self.window,
+                self.settings.messages_per_minute,
+                f"{now}:{uuid.uuid4().hex[:6]}",
+            ],
+        )
+        if not allowed:
+            metrics.LIMITED.labels("rate").inc()
+            return Verdict(ok=False, message=RATE_LIMITED, limit="rate")
+        return Verdict(ok=True)
+
+    async def charge(self, user: str, tokens: int) -> None:
+        if tokens <= 0:
+            return
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for key in (self._usage_key(user), self._usage_key("*all*")):
+                pipe.incrby(key, tokens)
+                pipe.expire(key, 2 * DAY)
+            await pipe.execute()
+
+    async def usage(self, user: str) -> UsageToday:
+        everyone, mine = await self.redis.mget(self._usage_key("*all*"), self._usage_key(user))
+        return UsageToday(
+            user=int(mine or 0),
+            user_budget=self.settings.user_daily_tokens,
+            everyone=int(everyone or 0),
+            budget=self.settings.daily_tokens,
+        )
+
+    # --- the shapes the conductor and commands take -----------------------------------------
+
+    async def admission(self, event: InboundMessage) -> str | None:
+        verdict = await self.admit(user_key(event))
+        return None if verdict.ok else verdict.message
+
+    async def charge_event(self, event: Inbound, tokens: int) -> None:
+        await self.charge(user_key(event), tokens)
+
+    async def usage_text(self, event: InboundMessage) -> str:
+        today = await self.usage(user_key(event))
+        share = 100 * today.user / today.user_budget if today.user_budget else 0
+        return (
+            f"Today you've used {today.user:,} of your {today.user_budget:,} tokens ({share:.0f}%)."
+        )

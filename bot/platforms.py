@@ -1,0 +1,131 @@
+"""The chat platforms configured in settings: built, routed, started and stopped together.
+
+An adapter exists when its credentials are present. In a gateway it receives (Slack over
+HTTP or Socket Mode, Telegram by webhook or by polling on the one replica holding the
+polling lease); in a worker it only sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import redis.asyncio as aioredis
+
+from adapters.base import ChatAdapter, InboundHandler
+from bot.config import Settings
+from bot.http import HttpServer
+from bot.keys import Keys
+from bot.leases import Lease
+
+log = logging.getLogger(__name__)
+
+
+class Platforms:
+    def __init__(
+        self,
+        settings: Settings,
+        redis: aioredis.Redis,
+        keys: Keys,
+        handler: InboundHandler | None,
+    ) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.keys = keys
+        self.handler = handler
+        self.adapters: dict[str, ChatAdapter] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stop_lease = asyncio.Event()
+        self.telegram = self._telegram()
+        self.slack = self._slack()
+
+    def _telegram(self):  # type: ignore[no-untyped-def]
+        config = self.settings.telegram
+        if config.token is None:
+            return None
+        from adapters.telegram import TelegramAdapter, TelegramConfig
+
+        adapter = TelegramAdapter(
+            config=TelegramConfig(
+                token=config.token.get_secret_value(),
+                api_url=config.api_url,
+                mode=config.mode,
+                webhook_url=config.webhook_url,
+                webhook_secret=(
+                    config.webhook_secret.get_secret_value() if config.webhook_secret else None
+                ),
+                allowed_users=tuple(config.allowed_users),
+                max_message_chars=self.settings.agent.max_message_chars,
+                poll_timeout=config.poll_timeout,
+            ),
+            handler=self.handler,
+        )
+        self.adapters["telegram"] = adapter
+        return adapter
+
+    def _slack(self):  # type: ignore[no-untyped-def]
+        config = self.settings.slack
+        if config.bot_token is None:
+            return None
+        from adapters.slack import SlackAdapter, SlackConfig
+
+        adapter = SlackAdapter(
+            config=SlackConfig(
+                bot_token=config.bot_token.get_secret_value(),
+                signing_secret=(
+                    config.signing_secret.get_secret_value() if config.signing_secret else None
+                ),
+                app_token=config.app_token.get_secret_value() if config.app_token else None,
+                api_url=config.api_url,
+                allowed_teams=tuple(config.allowed_teams),
+                allowed_channels=tuple(config.allowed_channels),
+                approver_groups=tuple(
+                    a for a in self.settings.access.approvers if a.startswith("S")
+                ),
+                max_message_chars=self.settings.agent.max_message_chars,
+            ),
+            handler=self.handler,
+        )
+        self.adapters["slack"] = adapter
+        return adapter
+
+    def register_routes(self, http: HttpServer) -> None:
+        if self.telegram is not None and self.settings.telegram.mode == "webhook":
+            http.add_route(*self.telegram.webhook_route())
+        if self.slack is not None and self.settings.slack.app_token is None:
+            http.add_route(*self.slack.slack_route())
+
+    async def start_receiving(self, stop: asyncio.Event) -> None:
+        if self.telegram is not None:
+            await self.telegram.start()
+            if self.settings.telegram.mode == "polling":
+                lease = Lease(self.redis, self.keys.lease("telegram-polling"))
+                task = asyncio.create_task(
+                    lease.hold_while(
+                        self._stop_lease, self.telegram.start_polling, self.telegram.stop_polling
+                    )
+                )
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        if self.slack is not None:
+            await self.slack.start()
+
+    async def stop_receiving(self) -> None:
+        self._stop_lease.set()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.telegram is not None:
+            await self.telegram.stop_polling()
+        if self.slack is not None:
+            await self.slack.stop_receiving()
+
+    async def close(self) -> None:
+        await self.stop_receiving()
+        for adapter in self.adapters.values():
+            with contextlib.suppress(Exception):
+                await adapter.stop()
+
+    async def check(self) -> tuple[bool, str]:
+        names = ", ".join(sorted(self.adapters)) or "none configured"
+        return True, names

@@ -1,0 +1,360 @@
+"""The Telegram adapter on the real python-telegram-bot, against a fake Bot API server,
+wired to the real runtime (Redis Stack) with a scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import redis.asyncio as aioredis
+
+from adapters.telegram import TelegramAdapter, TelegramConfig
+from agent.builtin_tools import builtin_registry
+from agent.tools import tool
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.harness import Harness, running
+from tests.fakes.telegram import BOT_USERNAME, FakeTelegram
+
+ANA, BOB, GROUP = 42, 7, -100123
+
+
+def adapter_for(fake: FakeTelegram, **config: Any) -> TelegramAdapter:
+    return TelegramAdapter(
+        config=TelegramConfig(token=fake.token, api_url=fake.url, poll_timeout=1, **config)
+    )
+
+
+@contextlib.asynccontextmanager
+async def bot(
+    redis: aioredis.Redis,
+    fake: FakeTelegram,
+    model: ScriptedModel,
+    *,
+    poll: bool = True,
+    **config: Any,
+) -> AsyncIterator[tuple[Harness, TelegramAdapter]]:
+    adapter = adapter_for(fake, **config)
+    registry = builtin_registry()
+    registry.register(send_email)
+    async with running(redis, model, adapter=adapter, tools=registry) as harness:  # type: ignore[arg-type]
+        adapter.handler = harness.runtime.inbox.submit
+        await adapter.start()
+        if poll:
+            await adapter.start_polling()
+        try:
+            yield harness, adapter
+        finally:
+            await adapter.stop()
+
+
+SENT: list[str] = []
+
+
+@tool(side_effects=True, describe=lambda args: f"Email {args['to']}")
+async def send_email(to: str) -> str:
+    """Send an email.
+
+    Args:
+        to: the address
+    """
+    SENT.append(to)
+    return f"sent to {to}"
+
+
+async def until(predicate: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_direct_message_round_trip(redis, telegram: FakeTelegram) -> None:
+    model = ScriptedModel([reply("Hello, **Ana**!")])
+    async with bot(redis, telegram, model) as (harness, _):
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
+        await until(lambda: len(telegram.chat(ANA)) == 1)
+        await harness.settle()
+        assert telegram.chat(ANA)[0].text == "Hello, <b>Ana</b>!"
+        assert telegram.method_calls("sendMessage")[0].body["parse_mode"] == "HTML"
+        assert telegram.method_calls("sendChatAction")  # typing while it worked
+        commands = telegram.method_calls("setMyCommands")[0].body["commands"]
+        assert {c["command"] for c in _json(commands)} == {
+            "start",
+            "help",
+            "memories",
+            "forget",
+            "cancel",
+            "status",
+        }
+
+
+async def test_groups_answer_only_when_addressed(redis, telegram: FakeTelegram) -> None:
+    model = ScriptedModel([reply("Answered the mention."), reply("Answered the reply.")])
+    async with bot(redis, telegram, model) as (harness, _):
+        telegram.push(
+            telegram.message(
+                chat_id=GROUP, user_id=ANA, text="just chatting", chat_type="supergroup"
+            )
+        )
+        telegram.push(
+            telegram.message(
+                chat_id=GROUP,
+                user_id=ANA,
+                text=f"@{BOT_USERNAME} what's up?",
+                chat_type="supergroup",
+            )
+        )
+        await until(lambda: len(telegram.chat(GROUP)) == 1)
+        await harness.settle()
+        telegram.push(
+            telegram.message(
+                chat_id=GROUP,
+                user_id=BOB,
+                text="and you?",
+                chat_type="supergroup",
+                reply_to_bot=True,
+            )
+        )
+        await until(lambda: len(telegram.chat(GROUP)) == 2)
+        await harness.settle()
+        assert [p.text for p in telegram.chat(GROUP)] == [
+            "Answered the mention.",
+            "Answered the reply.",
+        ]
+        assert len(model.turn_requests) == 2
+        assert model.turn_requests[0].messages[-1].text.strip() == "what's up?"
+
+
+async def test_forum_topics_keep_their_thread(redis, telegram: FakeTelegram) -> None:
+    model = ScriptedModel([reply("In the topic.")])
+    async with bot(redis, telegram, model) as (harness, _):
+        telegram.push(
+            telegram.message(
+                chat_id=GROUP, user_id=ANA, text="/help", chat_type="supergroup", thread_id=77
+            )
+        )
+        await until(lambda: len(telegram.chat(GROUP)) == 1)
+        assert telegram.chat(GROUP)[0].thread_id == 77
+
+
+async def test_option_buttons_answer_a_question(redis, telegram: FakeTelegram) -> None:
+    model = ScriptedModel(
+        [
+            turn(call("ask_user", question="Tea or coffee?", options=["Tea", "Coffee"])),
+            reply("Coffee ☕"),
+        ]
+    )
+    async with bot(redis, telegram, model) as (harness, _):
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="a drink please"))
+        await until(lambda: len(telegram.chat(ANA)) == 1)
+        question = telegram.chat(ANA)[0]
+        assert [b["text"] for b in question.buttons] == ["Tea", "Coffee"]
+        assert all(len(b["callback_data"].encode()) <= 64 for b in question.buttons)
+        telegram.click(question, "Coffee", user_id=ANA)
+        await until(lambda: len(telegram.chat(ANA)) == 2)
+        await harness.settle()
+        assert telegram.chat(ANA)[1].text == "Coffee ☕"
+        assert question.buttons == [] and "Coffee" in question.text
+        assert telegram.method_calls("answerCallbackQuery")[0].body["text"] == "Coffee"
+
+
+async def test_approval_by_the_requester_runs_the_tool(redis, telegram: FakeTelegram) -> None:
+    SENT.clear()
+    model = ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Done.")])
+    async with bot(redis, telegram, model) as (harness, _):
+        telegram.push(
+            telegram.message(chat_id=GROUP, user_id=ANA, text="/start", chat_type="supergroup")
+        )
+        telegram.push(
+            telegram.message(
+                chat_id=GROUP, user_id=ANA, text=f"@{BOT_USERNAME} email Bo", chat_type="supergroup"
+            )
+        )
+        await until(lambda: len(telegram.chat(GROUP)) == 2)
+        await harness.settle()
+        approval = telegram.chat(GROUP)[1]
+        assert "Email bo@example.com" in approval.text
+        assert [b["text"] for b in approval.buttons] == ["Approve", "Reject"]
+
+        telegram.click(approval, "Approve", user_id=BOB, name="Bob", chat_type="supergroup")
+        await until(lambda: len(telegram.method_calls("answerCallbackQuery")) == 1)
+        await harness.settle()
+        refusal = telegram.method_calls("answerCallbackQuery")[0].body
+        assert refusal["show_alert"] in ("true", True) and "Only Ana can approve" in refusal["text"]
+        assert SENT == [] and approval.buttons  # nothing changed
+
+        telegram.click(approval, "Approve", user_id=ANA, chat_type="supergroup")
+        await until(lambda: len(telegram.chat(GROUP)) == 3)
+        await harness.settle()
+        assert SENT == ["bo@example.com"]
+        assert "Approved by Ana" in approval.text and approval.buttons == []
+        assert telegram.chat(GROUP)[2].text == "Done."
+
+        telegram.click_again = None
+        telegram.push(
+            telegram.callback(
+                chat_id=GROUP,
+                user_id=ANA,
+                message_id=approval.message_id,
+                data=_data_of(telegram, approval),
+                chat_type="supergroup",
+            )
+        )
+        await until(lambda: len(telegram.method_calls("answerCallbackQuery")) == 3)
+        stale = telegram.method_calls("answerCallbackQuery")[2].body
+        assert "already approved" in stale["text"] and SENT == ["bo@example.com"]
+
+
+def _data_of(fake: FakeTelegram, posted: Any) -> str:
+    # the buttons are gone after the decision; reconstruct what the original button carried
+    original = fake.method_calls("sendMessage")
+    for call_ in original:
+        markup = call_.body.get("reply_markup")
+        if markup and "approve" in markup:
+            return str(_json(markup)["inline_keyboard"][0][0]["callback_data"])
+    raise AssertionError("no approval was sent")
+
+
+async def test_rejection(redis, telegram: FakeTelegram) -> None:
+    SENT.clear()
+    model = ScriptedModel([turn(call("send_email", to="x@example.com")), reply("I won't.")])
+    async with bot(redis, telegram, model) as (harness, _):
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="email x"))
+        await until(lambda: len(telegram.chat(ANA)) == 1)
+        approval = telegram.chat(ANA)[0]
+        telegram.click(approval, "Reject", user_id=ANA)
+        await until(lambda: len(telegram.chat(ANA)) == 2)
+        await harness.settle()
+        assert SENT == [] and "Rejected by Ana" in approval.text
+
+
+async def test_a_long_reply_is_split_and_markup_escaped(redis, telegram: FakeTelegram) -> None:
+    paragraph = "Numbers < 10 & letters > z. " * 12
+    long_text = "\n\n".join(f"{i}: {paragraph}" for i in range(30))  # about 10,000 characters
+    code = "```python\nif a < b and c & d:\n    print('<tag>')\n```"
+    model = ScriptedModel([reply(long_text + "\n\n" + code)])
+    async with bot(redis, telegram, model) as (harness, _):
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="write a lot"))
+        await until(lambda: bool(telegram.chat(ANA)) and "<pre>" in telegram.chat(ANA)[-1].text)
+        await harness.settle()
+        parts = [p.text for p in telegram.chat(ANA)]
+        assert len(long_text) > 10_000 and len(parts) >= 3
+        assert all(len(p) <= 4096 for p in parts)
+        for part in parts:
+            assert part.count("<pre>") == part.count("</pre>")
+            assert "< " not in part and " & " not in part  # escaped
+        joined = html.unescape(re.sub(r"<[^>]+>", "", "\n\n".join(parts)))
+        for i in range(30):
+            assert f"{i}: Numbers < 10 & letters > z." in joined
+        assert '<pre><code class="language-python">if a &lt; b and c &amp; d:' in parts[-1]
+
+
+async def test_webhook_checks_the_secret_and_dedups(redis, telegram: FakeTelegram) -> None:
+    from bot.http import HttpServer
+
+    model = ScriptedModel([reply("via webhook")])
+    async with bot(
+        redis,
+        telegram,
+        model,
+        poll=False,
+        mode="webhook",
+        webhook_url="https://parley.example.com/telegram/webhook",
+        webhook_secret="s3cret-token",
+    ) as (harness, adapter):
+        assert telegram.method_calls("setWebhook")[0].body["secret_token"] == "s3cret-token"
+        server = HttpServer("127.0.0.1", 0)
+        server.add_route(*adapter.webhook_route())
+        await server.start()
+        url = f"http://127.0.0.1:{server.port}/telegram/webhook"
+        update = telegram.message(chat_id=ANA, user_id=ANA, text="hello hook")
+        try:
+            async with aiohttp.ClientSession() as http:
+                wrong = await http.post(
+                    url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "nope"}
+                )
+                assert wrong.status == 403
+                missing = await http.post(url, json=update)
+                assert missing.status == 403
+                headers = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"}
+                bad = await http.post(url, data=b"{not json", headers=headers)
+                assert bad.status == 400
+                for _ in range(2):  # Telegram redelivers; answered once
+                    ok = await http.post(url, json=update, headers=headers)
+                    assert ok.status == 200
+                await harness.settle()
+                assert [p.text for p in telegram.chat(ANA)] == ["via webhook"]
+                health = await http.get(f"http://127.0.0.1:{server.port}/healthz")
+                assert health.status == 200  # still serving after the malformed body
+        finally:
+            await server.stop()
+
+
+async def test_a_duplicate_polled_update_is_answered_once(redis, telegram: FakeTelegram) -> None:
+    model = ScriptedModel([reply("once")])
+    async with bot(redis, telegram, model, poll=False) as (harness, adapter):
+        update = telegram.message(chat_id=ANA, user_id=ANA, text="hi")
+        from telegram import Update
+
+        await adapter.initialize()
+        for _ in range(2):
+            await adapter.process(Update.de_json(update, adapter.bot))
+        await harness.settle()
+        assert [p.text for p in telegram.chat(ANA)] == ["once"]
+
+
+async def test_unlisted_users_get_one_polite_refusal(redis, telegram: FakeTelegram) -> None:
+    model = ScriptedModel([reply("hi Ana")])
+    async with bot(redis, telegram, model, allowed_users=(str(ANA), "@carol")) as (harness, _):
+        for _ in range(2):
+            telegram.push(telegram.message(chat_id=BOB, user_id=BOB, text="let me in"))
+        telegram.push(telegram.message(chat_id=55, user_id=55, text="hey", username="Carol"))
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
+        await until(lambda: bool(telegram.chat(ANA)) and bool(telegram.chat(55)))
+        await harness.settle()
+        assert [p.text for p in telegram.chat(BOB)] == [
+            "Sorry — I'm a private assistant and can't help you here."
+        ]
+        assert len(model.turn_requests) == 2  # Ana and @carol only
+
+
+async def test_non_text_and_over_long_messages_are_answered_at_the_edge(
+    redis, telegram: FakeTelegram
+) -> None:
+    model = ScriptedModel([])
+    async with bot(redis, telegram, model, max_message_chars=100) as (harness, _):
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, photo=True))
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="x" * 101))
+        await until(lambda: len(telegram.chat(ANA)) == 2)
+        await harness.settle()
+        texts = [p.text for p in telegram.chat(ANA)]
+        assert "only read text" in texts[0] and "too long" in texts[1]
+        assert model.requests == []
+
+
+async def test_retry_after_is_respected(redis, telegram: FakeTelegram) -> None:
+    model = ScriptedModel([reply("eventually")])
+    async with bot(redis, telegram, model) as (harness, _):
+        telegram.fail_next("sendMessage", retry_after=1)
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
+        await until(lambda: len(telegram.chat(ANA)) == 1)
+        calls = telegram.method_calls("sendMessage")
+        assert len(calls) == 2
+        gap = _timestamps(telegram, "sendMessage")
+        assert gap[1] - gap[0] >= 0.95
+
+
+def _timestamps(fake: FakeTelegram, method: str) -> list[float]:
+    return [r.received_at for r in fake.method_calls(method)]
+
+
+def _json(value: Any) -> Any:
+    import json
+
+    return json.loads(value) if isinstance(value, str) else value

@@ -1,0 +1,371 @@
+"""A local server that plays the Telegram Bot API for python-telegram-bot.
+
+    fake = FakeTelegram(token="123:ABC")
+    await fake.start()                     # Bot API root: fake.url (TELEGRAM_API_URL)
+    fake.push(fake.message(chat_id=42, user_id=42, text="hi"))       # served by getUpdates
+    fake.push(fake.callback(chat_id=42, user_id=42, message_id=7, data="d:abc:approve"))
+    fake.fail_next("sendMessage", retry_after=1)                      # a 429 with retry_after
+
+It serves getMe, getUpdates (long poll honouring offset and timeout), setWebhook,
+deleteWebhook, setMyCommands, sendMessage, editMessageText, answerCallbackQuery and
+sendChatAction, and keeps what the bot posted per chat (`fake.chat(42)`: the messages with
+their current text and keyboard, edits applied) and every call (`fake.calls("/bot…/x")`,
+or `fake.method_calls("sendMessage")`). Update builders return Bot API JSON dicts, which can
+also be POSTed to a webhook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.server import FakeServer, Recorded
+
+BOT_ID = 999_000
+BOT_USERNAME = "parley_bot"
+
+
+@dataclass
+class Posted:
+    chat_id: int
+    message_id: int
+    text: str
+    reply_markup: dict[str, Any] | None
+    thread_id: int | None = None
+    edits: list[str] = field(default_factory=list)
+
+    @property
+    def buttons(self) -> list[dict[str, Any]]:
+        if not self.reply_markup:
+            return []
+        return [b for row in self.reply_markup.get("inline_keyboard", []) for b in row]
+
+
+class FakeTelegram(FakeServer):
+    def __init__(self, token: str = "123456:TEST-token") -> None:
+        super().__init__(name="telegram")
+        self.token = token
+        self.updates: list[dict[str, Any]] = []
+        self.posted: list[Posted] = []
+        self.failures: dict[str, list[int]] = {}
+        self._update_ids = itertools.count(1000)
+        self._message_ids = itertools.count(1)
+        self._new_update = asyncio.Event()
+        self.add("POST", f"/bot{token}/*", self._dispatch_method)
+
+    # --- scripting --------------------------------------------------------------------------
+
+    def push(self, update: dict[str, Any]) -> dict[str, Any]:
+        self.updates.append(update)
+        self._new_update.set()
+        return update
+
+    def fail_next(self, method: str, *, retry_after: int) -> None:
+        self.failures.setdefault(method, []).append(retry_after)
+
+    def user(self, user_id: int, name: str = "Ana", username: str | None = None) -> dict[str, Any]:
+        user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": name}
+        if username:
+            user["username"] = username
+        return user
+
+    def message(
+        self,
+        *,
+        chat_id: int,
+        user_id: int,
+        text: str | None = None,
+        name: str = "Ana",
+        username: str | None = None,
+        chat_type: str = "private",
+        thread_id: int | None = None,
+        reply_to_bot: bool = False,
+        photo: bool = False,
+    ) -> dict[str, Any]:
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if chat_type != "private":
+            chat["title"] = "A group"
+            if thread_id is not None:
+                chat["is_forum"] = True
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": self.user(user_id, name, username),
+        }
+        if text is not None:
+            message["text"] = text
+            entities = _entities(text)
+            if entities:
+                message["entities"] = entities
+        if photo:
+            message["photo"] = [{"file_id": "p1", "file_unique_id": "u1", "width": 1, "height": 1}]
+        if thread_id is not None:
+            message["message_thread_id"] = thread_id
+            message["is_topic_message"] = True
+        if reply_to_bot:
+            message["reply_to_message"] = {
+                "message_id": 1,
+                "date": int(time.time()),
+                "chat": chat,
+                "from": {
+                    "id": BOT_ID,
+                    "is_bot": True,
+                    "first_name": "Parley",
+                    "username": BOT_USERNAME,
+                },
+                "text": "earlier",
+            }
+        return {"update_id": next(self._update_ids), "message": message}
+
+    def callback(
+        self,
+        *,
+        chat_id: int,
+        user_id: int,
+        message_id: int,
+        data: str,
+        name: str = "Ana",
+        chat_type: str = "private",
+        thread_id: int | None = None,
+    ) -> dict[str, Any]:
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        message: dict[str, Any] = {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": chat,
+            "from": {
+                "id": BOT_ID,
+                "is_bot": True,
+                "first_name": "Parley",
+                "username": BOT_USERNAME,
+            },
+            "text": "buttons",
+        }
+        if thread_id is not None:
+            message["message_thread_id"] = thread_id
+            message["is_topic_message"] = True
+        return {
+            "update_id": next(self._update_ids),
+            "callback_query": {
+                "id": f"cq{next(self._update_ids)}",
+                "from": self.user(user_id, name),
+                "chat_instance": "ci",
+                "message": message,
+                "data": data,
+            },
+        }
+
+    def click(
+        self,
+        posted: Posted,
+        choice_label: str,
+        *,
+        user_id: int,
+        name: str = "Ana",
+        chat_type: str = "private",
+    ) -> dict[str, Any]:
+        """A press of the button labelled `choice_label` on a posted message."""
+        button = next(b for b in posted.buttons if b["text"] == choice_label)
+        return self.push(
+            self.callback(
+                chat_id=posted.chat_id,
+                user_id=user_id,
+                message_id=posted.message_id,
+                data=button["callback_data"],
+                name=name,
+                chat_type=chat_type,
+                thread_id=posted.thread_id,
+            )
+        )
+
+    # --- reading what the bot did -----------------------------------------------------------
+
+    def chat(self, chat_id: int) -> list[Posted]:
+        return [p for p in self.posted if p.chat_id == chat_id]
+
+    def method_calls(self, method: str) -> list[Recorded]:
+        return self.calls(f"/bot{self.token}/{method}")
+
+    # --- the API ----------------------------------------------------------------------------
+
+    async def _dispatch_method(
+        self, recorded: Recorded, request: web.Request
+    ) -> web.StreamResponse:
+        method = request.path.rsplit("/", 1)[-1]
+        params = await _params(recorded, request)
+        recorded.body = params
+        pending = self.failures.get(method)
+        if pending:
+            retry_after = pending.pop(0)
+            return web.json_response(
+                {
+                    "ok": False,
+                    "error_code": 429,
+                    "description": f"Too Many Requests: retry after {retry_after}",
+                    "parameters": {"retry_after": retry_after},
+                },
+                status=429,
+            )
+        handler = getattr(self, f"_m_{method}", None)
+        if handler is None:
+            return web.json_response(
+                {"ok": False, "error_code": 404, "description": "Not Found: method not found"},
+                status=404,
+            )
+        result = await handler(params)
+        if isinstance(result, web.Response):
+            return result
+        return web.json_response({"ok": True, "result": result})
+
+    async def _m_getMe(self, params: dict[str, Any]) -> Any:
+        return {
+            "id": BOT_ID,
+            "is_bot": True,
+            "first_name": "Parley",
+            "username": BOT_USERNAME,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+
+    async def _m_getUpdates(self, params: dict[str, Any]) -> Any:
+        offset = int(params.get("offset") or 0)
+        timeout = float(params.get("timeout") or 0)
+        deadline = time.monotonic() + timeout
+        while True:
+            ready = [u for u in self.updates if u["update_id"] >= offset]
+            if ready or time.monotonic() >= deadline:
+                return ready[:100]
+            self._new_update.clear()
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await self._new_update.wait()
+            except TimeoutError:
+                pass
+
+    async def _m_setWebhook(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _m_deleteWebhook(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _m_setMyCommands(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _m_sendChatAction(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
+        chat_id = int(params["chat_id"])
+        thread = int(params["message_thread_id"]) if params.get("message_thread_id") else None
+        posted = Posted(
+            chat_id=chat_id,
+            message_id=next(self._message_ids),
+            text=str(params.get("text", "")),
+            reply_markup=_markup(params.get("reply_markup")),
+            thread_id=thread,
+        )
+        self.posted.append(posted)
+        return self._message_json(posted)
+
+    async def _m_editMessageText(self, params: dict[str, Any]) -> Any:
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        for posted in self.posted:
+            if posted.chat_id == chat_id and posted.message_id == message_id:
+                posted.edits.append(posted.text)
+                posted.text = str(params.get("text", ""))
+                posted.reply_markup = _markup(params.get("reply_markup"))
+                return self._message_json(posted)
+        return web.json_response(
+            {
+                "ok": False,
+                "error_code": 400,
+                "description": "Bad Request: message to edit not found",
+            },
+            status=400,
+        )
+
+    def _message_json(self, posted: Posted) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "message_id": posted.message_id,
+            "date": int(time.time()),
+            "chat": {
+                "id": posted.chat_id,
+                "type": "private" if posted.chat_id > 0 else "supergroup",
+            },
+            "from": {
+                "id": BOT_ID,
+                "is_bot": True,
+                "first_name": "Parley",
+                "username": BOT_USERNAME,
+            },
+            "text": posted.text,
+        }
+        if posted.reply_markup:
+            message["reply_markup"] = posted.reply_markup
+        if posted.thread_id is not None:
+            message["message_thread_id"] = posted.thread_id
+            message["is_topic_message"] = True
+        return message
+
+
+async def _params(recorded: Recorded, request: web.Request) -> dict[str, Any]:
+    body = recorded.body
+    if isinstance(body, dict):
+        return dict(body)
+    if request.content_type.startswith("multipart/"):
+        reader = await _multipart(recorded.raw, request.headers["Content-Type"])
+        return reader
+    return {}
+
+
+async def _multipart(raw: bytes, content_type: str) -> dict[str, Any]:
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    message = BytesParser(policy=HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + raw
+    )
+    out: dict[str, Any] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if name:
+            payload = part.get_payload(decode=True) or b""
+            out[str(name)] = payload.decode()
+    return out
+
+
+def _markup(value: Any) -> dict[str, Any] | None:
+    if not value:
+        return None
+    if isinstance(value, str):
+        value = json.loads(value)
+    return value if isinstance(value, dict) else None
+
+
+def _entities(text: str) -> list[dict[str, Any]]:
+    entities = []
+    for word_start, word in _words(text):
+        if word.startswith("@") and len(word) > 1:
+            entities.append({"type": "mention", "offset": word_start, "length": len(word)})
+        elif word.startswith("/") and word_start == 0:
+            entities.append({"type": "bot_command", "offset": 0, "length": len(word)})
+    return entities
+
+
+def _words(text: str) -> list[tuple[int, str]]:
+    out, position = [], 0
+    for word in text.split(" "):
+        out.append((position, word.rstrip(",.!?")))
+        position += len(word) + 1
+    return out
