@@ -17,6 +17,7 @@ from typing import Literal
 import redis.asyncio as aioredis
 
 from agent.llm.usage import close_model
+from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
 from bot.compose import build_agent
 from bot.config import Settings
@@ -29,6 +30,7 @@ from bot.memory_setup import open_memory
 from bot.models import build_chat_model
 from bot.platforms import Platforms
 from bot.runtime import build_runtime
+from memory.extract import FactExtractor
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,13 @@ async def run_role(
         def make_agent(scheduler: Scheduler):  # type: ignore[no-untyped-def]
             return build_agent(settings, redis, model=model, memory=memory, scheduler=scheduler)
 
+        after_run = None
+        if settings.memory.extract and memory is not None:
+            extractor = FactExtractor(model, memory)
+
+            async def after_run(outcome: Outcome) -> None:
+                await extractor.extract(outcome.state.messages, outcome.state.context)
+
         runtime = build_runtime(
             redis,
             settings,
@@ -96,6 +105,7 @@ async def run_role(
             admission=limits.admission,
             charge=limits.charge_event,
             usage=limits.usage_text,
+            after_run=after_run,
         )
 
     try:

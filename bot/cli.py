@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"parley: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log.level, settings.log.format, secrets_of(settings))
+    no_platform = settings.slack.bot_token is None and settings.telegram.token is None
+    if command == "run" and no_platform and sys.stdin.isatty():
+        command = "console"  # nothing to serve: chat in the terminal instead
     try:
         return asyncio.run(dispatch(command, args, settings))
     except KeyboardInterrupt:
@@ -68,12 +71,19 @@ def secrets_of(settings: Settings) -> list[str]:
 
 async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -> int:
     from bot.embedded_redis import EmbeddedRedisError
+    from memory import MemoryIndexMismatch
 
     try:
         if command == "doctor":
             from bot.doctor import run_doctor
 
             return await run_doctor(settings)
+        if command == "memory":
+            return await memory_command(args, settings)
+        if command == "console":
+            from bot.console import run_console
+
+            return await run_console(settings)
         from bot.app import Role, serve
 
         role: Role = (
@@ -81,9 +91,19 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
         )
         await serve(settings, role=role)
         return 0
-    except EmbeddedRedisError as exc:
+    except (EmbeddedRedisError, MemoryIndexMismatch) as exc:
         print(f"parley: {exc}", file=sys.stderr)
         return 1
+
+
+async def memory_command(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.app import redis_connection
+    from bot.memory_setup import reindex
+
+    async with redis_connection(settings) as redis:
+        count = await reindex(settings, redis)
+    print(f"memory index rebuilt: {count} memories re-embedded")
+    return 0
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ class AgentSettings(_Section):
 class MemorySettings(_Section):
     embedder: Literal["local", "ollama"] = Field("local", alias="PARLEY_EMBEDDER")
     recall_k: int = Field(5, alias="PARLEY_RECALL_K", ge=1)
-    recall_max_distance: float = Field(0.65, alias="PARLEY_RECALL_MAX_DISTANCE", gt=0, le=2)
+    recall_max_distance: float = Field(0.75, alias="PARLEY_RECALL_MAX_DISTANCE", gt=0, le=2)
     merge_distance: float = Field(0.1, alias="PARLEY_MEMORY_MERGE_DISTANCE", ge=0, le=2)
     max_per_scope: int = Field(1000, alias="PARLEY_MEMORY_MAX_PER_SCOPE", ge=1)
     extract: bool = Field(False, alias="PARLEY_MEMORY_EXTRACT")

