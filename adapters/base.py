@@ -72,6 +72,9 @@ class InboundMessage:
     command: str | None = None  # "help", "memories", "forget", "cancel", "status", "start"
     args: str = ""
     message_id: str | None = None
+    # False for a Slack thread reply that did not mention Parley: it counts only if the
+    # thread is already a conversation with Parley.
+    mentioned: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)

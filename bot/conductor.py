@@ -152,7 +152,7 @@ class Conductor:
             private_to = event.actor.user_id if result.private else None
             await reply.send(OutboundMessage(text=result.text, private_to=private_to))
             return
-        if not getattr(event, "mentioned", True) and session.state is None:
+        if not event.mentioned and session.state is None:
             return  # a thread message in a conversation Parley is not part of
         if len(event.text) > self.max_message_chars:
             text = TOO_LONG.format(length=len(event.text), limit=self.max_message_chars)

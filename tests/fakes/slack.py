@@ -1,0 +1,310 @@
+"""A local server that plays Slack's Web API (and Socket Mode's WebSocket) for slack-sdk.
+
+    fake = FakeSlack()
+    await fake.start()                       # SLACK_API_URL = fake.api_url
+    fake.fail_next("chat.postMessage", retry_after=1)   # a 429 with Retry-After
+    fake.groups["SADMINS"] = ["UBOSS"]       # usergroups.users.list
+
+It answers auth.test, chat.postMessage, chat.update, chat.postEphemeral,
+assistant.threads.setStatus, usergroups.users.list and apps.connections.open (whose URL is
+this server's `/socket` WebSocket: `await fake.socket_send(envelope)` pushes a Socket Mode
+envelope to the connected app and `fake.socket_acks` collects its acks). `fake.posts`
+holds what the bot posted, edits applied. Helpers build signed Events API requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import itertools
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import WSMsgType, web
+
+from tests.fakes.server import FakeServer, Recorded
+
+BOT_USER = "UBOT"
+TEAM = "T1"
+
+
+@dataclass
+class Post:
+    channel: str
+    ts: str
+    text: str
+    blocks: list[dict[str, Any]]
+    thread_ts: str | None
+    ephemeral_to: str | None = None
+    edits: int = 0
+
+    @property
+    def buttons(self) -> list[dict[str, Any]]:
+        return [e for b in self.blocks if b.get("type") == "actions" for e in b["elements"]]
+
+    @property
+    def body(self) -> str:
+        return "\n\n".join(b["text"]["text"] for b in self.blocks if b.get("type") == "section")
+
+
+class FakeSlack(FakeServer):
+    def __init__(self) -> None:
+        super().__init__(name="slack")
+        self.posts: list[Post] = []
+        self.failures: dict[str, list[int]] = {}
+        self.groups: dict[str, list[str]] = {}
+        self.socket_acks: list[dict[str, Any]] = []
+        self._sockets: list[web.WebSocketResponse] = []
+        self._connected = asyncio.Event()
+        self._ts = itertools.count(100)
+        self.add("POST", "/api/*", self._method)
+        self.add("GET", "/api/*", self._method)
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api/"
+
+    def fail_next(self, method: str, *, retry_after: int) -> None:
+        self.failures.setdefault(method, []).append(retry_after)
+
+    def method_calls(self, method: str) -> list[Recorded]:
+        return self.calls(f"/api/{method}")
+
+    def in_channel(self, channel: str, thread_ts: str | None = None) -> list[Post]:
+        return [
+            p
+            for p in self.posts
+            if p.channel == channel and (thread_ts is None or p.thread_ts == thread_ts)
+        ]
+
+    async def start(self, port: int = 0) -> FakeSlack:
+        await super().start(port)
+        assert self._runner is not None
+        return self
+
+    async def _method(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
+        method = request.path.removeprefix("/api/")
+        if method == "socket" or request.headers.get("Upgrade", "").lower() == "websocket":
+            return await self._socket(request)
+        params = recorded.body if isinstance(recorded.body, dict) else dict(recorded.query)
+        for key in ("blocks",):
+            if isinstance(params.get(key), str):
+                params[key] = json.loads(params[key])
+        recorded.body = params
+        pending = self.failures.get(method)
+        if pending:
+            retry_after = pending.pop(0)
+            return web.json_response(
+                {"ok": False, "error": "ratelimited"},
+                status=429,
+                headers={"Retry-After": str(retry_after)},
+            )
+        handler = getattr(self, "_m_" + method.replace(".", "_"), None)
+        if handler is None:
+            return web.json_response({"ok": False, "error": "unknown_method"})
+        return web.json_response(await handler(params))
+
+    async def _m_auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "user_id": BOT_USER,
+            "bot_id": "BBOT",
+            "team_id": TEAM,
+            "user": "parley",
+            "team": "Acme",
+            "url": "https://acme.slack.com/",
+        }
+
+    def _new_ts(self) -> str:
+        return f"{int(time.time())}.{next(self._ts):06d}"
+
+    async def _m_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
+        post = Post(
+            channel=str(params["channel"]),
+            ts=self._new_ts(),
+            text=str(params.get("text", "")),
+            blocks=list(params.get("blocks") or []),
+            thread_ts=params.get("thread_ts"),
+        )
+        self.posts.append(post)
+        return {
+            "ok": True,
+            "channel": post.channel,
+            "ts": post.ts,
+            "message": {"text": post.text, "ts": post.ts},
+        }
+
+    async def _m_chat_postEphemeral(self, params: dict[str, Any]) -> dict[str, Any]:
+        post = Post(
+            channel=str(params["channel"]),
+            ts=self._new_ts(),
+            text=str(params.get("text", "")),
+            blocks=list(params.get("blocks") or []),
+            thread_ts=params.get("thread_ts"),
+            ephemeral_to=str(params["user"]),
+        )
+        self.posts.append(post)
+        return {"ok": True, "message_ts": post.ts}
+
+    async def _m_chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
+        for post in self.posts:
+            if post.channel == params["channel"] and post.ts == params["ts"]:
+                post.text = str(params.get("text", ""))
+                post.blocks = list(params.get("blocks") or [])
+                post.edits += 1
+                return {"ok": True, "channel": post.channel, "ts": post.ts}
+        return {"ok": False, "error": "message_not_found"}
+
+    async def _m_assistant_threads_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True}
+
+    async def _m_usergroups_users_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "users": self.groups.get(str(params.get("usergroup")), [])}
+
+    async def _m_apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/api/socket"}
+
+    # --- Socket Mode ------------------------------------------------------------------------
+
+    async def _socket(self, request: web.Request) -> web.StreamResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self._sockets.append(ws)
+        await ws.send_json({"type": "hello", "num_connections": 1, "debug_info": {}})
+        self._connected.set()
+        async for msg in ws:
+            if msg.type == WSMsgType.TEXT:
+                self.socket_acks.append(json.loads(msg.data))
+            elif msg.type in (WSMsgType.CLOSE, WSMsgType.ERROR):
+                break
+        return ws
+
+    async def socket_send(self, envelope: dict[str, Any]) -> None:
+        await asyncio.wait_for(self._connected.wait(), 10)
+        await self._sockets[-1].send_json(envelope)
+
+    async def stop(self) -> None:
+        for ws in self._sockets:
+            await ws.close()
+        await super().stop()
+
+
+# --- requests Slack would send to the app ------------------------------------------------
+
+
+def signature(secret: str, timestamp: str, body: bytes) -> str:
+    base = b"v0:" + timestamp.encode() + b":" + body
+    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def signed(
+    secret: str, body: bytes, *, age: float = 0.0, content_type: str = "application/json"
+) -> dict[str, str]:
+    timestamp = str(int(time.time() - age))
+    return {
+        "Content-Type": content_type,
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": signature(secret, timestamp, body),
+    }
+
+
+_event_ids = itertools.count(1)
+_ts = itertools.count(1)
+
+
+def event_callback(
+    event: dict[str, Any], *, event_id: str | None = None, team: str = TEAM
+) -> dict[str, Any]:
+    return {
+        "token": "legacy",
+        "team_id": team,
+        "api_app_id": "A1",
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id or f"Ev{next(_event_ids):06d}",
+        "event_time": int(time.time()),
+        "authorizations": [{"team_id": team, "user_id": BOT_USER, "is_bot": True}],
+    }
+
+
+def message_ts() -> str:
+    return f"{int(time.time())}.{next(_ts):06d}"
+
+
+def dm_event(user: str, text: str, channel: str = "DANA", **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "channel_type": "im",
+        "channel": channel,
+        "user": user,
+        "text": text,
+        "ts": message_ts(),
+        **extra,
+    }
+
+
+def mention_event(user: str, text: str, channel: str = "CGEN", **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "app_mention",
+        "channel": channel,
+        "user": user,
+        "text": f"<@{BOT_USER}> {text}",
+        "ts": message_ts(),
+        **extra,
+    }
+
+
+def channel_message(user: str, text: str, channel: str = "CGEN", **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "channel_type": "channel",
+        "channel": channel,
+        "user": user,
+        "text": text,
+        "ts": message_ts(),
+        **extra,
+    }
+
+
+def block_action(post: Post, label: str, *, user: str, team: str = TEAM) -> bytes:
+    button = next(b for b in post.buttons if b["text"]["text"] == label)
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user, "team_id": team},
+        "team": {"id": team},
+        "api_app_id": "A1",
+        "channel": {"id": post.channel},
+        "message": {"ts": post.ts, "thread_ts": post.thread_ts, "text": post.text},
+        "container": {"type": "message", "message_ts": post.ts, "channel_id": post.channel},
+        "trigger_id": f"trig{next(_event_ids)}",
+        "response_url": "https://hooks.invalid/response",
+        "actions": [
+            {
+                "type": "button",
+                "action_id": button["action_id"],
+                "block_id": "b",
+                "value": button["value"],
+                "action_ts": message_ts(),
+            }
+        ],
+    }
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+def slash_command(user: str, text: str, channel: str = "CGEN", team: str = TEAM) -> bytes:
+    return urlencode(
+        {
+            "command": "/parley",
+            "text": text,
+            "user_id": user,
+            "channel_id": channel,
+            "team_id": team,
+            "trigger_id": f"trig{next(_event_ids)}",
+            "response_url": "https://hooks.invalid/cmd",
+            "token": "legacy",
+        }
+    ).encode()
