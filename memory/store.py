@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import redis.asyncio as aioredis
+from redisvl.exceptions import RedisSearchError
 from redisvl.index import AsyncSearchIndex
 from redisvl.query import CountQuery, FilterQuery, VectorQuery
 from redisvl.query.filter import Tag
@@ -117,7 +118,11 @@ class RedisMemoryStore:
                     "run `parley memory reindex` to rebuild it"
                 )
         if not await self.index.exists():
-            await self.index.create(overwrite=False)
+            try:
+                await self.index.create(overwrite=False)
+            except RedisSearchError:
+                if not await self.index.exists():  # not another process winning the race
+                    raise
         await self.redis.hset(
             self.meta_key, mapping={"model": self.embedder.model_id, "dims": self.embedder.dims}
         )

@@ -1,0 +1,255 @@
+"""Real `parley` processes on a real Redis Stack, with Telegram and Anthropic played by local
+servers: crashes, restarts, scale-out and draining."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes import anthropic as fa
+from tests.fakes.anthropic import FakeAnthropic, last_user_text, tool_results
+from tests.fakes.telegram import FakeTelegram
+
+pytestmark = pytest.mark.e2e
+
+SKILL = '''
+from pathlib import Path
+
+from agent.tools import tool
+
+LOG = Path({log!r})
+
+
+@tool(side_effects=True, describe=lambda args: f"Record {{args['marker']}}")
+async def record_run(marker: str) -> str:
+    """Record that the approved action ran.
+
+    Args:
+        marker: what to record
+    """
+    with LOG.open("a") as handle:
+        handle.write(marker + "\\n")
+    return f"recorded {{marker}}"
+'''
+
+
+def script(body: dict[str, Any]) -> fa.Item:
+    """The scripted model: what it answers depends on what the user wrote."""
+    results = tool_results(body)
+    if results:
+        found = re.search(r"recorded \w+|scheduled|[Rr]eminder", str(results[0].get("content")))
+        return fa.text(f"done: {found.group(0) if found else 'something went wrong'}")
+    text = last_user_text(body)
+    if text.startswith("slow"):
+        return fa.text(f"slow answer to {text}", delay=3.0)
+    if text.startswith("approve"):
+        return fa.tool("record_run", marker=text.split()[-1])
+    if text.startswith("remind"):
+        return fa.tool("create_reminder", text="stand up", in_seconds=1)
+    return fa.text(f"echo: {text}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Cluster:
+    """Starts and stops parley processes sharing one Redis and the fake servers."""
+
+    def __init__(self, env: dict[str, str], logs: Path) -> None:
+        self.env = env
+        self.logs = logs
+        self.processes: list[asyncio.subprocess.Process] = []
+
+    async def start(self, role: str, **extra: str) -> asyncio.subprocess.Process:
+        log = (self.logs / f"{role}-{len(self.processes)}.log").open("wb")
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "--env-file",
+            "/dev/null",
+            role,
+            env={**self.env, "PARLEY_HTTP_PORT": str(free_port()), **extra},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        log.close()
+        self.processes.append(process)
+        return process
+
+    async def ready(self, process: asyncio.subprocess.Process, within: float = 60) -> None:
+        index = self.processes.index(process)
+        path = next(self.logs.glob(f"*-{index}.log"))
+        deadline = time.monotonic() + within
+        while b"Parley is running" not in path.read_bytes():
+            assert process.returncode is None, path.read_text()
+            assert time.monotonic() < deadline, path.read_text()
+            await asyncio.sleep(0.1)
+
+    async def stop(self, process: asyncio.subprocess.Process, sig: int = signal.SIGTERM) -> int:
+        if process.returncode is None:
+            process.send_signal(sig)
+        return await asyncio.wait_for(process.wait(), 60)
+
+    async def stop_all(self) -> None:
+        for process in self.processes:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+@pytest.fixture
+async def world(
+    redis_url: str, redis, tmp_path: Path
+) -> AsyncIterator[tuple[Cluster, FakeTelegram, Path]]:
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    ran = tmp_path / "ran.log"
+    (skills / "record.py").write_text(SKILL.format(log=str(ran)))
+    async with FakeTelegram() as telegram, FakeAnthropic() as hosted:
+        hosted.responder = script
+        base = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PARLEY_", "ANTHROPIC_", "OLLAMA_", "TELEGRAM_", "SLACK_"))
+        }
+        env = {
+            **base,
+            "REDIS_URL": redis_url,
+            "TELEGRAM_BOT_TOKEN": telegram.token,
+            "TELEGRAM_API_URL": telegram.url,
+            "PARLEY_TELEGRAM_POLL_TIMEOUT": "1",
+            "ANTHROPIC_API_KEY": "sk-ant-test",
+            "ANTHROPIC_BASE_URL": hosted.url,
+            "OLLAMA_HOST": f"http://127.0.0.1:{free_port()}",
+            "PARLEY_RECLAIM_IDLE": "1",
+            "PARLEY_LOCK_LEASE": "1.5",
+            "PARLEY_DRAIN_TIMEOUT": "10",
+            "PARLEY_SKILLS_DIR": str(skills),
+            "PARLEY_RATE_LIMIT_PER_MINUTE": "1000",
+        }
+        cluster = Cluster(env, tmp_path)
+        try:
+            yield cluster, telegram, ran
+        finally:
+            await cluster.stop_all()
+
+
+async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.05)
+
+
+def texts(telegram: FakeTelegram, chat: int) -> list[str]:
+    return [p.text for p in telegram.chat(chat)]
+
+
+async def test_a_worker_killed_mid_run_is_replaced_and_the_user_gets_one_reply(
+    world, redis
+) -> None:
+    cluster, telegram, _ = world
+    gateway = await cluster.start("gateway")
+    workers = [await cluster.start("worker") for _ in range(2)]
+    for process in [gateway, *workers]:
+        await cluster.ready(process)
+    telegram.push(telegram.message(chat_id=42, user_id=42, text="slow please"))
+    # find the worker holding the entry, and kill it while the model is still thinking
+    holder = None
+    deadline = time.monotonic() + 20
+    while holder is None:
+        assert time.monotonic() < deadline
+        pending = await redis.xpending_range("parley:inbox", "workers", "-", "+", 10)
+        if pending:
+            consumer = pending[0]["consumer"].decode()
+            pid = int(consumer.split("-")[-2])
+            holder = next((w for w in workers if w.pid == pid), None)
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    holder.kill()
+    await holder.wait()
+    await until(lambda: bool(telegram.chat(42)), within=30)
+    await asyncio.sleep(2)
+    assert texts(telegram, 42) == ["slow answer to slow please"]
+
+
+async def test_a_pending_approval_survives_a_full_restart(world) -> None:
+    cluster, telegram, ran = world
+    first = await cluster.start("run")
+    await cluster.ready(first)
+    telegram.push(telegram.message(chat_id=42, user_id=42, text="approve alpha"))
+    await until(lambda: bool(telegram.chat(42)))
+    approval = telegram.chat(42)[0]
+    assert "Record alpha" in approval.text and approval.buttons
+    assert await cluster.stop(first) == 0
+
+    second = await cluster.start("run")
+    await cluster.ready(second)
+    telegram.click(approval, "Approve", user_id=42)
+    await until(lambda: len(telegram.chat(42)) == 2)
+    await asyncio.sleep(1)
+    assert ran.read_text().splitlines() == ["alpha"]
+    assert texts(telegram, 42)[1] == "done: recorded alpha"
+    assert "Approved by Ana" in approval.text
+
+
+async def test_two_gateways_three_workers_and_a_hundred_conversations(world, redis) -> None:
+    cluster, telegram, _ = world
+    processes = [await cluster.start("gateway") for _ in range(2)]
+    processes += [await cluster.start("worker") for _ in range(3)]
+    for process in processes:
+        await cluster.ready(process)
+    users = range(1000, 1100)
+    for user in users:
+        telegram.push(telegram.message(chat_id=user, user_id=user, text=f"hello from {user}"))
+    await until(lambda: all(telegram.chat(u) for u in users), within=60)
+    await asyncio.sleep(1.5)
+    for user in users:
+        assert texts(telegram, user) == [f"echo: hello from {user}"]
+    # one gateway holds the polling lease; the other stands by
+    assert await redis.get("parley:lease:telegram-polling") is not None
+    deletes = telegram.method_calls("deleteWebhook")
+    assert len(deletes) == 1  # only the lease holder started polling
+
+
+async def test_a_reminder_is_posted_once_with_three_workers(world) -> None:
+    cluster, telegram, _ = world
+    processes = [await cluster.start("gateway")] + [await cluster.start("worker") for _ in range(3)]
+    for process in processes:
+        await cluster.ready(process)
+    telegram.push(telegram.message(chat_id=42, user_id=42, text="remind me to stand up"))
+    await until(lambda: bool(telegram.chat(42)))
+    telegram.click(telegram.chat(42)[0], "Approve", user_id=42)
+    await until(lambda: any("Reminder" in t for t in texts(telegram, 42)), within=20)
+    await asyncio.sleep(3)
+    assert [t for t in texts(telegram, 42) if "Reminder" in t] == ["⏰ Reminder for Ana: stand up"]
+
+
+async def test_sigterm_during_a_run_loses_nothing(world) -> None:
+    cluster, telegram, _ = world
+    process = await cluster.start("run")
+    await cluster.ready(process)
+    telegram.push(telegram.message(chat_id=42, user_id=42, text="slow but sure"))
+    await asyncio.sleep(1.0)  # the run is under way, the model still thinking
+    assert await cluster.stop(process) == 0
+    if not telegram.chat(42):  # handed back unfinished: the next process picks it up
+        again = await cluster.start("run")
+        await cluster.ready(again)
+        await until(lambda: bool(telegram.chat(42)), within=30)
+        await asyncio.sleep(1)
+    assert texts(telegram, 42) == ["slow answer to slow but sure"]
