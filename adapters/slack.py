@@ -18,6 +18,8 @@ from typing import Any
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
@@ -123,9 +125,19 @@ class SlackAdapter:
         return "POST", "/slack/events", self._http
 
     async def _http(self, request: web.Request) -> web.Response:
-        bolt_request = await to_bolt_request(request)
-        bolt_response = await self.app.async_dispatch(bolt_request)
-        return await to_aiohttp_response(bolt_response)
+        try:
+            bolt_request = await to_bolt_request(request)
+        except Exception:
+            return web.Response(status=400, text="malformed request")
+        return await to_aiohttp_response(await self.dispatch(bolt_request))
+
+    async def dispatch(self, request: AsyncBoltRequest) -> BoltResponse:
+        """Bolt's dispatch; a payload Bolt cannot read is a 400, not a crash."""
+        try:
+            return await self.app.async_dispatch(request)
+        except Exception:
+            log.warning("unreadable Slack request (%d bytes)", len(request.raw_body or ""))
+            return BoltResponse(status=400, body="malformed request")
 
     # --- platform events in -----------------------------------------------------------------
 
@@ -155,10 +167,12 @@ class SlackAdapter:
         self, event: dict[str, Any], body: dict[str, Any], *, direct: bool, mentioned: bool
     ) -> None:
         user = event.get("user")
-        if not user or user == self.bot_user_id:
+        channel = event.get("channel")
+        if not isinstance(user, str) or not user or user == self.bot_user_id:
             return
+        if not isinstance(channel, str) or not channel or not event.get("ts"):
+            return  # not a message Slack would send; nothing to answer into
         team = body.get("team_id") or event.get("team")
-        channel = str(event.get("channel") or "")
         if not self._allowed(team, channel):
             return
         ts = str(event.get("ts") or "")

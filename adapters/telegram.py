@@ -201,11 +201,11 @@ class TelegramAdapter:
             return web.json_response({"ok": False, "error": "forbidden"}, status=403)
         try:
             data = json.loads(await request.read())
-            if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
-                raise ValueError("not an update")
-            await self.initialize()
-            update = Update.de_json(data, self.bot)
-        except Exception:
+        except ValueError:
+            data = None
+        await self.initialize()
+        update = self.parse_update(data)
+        if update is None:
             return web.json_response({"ok": False, "error": "malformed update"}, status=400)
         try:
             await self.process(update)
@@ -215,6 +215,15 @@ class TelegramAdapter:
         return web.json_response({"ok": True})
 
     # --- platform events in -----------------------------------------------------------------
+
+    def parse_update(self, data: object) -> Update | None:
+        """A Bot API update from decoded JSON, or None if it is not one."""
+        if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
+            return None
+        try:
+            return Update.de_json(data, self.bot)
+        except Exception:
+            return None
 
     async def process(self, update: Update) -> None:
         """Translate one update and hand it over (or answer it at the edge)."""
@@ -314,7 +323,7 @@ class TelegramAdapter:
         if reply is not None and reply.from_user is not None and reply.from_user.id == me.id:
             return True
         for entity in message.entities or ():
-            if entity.type == MessageEntityType.MENTION:
+            if entity.type == MessageEntityType.MENTION and message.text:
                 mentioned = message.parse_entity(entity)
                 if mentioned.lower() == f"@{(me.username or '').lower()}":
                     return True

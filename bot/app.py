@@ -111,7 +111,8 @@ async def run_role(
     try:
         if gateway:
             platforms.register_routes(http)
-            await http.start()
+        await http.start()  # workers serve /healthz, /readyz and /metrics too
+        if gateway:
             await platforms.start_receiving(stop)
             http.add_check("platforms", platforms.check)
         if runtime is not None:

@@ -30,6 +30,7 @@ from bot.commands import Commands
 from bot.decisions import Decision, DecisionStore
 from bot.decisions import Status as DecisionStatus
 from bot.locks import Lease
+from bot.logs import log_context
 from bot.outbox import Outbox
 from bot.render import APPROVE, REJECT, decided_message, mention, outcome_message, stale_click_text
 from bot.sessions import Resolution, Session, SessionStore
@@ -123,6 +124,10 @@ class Conductor:
             conversation=event.conversation,
         )
         turn = Turn(event=event, session=session, reply=reply, lease=lease)
+        run_id = (
+            session.state.run_id if session.state is not None and session.status != "idle" else ""
+        )
+        log_context.set({"conversation": event.conversation.id, "entry": entry_id, "run": run_id})
         try:
             if session.resolving is not None and session.resolving.entry_id == entry_id:
                 await self._resume(turn, session.resolving)  # a replay after a crash
