@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -36,7 +37,7 @@ def free_port() -> int:
 
 
 async def start(role: str, env: dict[str, str], logs: str) -> asyncio.subprocess.Process:
-    log = open(os.path.join(logs, f"{role}-{time.monotonic_ns()}.log"), "wb")  # noqa: SIM115
+    log = (Path(logs) / f"{role}-{time.monotonic_ns()}.log").open("wb")
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
