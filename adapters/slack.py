@@ -35,13 +35,10 @@ from adapters.base import (
     Platform,
 )
 from adapters.slack_format import messages
+from adapters.text import too_long
 
 log = logging.getLogger(__name__)
 
-TOO_LONG = (
-    "That message is too long for me ({length:,} characters; my limit is {limit:,}). "
-    "Could you shorten it or split it up?"
-)
 IGNORED_SUBTYPES = {
     "bot_message",
     "message_changed",
@@ -185,7 +182,7 @@ class SlackAdapter:
             await self.client.chat_postMessage(
                 channel=channel,
                 thread_ts=thread,
-                text=TOO_LONG.format(length=len(text), limit=self.config.max_message_chars),
+                text=too_long(len(text), self.config.max_message_chars),
             )
             return
         if self.handler is None:

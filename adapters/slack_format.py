@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from adapters.base import OutboundMessage
-from adapters.text import Block, split_rendered
+from adapters.text import Block, render_paragraph, split_rendered
 
 SECTION_LIMIT = 3000  # characters of one section block's text
 BLOCKS_PER_MESSAGE = 48  # Slack allows 50; room for the actions block
@@ -20,8 +20,6 @@ _INLINE = re.compile(
     r"|(?P<italic>(?<![\w*])\*(?P<italic_text>[^*\n]+?)\*(?![\w*]))"
     r"|(?P<strike>~~(?P<strike_text>[^~\n]+?)~~)"
 )
-_HEADING = re.compile(r"^#{1,6}\s+(.*)$")
-_BULLET = re.compile(r"^(\s*)[-*]\s+")
 
 
 def escape(text: str) -> str:
@@ -53,17 +51,7 @@ def inline(text: str) -> str:
 def render_block(block: Block) -> str:
     if block.code:
         return f"```\n{escape(block.text)}\n```"
-    lines = []
-    for line in block.text.split("\n"):
-        heading = _HEADING.match(line)
-        if heading:
-            lines.append(f"*{inline(heading.group(1))}*")
-            continue
-        bullet = _BULLET.match(line)
-        if bullet:
-            line = f"{bullet.group(1)}• {line[bullet.end() :]}"
-        lines.append(inline(line))
-    return "\n".join(lines)
+    return render_paragraph(block.text, inline, lambda text: f"*{text}*")
 
 
 def to_mrkdwn(markdown: str) -> str:

@@ -48,6 +48,7 @@ from adapters.base import (
     Platform,
 )
 from adapters.telegram_format import MESSAGE_LIMIT, split_html
+from adapters.text import too_long
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +64,6 @@ COMMANDS = {
 }
 NOT_ALLOWED = "Sorry — I'm a private assistant and can't help you here."
 TEXT_ONLY = "I can only read text for now — please type your message."
-TOO_LONG = (
-    "That message is too long for me ({length:,} characters; my limit is {limit:,}). "
-    "Could you shorten it or split it up?"
-)
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 CALLBACK_PREFIX = "d"
 MAX_RETRY_AFTER = 60.0
@@ -259,9 +256,7 @@ class TelegramAdapter:
         if command is None:
             text = self._strip_mention(text).strip()
         if len(text) > self.config.max_message_chars:
-            await self._reply(
-                message, TOO_LONG.format(length=len(text), limit=self.config.max_message_chars)
-            )
+            await self._reply(message, too_long(len(text), self.config.max_message_chars))
             return
         if self.handler is None:
             return

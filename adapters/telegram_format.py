@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 
-from adapters.text import Block, blocks, split_rendered
+from adapters.text import Block, blocks, render_paragraph, split_rendered
 
 MESSAGE_LIMIT = 4096
 
@@ -17,8 +17,6 @@ _INLINE = re.compile(
     r"|(?<![\w_])_(?P<italic_text2>[^_\n]+?)_(?![\w_]))"
     r"|(?P<strike>~~(?P<strike_text>[^~\n]+?)~~)"
 )
-_HEADING = re.compile(r"^#{1,6}\s+(.*)$")
-_BULLET = re.compile(r"^(\s*)[-*]\s+")
 
 
 def inline(text: str) -> str:
@@ -50,17 +48,7 @@ def render_block(block: Block) -> str:
         if block.language:
             return f'<pre><code class="language-{block.language}">{body}</code></pre>'
         return f"<pre>{body}</pre>"
-    lines = []
-    for line in block.text.split("\n"):
-        heading = _HEADING.match(line)
-        if heading:
-            lines.append(f"<b>{inline(heading.group(1))}</b>")
-            continue
-        bullet = _BULLET.match(line)
-        if bullet:
-            line = f"{bullet.group(1)}• {line[bullet.end() :]}"
-        lines.append(inline(line))
-    return "\n".join(lines)
+    return render_paragraph(block.text, inline, lambda text: f"<b>{text}</b>")
 
 
 def to_html(markdown: str) -> str:

@@ -12,6 +12,33 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 _FENCE = re.compile(r"^```([\w+-]*)\s*$")
+_HEADING = re.compile(r"^#{1,6}\s+(.*)$")
+_BULLET = re.compile(r"^(\s*)[-*]\s+")
+
+TOO_LONG = (
+    "That message is too long for me ({length:,} characters; my limit is {limit:,}). "
+    "Could you shorten it or split it up?"
+)
+
+
+def too_long(length: int, limit: int) -> str:
+    """The polite answer to a message over the length limit."""
+    return TOO_LONG.format(length=length, limit=limit)
+
+
+def render_paragraph(text: str, inline: Callable[[str], str], heading: Callable[[str], str]) -> str:
+    """A paragraph line by line: headings through `heading`, list bullets as •, the rest inline."""
+    lines = []
+    for line in text.split("\n"):
+        title = _HEADING.match(line)
+        if title:
+            lines.append(heading(inline(title.group(1))))
+            continue
+        bullet = _BULLET.match(line)
+        if bullet:
+            line = f"{bullet.group(1)}• {line[bullet.end() :]}"
+        lines.append(inline(line))
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from adapters.base import (
     MessageRef,
     OutboundMessage,
 )
+from adapters.text import too_long
 from agent.loop import Agent
 from agent.outcomes import AwaitingAnswer, Failed, Finished, Outcome
 from agent.protocols import ProgressEvent, RunContext
@@ -37,10 +38,6 @@ from bot.sessions import Resolution, Session, SessionStore
 
 log = logging.getLogger(__name__)
 
-TOO_LONG = (
-    "That message is too long for me ({length:,} characters; my limit is {limit:,}). "
-    "Could you shorten it or split it up?"
-)
 FEEDBACK_NOTE = "Understood — I won't go ahead with that plan. I'll take your message into account."
 WAIT_FOR_REQUESTER = "I'm waiting for {who} to answer first; ask me again once that's settled."
 ERROR_TEXT = "Sorry — something went wrong on my side. Please try again."
@@ -160,7 +157,7 @@ class Conductor:
         if not event.mentioned and session.state is None:
             return  # a thread message in a conversation Parley is not part of
         if len(event.text) > self.max_message_chars:
-            text = TOO_LONG.format(length=len(event.text), limit=self.max_message_chars)
+            text = too_long(len(event.text), self.max_message_chars)
             await reply.send(OutboundMessage(text=text))
             return
         if self.admission is not None and (refusal := await self.admission(event)):
