@@ -8,6 +8,8 @@ inbox entry, so processing the same entry twice never posts twice.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -41,6 +43,7 @@ log = logging.getLogger(__name__)
 FEEDBACK_NOTE = "Understood — I won't go ahead with that plan. I'll take your message into account."
 WAIT_FOR_REQUESTER = "I'm waiting for {who} to answer first; ask me again once that's settled."
 ERROR_TEXT = "Sorry — something went wrong on my side. Please try again."
+PROGRESS_DELAY = 0.5  # seconds a run works before the chat shows that it is working
 
 # Admission check before a run: returns a refusal text, or None to go ahead.
 Admission = Callable[[InboundMessage], Awaitable[str | None]]
@@ -287,20 +290,41 @@ class Conductor:
         session.decision_id = None
         await self.sessions.save(turn.lease, session)
 
-        async def progress(update: ProgressEvent) -> None:
-            text = "Thinking…" if update.kind == "step_started" else None
-            if update.kind == "tool_started" and update.tool:
-                text = f"Using {update.tool}…"
-            if text is None:
-                return
+        latest: list[str] = []
+        showing = False
+
+        async def show(text: str) -> None:
+            nonlocal showing
+            showing = True
             self._progress_shown.add(event.conversation.id)
             try:
                 await reply.adapter.progress(event.conversation, text)
             except Exception:
                 log.debug("progress update failed in %s", event.conversation.id)
 
+        async def progress(update: ProgressEvent) -> None:
+            text = "Thinking…" if update.kind == "step_started" else None
+            if update.kind == "tool_started" and update.tool:
+                text = f"Using {update.tool}…"
+            if text is not None:
+                latest[:] = [text]
+                if showing:
+                    await show(text)
+
+        async def show_when_slow() -> None:
+            # A quick answer needs no "typing…": show progress only once a run takes a while.
+            await asyncio.sleep(PROGRESS_DELAY)
+            if latest:
+                await show(latest[0])
+
         started = time.monotonic()
-        outcome = await invoke(progress)
+        timer = asyncio.create_task(show_when_slow())
+        try:
+            outcome = await invoke(progress)
+        finally:
+            timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await timer
         metrics.RUN_SECONDS.observe(time.monotonic() - started)
         metrics.RUNS.labels(type(outcome).__name__.lower()).inc()
         metrics.RUN_STEPS.observe(outcome.trace.iterations)

@@ -75,7 +75,7 @@ async def until(predicate: Callable[[], bool], within: float = 5.0) -> None:
 
 
 async def test_a_direct_message_round_trip(redis, telegram: FakeTelegram) -> None:
-    model = ScriptedModel([reply("Hello, **Ana**!")])
+    model = ScriptedModel([reply("Hello, **Ana**!")], latency=0.7)  # slow enough to show typing
     async with bot(redis, telegram, model) as (harness, _):
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
         await until(lambda: len(telegram.chat(ANA)) == 1)
