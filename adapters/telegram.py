@@ -319,7 +319,10 @@ class TelegramAdapter:
             return True
         for entity in message.entities or ():
             if entity.type == MessageEntityType.MENTION and message.text:
-                mentioned = message.parse_entity(entity)
+                try:
+                    mentioned = message.parse_entity(entity)
+                except (UnicodeError, ValueError, IndexError):  # offsets that fit no text
+                    continue
                 if mentioned.lower() == f"@{(me.username or '').lower()}":
                     return True
             user = entity.user
