@@ -6,7 +6,9 @@ import time
 import redis.asyncio as aioredis
 
 from agent.tools import ToolRegistry, tool
+from bot.inbox import decode
 from bot.keys import PATTERNS
+from bot.locks import ConversationLocks
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import running, settings
 from tests.bot.recording import RecordingAdapter, click, dm, message
@@ -290,27 +292,19 @@ async def test_a_replayed_entry_does_not_post_again(redis: aioredis.Redis) -> No
         chat = dm()
         await harness.submit(message(chat, "hi"))
         await harness.settle()
-        entry = (await redis.xrange(harness.runtime.keys.inbox))[0][0].decode()
+        # As if the worker had died after posting but before storing its effects:
         session = await harness.runtime.sessions.load(chat.id)
-        session.last_entry = None  # as if the worker died before storing its effects
+        session.last_entry = None
         await redis.set(harness.runtime.keys.session(chat.id), session.model_dump_json())
-        await redis.zadd(harness.runtime.keys.backlog(chat.id), {"x": 0})
-        await redis.delete(harness.runtime.keys.backlog(chat.id))
-        lease = await harness.runtime.conductor.sessions.redis.get(
-            harness.runtime.keys.lock(chat.id)
-        )
-        assert lease is None
-        from bot.locks import ConversationLocks
+        [(entry, fields)] = await redis.xrange(harness.runtime.keys.inbox)
 
         locks = ConversationLocks(redis, harness.runtime.keys, lease=5, fence_ttl=60)
         held = await locks.try_acquire(chat.id)
         assert held is not None
-        from bot.inbox import decode
-
-        fields = (await redis.xrange(harness.runtime.keys.inbox))[0][1]
-        await harness.runtime.conductor.handle(entry, decode(fields[b"event"]), held)
+        await harness.runtime.conductor.handle(entry.decode(), decode(fields[b"event"]), held)
         await locks.release(held)
-        assert harness.adapter.texts(chat) == ["only once"]
+        assert len(model.turn_requests) == 2  # the run happened again...
+        assert harness.adapter.texts(chat) == ["only once"]  # ...but posted nothing new
 
 
 async def test_reminders_are_posted_once_into_their_conversation(redis: aioredis.Redis) -> None:
