@@ -351,3 +351,18 @@ async def test_socket_mode_round_trip(redis) -> None:
             finally:
                 await adapter.stop()
         assert len(fake.method_calls("apps.connections.open")) == 1
+
+
+async def test_thread_status_while_working_is_cleared_at_the_end(redis) -> None:
+    async with slack_bot(redis, ScriptedModel([reply("took a while")], latency=0.8)) as s:
+        mention = fs.mention_event("UANA", "think about it")
+        await s.event(mention)
+        await until(lambda: bool(s.fake.in_channel("CGEN")), within=8)
+        await s.harness.settle()
+        statuses = [c.body for c in s.fake.method_calls("assistant.threads.setStatus")]
+        assert statuses[0] == {
+            "channel_id": "CGEN",
+            "thread_ts": mention["ts"],
+            "status": "Thinking…",
+        }
+        assert statuses[-1]["status"] == ""
