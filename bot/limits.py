@@ -80,23 +80,28 @@ class Limits:
         return f"{self.prefix}:usage:{self._day()}:{who}"
 
     async def admit(self, user: str) -> Verdict:
-        everyone, mine = await self.redis.mget(self._usage_key("*all*"), self._usage_key(user))
+        now = self.clock()
+        # One round trip; a refused message still counts towards the rate, as it was sent.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.get(self._usage_key("*all*"))
+            pipe.get(self._usage_key(user))
+            await self._rate(
+                keys=[f"{self.prefix}:rate:{user}"],
+                args=[
+                    now,
+                    self.window,
+                    self.settings.messages_per_minute,
+                    f"{now}:{uuid.uuid4().hex[:6]}",
+                ],
+                client=pipe,
+            )
+            everyone, mine, allowed = await pipe.execute()
         if int(everyone or 0) >= self.settings.daily_tokens:
             metrics.LIMITED.labels("global_budget").inc()
             return Verdict(ok=False, message=GLOBAL_BUDGET_SPENT, limit="global_budget")
         if int(mine or 0) >= self.settings.user_daily_tokens:
             metrics.LIMITED.labels("user_budget").inc()
             return Verdict(ok=False, message=USER_BUDGET_SPENT, limit="user_budget")
-        now = self.clock()
-        allowed = await self._rate(
-            keys=[f"{self.prefix}:rate:{user}"],
-            args=[
-                now,
-                self.window,
-                self.settings.messages_per_minute,
-                f"{now}:{uuid.uuid4().hex[:6]}",
-            ],
-        )
         if not allowed:
             metrics.LIMITED.labels("rate").inc()
             return Verdict(ok=False, message=RATE_LIMITED, limit="rate")
@@ -105,14 +110,17 @@ class Limits:
     async def charge(self, user: str, tokens: int) -> None:
         if tokens <= 0:
             return
-        async with self.redis.pipeline(transaction=True) as pipe:
+        async with self.redis.pipeline(transaction=False) as pipe:  # two slots in a cluster
             for key in (self._usage_key(user), self._usage_key("*all*")):
                 pipe.incrby(key, tokens)
                 pipe.expire(key, 2 * DAY)
             await pipe.execute()
 
     async def usage(self, user: str) -> UsageToday:
-        everyone, mine = await self.redis.mget(self._usage_key("*all*"), self._usage_key(user))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.get(self._usage_key("*all*"))
+            pipe.get(self._usage_key(user))
+            everyone, mine = await pipe.execute()
         return UsageToday(
             user=int(mine or 0),
             user_budget=self.settings.user_daily_tokens,

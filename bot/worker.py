@@ -158,18 +158,23 @@ class Worker:
         async with self._slots, self.locks.held(conversation) as lease:
             if lease is None:
                 return  # its holder drains the backlog, our entry included
-            while not lease.lost:
-                members: list[bytes] = await self.redis.zrange(backlog, 0, 0)  # type: ignore[assignment]
-                if not members:
-                    break
-                if not await self._process(entry_of(members[0]), lease):
+            members: list[bytes] = await self.redis.zrange(backlog, 0, 0)  # type: ignore[assignment]
+            while members and not lease.lost:
+                entry = entry_of(members[0])
+                if not await self._process(entry, lease):
                     return
-                await self.redis.zrem(backlog, members[0])
+                # Acknowledge only now that its effects are stored, and look for the next.
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    pipe.xack(self.keys.inbox, GROUP, entry)
+                    pipe.zrem(backlog, members[0])
+                    pipe.zrange(backlog, 0, 0)
+                    *_, members = await pipe.execute()
         # An entry may have arrived between our last look and the release.
         if await self.redis.zcard(backlog) and not self._stopping.is_set():
             self._spawn(conversation)
 
     async def _process(self, entry: str, lease: Lease) -> bool:
+        """Handle one entry; False if the lock was lost (the entry stays unacknowledged)."""
         found = await self.redis.xrange(self.keys.inbox, min=entry, max=entry)
         if not found:
             return True  # trimmed long ago
@@ -186,7 +191,6 @@ class Worker:
             log.exception("handling %s failed", entry)
             if self.on_error is not None:
                 await self.on_error(entry, event)
-        await self.redis.xack(self.keys.inbox, GROUP, entry)
         return True
 
     async def _reclaim_forever(self) -> None:

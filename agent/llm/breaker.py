@@ -21,14 +21,18 @@ from agent.llm import metrics
 
 log = logging.getLogger(__name__)
 
-Admission = Literal["closed", "probe", "open"]
+# "clean": closed with no failure counted, so a success has nothing to reset in Redis.
+Admission = Literal["clean", "closed", "probe", "open"]
 _STATE_VALUE = {"closed": 0, "half_open": 1, "open": 2}
 
 # KEYS[1] hash; ARGV: now, probe_timeout, ttl_ms
 _ACQUIRE = """
 local state = redis.call('hget', KEYS[1], 'state') or 'closed'
 local now = tonumber(ARGV[1])
-if state == 'closed' then return 'closed' end
+if state == 'closed' then
+  if tonumber(redis.call('hget', KEYS[1], 'failures') or '0') == 0 then return 'clean' end
+  return 'closed'
+end
 if state == 'open' then
   if now < tonumber(redis.call('hget', KEYS[1], 'open_until') or '0') then return 'open' end
 else
@@ -101,7 +105,9 @@ class CircuitBreaker:
             self._transition("half_open", "cooldown over; probing %s")
         return admission
 
-    async def record_success(self) -> None:
+    async def record_success(self, admission: Admission = "closed") -> None:
+        if admission == "clean":
+            return  # one round trip saved on the common path
         previous = _text(await self._success(keys=[self.key], args=[self.ttl_ms]))
         if previous != "closed":
             self._transition("closed", "%s answered; breaker closed")

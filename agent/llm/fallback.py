@@ -57,7 +57,8 @@ class FallbackModel:
                 async with asyncio.timeout(self.timeout):
                     response = await self.primary.complete(request)
             except ProviderRejected:
-                await self.breaker.record_success()  # the provider is up; the request is wrong
+                # the provider is up; the request is wrong
+                await self.breaker.record_success(admission)
                 raise
             except ProviderAuthError as exc:
                 log.error(
@@ -79,7 +80,7 @@ class FallbackModel:
                 )
                 reason = "timeout"
             else:
-                await self.breaker.record_success()
+                await self.breaker.record_success(admission)
                 return response
         metrics.FALLBACKS.labels(reason).inc()
         try:

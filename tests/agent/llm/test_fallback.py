@@ -147,6 +147,20 @@ async def test_the_breaker_opens_after_consecutive_failures_and_backs_off(redis)
     assert 9 < first <= 10 and 19 < second <= 20 and 24 < third <= 25
 
 
+async def test_a_success_between_failures_resets_the_count(redis) -> None:
+    breaker = CircuitBreaker(redis, KEY, "anthropic", BreakerPolicy(failures=2, cooldown=10))
+    assert await breaker.admit() == "clean"  # nothing to reset: a success writes nothing
+    await breaker.record_success("clean")
+    assert not await redis.exists(KEY)
+    await breaker.record_failure()
+    admission = await breaker.admit()
+    assert admission == "closed"
+    await breaker.record_success(admission)
+    assert await breaker.admit() == "clean"
+    await breaker.record_failure()
+    assert await breaker.admit() == "closed"  # one failure since the success, not two
+
+
 async def test_half_open_lets_one_probe_through_and_success_closes(
     redis, hosted, local, models
 ) -> None:
