@@ -14,8 +14,6 @@ import time
 
 import numpy as np
 import redis.asyncio as aioredis
-from redisvl.query import VectorQuery
-from redisvl.query.filter import Tag
 
 from agent.protocols import RunContext
 from bench.support import describe, throwaway_redis
@@ -76,19 +74,14 @@ async def index_memory(store: RedisMemoryStore, redis: aioredis.Redis) -> str:
 
 
 async def knn(store: RedisMemoryStore, rng: np.random.Generator) -> list[float]:
+    """The store's own scoped nearest-neighbour query, as recall runs it after embedding."""
     timings = []
     for i in range(QUERIES):
         vector = rng.standard_normal(store.embedder.dims).astype(np.float32)
         vector /= np.linalg.norm(vector)
-        query = VectorQuery(
-            vector=vector.tolist(),
-            vector_field_name="embedding",
-            return_fields=["id", "text", "scope"],
-            filter_expression=Tag("scope") == [f"user:slack:U{i % SCOPES}", "team:slack:T1"],
-            num_results=5,
-        )
+        scopes = [f"user:slack:U{i % SCOPES}", "team:slack:T1"]
         started = time.perf_counter()
-        await store.index.query(query)
+        await store.nearest(vector.tolist(), scopes, 5)
         timings.append(time.perf_counter() - started)
     return timings
 

@@ -137,16 +137,13 @@ class RedisMemoryStore:
         self, query: str, context: RunContext, k: int | None = None
     ) -> list[MemoryRecord]:
         k = k or self.k
+        scopes = context.readable_scopes()
+        # Most conversations start with nothing to remember: counting is far cheaper than
+        # embedding the query only to find no neighbours.
+        if not await self.index.query(CountQuery(filter_expression=Tag("scope") == scopes)):
+            return []
         vector = await self.embedder.embed(query)
-        found = await self.index.query(
-            VectorQuery(
-                vector=vector,
-                vector_field_name="embedding",
-                return_fields=FIELDS,
-                filter_expression=Tag("scope") == context.readable_scopes(),
-                num_results=k * 2,
-            )
-        )
+        found = await self.nearest(vector, scopes, k * 2)
         now = time.time()
         ranked = []
         for doc in found:
@@ -165,6 +162,24 @@ class RedisMemoryStore:
                 await pipe.execute()
         return chosen
 
+    async def nearest(self, vector: list[float], scopes: list[str], k: int) -> list[dict[str, Any]]:
+        """The k memories of these scopes closest to the vector.
+
+        Retention caps every scope, so the scopes' memories are few: comparing the vector with
+        each of them (ad hoc brute force) is exact and stays fast however large the index
+        grows, where walking the HNSW graph under a selective filter gets slower with it.
+        """
+        return await self.index.query(
+            VectorQuery(
+                vector=vector,
+                vector_field_name="embedding",
+                return_fields=FIELDS,
+                filter_expression=Tag("scope") == scopes,
+                num_results=k,
+                hybrid_policy="ADHOC_BF",
+            )
+        )
+
     # --- writing ----------------------------------------------------------------------------
 
     async def remember(
@@ -179,15 +194,7 @@ class RedisMemoryStore:
         scope = context.write_scope(share)
         vector = await self.embedder.embed(text)
         now = time.time()
-        nearest = await self.index.query(
-            VectorQuery(
-                vector=vector,
-                vector_field_name="embedding",
-                return_fields=FIELDS,
-                filter_expression=Tag("scope") == scope,
-                num_results=1,
-            )
-        )
+        nearest = await self.nearest(vector, [scope], 1)
         if nearest and float(nearest[0]["vector_distance"]) <= self.merge_distance:
             existing = _record(nearest[0])
             memory_id, created = existing.id, existing.created_at

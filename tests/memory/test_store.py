@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import redis.asyncio as aioredis
+from redisvl.utils.vectorize import CustomVectorizer
 
 from agent.builtin_tools import builtin_registry
 from agent.loop import Agent
@@ -39,6 +42,27 @@ async def test_recalled_by_meaning_in_a_later_conversation(store: RedisMemorySto
     found = await store.recall("which foods should I stay away from?", ANA_DM_LATER)
     assert found and found[0].text == "I'm allergic to peanuts"
     assert all("peanut" not in m.text for m in found[1:])
+
+
+async def test_nothing_to_recall_costs_no_embedding(
+    redis: aioredis.Redis, embedder: Embedder
+) -> None:
+    queries: list[str] = []
+    inner = embedder.vectorizer
+
+    async def counted(text: str, **kwargs: object) -> list[float]:
+        queries.append(text)
+        return list(await inner.aembed(text))
+
+    vectorizer = CustomVectorizer(embed=inner.embed, aembed=counted, embed_many=inner.embed_many)
+    store = await open_store(redis, dataclasses.replace(embedder, vectorizer=vectorizer))
+    assert await store.recall("what do you know about me?", BOB_DM) == []
+    assert queries == []
+    await store.remember("Bob takes his coffee black", BOB_DM)
+    queries.clear()
+    found = await store.recall("how do I like my coffee?", BOB_DM)
+    assert [m.text for m in found] == ["Bob takes his coffee black"]
+    assert queries == ["how do I like my coffee?"]
 
 
 async def test_private_memories_never_reach_someone_else(store: RedisMemoryStore) -> None:
