@@ -71,7 +71,6 @@ class Limits:
         self.settings = settings
         self.clock = clock
         self.window = window
-        self._rate = redis.register_script(_RATE)
 
     def _day(self) -> str:
         return time.strftime("%Y%m%d", time.gmtime(self.clock()))
@@ -85,15 +84,15 @@ class Limits:
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(self._usage_key("*all*"))
             pipe.get(self._usage_key(user))
-            await self._rate(
-                keys=[f"{self.prefix}:rate:{user}"],
-                args=[
-                    now,
-                    self.window,
-                    self.settings.messages_per_minute,
-                    f"{now}:{uuid.uuid4().hex[:6]}",
-                ],
-                client=pipe,
+            # EVAL, not a registered script: in a pipeline those cost a SCRIPT EXISTS first.
+            pipe.eval(
+                _RATE,
+                1,
+                f"{self.prefix}:rate:{user}",
+                now,
+                self.window,
+                self.settings.messages_per_minute,
+                f"{now}:{uuid.uuid4().hex[:6]}",
             )
             everyone, mine, allowed = await pipe.execute()
         if int(everyone or 0) >= self.settings.daily_tokens:
