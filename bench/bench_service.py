@@ -4,7 +4,8 @@ Real `parley` processes (one `run`; then one `gateway` + two `worker`s) on a thr
 Stack, Telegram in webhook mode and Anthropic played by local fakes that answer at once.
 Each concurrent conversation sends its next message as soon as the previous reply arrives.
 What is measured is everything Parley does per objective: webhook, dedup, queue, lock,
-session, memory recall (a real embedding), the model round trip, delivery.
+session, limits, memory recall, the model round trip, delivery. The bench users have no
+memories, so recall ends at counting them; embedding + KNN is measured by bench_memory.
 """
 
 from __future__ import annotations
