@@ -2,7 +2,9 @@
 
 Real `parley` processes (one `run`; then one `gateway` + two `worker`s) on a throwaway Redis
 Stack, Telegram in webhook mode and Anthropic played by local fakes that answer at once.
-Each concurrent conversation sends its next message as soon as the previous reply arrives.
+Each concurrent conversation sends its next message as soon as the previous reply arrives
+(capacity), and then once more with a pause between messages (latency below saturation:
+back to back, 50 conversations at p50 20 ms would need 2,500 objectives/s).
 What is measured is everything Parley does per objective: webhook, dedup, queue, lock,
 session, limits, memory recall, the model round trip, delivery. The bench users have no
 memories, so recall ends at counting them; embedding + KNN is measured by bench_memory.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
 import sys
 import tempfile
@@ -22,13 +25,16 @@ from typing import Any
 
 import aiohttp
 
-from bench.support import describe, throwaway_redis
+from bench.support import describe, percentile, throwaway_redis
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 
 SECRET = "bench-secret"
 PER_CONVERSATION = 20
+# (conversations, mean pause): back to back measures capacity; with people pausing to read,
+# 50 conversations offer about 100 objectives/s, which measures latency below saturation.
+RUNS = [(1, 0.0), (10, 0.0), (50, 0.0), (50, 0.5)]
 
 
 def free_port() -> int:
@@ -69,8 +75,11 @@ async def wait_http(port: int) -> None:
 
 
 async def measure(
-    telegram: FakeTelegram, url: str, concurrency: int, base: int
+    telegram: FakeTelegram, url: str, concurrency: int, base: int, *, pause: float = 0.0
 ) -> tuple[list[float], float]:
+    """Each conversation sends a message, waits for the reply, then pauses (exponentially
+    distributed, mean `pause` seconds: someone reading the answer) before the next one."""
+    rng = random.Random(base)
     arrived: dict[int, asyncio.Event] = defaultdict(asyncio.Event)
     original = telegram._m_sendMessage
 
@@ -84,6 +93,8 @@ async def measure(
 
     async def conversation(chat: int, http: aiohttp.ClientSession) -> None:
         for n in range(PER_CONVERSATION):
+            if pause:
+                await asyncio.sleep(rng.expovariate(1 / pause))
             arrived[chat].clear()
             update = telegram.message(chat_id=chat, user_id=chat, text=f"message {n}")
             started = time.perf_counter()
@@ -146,13 +157,16 @@ async def main() -> None:
                     await asyncio.sleep(2)  # workers load the embedding model
                     await measure(telegram, url, 5, base)  # warm-up
                     base += 100
-                    for concurrency in (1, 10, 50):
-                        latencies, wall = await measure(telegram, url, concurrency, base)
+                    for concurrency, pause in RUNS:
+                        latencies, wall = await measure(
+                            telegram, url, concurrency, base, pause=pause
+                        )
                         base += 100
                         rate = len(latencies) / wall
+                        how = f", pausing {pause:.1f} s between messages" if pause else ""
                         print(
-                            f"{name}: {concurrency:>2} concurrent: {describe(latencies)}, "
-                            f"p99 {sorted(latencies)[int(0.99 * len(latencies))] * 1000:.1f} ms, "
+                            f"{name}: {concurrency:>2} concurrent{how}: {describe(latencies)}, "
+                            f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms, "
                             f"{rate:.0f} objectives/s"
                         )
                 finally:
