@@ -48,6 +48,7 @@ from adapters.base import (
     Platform,
 )
 from adapters.telegram_format import MESSAGE_LIMIT, split_html
+from adapters.telegram_http import AiohttpRequest
 from adapters.text import too_long
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class TelegramAdapter:
     handler: InboundHandler | None = None
     platform: Platform = "telegram"
     bot: Bot = field(init=False)
+    _sender: AiohttpRequest = field(init=False)
     me: User | None = field(default=None, init=False)
     _refused: set[int] = field(default_factory=set, init=False)
     _poller: asyncio.Task[None] | None = field(default=None, init=False)
@@ -112,11 +114,12 @@ class TelegramAdapter:
 
     def __post_init__(self) -> None:
         root = self.config.api_url.rstrip("/")
+        self._sender = AiohttpRequest(connection_pool_size=32)
         self.bot = Bot(
             self.config.token,
             base_url=f"{root}/bot",
             base_file_url=f"{root}/file/bot",
-            request=HTTPXRequest(connection_pool_size=32),
+            request=self._sender,
             get_updates_request=HTTPXRequest(read_timeout=self.config.poll_timeout + 10),
         )
         for entry in self.config.allowed_users:
@@ -165,6 +168,7 @@ class TelegramAdapter:
         await self.stop_polling()
         with contextlib.suppress(TelegramError, RuntimeError):
             await self.bot.shutdown()
+        await self._sender.shutdown()  # opened on first send even when the bot never initialized
 
     async def _poll_forever(self) -> None:
         while True:

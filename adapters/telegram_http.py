@@ -1,0 +1,102 @@
+"""python-telegram-bot's HTTP layer on aiohttp.
+
+PTB lets a bot bring its own `BaseRequest`. Sending replies is on every objective's path, and
+under load PTB's default httpx transport costs several times the CPU of an aiohttp request
+(most of it in connection-pool bookkeeping). Long polling keeps PTB's own transport.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+from telegram._utils.defaultvalue import DefaultValue
+from telegram._utils.types import ODVInput
+from telegram.error import NetworkError, TimedOut
+from telegram.request import BaseRequest, RequestData
+
+
+class AiohttpRequest(BaseRequest):
+    def __init__(
+        self,
+        *,
+        connection_pool_size: int = 32,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 5.0,
+        write_timeout: float = 5.0,
+        media_write_timeout: float = 20.0,
+    ) -> None:
+        self._pool_size = connection_pool_size
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._write_timeout = write_timeout
+        self._media_write_timeout = media_write_timeout
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def read_timeout(self) -> float | None:
+        return self._read_timeout
+
+    async def initialize(self) -> None:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._pool_size),
+                headers={"User-Agent": self.USER_AGENT},
+            )
+
+    async def shutdown(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def do_request(
+        self,
+        url: str,
+        method: str,
+        request_data: RequestData | None = None,
+        read_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+        write_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+        connect_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+        pool_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+    ) -> tuple[int, bytes]:
+        await self.initialize()  # a worker sends without ever initializing the bot
+        assert self._session is not None
+        files = request_data.multipart_data if request_data else None
+        if isinstance(read_timeout, DefaultValue):
+            read_timeout = self._read_timeout
+        if isinstance(write_timeout, DefaultValue):
+            write_timeout = self._media_write_timeout if files else self._write_timeout
+        if isinstance(connect_timeout, DefaultValue):
+            connect_timeout = self._connect_timeout
+        if isinstance(pool_timeout, DefaultValue):
+            pool_timeout = None
+        # aiohttp has no separate write timeout: the whole request gets read + write.
+        total = None if read_timeout is None else read_timeout + (write_timeout or 0)
+        timeout = aiohttp.ClientTimeout(
+            total=total,
+            connect=pool_timeout,
+            sock_connect=connect_timeout,
+            sock_read=read_timeout,
+        )
+        try:
+            async with self._session.request(
+                method, url, data=_body(request_data), timeout=timeout
+            ) as response:
+                return response.status, await response.read()
+        except TimeoutError as exc:
+            raise TimedOut from exc
+        except aiohttp.ClientError as exc:
+            raise NetworkError(f"aiohttp.{type(exc).__name__}: {exc}") from exc
+
+
+def _body(request_data: RequestData | None) -> aiohttp.FormData | dict[str, str] | None:
+    """Form fields, or multipart when the request uploads files (as PTB's httpx layer does)."""
+    if request_data is None:
+        return None
+    if not request_data.contains_files:
+        return request_data.json_parameters
+    form = aiohttp.FormData()
+    for name, value in request_data.json_parameters.items():
+        form.add_field(name, value)
+    for name, part in request_data.multipart_data.items():
+        filename, content, mimetype = part[0], part[1], part[2] if len(part) > 2 else None
+        form.add_field(name, content, filename=filename, content_type=mimetype)
+    return form
