@@ -16,7 +16,8 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -31,6 +32,7 @@ from bot.locks import ConversationLocks, Lease, LockLost
 log = logging.getLogger(__name__)
 
 GROUP = "workers"
+READ_CACHE = 10_000  # read events kept for their handling; the rest are read again
 Handler = Callable[[str, Inbound, Lease], Awaitable[None]]
 OnError = Callable[[str, Inbound], Awaitable[None]]
 
@@ -75,6 +77,8 @@ class Worker:
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
+        # Events this worker read, so handling one needs no second read of the stream.
+        self._read_events: OrderedDict[str, Inbound] = OrderedDict()
 
     async def ensure_group(self) -> None:
         try:
@@ -93,9 +97,8 @@ class Worker:
                 if len(self._tasks) >= self.concurrency * 4:
                     await asyncio.sleep(0.005)
                     continue
-                entries = await self._read()
-                for entry_id, fields in entries:
-                    await self._accept(entry_id, fields)
+                if entries := await self._read():
+                    await self._accept(entries)
         finally:
             reclaimer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -126,27 +129,42 @@ class Worker:
             return []
         return list(response[0][1])
 
-    async def _accept(self, entry_id: bytes | str, fields: dict[bytes, bytes] | None) -> None:
-        entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    async def _accept(
+        self, entries: Sequence[tuple[bytes | str, dict[bytes, bytes] | None]]
+    ) -> None:
+        """Put a batch of read entries on their conversations' backlogs (one round trip)."""
+        placed: list[tuple[str, str]] = []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for entry_id, fields in entries:
+                entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+                event = self._readable(entry, fields)
+                if event is None:
+                    pipe.xack(self.keys.inbox, GROUP, entry)
+                    continue
+                queued_at = float((fields or {}).get(b"queued_at", b"0") or 0)
+                if queued_at:
+                    metrics.QUEUE_LAG.observe(max(0.0, time.time() - queued_at))
+                conversation = event.conversation.id
+                backlog = self.keys.backlog(conversation)
+                pipe.zadd(backlog, {backlog_member(entry): 0}, nx=True)
+                pipe.pexpire(backlog, self.backlog_ttl_ms)
+                self._read_events[entry] = event
+                placed.append((entry, conversation))
+            await pipe.execute()
+        while len(self._read_events) > READ_CACHE:
+            self._read_events.popitem(last=False)
+        for conversation in dict.fromkeys(c for _, c in placed):
+            self._spawn(conversation)
+
+    @staticmethod
+    def _readable(entry: str, fields: dict[bytes, bytes] | None) -> Inbound | None:
         if not fields:  # trimmed away: nothing to do
-            await self.redis.xack(self.keys.inbox, GROUP, entry)
-            return
+            return None
         try:
-            event = decode(fields[b"event"])
+            return decode(fields[b"event"])
         except Exception:
             log.exception("dropping unreadable inbox entry %s", entry)
-            await self.redis.xack(self.keys.inbox, GROUP, entry)
-            return
-        queued_at = float(fields.get(b"queued_at", b"0") or 0)
-        if queued_at:
-            metrics.QUEUE_LAG.observe(max(0.0, time.time() - queued_at))
-        conversation = event.conversation.id
-        backlog = self.keys.backlog(conversation)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.zadd(backlog, {backlog_member(entry): 0}, nx=True)
-            pipe.pexpire(backlog, self.backlog_ttl_ms)
-            await pipe.execute()
-        self._spawn(conversation)
+            return None
 
     def _spawn(self, conversation: str) -> None:
         task = asyncio.create_task(self._drain_conversation(conversation))
@@ -175,11 +193,13 @@ class Worker:
 
     async def _process(self, entry: str, lease: Lease) -> bool:
         """Handle one entry; False if the lock was lost (the entry stays unacknowledged)."""
-        found = await self.redis.xrange(self.keys.inbox, min=entry, max=entry)
-        if not found:
-            return True  # trimmed long ago
-        fields: dict[bytes, bytes] = found[0][1]  # type: ignore[assignment]
-        event = decode(fields[b"event"])
+        event = self._read_events.pop(entry, None)
+        if event is None:  # read by another worker, or before a restart
+            found = await self.redis.xrange(self.keys.inbox, min=entry, max=entry)
+            if not found:
+                return True  # trimmed long ago
+            fields: dict[bytes, bytes] = found[0][1]  # type: ignore[assignment]
+            event = decode(fields[b"event"])
         try:
             await self.handle(entry, event, lease)
         except LockLost:
@@ -221,9 +241,9 @@ class Worker:
                 count=100,
             )
             start, entries = result[0], result[1]
-            for entry_id, fields in entries:
-                await self._accept(entry_id, fields)
-                claimed += 1
+            if entries:
+                await self._accept(entries)
+                claimed += len(entries)
             if start in (b"0-0", "0-0"):
                 break
         if claimed:
