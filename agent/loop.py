@@ -106,7 +106,7 @@ class Agent:
         """Start on a new objective; `history` is this conversation's previous run, if any."""
         state = RunState(context=context, objective=objective, last_user_text=objective)
         if history is not None:
-            previous = history.model_copy(deep=True)
+            previous = history.clone()
             previous.abandon(MOVED_ON)
             state.messages, state.summary = previous.messages, previous.summary
         last = state.messages[-1] if state.messages else None
@@ -133,7 +133,7 @@ class Agent:
             raise ResumeError("the run waits for an approval decision")
         if not state.is_suspended:
             raise ResumeError("the run is not waiting for anything")
-        state = state.model_copy(deep=True)
+        state = state.clone()
         return await self._segment(
             state, on_progress, answer=answer, approved=approved, reason=reason
         )
