@@ -59,7 +59,7 @@ class AiohttpRequest(BaseRequest):
     ) -> tuple[int, bytes]:
         await self.initialize()  # a worker sends without ever initializing the bot
         assert self._session is not None
-        files = request_data.multipart_data if request_data else None
+        files = request_data is not None and request_data.contains_files
         if isinstance(read_timeout, DefaultValue):
             read_timeout = self._read_timeout
         if isinstance(write_timeout, DefaultValue):
@@ -77,9 +77,8 @@ class AiohttpRequest(BaseRequest):
             sock_read=read_timeout,
         )
         try:
-            async with self._session.request(
-                method, url, data=_body(request_data), timeout=timeout
-            ) as response:
+            data = _body(request_data, files)
+            async with self._session.request(method, url, data=data, timeout=timeout) as response:
                 return response.status, await response.read()
         except TimeoutError as exc:
             raise TimedOut from exc
@@ -87,16 +86,17 @@ class AiohttpRequest(BaseRequest):
             raise NetworkError(f"aiohttp.{type(exc).__name__}: {exc}") from exc
 
 
-def _body(request_data: RequestData | None) -> aiohttp.FormData | dict[str, str] | None:
+def _body(
+    request_data: RequestData | None, files: bool
+) -> aiohttp.FormData | dict[str, str] | None:
     """Form fields, or multipart when the request uploads files (as PTB's httpx layer does)."""
     if request_data is None:
         return None
-    if not request_data.contains_files:
+    if not files:
         return request_data.json_parameters
     form = aiohttp.FormData()
     for name, value in request_data.json_parameters.items():
         form.add_field(name, value)
-    for name, part in request_data.multipart_data.items():
-        filename, content, mimetype = part[0], part[1], part[2] if len(part) > 2 else None
+    for name, (filename, content, mimetype) in request_data.multipart_data.items():
         form.add_field(name, content, filename=filename, content_type=mimetype)
     return form

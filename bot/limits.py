@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
 from adapters.base import Inbound, InboundMessage
 from bot import metrics
@@ -78,12 +79,16 @@ class Limits:
     def _usage_key(self, who: str) -> str:
         return f"{self.prefix}:usage:{self._day()}:{who}"
 
+    def _queue_usage(self, pipe: Pipeline, user: str) -> None:
+        """Today's tokens for everyone, then for the user (two keys: two slots in a cluster)."""
+        pipe.get(self._usage_key("*all*"))
+        pipe.get(self._usage_key(user))
+
     async def admit(self, user: str) -> Verdict:
         now = self.clock()
         # One round trip; a refused message still counts towards the rate, as it was sent.
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.get(self._usage_key("*all*"))
-            pipe.get(self._usage_key(user))
+            self._queue_usage(pipe, user)
             # EVAL, not a registered script: in a pipeline those cost a SCRIPT EXISTS first.
             pipe.eval(
                 _RATE,
@@ -117,8 +122,7 @@ class Limits:
 
     async def usage(self, user: str) -> UsageToday:
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.get(self._usage_key("*all*"))
-            pipe.get(self._usage_key(user))
+            self._queue_usage(pipe, user)
             everyone, mine = await pipe.execute()
         return UsageToday(
             user=int(mine or 0),

@@ -133,7 +133,7 @@ class Worker:
         self, entries: Sequence[tuple[bytes | str, dict[bytes, bytes] | None]]
     ) -> None:
         """Put a batch of read entries on their conversations' backlogs (one round trip)."""
-        placed: list[tuple[str, str]] = []
+        conversations: dict[str, None] = {}  # ordered, without repeats
         async with self.redis.pipeline(transaction=False) as pipe:
             for entry_id, fields in entries:
                 entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
@@ -149,11 +149,11 @@ class Worker:
                 pipe.zadd(backlog, {backlog_member(entry): 0}, nx=True)
                 pipe.pexpire(backlog, self.backlog_ttl_ms)
                 self._read_events[entry] = event
-                placed.append((entry, conversation))
+                conversations[conversation] = None
             await pipe.execute()
         while len(self._read_events) > READ_CACHE:
             self._read_events.popitem(last=False)
-        for conversation in dict.fromkeys(c for _, c in placed):
+        for conversation in conversations:
             self._spawn(conversation)
 
     @staticmethod
