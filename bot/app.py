@@ -76,7 +76,12 @@ async def run_role(
     workers = role in ("all", "worker")
     inbox = Inbox(redis, keys, dedup_ttl=settings.runtime.dedup_ttl)
     limits = Limits(redis, keys.prefix, settings.limits)
-    http = HttpServer(settings.http.host, settings.http.port)
+    http = HttpServer(
+        settings.http.host,
+        settings.http.port,
+        metrics_host=settings.http.metrics_host,
+        metrics_port=settings.http.metrics_port,
+    )
     http.add_check("redis", _redis_check(redis))
     platforms = Platforms(settings, redis, keys, inbox.submit if gateway else None)
     memory: MemoryStore | None = await open_memory(settings, redis) if workers else None
@@ -111,7 +116,7 @@ async def run_role(
     try:
         if gateway:
             platforms.register_routes(http)
-        await http.start()  # workers serve /healthz, /readyz and /metrics too
+        await http.start()  # every role serves /healthz, /readyz and /metrics
         if gateway:
             await platforms.start_receiving(stop)
             http.add_check("platforms", platforms.check)

@@ -120,6 +120,9 @@ class SlackSettings(_Section):
 class HttpSettings(_Section):
     host: str = Field("127.0.0.1", alias="PARLEY_HTTP_HOST")
     port: int = Field(8080, alias="PARLEY_HTTP_PORT", ge=0, le=65535)
+    # Health, readiness and metrics: an internal listener, never behind the public ingress.
+    metrics_host: str = Field("127.0.0.1", alias="PARLEY_METRICS_HOST")
+    metrics_port: int = Field(9090, alias="PARLEY_METRICS_PORT", ge=0, le=65535)
 
 
 class AccessSettings(_Section):

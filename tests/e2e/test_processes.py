@@ -82,7 +82,12 @@ class Cluster:
             "--env-file",
             "/dev/null",
             role,
-            env={**self.env, "PARLEY_HTTP_PORT": str(free_port()), **extra},
+            env={
+                **self.env,
+                "PARLEY_HTTP_PORT": str(free_port()),
+                "PARLEY_METRICS_PORT": "0",
+                **extra,
+            },
             stdin=asyncio.subprocess.DEVNULL,
             stdout=log,
             stderr=asyncio.subprocess.STDOUT,
