@@ -7,11 +7,13 @@ tool definitions carry `cache_control`, so repeated think steps of a run pay for
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import anthropic
 
 from agent.llm.base import ProviderAuthError, ProviderRejected, ProviderUnavailable
+from agent.llm.streaming import StreamEvent, TextDelta, ToolUseStarted
 from agent.messages import (
     ChatRequest,
     ChatResponse,
@@ -64,6 +66,27 @@ class AnthropicModel:
         except anthropic.APIConnectionError as exc:
             raise ProviderUnavailable(self.name, "connection failed") from exc
         return from_wire(response.model_dump(), self.model)
+
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        """The Messages API's server-sent events as deltas, then the whole response."""
+        try:
+            async with self.client.messages.stream(**self.wire_request(request)) as events:
+                async for event in events:
+                    if event.type == "text":
+                        yield TextDelta(event.text)
+                    elif (
+                        event.type == "content_block_start"
+                        and event.content_block.type == "tool_use"
+                    ):
+                        yield ToolUseStarted(event.content_block.name)
+                final = await events.get_final_message()
+        except anthropic.APIStatusError as exc:
+            raise classify_stream_error(exc) from exc
+        except anthropic.APITimeoutError as exc:
+            raise ProviderUnavailable(self.name, "timed out") from exc
+        except anthropic.APIConnectionError as exc:
+            raise ProviderUnavailable(self.name, "connection failed") from exc
+        yield from_wire(final.model_dump(), self.model)
 
     def wire_request(self, request: ChatRequest) -> dict[str, Any]:
         tools = [
@@ -143,6 +166,21 @@ def classify(exc: anthropic.APIStatusError) -> Exception:
             "anthropic", f"HTTP {status}", retry_after=retry_after(exc.response.headers)
         )
     return ProviderRejected("anthropic", f"HTTP {status}: {_error_message(exc)}")
+
+
+# Error types an `event: error` carries mid-stream, where the HTTP status was already 200.
+_STREAM_UNAVAILABLE = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+
+
+def classify_stream_error(exc: anthropic.APIStatusError) -> Exception:
+    if exc.status_code >= 400:
+        return classify(exc)
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error")
+    kind = str(error.get("type") or "") if isinstance(error, dict) else ""
+    if kind in _STREAM_UNAVAILABLE:
+        return ProviderUnavailable("anthropic", f"stream error: {kind}")
+    return ProviderRejected("anthropic", f"stream error: {kind or 'unknown'}")
 
 
 def retry_after(headers: Any) -> float | None:

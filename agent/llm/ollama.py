@@ -7,12 +7,14 @@ prompts (the system prompt with the memories first).
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx
 import ollama
 
 from agent.llm.base import ProviderRejected, ProviderUnavailable
+from agent.llm.streaming import StreamEvent, TextDelta, ToolUseStarted
 from agent.messages import (
     ChatRequest,
     ChatResponse,
@@ -33,6 +35,39 @@ class OllamaModel:
         self.client = ollama.AsyncClient(host=host, timeout=timeout)
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
+        try:
+            response = await self.client.chat(**self._kwargs(request))
+        except ollama.ResponseError as exc:
+            raise self._classify(exc) from exc
+        except (ConnectionError, httpx.TransportError) as exc:
+            raise ProviderUnavailable(self.name, f"not reachable ({type(exc).__name__})") from exc
+        return from_wire(response.model_dump(), self.model)
+
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        """`/api/chat` with `stream: true`: content deltas, then the assembled response."""
+        text: list[str] = []
+        calls: list[dict[str, Any]] = []
+        last: dict[str, Any] = {}
+        try:
+            chunks = await self.client.chat(**self._kwargs(request), stream=True)
+            async for chunk in chunks:
+                data = chunk.model_dump()
+                message = data.get("message") or {}
+                if message.get("content"):
+                    text.append(message["content"])
+                    yield TextDelta(message["content"])
+                for call in message.get("tool_calls") or []:
+                    calls.append(call)
+                    yield ToolUseStarted((call.get("function") or {}).get("name", ""))
+                last = data
+        except ollama.ResponseError as exc:
+            raise self._classify(exc) from exc
+        except (ConnectionError, httpx.TransportError) as exc:
+            raise ProviderUnavailable(self.name, f"not reachable ({type(exc).__name__})") from exc
+        whole = {**last, "message": {"content": "".join(text), "tool_calls": calls}}
+        yield from_wire(whole, self.model)
+
+    def _kwargs(self, request: ChatRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": to_wire(request),
@@ -50,13 +85,7 @@ class OllamaModel:
                 }
                 for t in request.tools
             ]
-        try:
-            response = await self.client.chat(**kwargs)
-        except ollama.ResponseError as exc:
-            raise self._classify(exc) from exc
-        except (ConnectionError, httpx.TransportError) as exc:
-            raise ProviderUnavailable(self.name, f"not reachable ({type(exc).__name__})") from exc
-        return from_wire(response.model_dump(), self.model)
+        return kwargs
 
     async def close(self) -> None:
         await self.client.close()

@@ -10,12 +10,19 @@
 and headers) or `hang()` (never answers, for timeouts). Items may also be functions of the
 parsed request body that return an item. Every request is recorded (`fake.requests`,
 `fake.calls("/v1/messages")`). `GET /v1/models/{id}` answers for `parley doctor`.
+
+A request with `"stream": true` gets the same item as server-sent events, in the real
+sequence (message_start, content_block_start / _delta / _stop with text_delta and
+input_json_delta, message_delta with usage and stop_reason, message_stop), the text cut into
+`chunk`-character deltas `pace` seconds apart; `broken(text, kind)` streams `text` and then
+dies with an `event: error` of that type.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +53,9 @@ class Item:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     usage: dict[str, int] = field(default_factory=dict)
+    pace: float = 0.0  # seconds between streamed deltas
+    chunk: int = 8  # characters per streamed text delta
+    error_type: str = ""  # for `broken`: the mid-stream error event
 
 
 def text(value: str, *, delay: float = 0.0, usage: dict[str, int] | None = None) -> Item:
@@ -67,6 +77,16 @@ def error(status: int, *, retry_after: float | None = None, message: str = "") -
 
 def hang() -> Item:
     return Item("hang")
+
+
+def streamed(value: str, *, pace: float = 0.0, chunk: int = 8) -> Item:
+    """A text answer whose streamed deltas come `pace` seconds apart."""
+    return Item("text", [{"type": "text", "text": value}], pace=pace, chunk=chunk)
+
+
+def broken(value: str, error_type: str = "overloaded_error", *, pace: float = 0.0) -> Item:
+    """Streams `value`, then an `event: error` (a stream that dies midway)."""
+    return Item("broken", [{"type": "text", "text": value}], pace=pace, error_type=error_type)
 
 
 Scripted = Item | Callable[[dict[str, Any]], Item]
@@ -119,6 +139,8 @@ class FakeAnthropic(FakeServer):
                 "request_id": headers["request-id"],
             }
             return web.json_response(payload, status=item.status, headers=headers)
+        if body.get("stream"):
+            return await self._sse(request, item, body, headers)
         usage = {
             "input_tokens": 25,
             "output_tokens": 7,
@@ -137,6 +159,88 @@ class FakeAnthropic(FakeServer):
             "usage": usage,
         }
         return web.json_response(payload, headers=headers)
+
+    async def _sse(
+        self, request: web.Request, item: Item, body: dict[str, Any], headers: dict[str, str]
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+
+        async def send(event: str, data: dict[str, Any]) -> None:
+            await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+
+        usage = {
+            "input_tokens": 25,
+            "output_tokens": 1,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            **item.usage,
+        }
+        message = {
+            "id": f"msg_{next(_ids):08d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", self.model),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        await send("message_start", {"type": "message_start", "message": message})
+        await send("ping", {"type": "ping"})
+        for index, block in enumerate(item.content):
+            if block["type"] == "text":
+                start = {"type": "text", "text": ""}
+                step = max(1, item.chunk)
+                pieces = [
+                    {"type": "text_delta", "text": block["text"][i : i + step]}
+                    for i in range(0, len(block["text"]), step)
+                ]
+            else:
+                start = {**block, "input": {}}
+                raw = json.dumps(block["input"])
+                pieces = [
+                    {"type": "input_json_delta", "partial_json": raw[i : i + 10]}
+                    for i in range(0, len(raw), 10)
+                ]
+            await send(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": start},
+            )
+            for delta in pieces:
+                if item.pace:
+                    await asyncio.sleep(item.pace)
+                await send(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                )
+            if item.kind == "broken":
+                await send(
+                    "error",
+                    {
+                        "type": "error",
+                        "error": {"type": item.error_type, "message": "fake stream error"},
+                    },
+                )
+                await response.write_eof()
+                return response
+            await send("content_block_stop", {"type": "content_block_stop", "index": index})
+        await send(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {
+                    "stop_reason": "tool_use" if item.kind == "tool" else "end_turn",
+                    "stop_sequence": None,
+                },
+                "usage": {"output_tokens": item.usage.get("output_tokens", 7)},
+            },
+        )
+        await send("message_stop", {"type": "message_stop"})
+        await response.write_eof()
+        return response
 
     async def _model(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
         auth = recorded.headers.get("Authorization", "") + recorded.headers.get("X-Api-Key", "")

@@ -5,12 +5,15 @@
     fake.responder = lambda body: reply("default")   # when the script is empty
 
 Chat items answer `/api/chat` in order; `embed` answers with deterministic vectors of
-`dimensions` floats derived from each input's hash. Requests are recorded.
+`dimensions` floats derived from each input's hash. Requests are recorded. A chat request
+with `"stream": true` gets newline-delimited JSON chunks (a few characters of content each,
+tool calls in the last content chunk, then a `done` chunk with the counts), as Ollama sends.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections import deque
 from collections.abc import Callable
@@ -74,6 +77,8 @@ class FakeOllama(FakeServer):
             item = item(body)
         if item.status != 200:
             return web.json_response({"error": item.error}, status=item.status)
+        if body.get("stream"):
+            return await self._stream(request, model, item)
         message: dict[str, Any] = {"role": "assistant", "content": item.content}
         if item.tool_calls:
             message["tool_calls"] = item.tool_calls
@@ -89,6 +94,33 @@ class FakeOllama(FakeServer):
                 "eval_count": 9,
             }
         )
+
+    async def _stream(self, request: web.Request, model: str, item: ChatItem) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await response.prepare(request)
+
+        def chunk(message: dict[str, Any], **extra: Any) -> bytes:
+            line = {"model": model, "created_at": "2026-11-22T00:00:00Z", "message": message}
+            return (json.dumps({**line, "done": False, **extra}) + "\n").encode()
+
+        pieces = [item.content[i : i + 8] for i in range(0, len(item.content), 8)] or [""]
+        for index, piece in enumerate(pieces):
+            message: dict[str, Any] = {"role": "assistant", "content": piece}
+            if index == len(pieces) - 1 and item.tool_calls:
+                message["tool_calls"] = item.tool_calls
+            await response.write(chunk(message))
+        await response.write(
+            chunk(
+                {"role": "assistant", "content": ""},
+                done=True,
+                done_reason="stop",
+                total_duration=1000,
+                prompt_eval_count=30,
+                eval_count=9,
+            )
+        )
+        await response.write_eof()
+        return response
 
     async def _tags(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
         return web.json_response(

@@ -1,0 +1,57 @@
+"""Streaming beside `ChatModel.complete`: a model that can also hand out its answer as it is written.
+
+A stream yields events and always ends with the whole `ChatResponse`::
+
+    TextDelta("Hel") … TextDelta("lo")  ToolUseStarted("calculator")  ChatResponse(...)
+
+`StreamReset` says that everything streamed so far is void: the fallback moved to another
+provider midway and will stream the answer again from the start. Callers that only want the
+response use `complete`; summaries and extraction keep doing so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from agent.llm.base import ChatModel
+from agent.messages import ChatRequest, ChatResponse
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolUseStarted:
+    """The model began a tool call: any text of this turn so far was thinking, not the answer."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class StreamReset:
+    reason: str
+
+
+StreamEvent = TextDelta | ToolUseStarted | StreamReset | ChatResponse
+
+
+@runtime_checkable
+class StreamingModel(Protocol):
+    name: str
+
+    def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]: ...
+
+
+async def stream_of(model: ChatModel, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+    """The model's stream, or its one complete answer as a stream of one."""
+    if isinstance(model, StreamingModel):
+        async with contextlib.aclosing(model.stream(request)) as events:
+            async for event in events:
+                yield event
+        return
+    yield await model.complete(request)

@@ -1,0 +1,181 @@
+"""Streaming providers against the fake Anthropic (SSE) and Ollama (NDJSON) servers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from agent.llm.anthropic import AnthropicModel
+from agent.llm.base import AllProvidersFailed, ProviderRejected, ProviderUnavailable
+from agent.llm.breaker import BreakerPolicy, CircuitBreaker
+from agent.llm.fallback import FallbackModel
+from agent.llm.ollama import OllamaModel
+from agent.llm.streaming import StreamEvent, StreamReset, TextDelta, ToolUseStarted
+from agent.messages import ChatRequest, ChatResponse, Message, ToolSpec
+from tests.fakes import anthropic as fa
+from tests.fakes import ollama as fo
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.ollama import FakeOllama
+
+KEY = "parley:breaker:anthropic"
+CALC = ToolSpec(
+    name="calculator",
+    description="Evaluate arithmetic.",
+    input_schema={"type": "object", "properties": {"expression": {"type": "string"}}},
+)
+ANSWER = "The answer is forty-two, as computed just now."
+
+
+def request() -> ChatRequest:
+    return ChatRequest(system="You are Parley.", messages=[Message.user("hi")], tools=[CALC])
+
+
+@pytest.fixture
+async def closing() -> AsyncIterator[list[object]]:
+    made: list[object] = []
+    yield made
+    for model in made:
+        await model.close()  # type: ignore[attr-defined]
+
+
+def hosted_model(fake: FakeAnthropic, made: list[object], timeout: float = 5.0) -> AnthropicModel:
+    model = AnthropicModel(
+        api_key="sk-ant-test", model="claude-test", base_url=fake.url, timeout=timeout
+    )
+    made.append(model)
+    return model
+
+
+def local_model(fake: FakeOllama, made: list[object]) -> OllamaModel:
+    model = OllamaModel(host=fake.url, model="qwen2.5:7b", num_ctx=4096)
+    made.append(model)
+    return model
+
+
+def fallback(redis, hosted, local, made, *, timeout: float = 5.0) -> FallbackModel:
+    model = FallbackModel(
+        hosted_model(hosted, [], timeout=timeout),
+        local_model(local, []),
+        CircuitBreaker(redis, KEY, "anthropic", BreakerPolicy(failures=2)),
+        timeout=timeout,
+    )
+    made.append(model)
+    return model
+
+
+async def collect(events: AsyncIterator[StreamEvent]) -> tuple[list[StreamEvent], ChatResponse]:
+    seen = [event async for event in events]
+    assert isinstance(seen[-1], ChatResponse), "a stream ends with the whole response"
+    return seen[:-1], seen[-1]
+
+
+def text_of(events: list[StreamEvent]) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+async def test_anthropic_streams_text_deltas_then_the_whole_response(hosted, closing) -> None:
+    hosted.script(fa.streamed(ANSWER, chunk=5))
+    events, response = await collect(hosted_model(hosted, closing).stream(request()))
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) == len(range(0, len(ANSWER), 5)) and text_of(events) == ANSWER
+    assert response.message.text == ANSWER and response.stop_reason == "end_turn"
+    assert response.usage.input_tokens == 25 and response.usage.output_tokens == 7
+    assert hosted.message_calls[-1].body["stream"] is True
+
+
+async def test_anthropic_stream_announces_a_tool_call_and_assembles_its_input(
+    hosted, closing
+) -> None:
+    hosted.script(fa.tool("calculator", thought="Let me compute.", expression="6*7"))
+    events, response = await collect(hosted_model(hosted, closing).stream(request()))
+    assert text_of(events) == "Let me compute."
+    assert ToolUseStarted("calculator") in events
+    assert response.stop_reason == "tool_use"
+    assert response.message.tool_uses[0].input == {"expression": "6*7"}
+
+
+async def test_anthropic_error_event_midway_counts_as_unavailable(hosted, closing) -> None:
+    hosted.script(fa.broken("Partial answ", "overloaded_error"))
+    seen: list[StreamEvent] = []
+    with pytest.raises(ProviderUnavailable):
+        async for event in hosted_model(hosted, closing).stream(request()):
+            seen.append(event)
+    assert text_of(seen) == "Partial answ"
+
+
+async def test_anthropic_stream_refused_at_start_is_classified(hosted, closing) -> None:
+    hosted.script(fa.error(400, message="bad"))
+    with pytest.raises(ProviderRejected):
+        await collect(hosted_model(hosted, closing).stream(request()))
+
+
+async def test_ollama_streams_with_stream_true(local, closing) -> None:
+    local.script(fo.reply(ANSWER))
+    events, response = await collect(local_model(local, closing).stream(request()))
+    assert len([e for e in events if isinstance(e, TextDelta)]) > 1
+    assert text_of(events) == ANSWER and response.message.text == ANSWER
+    assert response.provider == "ollama" and response.usage.output_tokens == 9
+    assert local.calls("/api/chat")[-1].body["stream"] is True
+
+
+async def test_ollama_stream_carries_tool_calls(local, closing) -> None:
+    local.script(fo.call("calculator", expression="1+1"))
+    events, response = await collect(local_model(local, closing).stream(request()))
+    assert ToolUseStarted("calculator") in events
+    assert response.stop_reason == "tool_use"
+    assert response.message.tool_uses[0].input == {"expression": "1+1"}
+
+
+async def test_fallback_decides_before_the_first_token(
+    redis: aioredis.Redis, hosted, local, closing
+) -> None:
+    hosted.script(fa.error(529))
+    local.script(fo.reply(ANSWER))
+    events, response = await collect(fallback(redis, hosted, local, closing).stream(request()))
+    assert not any(isinstance(e, StreamReset) for e in events)
+    assert text_of(events) == ANSWER and response.provider == "ollama"
+
+
+async def test_hosted_stream_dying_midway_is_replaced_not_appended(
+    redis: aioredis.Redis, hosted, local, closing
+) -> None:
+    hosted.script(fa.broken("Half of the hosted", "api_error"))
+    local.script(fo.reply(ANSWER))
+    events, response = await collect(fallback(redis, hosted, local, closing).stream(request()))
+    resets = [i for i, e in enumerate(events) if isinstance(e, StreamReset)]
+    assert len(resets) == 1
+    assert text_of(events[: resets[0]]) == "Half of the hosted"
+    assert text_of(events[resets[0] :]) == ANSWER
+    assert response.provider == "ollama" and response.message.text == ANSWER
+    assert await redis.hget(KEY, "failures") == b"1"
+
+
+async def test_a_stalled_hosted_stream_moves_to_the_fallback(
+    redis: aioredis.Redis, hosted, local, closing
+) -> None:
+    hosted.script(fa.streamed("slow slow slow slow", pace=3.0, chunk=5))
+    local.script(fo.reply(ANSWER))
+    model = fallback(redis, hosted, local, closing, timeout=1.0)
+    events, response = await collect(model.stream(request()))
+    assert response.provider == "ollama" and text_of(events).endswith(ANSWER)
+
+
+async def test_hosted_rejection_is_raised_not_hidden(
+    redis: aioredis.Redis, hosted, local, closing
+) -> None:
+    hosted.script(fa.error(400, message="bad request"))
+    with pytest.raises(ProviderRejected):
+        await collect(fallback(redis, hosted, local, closing).stream(request()))
+    assert local.count("/api/chat") == 0
+
+
+async def test_both_streams_failing_raise_one_error_with_every_cause(
+    redis: aioredis.Redis, hosted, local, closing
+) -> None:
+    hosted.script(fa.error(500))
+    local.script(fo.failure(500))
+    with pytest.raises(AllProvidersFailed) as caught:
+        await collect(fallback(redis, hosted, local, closing).stream(request()))
+    assert len(caught.value.causes) == 2
