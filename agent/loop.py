@@ -36,6 +36,7 @@ from agent.protocols import (
     Scheduler,
 )
 from agent.state import RunState
+from agent.thinking import think
 from agent.tools import ToolContext, ToolRegistry
 from agent.turns import Actor
 
@@ -62,6 +63,7 @@ class AgentConfig:
     backoff_base: float = 0.5
     backoff_max: float = 8.0
     recall_k: int = 5
+    stream: bool = True  # stream think steps to whoever watches the run's progress
 
 
 class Agent:
@@ -210,7 +212,10 @@ class Agent:
                 max_tokens=self.config.max_tokens,
             )
             think_started = time.monotonic()
-            response = await self.model.complete(request)
+            if self.config.stream:
+                response = await think(self.model, request, actor, step=step.index)
+            else:
+                response = await self.model.complete(request)
             step.model_duration = time.monotonic() - think_started
             state.steps += 1
             self._account(state, trace, response.usage)

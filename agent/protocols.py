@@ -102,7 +102,9 @@ class Scheduler(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class ProgressEvent:
-    kind: Literal["step_started", "tool_started", "tool_finished"]
+    # text_delta: detail["text"] of the turn being written; text_reset: what was written is
+    # void (a tool call follows; detail["status"] is that text as a short status line)
+    kind: Literal["step_started", "tool_started", "tool_finished", "text_delta", "text_reset"]
     step: int
     tool: str | None = None
     detail: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,47 @@
+"""One THINK step, streamed when someone is watching.
+
+Text deltas of the model's turn go out as `text_delta` progress events. The loop only knows at
+the end of a turn whether its text was the answer; the model says so earlier by starting a
+tool call, and then a `text_reset` event (with the text so far, shortened, as a `status`)
+turns what was shown into a status line. A provider switch midway is a `text_reset` too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from agent.llm.base import ChatModel
+from agent.llm.streaming import StreamReset, TextDelta, ToolUseStarted, stream_of
+from agent.messages import ChatRequest, ChatResponse
+from agent.protocols import ProgressEvent
+from agent.turns import Actor
+
+STATUS_CHARS = 80
+
+
+async def think(model: ChatModel, request: ChatRequest, actor: Actor, *, step: int) -> ChatResponse:
+    if actor.on_progress is None:
+        return await model.complete(request)
+    written: list[str] = []
+    async with contextlib.aclosing(stream_of(model, request)) as events:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                written.append(event.text)
+                detail = {"text": event.text}
+                await actor.notify(ProgressEvent(kind="text_delta", step=step, detail=detail))
+            elif isinstance(event, ToolUseStarted):
+                detail = {"status": status(written)} if written else {}
+                written.clear()
+                await actor.notify(ProgressEvent(kind="text_reset", step=step, detail=detail))
+            elif isinstance(event, StreamReset):
+                written.clear()
+                await actor.notify(ProgressEvent(kind="text_reset", step=step))
+            else:
+                return event
+    raise AssertionError("a model stream ended without its response")
+
+
+def status(written: list[str]) -> str:
+    """The model's thinking before a tool call as one short line."""
+    line = " ".join("".join(written).split())
+    return line if len(line) <= STATUS_CHARS else line[: STATUS_CHARS - 1].rstrip() + "…"
