@@ -137,3 +137,36 @@ class ChatAdapter(Protocol):
 
     async def progress(self, conversation: ConversationKey, status: str | None) -> None:
         """Show that work is under way ("typing", a status line); None clears it."""
+
+
+class LiveMessage(Protocol):
+    """An answer shown while it is written; `finish` delivers the whole of it exactly once.
+
+    `show`, `reset` and `discard` never raise: a platform that refuses to stream only means
+    the answer arrives whole at `finish`, which falls back to an ordinary message.
+    """
+
+    @property
+    def message_id(self) -> str | None:
+        """The platform message being grown, once there is one (drafts have none)."""
+
+    async def show(self, text: str) -> None:
+        """Show the answer so far (the whole text, not a delta)."""
+
+    async def reset(self, status: str | None) -> None:
+        """What was shown was not the answer; show `status` instead where the platform can."""
+
+    async def discard(self) -> None:
+        """Take back whatever was shown."""
+
+    async def finish(self, message: OutboundMessage) -> MessageRef:
+        """Deliver the final message: finish or replace the growing one, or post it."""
+
+
+class StreamingAdapter(ChatAdapter, Protocol):
+    """An adapter that can show answers while they are written (an optional capability)."""
+
+    def live(
+        self, conversation: ConversationKey, *, user_id: str, team_id: str | None, is_direct: bool
+    ) -> LiveMessage | None:
+        """A live message for an answer to `user_id`, or None where this place can't stream."""

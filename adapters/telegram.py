@@ -49,6 +49,7 @@ from adapters.base import (
 )
 from adapters.telegram_format import MESSAGE_LIMIT, split_html
 from adapters.telegram_http import AiohttpRequest
+from adapters.telegram_stream import TelegramLive
 from adapters.text import too_long
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,8 @@ class TelegramAdapter:
     _offset: int | None = field(default=None, init=False)
     _allowed_ids: set[str] = field(default_factory=set, init=False)
     _allowed_names: set[str] = field(default_factory=set, init=False)
+    # "typing" fades after 5 s, so a run that still works shows it again this often
+    progress_refresh: float = field(default=4.0, init=False)
 
     def __post_init__(self) -> None:
         root = self.config.api_url.rstrip("/")
@@ -421,6 +424,19 @@ class TelegramAdapter:
             action=ChatAction.TYPING,
             message_thread_id=int(conversation.thread_id) if conversation.thread_id else None,
         )
+
+    def live(
+        self, conversation: ConversationKey, *, user_id: str, team_id: str | None, is_direct: bool
+    ) -> TelegramLive:
+        """Drafts in a private chat, one growing message elsewhere."""
+        return TelegramLive(
+            adapter=self,
+            conversation=conversation,
+            draft=is_direct and int(conversation.chat_id) > 0,
+        )
+
+    async def call(self, method: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        return await self._call(method, *args, **kwargs)
 
     async def _call(self, method: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """Call the Bot API, waiting out 429 RetryAfter a few times."""

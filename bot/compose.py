@@ -31,6 +31,7 @@ def agent_config(settings: Settings) -> AgentConfig:
         backoff_base=agent.tool_backoff,
         backoff_max=agent.tool_backoff_max,
         recall_k=settings.memory.recall_k,
+        stream=settings.streaming.enabled,
     )
 
 

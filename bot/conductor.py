@@ -37,6 +37,7 @@ from bot.logs import log_context
 from bot.outbox import Outbox
 from bot.render import APPROVE, REJECT, decided_message, mention, outcome_message, stale_click_text
 from bot.sessions import Resolution, Session, SessionStore
+from bot.streaming import AnswerStream, live_message
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,10 @@ class Reply:
         key = f"{self.entry_id}:{self.sequence}"
         return await self.outbox.send(self.adapter, key, self.conversation, message)
 
+    def next_key(self) -> str:
+        """The outbox key the next send will use."""
+        return f"{self.entry_id}:{self.sequence + 1}"
+
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
         self.sequence += 1
         await self.outbox.edit(self.adapter, f"{self.entry_id}:{self.sequence}", ref, message)
@@ -92,6 +97,7 @@ class Turn:
     session: Session
     reply: Reply
     lease: Lease
+    stream: AnswerStream | None = None  # the answer being shown while it is written
 
 
 @dataclass(kw_only=True)
@@ -107,6 +113,7 @@ class Conductor:
     admission: Admission | None = None
     charge: Charge | None = None
     after_run: Callable[[Outcome], Awaitable[None]] | None = None
+    stream_interval: float | None = None  # seconds between live updates; None: no streaming
     _progress_shown: set[str] = field(default_factory=set)
 
     async def handle(self, entry_id: str, event: Inbound, lease: Lease) -> None:
@@ -302,7 +309,17 @@ class Conductor:
             except Exception:
                 log.debug("progress update failed in %s", event.conversation.id)
 
+        turn.stream = self._answer_stream(turn)
+
         async def progress(update: ProgressEvent) -> None:
+            if update.kind in ("text_delta", "text_reset"):
+                if turn.stream is not None:
+                    await turn.stream.on_progress(update)
+                if status := update.detail.get("status"):
+                    latest[:] = [status]
+                    if showing:
+                        await show(status)
+                return
             text = "Thinking…" if update.kind == "step_started" else None
             if update.kind == "tool_started" and update.tool:
                 text = f"Using {update.tool}…"
@@ -316,6 +333,11 @@ class Conductor:
             await asyncio.sleep(PROGRESS_DELAY)
             if latest:
                 await show(latest[0])
+            # a status that fades by itself ("typing") is shown again while the run works
+            refresh = getattr(reply.adapter, "progress_refresh", None)
+            while refresh and latest:
+                await asyncio.sleep(refresh)
+                await show(latest[0])
 
         started = time.monotonic()
         timer = asyncio.create_task(show_when_slow())
@@ -325,6 +347,8 @@ class Conductor:
             timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await timer
+            if turn.stream is not None:
+                await turn.stream.settle()
         metrics.RUN_SECONDS.observe(time.monotonic() - started)
         metrics.RUNS.labels(type(outcome).__name__.lower()).inc()
         metrics.RUN_STEPS.observe(outcome.trace.iterations)
@@ -347,9 +371,15 @@ class Conductor:
         session.state = outcome.state
         session.resolving = None
         if isinstance(outcome, Finished | Failed):
-            await reply.send(outcome_message(outcome))
+            if turn.stream is not None:
+                reply.sequence += 1  # the stream delivers under the key the send would use
+                await turn.stream.finish(outcome_message(outcome))
+            else:
+                await reply.send(outcome_message(outcome))
             self._settle(session)
             return
+        if turn.stream is not None:
+            await turn.stream.discard()
         kind = "question" if isinstance(outcome, AwaitingAnswer) else "approval"
         message = outcome_message(outcome)
         decision = self.decisions.new(
@@ -368,6 +398,29 @@ class Conductor:
             await self.decisions.save(decision)
         session.decision_id = decision.id
         session.status = "awaiting_answer" if kind == "question" else "awaiting_approval"
+
+    def _answer_stream(self, turn: Turn) -> AnswerStream | None:
+        if self.stream_interval is None:
+            return None
+        event, reply = turn.event, turn.reply
+        live = live_message(
+            reply.adapter,
+            event.conversation,
+            user_id=event.actor.user_id,
+            team_id=event.actor.team_id or event.conversation.team_id,
+            is_direct=event.is_direct,
+        )
+        if live is None:
+            return None
+        return AnswerStream(
+            live=live,
+            adapter=reply.adapter,
+            conversation=event.conversation,
+            redis=self.outbox.redis,
+            redis_key=self.outbox.keys.outbox(reply.next_key()),
+            ttl_ms=self.outbox.ttl_ms,
+            interval=self.stream_interval,
+        )
 
     async def _pending(self, session: Session) -> Decision | None:
         """The session's pending decision, unless it expired (then the session moves on)."""

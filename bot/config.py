@@ -147,6 +147,11 @@ class LimitsSettings(_Section):
     daily_tokens: int = Field(10_000_000, alias="PARLEY_DAILY_TOKENS", ge=1)
 
 
+class StreamingSettings(_Section):
+    enabled: bool = Field(True, alias="PARLEY_STREAMING")
+    interval: float = Field(1.0, alias="PARLEY_STREAM_INTERVAL", gt=0, le=30)
+
+
 class LogSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", alias="PARLEY_LOG_LEVEL")
     format: Literal["json", "text"] = Field("text", alias="PARLEY_LOG_FORMAT")
@@ -175,6 +180,7 @@ class Settings(BaseModel):
     runtime: RuntimeSettings
     limits: LimitsSettings
     log: LogSettings
+    streaming: StreamingSettings
 
     @classmethod
     def load(cls, env_file: str | Path | None = ".env", **overrides: Any) -> Settings:

@@ -112,6 +112,7 @@ def build_runtime(
         admission=admission,
         charge=charge,
         after_run=after_run,
+        stream_interval=settings.streaming.interval if settings.streaming.enabled else None,
     )
     worker = Worker(
         redis,

@@ -63,6 +63,7 @@ async def running(
 ) -> AsyncIterator[Harness]:
     adapter = adapter or RecordingAdapter()
     registry = tools or builtin_registry()
+    config = config or settings()
 
     def make_agent(scheduler: Scheduler) -> Agent:
         return Agent(
@@ -70,12 +71,14 @@ async def running(
             registry,
             memory=memory,
             scheduler=scheduler,
-            config=AgentConfig(backoff_base=0.01, backoff_max=0.02),
+            config=AgentConfig(
+                backoff_base=0.01, backoff_max=0.02, stream=config.streaming.enabled
+            ),
         )
 
     runtime = build_runtime(
         redis,
-        config or settings(),
+        config,
         {adapter.platform: adapter},
         make_agent,
         memory=memory,

@@ -8,7 +8,8 @@
 
 It serves getMe, getUpdates (long poll honouring offset and timeout), setWebhook,
 deleteWebhook, setMyCommands, sendMessage, editMessageText, answerCallbackQuery and
-sendChatAction, and keeps what the bot posted per chat (`fake.chat(42)`: the messages with
+sendChatAction, sendMessageDraft (private chats only; every draft text is kept in
+`fake.drafts[(chat_id, draft_id)]`) and deleteMessage, and keeps what the bot posted per chat (`fake.chat(42)`: the messages with
 their current text and keyboard, edits applied) and every call (`fake.calls("/bot…/x")`,
 or `fake.method_calls("sendMessage")`). Update builders return Bot API JSON dicts, which can
 also be POSTed to a webhook.
@@ -54,6 +55,8 @@ class FakeTelegram(FakeServer):
         self.updates: list[dict[str, Any]] = []
         self.posted: list[Posted] = []
         self.failures: dict[str, list[int]] = {}
+        self.drafts: dict[tuple[int, int], list[str]] = {}
+        self.deleted: list[Posted] = []
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
         self._new_update = asyncio.Event()
@@ -278,10 +281,38 @@ class FakeTelegram(FakeServer):
         self.posted.append(posted)
         return self._message_json(posted)
 
+    async def _m_sendMessageDraft(self, params: dict[str, Any]) -> Any:
+        chat_id, draft_id = int(params["chat_id"]), int(params.get("draft_id") or 0)
+        if chat_id < 0:
+            return _bad_request("TEXTDRAFT_PEER_INVALID")
+        if draft_id == 0:
+            return _bad_request("DRAFT_ID_INVALID")
+        text = str(params.get("text", ""))
+        if len(text) > 4096:
+            return _bad_request("message is too long")
+        self.drafts.setdefault((chat_id, draft_id), []).append(text)
+        return True
+
+    async def _m_deleteMessage(self, params: dict[str, Any]) -> Any:
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        for posted in self.posted:
+            if posted.chat_id == chat_id and posted.message_id == message_id:
+                self.posted.remove(posted)
+                self.deleted.append(posted)
+                return True
+        return _bad_request("message to delete not found")
+
     async def _m_editMessageText(self, params: dict[str, Any]) -> Any:
         chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
         for posted in self.posted:
             if posted.chat_id == chat_id and posted.message_id == message_id:
+                markup = _markup(params.get("reply_markup"))
+                if posted.text == str(params.get("text", "")) and posted.reply_markup == markup:
+                    return _bad_request(
+                        "message is not modified: specified new message content and reply "
+                        "markup are exactly the same as a current content and reply markup "
+                        "of the message"
+                    )
                 posted.edits.append(posted.text)
                 posted.text = str(params.get("text", ""))
                 posted.reply_markup = _markup(params.get("reply_markup"))
@@ -317,6 +348,13 @@ class FakeTelegram(FakeServer):
             message["message_thread_id"] = posted.thread_id
             message["is_topic_message"] = True
         return message
+
+
+def _bad_request(description: str) -> web.Response:
+    return web.json_response(
+        {"ok": False, "error_code": 400, "description": f"Bad Request: {description}"},
+        status=400,
+    )
 
 
 async def _params(recorded: Recorded, request: web.Request) -> dict[str, Any]:

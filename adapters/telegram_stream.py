@@ -1,0 +1,145 @@
+"""Telegram answers while they are written: drafts in private chats, a growing message in groups.
+
+In a private chat the answer streams as a message draft (`sendMessageDraft`, an ephemeral
+preview) and is then sent once as an ordinary message. In a group there are no drafts, so
+one message is sent with the first text and edited as it grows; the caller throttles the
+updates, and a 429 `retry_after` pauses them until Telegram allows more. Whatever goes wrong
+while streaming, `finish` still delivers the whole answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from telegram.constants import ParseMode
+from telegram.error import BadRequest, RetryAfter, TelegramError
+
+from adapters.base import ConversationKey, MessageRef, OutboundMessage
+from adapters.telegram_format import MESSAGE_LIMIT, split_html
+
+if TYPE_CHECKING:
+    from adapters.telegram import TelegramAdapter
+
+log = logging.getLogger(__name__)
+
+_draft_ids = itertools.count(int(time.time()) % 1_000_000 * 1000 + 1)
+
+
+def _seconds(value: object) -> float:
+    total = getattr(value, "total_seconds", None)
+    return float(total()) if callable(total) else float(value)  # type: ignore[arg-type]
+
+
+@dataclass(kw_only=True)
+class TelegramLive:
+    adapter: TelegramAdapter
+    conversation: ConversationKey
+    draft: bool  # a private chat: stream as drafts
+    draft_id: int = field(default_factory=lambda: next(_draft_ids))
+    _message_id: int | None = None
+    _not_before: float = 0.0
+    _broken: bool = False
+
+    @property
+    def message_id(self) -> str | None:
+        return None if self._message_id is None else str(self._message_id)
+
+    @property
+    def _thread(self) -> int | None:
+        thread = self.conversation.thread_id
+        return int(thread) if thread else None
+
+    async def show(self, text: str) -> None:
+        if self._broken or time.monotonic() < self._not_before:
+            return  # Telegram asked us to wait; the next update carries the text so far
+        html = split_html(text, MESSAGE_LIMIT)[0]
+        bot, chat = self.adapter.bot, int(self.conversation.chat_id)
+        try:
+            if self.draft:
+                await bot.send_message_draft(
+                    chat_id=chat,
+                    draft_id=self.draft_id,
+                    text=html,
+                    parse_mode=ParseMode.HTML,
+                    message_thread_id=self._thread,
+                )
+            elif self._message_id is None:
+                sent = await bot.send_message(
+                    chat_id=chat,
+                    text=html,
+                    parse_mode=ParseMode.HTML,
+                    message_thread_id=self._thread,
+                    disable_web_page_preview=True,
+                )
+                self._message_id = sent.message_id
+            else:
+                await bot.edit_message_text(
+                    chat_id=chat,
+                    message_id=self._message_id,
+                    text=html,
+                    parse_mode=ParseMode.HTML,
+                    disable_web_page_preview=True,
+                )
+        except RetryAfter as exc:
+            wait = _seconds(exc.retry_after)
+            self._not_before = time.monotonic() + wait
+            log.info("Telegram asked for %.1f s between streamed updates", wait)
+        except BadRequest as exc:
+            if "not modified" not in str(exc).lower():
+                self._broken = True
+                log.warning("Telegram refused a streamed update (%s); sending whole", exc)
+        except TelegramError as exc:
+            self._broken = True
+            log.warning("streaming to Telegram failed (%s); sending whole", type(exc).__name__)
+
+    async def reset(self, status: str | None) -> None:
+        self._not_before = 0.0
+        await self.show(f"_{status}_" if status else "…")
+
+    async def discard(self) -> None:
+        if self._message_id is None:
+            return  # a draft vanishes by itself
+        try:
+            await self.adapter.bot.delete_message(
+                chat_id=int(self.conversation.chat_id), message_id=self._message_id
+            )
+        except TelegramError as exc:
+            log.warning("could not take back a streamed message (%s)", type(exc).__name__)
+        self._message_id = None
+
+    async def finish(self, message: OutboundMessage) -> MessageRef:
+        if self._message_id is None:
+            # a draft is only a preview: the answer itself is sent once, now
+            return await self.adapter.send(self.conversation, message)
+        parts = split_html(message.text or "…", MESSAGE_LIMIT)
+        bot, chat = self.adapter.bot, int(self.conversation.chat_id)
+        try:
+            await self.adapter.call(
+                bot.edit_message_text,
+                chat_id=chat,
+                message_id=self._message_id,
+                text=parts[0],
+                parse_mode=ParseMode.HTML,
+                disable_web_page_preview=True,
+            )
+        except BadRequest as exc:
+            if "not modified" not in str(exc).lower():
+                log.warning("could not finish the streamed message (%s); sending it whole", exc)
+                await self.discard()
+                return await self.adapter.send(self.conversation, message)
+        last = self._message_id
+        for part in parts[1:]:
+            sent = await self.adapter.call(
+                bot.send_message,
+                chat_id=chat,
+                text=part,
+                parse_mode=ParseMode.HTML,
+                message_thread_id=self._thread,
+                disable_web_page_preview=True,
+            )
+            last = sent.message_id
+        return MessageRef(conversation=self.conversation, message_id=str(last))

@@ -1,0 +1,187 @@
+"""An answer shown while it is written, delivered exactly once under one outbox key.
+
+The agent's `text_delta` events grow the answer; `AnswerStream` shows it through the
+adapter's `LiveMessage` at once and then at most every `interval` seconds. The final message
+goes out under the outbox key the reply would have used anyway, so a replay after a crash
+behaves like the outbox: the key's value says what happened before::
+
+    (none)              nothing shown yet: stream, then finish
+    {"live": "<id>"}    a crashed attempt left a half message: replace it with the answer
+    "<id>" (JSON)       already delivered: post nothing, return that message
+    in-flight           a finish died midway: post nothing (a missing answer beats a double)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import redis.asyncio as aioredis
+
+from adapters.base import (
+    ChatAdapter,
+    ConversationKey,
+    LiveMessage,
+    MessageRef,
+    OutboundMessage,
+)
+from agent.protocols import ProgressEvent
+from bot import metrics
+
+log = logging.getLogger(__name__)
+
+_IN_FLIGHT = b"in-flight"
+Mode = Literal["unknown", "live", "replay", "delivered"]
+
+
+def live_message(
+    adapter: ChatAdapter,
+    conversation: ConversationKey,
+    *,
+    user_id: str,
+    team_id: str | None,
+    is_direct: bool,
+) -> LiveMessage | None:
+    """The adapter's live message for this place, if the adapter can stream at all."""
+    live = getattr(adapter, "live", None)
+    if live is None:
+        return None
+    made: LiveMessage | None = live(
+        conversation, user_id=user_id, team_id=team_id, is_direct=is_direct
+    )
+    return made
+
+
+@dataclass(kw_only=True)
+class AnswerStream:
+    live: LiveMessage
+    adapter: ChatAdapter
+    conversation: ConversationKey
+    redis: aioredis.Redis
+    redis_key: str
+    ttl_ms: int
+    interval: float
+    text: str = ""
+    mode: Mode = "unknown"
+    _shown: str = ""
+    _last_show: float = 0.0
+    _recorded: str | None = None
+    _previous: str | None = None  # the half message a crashed attempt left
+    _flush: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    async def on_progress(self, event: ProgressEvent) -> None:
+        if event.kind == "text_delta":
+            self.text += event.detail.get("text", "")
+            await self._grow()
+        elif event.kind == "text_reset":
+            self.text = ""
+            await self._cancel_flush()
+            if self._shown:
+                self._shown = ""
+                await self.live.reset(event.detail.get("status"))
+
+    async def _grow(self) -> None:
+        if self.mode == "unknown":
+            await self._read_key()
+        if self.mode != "live" or self._flush is not None:
+            return
+        wait = self._last_show + self.interval - time.monotonic()
+        if wait <= 0:
+            await self._show()
+        else:
+            self._flush = asyncio.create_task(self._show_later(wait))
+
+    async def _show_later(self, wait: float) -> None:
+        await asyncio.sleep(wait)
+        self._flush = None
+        await self._show()
+
+    async def _show(self) -> None:
+        text = self.text
+        if not text.strip() or text == self._shown:
+            return
+        self._last_show = time.monotonic()
+        self._shown = text
+        await self.live.show(text)
+        message_id = self.live.message_id
+        if message_id is not None and message_id != self._recorded:
+            self._recorded = message_id
+            marker = json.dumps({"live": message_id})
+            await self.redis.set(self.redis_key, marker, px=self.ttl_ms)
+
+    async def _read_key(self) -> None:
+        value = await self.redis.get(self.redis_key)
+        if value is None:
+            self.mode = "live"
+        elif value == _IN_FLIGHT:
+            self.mode = "delivered"
+        else:
+            decoded = json.loads(value)
+            if isinstance(decoded, dict):
+                self.mode, self._previous = "replay", str(decoded.get("live"))
+            else:
+                self.mode = "delivered"
+
+    async def _cancel_flush(self) -> None:
+        task, self._flush = self._flush, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def settle(self) -> None:
+        """The run is over: nothing more to show before `finish` or `discard`."""
+        await self._cancel_flush()
+
+    async def discard(self) -> None:
+        """The run ended in a question or a plan: take back what was shown of its text."""
+        await self._cancel_flush()
+        if self._shown or self.live.message_id is not None:
+            await self.live.discard()
+            if self._recorded is not None:
+                await self.redis.delete(self.redis_key)
+        self._shown = ""
+
+    async def finish(self, message: OutboundMessage) -> MessageRef | None:
+        """Deliver the final message once, finishing or replacing what was streamed."""
+        await self._cancel_flush()
+        platform = self.conversation.platform
+        value = await self.redis.get(self.redis_key)
+        if value == _IN_FLIGHT:
+            log.warning("not re-sending %s: an earlier attempt may have posted it", self.redis_key)
+            metrics.DELIVERIES.labels(platform, "replayed").inc()
+            return None
+        if value is not None:
+            decoded = json.loads(value)
+            if not isinstance(decoded, dict):
+                metrics.DELIVERIES.labels(platform, "replayed").inc()
+                return MessageRef(conversation=self.conversation, message_id=str(decoded))
+            if decoded.get("live") != self.live.message_id:
+                self._previous = str(decoded.get("live"))
+        await self.redis.set(self.redis_key, _IN_FLIGHT, px=self.ttl_ms)
+        try:
+            ref = await self._deliver(message)
+        except BaseException:
+            await self.redis.delete(self.redis_key)
+            metrics.DELIVERIES.labels(platform, "failed").inc()
+            raise
+        await self.redis.set(self.redis_key, json.dumps(ref.message_id), px=self.ttl_ms)
+        metrics.DELIVERIES.labels(platform, "sent").inc()
+        return ref
+
+    async def _deliver(self, message: OutboundMessage) -> MessageRef:
+        if self._previous is not None:
+            # a replay: the half message from before the crash becomes the whole answer
+            ref = MessageRef(conversation=self.conversation, message_id=self._previous)
+            try:
+                await self.adapter.edit(ref, message)
+                return ref
+            except Exception:
+                log.warning("could not complete the interrupted answer; posting it anew")
+                return await self.adapter.send(self.conversation, message)
+        return await self.live.finish(message)

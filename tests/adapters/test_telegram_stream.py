@@ -1,0 +1,209 @@
+"""Telegram answers while they are written: the real runtime, the real Anthropic client
+streaming from the fake Messages API, python-telegram-bot against the fake Bot API."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from adapters.base import ConversationKey, OutboundMessage
+from adapters.telegram import TelegramAdapter, TelegramConfig
+from agent.llm.anthropic import AnthropicModel
+from agent.protocols import ProgressEvent
+from bot.config import Settings
+from bot.keys import Keys
+from bot.streaming import AnswerStream
+from tests.bot.harness import Harness, running
+from tests.fakes import anthropic as fa
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.telegram import FakeTelegram
+
+ANA, GROUP = 42, -100123
+ANSWER = (
+    "Here is a longer answer that arrives in pieces, so the chat shows it growing "
+    "long before the model has finished writing the last sentence of it."
+)
+
+
+def streaming_settings(**streaming: Any) -> Settings:
+    return Settings.load(
+        env_file=None,
+        runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
+        streaming={"PARLEY_STREAM_INTERVAL": 0.1, **streaming},
+    )
+
+
+@contextlib.asynccontextmanager
+async def bot(
+    redis: aioredis.Redis, telegram: FakeTelegram, hosted: FakeAnthropic, **streaming: Any
+) -> AsyncIterator[tuple[Harness, TelegramAdapter]]:
+    adapter = TelegramAdapter(
+        config=TelegramConfig(token=telegram.token, api_url=telegram.url, poll_timeout=1)
+    )
+    model = AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url)
+    try:
+        async with running(
+            redis,
+            model,  # type: ignore[arg-type]
+            adapter=adapter,  # type: ignore[arg-type]
+            config=streaming_settings(**streaming),
+        ) as harness:
+            adapter.handler = harness.runtime.inbox.submit
+            await adapter.start()
+            await adapter.start_polling()
+            try:
+                yield harness, adapter
+            finally:
+                await adapter.stop()
+    finally:
+        await model.close()
+
+
+@contextlib.asynccontextmanager
+async def anthropic() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as fake:
+        yield fake
+
+
+async def until(predicate: Callable[[], bool], within: float = 20.0) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.02)
+
+
+def when(fake: FakeTelegram, method: str) -> list[float]:
+    return [r.received_at for r in fake.method_calls(method)]
+
+
+async def test_a_private_answer_streams_as_drafts_then_arrives_once(
+    redis, telegram: FakeTelegram
+) -> None:
+    async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
+        hosted.script(fa.streamed(ANSWER, pace=0.03, chunk=6))
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="tell me"))
+        await until(lambda: len(telegram.chat(ANA)) == 1)
+        await harness.settle()
+        assert [p.text for p in telegram.chat(ANA)] == [ANSWER]
+        assert len(telegram.method_calls("sendMessage")) == 1
+        (drafts,) = telegram.drafts.values()
+        assert len(drafts) >= 3, "the answer was shown while it was written"
+        assert all(ANSWER.startswith(d) for d in drafts) and drafts[0] != ANSWER
+        assert max(when(telegram, "sendMessageDraft")[:2]) < when(telegram, "sendMessage")[0]
+        # the drafts were throttled to the configured interval
+        assert len(drafts) <= 2 + (len(ANSWER) / 6 * 0.03) / 0.1 + 2
+
+
+async def test_a_group_answer_is_one_message_edited_as_it_grows(
+    redis, telegram: FakeTelegram
+) -> None:
+    async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
+        hosted.script(fa.streamed(ANSWER, pace=0.03, chunk=6))
+        telegram.push(
+            telegram.message(chat_id=GROUP, user_id=ANA, text="@parley_bot hi", chat_type="group")
+        )
+        await until(lambda: bool(telegram.chat(GROUP)) and telegram.chat(GROUP)[0].text == ANSWER)
+        await harness.settle()
+        (message,) = telegram.chat(GROUP)
+        assert message.text == ANSWER and message.edits, "the message grew"
+        assert all(ANSWER.startswith(earlier) for earlier in message.edits)
+        assert not telegram.drafts and len(telegram.method_calls("sendMessage")) == 1
+
+
+async def test_a_429_pauses_the_edits_and_the_answer_still_lands_once(
+    redis, telegram: FakeTelegram
+) -> None:
+    async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
+        hosted.script(fa.streamed(ANSWER, pace=0.05, chunk=6))
+        telegram.fail_next("editMessageText", retry_after=1)
+        telegram.push(
+            telegram.message(chat_id=GROUP, user_id=ANA, text="@parley_bot hi", chat_type="group")
+        )
+        await until(lambda: bool(telegram.chat(GROUP)) and telegram.chat(GROUP)[0].text == ANSWER)
+        await harness.settle()
+        (message,) = telegram.chat(GROUP)
+        assert message.text == ANSWER
+        edits = when(telegram, "editMessageText")
+        assert len(edits) >= 2 and edits[1] - edits[0] >= 0.95, "retry_after was honoured"
+
+
+async def test_typing_is_refreshed_while_a_run_works(redis, telegram: FakeTelegram) -> None:
+    async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, adapter):
+        adapter.progress_refresh = 0.3
+        hosted.script(fa.Item("text", [{"type": "text", "text": "done"}], delay=2.0))
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="slow one"))
+        await until(lambda: len(telegram.chat(ANA)) == 1)
+        await harness.settle()
+        typing = when(telegram, "sendChatAction")
+        assert len(typing) >= 3, "typing shown again while the model thinks"
+
+
+async def test_streaming_off_sends_whole_answers(redis, telegram: FakeTelegram) -> None:
+    async with (
+        anthropic() as hosted,
+        bot(redis, telegram, hosted, PARLEY_STREAMING="off") as (harness, _),
+    ):
+        hosted.script(fa.streamed(ANSWER, pace=0.01))
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="tell me"))
+        await until(lambda: len(telegram.chat(ANA)) == 1)
+        await harness.settle()
+        assert telegram.chat(ANA)[0].text == ANSWER and not telegram.drafts
+        assert "stream" not in hosted.message_calls[-1].body
+
+
+# --- exactly once across a crash -----------------------------------------------------------
+
+
+def delta(text: str) -> ProgressEvent:
+    return ProgressEvent(kind="text_delta", step=1, detail={"text": text})
+
+
+async def test_a_replay_after_a_crash_completes_the_half_message(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    await adapter.initialize()
+    conversation = ConversationKey(platform="telegram", chat_id=str(GROUP))
+    key = Keys("parley").outbox("entry-1:1")
+
+    def stream() -> AnswerStream:
+        live = adapter.live(conversation, user_id=str(ANA), team_id=None, is_direct=False)
+        return AnswerStream(
+            live=live,
+            adapter=adapter,
+            conversation=conversation,
+            redis=redis,
+            redis_key=key,
+            ttl_ms=60_000,
+            interval=0.05,
+        )
+
+    try:
+        crashed = stream()
+        await crashed.on_progress(delta("Half of the ans"))
+        await crashed.settle()  # the worker died here: a half message, never finished
+        (half,) = telegram.chat(GROUP)
+        assert half.text == "Half of the ans"
+        assert json.loads(await redis.get(key)) == {"live": str(half.message_id)}
+
+        replay = stream()
+        for piece in ("Half of the ans", "wer, and the rest."):
+            await replay.on_progress(delta(piece))
+        ref = await replay.finish(OutboundMessage(text="Half of the answer, and the rest."))
+        (whole,) = telegram.chat(GROUP)
+        assert whole.text == "Half of the answer, and the rest."
+        assert ref is not None and ref.message_id == str(half.message_id)
+
+        again = stream()
+        await again.on_progress(delta("Half"))
+        assert await again.finish(OutboundMessage(text="Half, again")) == ref
+        assert [p.text for p in telegram.chat(GROUP)] == ["Half of the answer, and the rest."]
+        assert len(telegram.method_calls("sendMessage")) == 1
+    finally:
+        await adapter.stop()
