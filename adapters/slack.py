@@ -35,6 +35,7 @@ from adapters.base import (
     Platform,
 )
 from adapters.slack_format import messages
+from adapters.slack_stream import SlackLive
 from adapters.text import too_long
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ class SlackAdapter:
     bot_user_id: str | None = field(default=None, init=False)
     _socket: Any = field(default=None, init=False)
     _groups: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False)
+    # DM channel -> the ts of the latest message there: where the assistant status shows
+    _dm_threads: dict[str, str] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.client = AsyncWebClient(
@@ -174,6 +177,8 @@ class SlackAdapter:
             return
         ts = str(event.get("ts") or "")
         thread = event.get("thread_ts") or (None if direct else ts)
+        if direct:
+            self._dm_threads[channel] = str(thread or ts)
         conversation = ConversationKey(
             platform="slack", chat_id=channel, thread_id=thread, team_id=team
         )
@@ -316,15 +321,30 @@ class SlackAdapter:
             text=text,
         )
 
-    async def progress(self, conversation: ConversationKey, status: str | None) -> None:
+    def live(
+        self, conversation: ConversationKey, *, user_id: str, team_id: str | None, is_direct: bool
+    ) -> SlackLive | None:
+        """A chat stream in a thread; Slack streams only reply to a thread."""
         if conversation.thread_id is None:
+            return None
+        return SlackLive(
+            adapter=self,
+            conversation=conversation,
+            thread_ts=conversation.thread_id,
+            user_id=user_id,
+            team_id=team_id or conversation.team_id,
+        )
+
+    async def progress(self, conversation: ConversationKey, status: str | None) -> None:
+        thread = conversation.thread_id or self._dm_threads.get(conversation.chat_id)
+        if thread is None:
             return
         try:
             await self.client.api_call(
                 "assistant.threads.setStatus",
                 json={
                     "channel_id": conversation.chat_id,
-                    "thread_ts": conversation.thread_id,
+                    "thread_ts": thread,
                     "status": status or "",
                 },
             )

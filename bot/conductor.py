@@ -298,6 +298,7 @@ class Conductor:
         await self.sessions.save(turn.lease, session)
 
         latest: list[str] = []
+        said: list[int] = []  # the step whose status is the model's own words
         showing = False
 
         async def show(text: str) -> None:
@@ -316,13 +317,13 @@ class Conductor:
                 if turn.stream is not None:
                     await turn.stream.on_progress(update)
                 if status := update.detail.get("status"):
-                    latest[:] = [status]
+                    latest[:], said[:] = [status], [update.step]
                     if showing:
                         await show(status)
                 return
             text = "Thinking…" if update.kind == "step_started" else None
-            if update.kind == "tool_started" and update.tool:
-                text = f"Using {update.tool}…"
+            if update.kind == "tool_started" and update.tool and said != [update.step]:
+                text = f"Using {update.tool}…"  # unless the model said what it is doing
             if text is not None:
                 latest[:] = [text]
                 if showing:

@@ -5,7 +5,11 @@
     fake.fail_next("chat.postMessage", retry_after=1)   # a 429 with Retry-After
     fake.groups["SADMINS"] = ["UBOSS"]       # usergroups.users.list
 
-It answers auth.test, chat.postMessage, chat.update, chat.postEphemeral,
+It answers auth.test, chat.postMessage, chat.update, chat.postEphemeral, chat.delete,
+the chat streaming methods (chat.startStream / appendStream / stopStream, with Slack's
+refusals: a channel stream without `recipient_team_id` or `recipient_user_id`,
+`user_not_found` for the users in `fake.external_users` (Slack Connect), a stream that is not
+streaming any more; `fake.refuse_stream("chat.appendStream", "ratelimited")` scripts one),
 assistant.threads.setStatus, usergroups.users.list and apps.connections.open (whose URL is
 this server's `/socket` WebSocket: `await fake.socket_send(envelope)` pushes a Socket Mode
 envelope to the connected app and `fake.socket_acks` collects its acks). `fake.posts`
@@ -20,7 +24,7 @@ import hmac
 import itertools
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -41,6 +45,8 @@ class Post:
     thread_ts: str | None
     ephemeral_to: str | None = None
     edits: int = 0
+    streaming: bool = False  # a chat stream that has not been stopped
+    appends: list[str] = field(default_factory=list)  # text as each stream call left it
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
@@ -58,6 +64,9 @@ class FakeSlack(FakeServer):
         self.failures: dict[str, list[int]] = {}
         self.groups: dict[str, list[str]] = {}
         self.socket_acks: list[dict[str, Any]] = []
+        self.external_users: set[str] = set()
+        self.deleted: list[Post] = []
+        self.refusals: dict[str, list[str]] = {}
         self._sockets: list[web.WebSocketResponse] = []
         self._connected = asyncio.Event()
         self._ts = itertools.count(100)
@@ -70,6 +79,10 @@ class FakeSlack(FakeServer):
 
     def fail_next(self, method: str, *, retry_after: int) -> None:
         self.failures.setdefault(method, []).append(retry_after)
+
+    def refuse_stream(self, method: str, error: str) -> None:
+        """The next call of a chat streaming method answers `ok: false` with `error`."""
+        self.refusals.setdefault(method, []).append(error)
 
     def method_calls(self, method: str) -> list[Recorded]:
         return self.calls(f"/api/{method}")
@@ -158,6 +171,85 @@ class FakeSlack(FakeServer):
                 post.edits += 1
                 return {"ok": True, "channel": post.channel, "ts": post.ts}
         return {"ok": False, "error": "message_not_found"}
+
+    async def _m_chat_delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        for post in self.posts:
+            if post.channel == params.get("channel") and post.ts == params.get("ts"):
+                self.posts.remove(post)
+                self.deleted.append(post)
+                return {"ok": True, "channel": post.channel, "ts": post.ts}
+        return {"ok": False, "error": "message_not_found"}
+
+    def _refused(self, method: str) -> dict[str, Any] | None:
+        pending = self.refusals.get(method)
+        return {"ok": False, "error": pending.pop(0)} if pending else None
+
+    @staticmethod
+    def _chunk_text(params: dict[str, Any]) -> str:
+        text = str(params.get("markdown_text") or "")
+        for chunk in params.get("chunks") or []:
+            if chunk.get("type") == "markdown_text":
+                text += str(chunk.get("text") or "")
+        return text
+
+    async def _m_chat_startStream(self, params: dict[str, Any]) -> dict[str, Any]:
+        if refused := self._refused("chat.startStream"):
+            return refused
+        channel = str(params.get("channel") or "")
+        if not params.get("thread_ts"):
+            return {"ok": False, "error": "invalid_arguments"}
+        if not channel.startswith("D"):  # channels need to know who receives the stream
+            if not params.get("recipient_team_id"):
+                return {"ok": False, "error": "missing_recipient_team_id"}
+            if not params.get("recipient_user_id"):
+                return {"ok": False, "error": "missing_recipient_user_id"}
+        if params.get("recipient_user_id") in self.external_users:
+            return {"ok": False, "error": "user_not_found"}
+        text = self._chunk_text(params)
+        post = Post(
+            channel=channel,
+            ts=self._new_ts(),
+            text=text,
+            blocks=[],
+            thread_ts=str(params["thread_ts"]),
+            streaming=True,
+            appends=[text],
+        )
+        self.posts.append(post)
+        return {"ok": True, "channel": channel, "ts": post.ts}
+
+    def _streamed(self, params: dict[str, Any]) -> Post | dict[str, Any]:
+        for post in self.posts:
+            if post.channel == params.get("channel") and post.ts == params.get("ts"):
+                if not post.streaming:
+                    return {"ok": False, "error": "message_not_in_streaming_state"}
+                return post
+        return {"ok": False, "error": "message_not_found"}
+
+    async def _m_chat_appendStream(self, params: dict[str, Any]) -> dict[str, Any]:
+        if refused := self._refused("chat.appendStream"):
+            return refused
+        post = self._streamed(params)
+        if isinstance(post, dict):
+            return post
+        post.text += self._chunk_text(params)
+        post.appends.append(post.text)
+        return {"ok": True, "channel": post.channel, "ts": post.ts}
+
+    async def _m_chat_stopStream(self, params: dict[str, Any]) -> dict[str, Any]:
+        if refused := self._refused("chat.stopStream"):
+            return refused
+        post = self._streamed(params)
+        if isinstance(post, dict):
+            return post
+        post.text += self._chunk_text(params)
+        post.streaming = False
+        return {
+            "ok": True,
+            "channel": post.channel,
+            "ts": post.ts,
+            "message": {"text": post.text, "ts": post.ts},
+        }
 
     async def _m_assistant_threads_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}

@@ -1,0 +1,112 @@
+"""Slack answers while they are written, through slack_sdk's `chat_stream` (chat.startStream,
+chat.appendStream, chat.stopStream), naming the recipient user and team as Slack requires.
+
+Slack refuses some streams (`missing_recipient_team_id`, `user_not_found` for Slack Connect
+users, rate limits). Any refusal, at start, append or stop, ends the streaming; `finish` then
+replaces the half message with the whole answer (chat.update) or, if there is none, posts an
+ordinary message — so the reply is never lost and never doubled.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_chat_stream import AsyncChatStream
+
+from adapters.base import ConversationKey, MessageRef, OutboundMessage
+
+if TYPE_CHECKING:
+    from adapters.slack import SlackAdapter
+
+log = logging.getLogger(__name__)
+
+APPEND_LIMIT = 12_000  # characters of markdown_text Slack takes per call
+
+
+def _error(exc: SlackClientError) -> str:
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error") or "error")
+    return type(exc).__name__
+
+
+@dataclass(kw_only=True)
+class SlackLive:
+    adapter: SlackAdapter
+    conversation: ConversationKey
+    thread_ts: str
+    user_id: str
+    team_id: str | None
+    _stream: AsyncChatStream | None = None
+    _sent: str = ""
+    _broken: bool = False
+
+    @property
+    def message_id(self) -> str | None:
+        return self._stream.ts if self._stream is not None else None
+
+    async def show(self, text: str) -> None:
+        if self._broken or not text.startswith(self._sent):
+            return
+        new = text[len(self._sent) :][:APPEND_LIMIT]
+        if not new:
+            return
+        try:
+            if self._stream is None:
+                # buffer_size=1: every append goes out; the caller already throttles
+                self._stream = await self.adapter.client.chat_stream(
+                    channel=self.conversation.chat_id,
+                    thread_ts=self.thread_ts,
+                    recipient_user_id=self.user_id,
+                    recipient_team_id=self.team_id,
+                    buffer_size=1,
+                )
+            await self._stream.append(markdown_text=new)
+            self._sent += new
+        except SlackClientError as exc:
+            self._broken = True
+            log.warning("Slack refused the stream (%s); the answer will arrive whole", _error(exc))
+
+    async def reset(self, status: str | None) -> None:
+        await self.discard()  # the status itself shows through assistant.threads.setStatus
+
+    async def discard(self) -> None:
+        stream, self._stream, self._sent = self._stream, None, ""
+        if stream is None or stream.ts is None:
+            return
+        client = self.adapter.client
+        try:
+            if not self._broken:
+                await stream.stop()
+            await client.chat_delete(channel=self.conversation.chat_id, ts=stream.ts)
+        except SlackClientError as exc:
+            log.warning("could not take back a streamed message (%s)", _error(exc))
+        self._broken = False
+
+    async def finish(self, message: OutboundMessage) -> MessageRef:
+        stream, text = self._stream, message.text
+        if stream is not None and stream.ts is not None and not self._broken:
+            rest = text[len(self._sent) :] if text.startswith(self._sent) else None
+            try:
+                if rest is not None and len(rest) <= APPEND_LIMIT:
+                    await stream.stop(markdown_text=rest or None)
+                    return MessageRef(conversation=self.conversation, message_id=stream.ts)
+                await stream.stop()
+            except SlackClientError as exc:
+                log.warning("Slack refused to end the stream (%s); replacing it", _error(exc))
+        if stream is not None and stream.ts is not None:
+            ref = MessageRef(conversation=self.conversation, message_id=stream.ts)
+            try:
+                await self.adapter.edit(ref, message)
+                return ref
+            except SlackClientError as exc:
+                log.warning("could not replace the streamed message (%s)", _error(exc))
+                try:
+                    await self.adapter.client.chat_delete(
+                        channel=self.conversation.chat_id, ts=stream.ts
+                    )
+                except SlackClientError:
+                    pass
+        return await self.adapter.send(self.conversation, message)
