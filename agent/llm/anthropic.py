@@ -6,6 +6,7 @@ tool definitions carry `cache_control`, so repeated think steps of a run pay for
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -68,25 +69,47 @@ class AnthropicModel:
         return from_wire(response.model_dump(), self.model)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
-        """The Messages API's server-sent events as deltas, then the whole response."""
+        """The Messages API's server-sent events as deltas, then the whole response.
+
+        The raw events, assembled here: the SDK's stream helper rebuilds a snapshot of the
+        whole message on every delta, which costs more CPU than the rest of a step.
+        """
+        message: dict[str, Any] = {"content": [], "usage": {}}
+        partial_json: dict[int, list[str]] = {}
         try:
-            async with self.client.messages.stream(**self.wire_request(request)) as events:
+            events = await self.client.messages.create(**self.wire_request(request), stream=True)
+            async with events:
                 async for event in events:
-                    if event.type == "text":
-                        yield TextDelta(event.text)
-                    elif (
-                        event.type == "content_block_start"
-                        and event.content_block.type == "tool_use"
-                    ):
-                        yield ToolUseStarted(event.content_block.name)
-                final = await events.get_final_message()
+                    if event.type == "content_block_delta":
+                        delta = event.delta
+                        if delta.type == "text_delta":
+                            message["content"][event.index]["text"] += delta.text
+                            yield TextDelta(delta.text)
+                        elif delta.type == "input_json_delta":
+                            partial_json.setdefault(event.index, []).append(delta.partial_json)
+                    elif event.type == "content_block_start":
+                        block = event.content_block.model_dump()
+                        message["content"].append(block)
+                        if block["type"] == "tool_use":
+                            yield ToolUseStarted(block["name"])
+                    elif event.type == "message_start":
+                        message["model"] = event.message.model
+                        message["usage"] = event.message.usage.model_dump()
+                    elif event.type == "message_delta":
+                        message["stop_reason"] = event.delta.stop_reason
+                        message["usage"].update(event.usage.model_dump(exclude_none=True))
         except anthropic.APIStatusError as exc:
             raise classify_stream_error(exc) from exc
         except anthropic.APITimeoutError as exc:
             raise ProviderUnavailable(self.name, "timed out") from exc
         except anthropic.APIConnectionError as exc:
             raise ProviderUnavailable(self.name, "connection failed") from exc
-        yield from_wire(final.model_dump(), self.model)
+        for index, parts in partial_json.items():
+            try:
+                message["content"][index]["input"] = json.loads("".join(parts) or "{}")
+            except ValueError as exc:
+                raise ProviderRejected(self.name, "a streamed tool call had broken JSON") from exc
+        yield from_wire(message, self.model)
 
     def wire_request(self, request: ChatRequest) -> dict[str, Any]:
         tools = [

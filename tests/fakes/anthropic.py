@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -101,6 +102,8 @@ class FakeAnthropic(FakeServer):
         self.add("POST", "/v1/messages", self._messages)
         self.add("GET", "/v1/models/*", self._model)
         self._hung: set[asyncio.Future[None]] = set()
+        # (the request's newest user text, when its stream began): for latency measurements
+        self.first_tokens: list[tuple[str, float]] = []
 
     def script(self, *items: Scripted) -> None:
         self.queue.extend(items)
@@ -171,14 +174,14 @@ class FakeAnthropic(FakeServer):
         async def send(event: str, data: dict[str, Any]) -> None:
             await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
 
-        usage = {
+        usage: dict[str, Any] = {
             "input_tokens": 25,
             "output_tokens": 1,
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
             **item.usage,
         }
-        message = {
+        message: dict[str, Any] = {
             "id": f"msg_{next(_ids):08d}",
             "type": "message",
             "role": "assistant",
@@ -189,10 +192,11 @@ class FakeAnthropic(FakeServer):
             "usage": usage,
         }
         await send("message_start", {"type": "message_start", "message": message})
+        self.first_tokens.append((last_user_text(body), time.monotonic()))
         await send("ping", {"type": "ping"})
         for index, block in enumerate(item.content):
             if block["type"] == "text":
-                start = {"type": "text", "text": ""}
+                start: dict[str, Any] = {"type": "text", "text": ""}
                 step = max(1, item.chunk)
                 pieces = [
                     {"type": "text_delta", "text": block["text"][i : i + step]}
