@@ -141,8 +141,22 @@ async def conversation(
         while True:
             if delivered(fake, key, whole):
                 break
-            assert time.monotonic() < deadline, f"no answer to {tag}"
+            if failed(fake, key) or time.monotonic() > deadline:
+                FAILED.append(tag)
+                break
             await asyncio.sleep(0.005)
+
+
+FAILED: list[str] = []
+
+
+def failed(fake: FakeTelegram | FakeSlack, key: ConversationKey) -> bool:
+    """Parley told the user something went wrong instead of answering."""
+    if isinstance(fake, FakeSlack):
+        texts = [p.text for p in fake.in_channel(key.chat_id)]
+    else:
+        texts = [p.text for p in fake.chat(int(key.chat_id))]
+    return any(t.startswith("Sorry") for t in texts)
 
 
 SETUP_CALLS = ("getMe", "setMyCommands", "auth.test")
@@ -211,6 +225,10 @@ async def main() -> None:
                     )
                     if m["missing"]:
                         print(f"  {m['missing']:.0f} answers showed no text", flush=True)
+                        ok = False
+                    if FAILED:
+                        print(f"  {len(FAILED)} objectives not answered: {FAILED[:5]}", flush=True)
+                        FAILED.clear()
                         ok = False
                     if pace == 0:
                         zero_latency.append(m["p50"])

@@ -19,6 +19,7 @@ from agent.state import RunState
 from bot.app import redis_connection
 from bot.compose import build_agent
 from bot.config import Settings
+from bot.console_view import ConsoleView
 from bot.doctor import check_anthropic, check_ollama
 from bot.memory_setup import open_memory
 from bot.models import build_chat_model
@@ -97,6 +98,7 @@ async def run_console(
         )
         say("Parley console — type a request, /quit to leave.")
         history: RunState | None = None
+        view = ConsoleView(out=stdout)
         try:
             while True:
                 text = await ask("\nyou> ")
@@ -104,11 +106,14 @@ async def run_console(
                     break
                 if not text:
                     continue
-                outcome: Outcome = await agent.run(text, context, history=history)
+                outcome: Outcome = await agent.run(
+                    text, context, history=history, on_progress=view.progress
+                )
                 while True:
+                    await view.close()
                     if isinstance(outcome, Finished | Failed):
-                        say(
-                            f"parley> {outcome.answer if isinstance(outcome, Finished) else outcome.message}"
+                        await view.finish(
+                            outcome.answer if isinstance(outcome, Finished) else outcome.message
                         )
                         history = outcome.state
                         break
@@ -121,7 +126,9 @@ async def run_console(
                             return 0
                         if answer.isdigit() and 1 <= int(answer) <= len(outcome.options):
                             answer = outcome.options[int(answer) - 1]
-                        outcome = await agent.resume(outcome.state, answer=answer)
+                        outcome = await agent.resume(
+                            outcome.state, answer=answer, on_progress=view.progress
+                        )
                     else:
                         assert isinstance(outcome, AwaitingApproval)
                         say("parley wants to:")
@@ -136,9 +143,13 @@ async def run_console(
                         )
                         say("approved." if approved else "rejected.")
                         outcome = await agent.resume(
-                            outcome.state, approved=approved, reason=reason
+                            outcome.state,
+                            approved=approved,
+                            reason=reason,
+                            on_progress=view.progress,
                         )
         finally:
+            await view.close()
             await scheduler.close()
             close = getattr(model, "close", None)
             if close is not None:

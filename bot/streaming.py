@@ -73,6 +73,7 @@ class AnswerStream:
     _recorded: str | None = None
     _previous: str | None = None  # the half message a crashed attempt left
     _flush: asyncio.Task[None] | None = field(default=None, repr=False)
+    _flush_waiting: bool = False  # the flush task still sleeps (cancelling it loses nothing)
 
     async def on_progress(self, event: ProgressEvent) -> None:
         if event.kind == "text_delta":
@@ -94,12 +95,16 @@ class AnswerStream:
         if wait <= 0:
             await self._show()
         else:
+            self._flush_waiting = True
             self._flush = asyncio.create_task(self._show_later(wait))
 
     async def _show_later(self, wait: float) -> None:
-        await asyncio.sleep(wait)
-        self._flush = None
-        await self._show()
+        try:
+            await asyncio.sleep(wait)
+            self._flush_waiting = False
+            await self._show()
+        finally:
+            self._flush = None
 
     async def _show(self) -> None:
         text = self.text
@@ -128,11 +133,15 @@ class AnswerStream:
                 self.mode = "delivered"
 
     async def _cancel_flush(self) -> None:
-        task, self._flush = self._flush, None
+        """Drop a pending update; one already on its way is let finish (cut off mid-call, a
+        first message could be posted without our knowing its id)."""
+        task = self._flush
         if task is not None:
-            task.cancel()
+            if self._flush_waiting:
+                task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            self._flush = None
 
     async def settle(self) -> None:
         """The run is over: nothing more to show before `finish` or `discard`."""
