@@ -34,6 +34,7 @@ from adapters.base import (
     OutboundMessage,
     Platform,
 )
+from adapters.slack_assistant import AssistantThreads
 from adapters.slack_format import messages
 from adapters.slack_stream import SlackLive
 from adapters.text import too_long
@@ -66,6 +67,8 @@ class SlackConfig:
     allowed_channels: tuple[str, ...] = ()
     approver_groups: tuple[str, ...] = ()
     max_message_chars: int = 4000
+    greeting: str = "Hi! I'm Parley. What can I do for you?"
+    suggested_prompts: tuple[str, ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -80,6 +83,7 @@ class SlackAdapter:
     _groups: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False)
     # DM channel -> the ts of the latest message there: where the assistant status shows
     _dm_threads: dict[str, str] = field(default_factory=dict, init=False)
+    assistant: AssistantThreads = field(init=False)
 
     def __post_init__(self) -> None:
         self.client = AsyncWebClient(
@@ -93,6 +97,12 @@ class SlackAdapter:
             request_verification_enabled=self.config.app_token is None,
             ignoring_self_events_enabled=True,
         )
+        self.assistant = AssistantThreads(
+            client=self.client,
+            greeting=self.config.greeting,
+            prompts=self.config.suggested_prompts,
+        )
+        self.app.assistant(self.assistant.middleware())
         self.app.event("message")(self._on_message_event)
         self.app.event("app_mention")(self._on_mention)
         self.app.action(re.compile(r"^parley:"))(self._on_action)
@@ -192,6 +202,8 @@ class SlackAdapter:
             return
         if self.handler is None:
             return
+        if direct:
+            text = await self.assistant.on_message(channel, event.get("thread_ts"), text)
         await self.handler(
             InboundMessage(
                 event_id=f"slack:{body.get('event_id') or ts}",

@@ -113,8 +113,18 @@ class SlackSettings(_Section):
     api_url: str = Field("https://slack.com/api/", alias="SLACK_API_URL")
     allowed_teams: CommaList = Field(default_factory=list, alias="PARLEY_SLACK_ALLOWED_TEAMS")
     allowed_channels: CommaList = Field(default_factory=list, alias="PARLEY_SLACK_ALLOWED_CHANNELS")
+    greeting: str = Field("Hi! I'm Parley. What can I do for you?", alias="PARLEY_SLACK_GREETING")
+    suggested_prompts: CommaList = Field(
+        default_factory=lambda: [
+            "What can you do?",
+            "Remind me to stretch in an hour",
+            "What do you remember about me?",
+        ],
+        alias="PARLEY_SLACK_SUGGESTED_PROMPTS",
+    )
 
     _split = field_validator("allowed_teams", "allowed_channels", mode="before")(_split_commas)
+    _split_prompts = field_validator("suggested_prompts", mode="before")(_split_commas)
 
 
 class HttpSettings(_Section):

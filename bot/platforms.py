@@ -84,6 +84,8 @@ class Platforms:
                     a for a in self.settings.access.approvers if a.startswith("S")
                 ),
                 max_message_chars=self.settings.agent.max_message_chars,
+                greeting=config.greeting,
+                suggested_prompts=tuple(config.suggested_prompts),
             ),
             handler=self.handler,
         )

@@ -10,7 +10,7 @@ the chat streaming methods (chat.startStream / appendStream / stopStream, with S
 refusals: a channel stream without `recipient_team_id` or `recipient_user_id`,
 `user_not_found` for the users in `fake.external_users` (Slack Connect), a stream that is not
 streaming any more; `fake.refuse_stream("chat.appendStream", "ratelimited")` scripts one),
-assistant.threads.setStatus, usergroups.users.list and apps.connections.open (whose URL is
+assistant.threads.setStatus / setSuggestedPrompts / setTitle, usergroups.users.list and apps.connections.open (whose URL is
 this server's `/socket` WebSocket: `await fake.socket_send(envelope)` pushes a Socket Mode
 envelope to the connected app and `fake.socket_acks` collects its acks). `fake.posts`
 holds what the bot posted, edits applied. Helpers build signed Events API requests.
@@ -254,6 +254,19 @@ class FakeSlack(FakeServer):
     async def _m_assistant_threads_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}
 
+    async def _m_assistant_threads_setSuggestedPrompts(
+        self, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        prompts = params.get("prompts")
+        if not prompts or not params.get("channel_id") or not params.get("thread_ts"):
+            return {"ok": False, "error": "invalid_arguments"}
+        return {"ok": True}
+
+    async def _m_assistant_threads_setTitle(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not params.get("title") or not params.get("thread_ts"):
+            return {"ok": False, "error": "invalid_arguments"}
+        return {"ok": True}
+
     async def _m_usergroups_users_list(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "users": self.groups.get(str(params.get("usergroup")), [])}
 
@@ -359,6 +372,31 @@ def channel_message(user: str, text: str, channel: str = "CGEN", **extra: Any) -
         "text": text,
         "ts": message_ts(),
         **extra,
+    }
+
+
+def assistant_thread_started(
+    user: str, channel: str = "DANA", viewing: str | None = "CGEN", team: str = TEAM
+) -> dict[str, Any]:
+    return {
+        "type": "assistant_thread_started",
+        "assistant_thread": {
+            "user_id": user,
+            "context": {"channel_id": viewing, "team_id": team, "enterprise_id": None},
+            "channel_id": channel,
+            "thread_ts": message_ts(),
+        },
+        "event_ts": message_ts(),
+    }
+
+
+def assistant_context_changed(started: dict[str, Any], viewing: str) -> dict[str, Any]:
+    thread = dict(started["assistant_thread"])
+    thread["context"] = {**thread["context"], "channel_id": viewing}
+    return {
+        "type": "assistant_thread_context_changed",
+        "assistant_thread": thread,
+        "event_ts": message_ts(),
     }
 
 
