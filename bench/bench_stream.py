@@ -36,7 +36,7 @@ from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 
 CONVERSATIONS = 50
-PER_CONVERSATION = 4
+PER_CONVERSATION = 2
 INTERVAL = 0.5  # PARLEY_STREAM_INTERVAL for the bench
 BODY = " ".join(f"word{i}" for i in range(120))  # about 1,000 characters
 PACED = 0.016  # seconds between 8-character deltas: ~2 s of writing

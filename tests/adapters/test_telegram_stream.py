@@ -15,13 +15,18 @@ import redis.asyncio as aioredis
 from adapters.base import ConversationKey, OutboundMessage
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.llm.anthropic import AnthropicModel
+from agent.llm.breaker import BreakerPolicy, CircuitBreaker
+from agent.llm.fallback import FallbackModel
+from agent.llm.ollama import OllamaModel
 from agent.protocols import ProgressEvent
 from bot.config import Settings
 from bot.keys import Keys
 from bot.streaming import AnswerStream
 from tests.bot.harness import Harness, running
 from tests.fakes import anthropic as fa
+from tests.fakes import ollama as fo
 from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.ollama import FakeOllama
 from tests.fakes.telegram import FakeTelegram
 
 ANA, GROUP = 42, -100123
@@ -207,3 +212,42 @@ async def test_a_replay_after_a_crash_completes_the_half_message(
         assert len(telegram.method_calls("sendMessage")) == 1
     finally:
         await adapter.stop()
+
+
+async def test_a_hosted_stream_dying_midway_is_replaced_by_the_fallback_answer(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    async with FakeAnthropic() as hosted, FakeOllama() as local:
+        model = FallbackModel(
+            AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url),
+            OllamaModel(host=local.url, model="qwen2.5:7b", num_ctx=4096),
+            CircuitBreaker(redis, "parley:breaker:anthropic", "anthropic", BreakerPolicy()),
+            timeout=10,
+        )
+        hosted.script(fa.broken("The hosted model got this far and then", pace=0.03))
+        local.script(fo.reply(ANSWER))
+        try:
+            async with running(
+                redis,
+                model,  # type: ignore[arg-type]
+                adapter=adapter,  # type: ignore[arg-type]
+                config=streaming_settings(PARLEY_STREAM_INTERVAL=0.05),
+            ) as harness:
+                adapter.handler = harness.runtime.inbox.submit
+                await adapter.start()
+                await adapter.start_polling()
+                telegram.push(
+                    telegram.message(
+                        chat_id=GROUP, user_id=ANA, text="@parley_bot hi", chat_type="group"
+                    )
+                )
+                await until(lambda: any(p.text == ANSWER for p in telegram.chat(GROUP)))
+                await harness.settle()
+        finally:
+            await adapter.stop()
+            await model.close()
+    (message,) = telegram.chat(GROUP)
+    assert message.text == ANSWER, "the partial hosted text was replaced, not appended to"
+    assert any(e.startswith("The hosted") for e in message.edits), "the partial text showed"
+    assert len(telegram.method_calls("sendMessage")) == 1
