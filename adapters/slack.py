@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
@@ -111,6 +112,10 @@ class SlackAdapter:
     # --- lifecycle --------------------------------------------------------------------------
 
     async def initialize(self) -> None:
+        if self.client.session is None:
+            # one session for every Web API call: without it slack_sdk opens a connection per
+            # call, which a streamed answer (start, appends, stop) pays several times over
+            self.client.session = aiohttp.ClientSession()
         if self.bot_user_id is None:
             auth = await self.client.auth_test()
             self.bot_user_id = str(auth.get("user_id") or "")
@@ -130,6 +135,9 @@ class SlackAdapter:
 
     async def stop(self) -> None:
         await self.stop_receiving()
+        session, self.client.session = self.client.session, None
+        if session is not None:
+            await session.close()
 
     def slack_route(self) -> tuple[str, str, Callable[[web.Request], Awaitable[web.Response]]]:
         return "POST", "/slack/events", self._http

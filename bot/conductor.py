@@ -341,6 +341,8 @@ class Conductor:
                 await show(latest[0])
 
         started = time.monotonic()
+        if turn.stream is not None:
+            await turn.stream.prepare()
         timer = asyncio.create_task(show_when_slow())
         try:
             outcome = await invoke(progress)

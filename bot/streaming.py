@@ -75,6 +75,12 @@ class AnswerStream:
     _flush: asyncio.Task[None] | None = field(default=None, repr=False)
     _flush_waiting: bool = False  # the flush task still sleeps (cancelling it loses nothing)
 
+    async def prepare(self) -> None:
+        """Read what an earlier attempt left under the key before the model's first token,
+        so the first text goes out without a Redis round trip in its way."""
+        if self.mode == "unknown":
+            await self._read_key()
+
     async def on_progress(self, event: ProgressEvent) -> None:
         if event.kind == "text_delta":
             self.text += event.detail.get("text", "")
