@@ -68,7 +68,8 @@ async def main(pace: float) -> None:
                 return web.json_response({"done": True})
             if time.monotonic() > deadline:
                 return web.json_response({"done": False})
-            await asyncio.sleep(0.002)
+            # coarse on purpose: many waiters polling finely would starve the fakes' CPU
+            await asyncio.sleep(0.02)
 
     async def dump(recorded: Recorded, request: web.Request) -> web.StreamResponse:
         calls = [

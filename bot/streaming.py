@@ -72,6 +72,7 @@ class AnswerStream:
     _last_show: float = 0.0
     _recorded: str | None = None
     _previous: str | None = None  # the half message a crashed attempt left
+    _delivered: str | None = None  # the message an earlier attempt delivered
     _flush: asyncio.Task[None] | None = field(default=None, repr=False)
     _flush_waiting: bool = False  # the flush task still sleeps (cancelling it loses nothing)
 
@@ -136,7 +137,7 @@ class AnswerStream:
             if isinstance(decoded, dict):
                 self.mode, self._previous = "replay", str(decoded.get("live"))
             else:
-                self.mode = "delivered"
+                self.mode, self._delivered = "delivered", str(decoded)
 
     async def _cancel_flush(self) -> None:
         """Drop a pending update; one already on its way is let finish (cut off mid-call, a
@@ -166,18 +167,17 @@ class AnswerStream:
         """Deliver the final message once, finishing or replacing what was streamed."""
         await self._cancel_flush()
         platform = self.conversation.platform
-        value = await self.redis.get(self.redis_key)
-        if value == _IN_FLIGHT:
-            log.warning("not re-sending %s: an earlier attempt may have posted it", self.redis_key)
+        if self.mode == "unknown":
+            await self._read_key()
+        if self.mode == "delivered":
             metrics.DELIVERIES.labels(platform, "replayed").inc()
-            return None
-        if value is not None:
-            decoded = json.loads(value)
-            if not isinstance(decoded, dict):
-                metrics.DELIVERIES.labels(platform, "replayed").inc()
-                return MessageRef(conversation=self.conversation, message_id=str(decoded))
-            if decoded.get("live") != self.live.message_id:
-                self._previous = str(decoded.get("live"))
+            if self._delivered is None:
+                log.warning(
+                    "not re-sending %s: an earlier attempt may have posted it", self.redis_key
+                )
+                return None
+            return MessageRef(conversation=self.conversation, message_id=self._delivered)
+        # the key is ours (read before the run; the conversation's lock keeps others out)
         await self.redis.set(self.redis_key, _IN_FLIGHT, px=self.ttl_ms)
         try:
             ref = await self._deliver(message)

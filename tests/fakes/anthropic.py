@@ -102,7 +102,7 @@ class FakeAnthropic(FakeServer):
         self.add("POST", "/v1/messages", self._messages)
         self.add("GET", "/v1/models/*", self._model)
         self._hung: set[asyncio.Future[None]] = set()
-        # (the request's newest user text, when its stream began): for latency measurements
+        # (the request's newest user text, when its first delta went out): for latency figures
         self.first_tokens: list[tuple[str, float]] = []
 
     def script(self, *items: Scripted) -> None:
@@ -192,7 +192,7 @@ class FakeAnthropic(FakeServer):
             "usage": usage,
         }
         await send("message_start", {"type": "message_start", "message": message})
-        self.first_tokens.append((last_user_text(body), time.monotonic()))
+        first = True
         await send("ping", {"type": "ping"})
         for index, block in enumerate(item.content):
             if block["type"] == "text":
@@ -216,6 +216,9 @@ class FakeAnthropic(FakeServer):
             for delta in pieces:
                 if item.pace:
                     await asyncio.sleep(item.pace)
+                if first:
+                    first = False
+                    self.first_tokens.append((last_user_text(body), time.monotonic()))
                 await send(
                     "content_block_delta",
                     {"type": "content_block_delta", "index": index, "delta": delta},
