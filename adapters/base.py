@@ -150,6 +150,10 @@ class LiveMessage(Protocol):
     def message_id(self) -> str | None:
         """The platform message being grown, once there is one (drafts have none)."""
 
+    @property
+    def min_interval(self) -> float:
+        """Least seconds between two updates that the platform allows here."""
+
     async def show(self, text: str) -> None:
         """Show the answer so far (the whole text, not a delta)."""
 

@@ -47,6 +47,10 @@ class SlackLive:
     def message_id(self) -> str | None:
         return self._stream.ts if self._stream is not None else None
 
+    @property
+    def min_interval(self) -> float:
+        return 0.0  # the caller's interval keeps appends well inside Slack's limits
+
     async def show(self, text: str) -> None:
         if self._broken or not text.startswith(self._sent):
             return

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Telegram lets a bot post about 20 messages a minute into one group, edits included
+GROUP_EDIT_INTERVAL = 3.0
 _draft_ids = itertools.count(int(time.time()) % 1_000_000 * 1000 + 1)
 
 
@@ -47,6 +49,11 @@ class TelegramLive:
     @property
     def message_id(self) -> str | None:
         return None if self._message_id is None else str(self._message_id)
+
+    @property
+    def min_interval(self) -> float:
+        """Least seconds between two updates that this place allows."""
+        return 0.0 if self.draft else GROUP_EDIT_INTERVAL
 
     @property
     def _thread(self) -> int | None:

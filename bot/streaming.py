@@ -98,7 +98,8 @@ class AnswerStream:
             await self._read_key()
         if self.mode != "live" or self._flush is not None:
             return
-        wait = self._last_show + self.interval - time.monotonic()
+        interval = max(self.interval, self.live.min_interval)
+        wait = self._last_show + interval - time.monotonic()
         if wait <= 0:
             await self._show()
         else:

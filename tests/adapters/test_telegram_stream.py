@@ -249,5 +249,20 @@ async def test_a_hosted_stream_dying_midway_is_replaced_by_the_fallback_answer(
             await model.close()
     (message,) = telegram.chat(GROUP)
     assert message.text == ANSWER, "the partial hosted text was replaced, not appended to"
-    assert any(e.startswith("The hosted") for e in message.edits), "the partial text showed"
+    hosted_text = "The hosted model got this far and then"
+    assert any(e and hosted_text.startswith(e) for e in message.edits), "the partial text showed"
     assert len(telegram.method_calls("sendMessage")) == 1
+
+
+async def test_group_edits_keep_inside_telegrams_group_limit(redis, telegram: FakeTelegram) -> None:
+    async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
+        hosted.script(fa.streamed(ANSWER, pace=0.14, chunk=6))  # about 3.6 s of writing
+        telegram.push(
+            telegram.message(chat_id=GROUP, user_id=ANA, text="@parley_bot hi", chat_type="group")
+        )
+        await until(lambda: bool(telegram.chat(GROUP)) and telegram.chat(GROUP)[0].text == ANSWER)
+        await harness.settle()
+        first = when(telegram, "sendMessage")[0]
+        edits = when(telegram, "editMessageText")
+        assert edits[0] - first >= 2.9, "a group message is edited at most every 3 s"
+        assert len(edits) <= 3
