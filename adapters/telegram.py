@@ -2,8 +2,10 @@
 
 Receiving is long polling (`start_polling`, which the service runs only on the replica that
 holds the polling lease) or a webhook route on the shared aiohttp server. At the edge it
-checks the webhook secret and the allowlist, keeps quiet in groups unless addressed, and
-answers non-text and over-long messages itself; everything else goes to the handler.
+checks the webhook secret and the allowlist, ignores bots and service messages, keeps quiet
+in groups unless addressed (a mention in the text or a caption, a reply to Parley, one of
+its commands), and answers messages with nothing to read, bare mentions and over-long
+messages itself; everything else goes to the handler.
 """
 
 from __future__ import annotations
