@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
+import pytest
 import redis.asyncio as aioredis
 from telegram import Bot, Update
 
@@ -353,7 +355,9 @@ def _numbered(all_cases: list[Case]) -> Iterator[tuple[Case, dict[str, Any]]]:
         yield case, update
 
 
-async def test_telegram_corpus_through_the_webhook(redis, telegram: FakeTelegram) -> None:
+async def test_telegram_corpus_through_the_webhook(
+    redis, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
     async with telegram_bot(redis, telegram) as (_, url), aiohttp.ClientSession() as http:
         for case, update in _numbered(cases("telegram")):
             expected = telegram_expected(update)
@@ -384,9 +388,12 @@ async def test_telegram_corpus_through_the_webhook(redis, telegram: FakeTelegram
                 assert posts == [], f"{case.name}: {expected.why}, but answered {posts}"
             answers = len(telegram.method_calls("answerCallbackQuery")) - before_answers
             assert answers == (1 if "button" in expected.why else 0), case.name
+    assert not _errors(caplog)
 
 
-async def test_telegram_corpus_through_long_polling(redis, telegram: FakeTelegram) -> None:
+async def test_telegram_corpus_through_long_polling(
+    redis, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
     # An update the library cannot read breaks a whole getUpdates batch; the webhook replay
     # covers those (400), so polling replays the readable ones.
     numbered = [(c, u) for c, u in _numbered(cases("telegram")) if _readable(u)]
@@ -413,6 +420,12 @@ async def test_telegram_corpus_through_long_polling(redis, telegram: FakeTelegra
         for p in telegram.posted
     )
     assert replies == want_replies
+    assert not _errors(caplog)
+
+
+def _errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Log lines at ERROR or with a traceback: the replay must produce none."""
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
 
 
 def _polled_past(fake: FakeTelegram, update_id: int) -> bool:
@@ -614,7 +627,9 @@ def slack_request(payload: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
     return body, fs.signed(SLACK_SECRET, body, content_type=kind)
 
 
-async def test_slack_corpus_through_signed_requests(redis) -> None:
+async def test_slack_corpus_through_signed_requests(
+    redis, caplog: pytest.LogCaptureFixture
+) -> None:
     expectations: dict[str, tuple[Case, Expected]] = {}
     replies: list[tuple[str, str | None, str]] = []
     async with slack_app(redis) as (fake, _, url), aiohttp.ClientSession() as http:
@@ -664,3 +679,4 @@ async def test_slack_corpus_through_signed_requests(redis) -> None:
         posts, sorted(replies), strict=True
     ):
         assert (channel, thread) == (want_channel, want_thread) and text.startswith(want)
+    assert not _errors(caplog)

@@ -317,3 +317,18 @@ async def test_refused_requests_are_logged_as_one_bounded_line(
     everything = "".join(r.getMessage() for r in caplog.records)
     assert "secret plans" not in everything and len(everything) < 20_000
     assert await redis.xlen(Keys().inbox) == 0
+
+
+async def test_a_press_of_parleys_button_with_mistyped_fields_is_dropped(
+    redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    press = corpus("slack", "bolt-python__tests_scenario_tests_async_test_block_actions.json#0")
+    assert press["type"] == "block_actions"
+    press["actions"][0]["action_id"] = "parley:approve"  # one of Parley's buttons
+    press["actions"][0]["value"] = "d1:approve"
+    press["user"]["id"] = 12345
+    with caplog.at_level(logging.WARNING, logger="adapters.slack"):
+        async with slack_app(redis) as (_, _, url):
+            assert (await _send(url, press)).status == 200
+            await until(lambda: any("mistyped" in r.getMessage() for r in caplog.records))
+        assert await _inbox_events(redis) == []
