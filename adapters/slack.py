@@ -155,17 +155,17 @@ class SlackAdapter:
 
     async def dispatch(self, request: AsyncBoltRequest) -> BoltResponse:
         """Bolt's dispatch; a payload Bolt cannot read is a 400, not a crash."""
-        kind = request.body.get("type")
-        if kind == "app_rate_limited":
-            log.warning("Slack reports it is holding back events for this app (rate limited)")
-            return BoltResponse(status=200, body="")
-        if kind in NOT_PARLEYS:
-            return BoltResponse(status=200, body="")
-        problem = _malformed(request.body)
-        if problem is not None:
-            log.warning("refused a Slack request: %s", problem)
-            return BoltResponse(status=400, body="malformed request")
         try:
+            kind = request.body.get("type")
+            if kind == "app_rate_limited":
+                log.warning("Slack reports it is holding back events for this app (rate limited)")
+                return BoltResponse(status=200, body="")
+            if isinstance(kind, str) and kind in NOT_PARLEYS:
+                return BoltResponse(status=200, body="")
+            problem = _malformed(request.body)
+            if problem is not None:
+                log.warning("refused a Slack request: %s", problem)
+                return BoltResponse(status=400, body="malformed request")
             return await self.app.async_dispatch(request)
         except Exception:
             log.warning("unreadable Slack request (%d bytes)", len(request.raw_body or ""))
@@ -452,6 +452,8 @@ NOT_PARLEYS = {
 def _malformed(body: dict[str, Any]) -> str | None:
     """What makes a payload one Slack never sends (and Bolt would trip over), if anything."""
     kind = body.get("type")
+    if kind is not None and not isinstance(kind, str):
+        return "a payload whose type is not a string"
     if kind == "event_callback":
         event = body.get("event")
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):

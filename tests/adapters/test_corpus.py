@@ -616,10 +616,11 @@ async def slack_app(redis: aioredis.Redis) -> AsyncIterator[tuple[FakeSlack, Sla
 
 def slack_request(payload: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
     """The body and signed headers Slack would send for a payload."""
-    if payload.get("type") in SLACK_INTERACTIVE:
+    kind = payload.get("type")
+    if isinstance(kind, str) and kind in SLACK_INTERACTIVE:
         body = urlencode({"payload": json.dumps(payload)}).encode()
         kind = "application/x-www-form-urlencoded"
-    elif payload.get("type") is None and "command" in payload:
+    elif kind is None and "command" in payload:
         body = urlencode(payload).encode()
         kind = "application/x-www-form-urlencoded"
     else:

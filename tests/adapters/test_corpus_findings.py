@@ -332,3 +332,16 @@ async def test_a_press_of_parleys_button_with_mistyped_fields_is_dropped(
             assert (await _send(url, press)).status == 200
             await until(lambda: any("mistyped" in r.getMessage() for r in caplog.records))
         assert await _inbox_events(redis) == []
+
+
+@pytest.mark.parametrize("shape", [["event_callback"], {"type": "event_callback"}, 7])
+async def test_a_signed_payload_whose_type_is_not_a_string_is_a_400(
+    redis: aioredis.Redis, caplog: pytest.LogCaptureFixture, shape: object
+) -> None:
+    payload = corpus("slack", "bolt-python__tests_scenario_tests_async_test_app.json#0")
+    payload["type"] = shape
+    with caplog.at_level(logging.DEBUG):
+        async with slack_app(redis) as (_, _, url):
+            assert (await _send(url, payload)).status == 400
+    assert not [r for r in caplog.records if r.exc_info]
+    assert await redis.xlen(Keys().inbox) == 0
