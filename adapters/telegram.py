@@ -2,8 +2,10 @@
 
 Receiving is long polling (`start_polling`, which the service runs only on the replica that
 holds the polling lease) or a webhook route on the shared aiohttp server. At the edge it
-checks the webhook secret and the allowlist, keeps quiet in groups unless addressed, and
-answers non-text and over-long messages itself; everything else goes to the handler.
+checks the webhook secret and the allowlist, ignores bots and service messages, keeps quiet
+in groups unless addressed (a mention in the text or a caption, a reply to Parley, one of
+its commands), and answers messages with nothing to read, bare mentions and over-long
+messages itself; everything else goes to the handler.
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from telegram import (  # noqa: E402
     Update,
     User,
 )
-from telegram.constants import ChatAction, ChatType, MessageEntityType, ParseMode
+from telegram.constants import (
+    ChatAction,
+    ChatType,
+    MessageAttachmentType,
+    MessageEntityType,
+    ParseMode,
+)
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
@@ -65,6 +73,13 @@ COMMANDS = {
 }
 NOT_ALLOWED = "Sorry — I'm a private assistant and can't help you here."
 TEXT_ONLY = "I can only read text for now — please type your message."
+HELP_LINE = "Tell me what you need in the same message, e.g. “@{name} what's on today?” — /help lists my commands."
+HELP_LINE_DIRECT = "Tell me what you need, or send /help to see my commands."
+# What a person sends; a message with none of these (and no text) is a service message.
+# A payment receipt is an attachment to PTB but a service message to a person.
+CONTENT = tuple(
+    kind for kind in MessageAttachmentType if kind != MessageAttachmentType.SUCCESSFUL_PAYMENT
+) + ("checklist",)
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 CALLBACK_PREFIX = "d"
 MAX_RETRY_AFTER = 60.0
@@ -106,7 +121,7 @@ class TelegramAdapter:
     bot: Bot = field(init=False)
     _sender: AiohttpRequest = field(init=False)
     me: User | None = field(default=None, init=False)
-    _refused: set[int] = field(default_factory=set, init=False)
+    _refused: set[str] = field(default_factory=set, init=False)
     _poller: asyncio.Task[None] | None = field(default=None, init=False)
     _offset: int | None = field(default=None, init=False)
     _allowed_ids: set[str] = field(default_factory=set, init=False)
@@ -234,31 +249,40 @@ class TelegramAdapter:
             await self._on_message(update.update_id, update.message)
 
     def allowed(self, user: User) -> bool:
+        return self._allowed(str(user.id), user.username)
+
+    def _allowed(self, sender_id: str, username: str | None) -> bool:
         if not self._allowed_ids and not self._allowed_names:
             return True
-        name = (user.username or "").lower()
-        return str(user.id) in self._allowed_ids or (bool(name) and name in self._allowed_names)
+        name = (username or "").lower()
+        return sender_id in self._allowed_ids or (bool(name) and name in self._allowed_names)
 
     async def _on_message(self, update_id: int, message: Message) -> None:
-        user = message.from_user
-        if user is None or user.is_bot:
-            return
+        sender = _sender(message)
+        if sender is None:
+            return  # bots, Telegram's own forwards from a linked channel
+        actor, username = sender
+        text = message.text or message.caption or ""
+        if not text and not any(message[kind] for kind in CONTENT):
+            return  # a service message: a pin, members joining, a new timer or wallpaper
         direct = message.chat.type == ChatType.PRIVATE
-        text = message.text or ""
-        command, args = self._command(text)
+        command, args = self._command(message.text or "", direct=direct)
         addressed = direct or command is not None or self._addressed(message)
         if not addressed:
             return
-        if not self.allowed(user):
-            if user.id not in self._refused:
-                self._refused.add(user.id)
+        if not self._allowed(actor.user_id, username):
+            if actor.user_id not in self._refused:
+                self._refused.add(actor.user_id)
                 await self._reply(message, NOT_ALLOWED)
-            return
-        if message.text is None:
-            await self._reply(message, TEXT_ONLY)
             return
         if command is None:
             text = self._strip_mention(text).strip()
+            if not text:
+                # Nothing to read: an attachment alone, or a bare mention of Parley.
+                await self._reply(
+                    message, TEXT_ONLY if message.text is None else self._help(direct)
+                )
+                return
         if len(text) > self.config.max_message_chars:
             await self._reply(message, too_long(len(text), self.config.max_message_chars))
             return
@@ -268,7 +292,7 @@ class TelegramAdapter:
             InboundMessage(
                 event_id=f"tg:{update_id}",
                 conversation=self._conversation(message),
-                actor=_actor(user),
+                actor=actor,
                 text=text if command is None else args,
                 is_direct=direct,
                 command=command,
@@ -276,6 +300,11 @@ class TelegramAdapter:
                 message_id=str(message.message_id),
             )
         )
+
+    def _help(self, direct: bool) -> str:
+        if direct or self.me is None or not self.me.username:
+            return HELP_LINE_DIRECT
+        return HELP_LINE.format(name=self.me.username)
 
     async def _on_callback(self, update_id: int, query: CallbackQuery) -> None:
         parsed = parse_callback_data(query.data or "")
@@ -303,39 +332,50 @@ class TelegramAdapter:
             )
         )
 
-    def _command(self, text: str) -> tuple[str | None, str]:
+    def _command(self, text: str, *, direct: bool) -> tuple[str | None, str]:
+        """The command a message gives Parley, if any, and its arguments.
+
+        In a group a bare `/cmd` may be meant for any bot there: only Parley's own commands
+        count, and `/cmd@OtherBot` never does.
+        """
         if not text.startswith("/"):
             return None, text
         head, _, args = text[1:].partition(" ")
         name, _, target = head.partition("@")
         if target and self.me is not None and target.lower() != (self.me.username or "").lower():
             return None, text  # a command for another bot
-        if not name:
+        if not name or (not direct and not target and name.lower() not in COMMANDS):
             return None, text
         return name.lower(), args.strip()
 
     def _addressed(self, message: Message) -> bool:
+        """A reply to Parley, or a mention of it in the text or a media caption."""
         me = self.me
         if me is None:
             return False
         reply = message.reply_to_message
         if reply is not None and reply.from_user is not None and reply.from_user.id == me.id:
             return True
-        for entity in message.entities or ():
-            if entity.type == MessageEntityType.MENTION and message.text:
-                try:
-                    mentioned = message.parse_entity(entity)
-                except (UnicodeError, ValueError, IndexError):  # offsets that fit no text
-                    continue
-                if mentioned.lower() == f"@{(me.username or '').lower()}":
+        handle = f"@{(me.username or '').lower()}"
+        for entities, parse in (
+            (message.entities, message.parse_entity),
+            (message.caption_entities, message.parse_caption_entity),
+        ):
+            for entity in entities or ():
+                if entity.type == MessageEntityType.MENTION:
+                    try:
+                        mentioned = parse(entity)
+                    except (UnicodeError, ValueError, IndexError, RuntimeError):
+                        continue  # offsets that fit no text
+                    if mentioned.lower() == handle:
+                        return True
+                user = entity.user
+                if (
+                    entity.type == MessageEntityType.TEXT_MENTION
+                    and user is not None
+                    and user.id == me.id
+                ):
                     return True
-            user = entity.user
-            if (
-                entity.type == MessageEntityType.TEXT_MENTION
-                and user is not None
-                and user.id == me.id
-            ):
-                return True
         return False
 
     def _strip_mention(self, text: str) -> str:
@@ -452,6 +492,24 @@ def _keyboard(message: OutboundMessage) -> InlineKeyboardMarkup | None:
 def _actor(user: User) -> Actor:
     name = user.full_name or (f"@{user.username}" if user.username else str(user.id))
     return Actor(platform="telegram", user_id=str(user.id), name=name)
+
+
+def _sender(message: Message) -> tuple[Actor, str | None] | None:
+    """Who wrote a message (and their @username), or None for bots and automatic forwards.
+
+    An anonymous group admin, or someone writing as a channel, comes with `sender_chat`
+    (and a placeholder bot in `from`): the person is that chat.
+    """
+    chat = message.sender_chat
+    if chat is not None:
+        if message.is_automatic_forward:
+            return None
+        name = chat.title or (f"@{chat.username}" if chat.username else str(chat.id))
+        return Actor(platform="telegram", user_id=str(chat.id), name=name), chat.username
+    user = message.from_user
+    if user is None or user.is_bot:
+        return None
+    return _actor(user), user.username
 
 
 def _seconds(value: Any) -> float:
