@@ -103,6 +103,12 @@ async def test_http_events_are_stored_before_the_200_and_retried_through_an_outa
                         assert time.monotonic() - started < 3.0  # Slack's ack budget
                         return response.status
 
+                async def send_form(body: bytes) -> int:
+                    content_type = "application/x-www-form-urlencoded"
+                    headers = fs.signed(SECRET, body, content_type=content_type)
+                    async with session.post(url, data=body, headers=headers) as response:
+                        return response.status
+
                 before = fs.dm_event("UANA", "before", channel="DANA")
                 assert await deliver(before, "EvBEFORE") == 200
                 assert await client.xlen(keys.inbox) == 1  # stored by the time of the 200
@@ -113,7 +119,10 @@ async def test_http_events_are_stored_before_the_200_and_retried_through_an_outa
                     for n in range(3)
                 }
                 assert [await deliver(e, i) for i, e in during.items()] == [503, 503, 503]
+                command = fs.slash_command("UANA", "status")
+                assert await send_form(command) == 503  # the user sees it failed
                 await server.up()
+                assert await send_form(command) == 200
                 # Slack's retries: the failed ones are stored now, a repeat is answered once
                 assert [await deliver(e, i, retry=1) for i, e in during.items()] == [200] * 3
                 assert [await deliver(e, i, retry=2) for i, e in during.items()] == [200] * 3
@@ -121,8 +130,14 @@ async def test_http_events_are_stored_before_the_200_and_retried_through_an_outa
         finally:
             await http.stop()
         events = [decode(f[b"event"]) for _, f in await client.xrange(keys.inbox)]
-        assert [e.text for e in events] == ["before", "during 0", "during 1", "during 2"]
-        await answer_all(client, fake, adapter, 4)
+        assert [e.text for e in events] == [
+            "before",
+            "status",
+            "during 0",
+            "during 1",
+            "during 2",
+        ]
+        await answer_all(client, fake, adapter, 5)
         for channel, text in [("DANA", "before")] + [(f"D{n}", f"during {n}") for n in range(3)]:
             assert [p.text for p in fake.in_channel(channel)] == [f"echo: {text}"]
     assert len(lines(caplog, "refused for now")) == 1
