@@ -2,14 +2,18 @@
 
 HTTP mode verifies the signing secret and the 5-minute timestamp window (slack_sdk's
 `SignatureVerifier`, before Bolt sees the request); Socket Mode starts when an app token is
-set. Bolt acknowledges first and the handler only queues, so Slack always gets its answer
-well inside 3 s. At the edge: allowlists of teams and channels; bots, Slackbot, edits, joins
-and events with mistyped fields ignored; everything Parley does not handle acknowledged
-quietly; over-long and empty messages answered politely.
+set. Bolt runs the listener before it answers (`process_before_response`), and the listener
+only queues, so an event is stored before Slack's 200 or Socket Mode ack and still well
+inside Slack's 3 s. When the handler cannot store it (`HandoverFailed`, or no answer within
+`handover_timeout`) Slack gets a 503 or no ack and sends the event again; the inbox answers a
+repeated event id once. At the edge: allowlists of teams and channels; bots, Slackbot, edits,
+joins and events with mistyped fields ignored; everything Parley does not handle
+acknowledged quietly; over-long and empty messages answered politely.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -30,6 +34,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.base import (
     Actor,
     ConversationKey,
+    HandoverFailed,
+    Inbound,
     InboundAction,
     InboundHandler,
     InboundMessage,
@@ -65,6 +71,7 @@ class SlackConfig:
     allowed_channels: tuple[str, ...] = ()
     approver_groups: tuple[str, ...] = ()
     max_message_chars: int = 4000
+    handover_timeout: float = 2.0  # seconds to store an event, inside Slack's 3 s
 
 
 @dataclass(kw_only=True)
@@ -77,6 +84,7 @@ class SlackAdapter:
     bot_user_id: str | None = field(default=None, init=False)
     _socket: Any = field(default=None, init=False)
     _groups: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False)
+    _trouble: str | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.client = AsyncWebClient(
@@ -89,7 +97,9 @@ class SlackAdapter:
             signing_secret=self.config.signing_secret or "",
             request_verification_enabled=False,  # done in _http, with a bounded log line
             ignoring_self_events_enabled=True,
+            process_before_response=True,  # stored first, then acknowledged
         )
+        self.app.error(self._on_error)
         self.app.event("message")(self._on_message_event)
         self.app.event("app_mention")(self._on_mention)
         self.app.action(re.compile(r"^parley:"))(self._on_action)
@@ -100,7 +110,6 @@ class SlackAdapter:
         self.app.event(anything)(self._ignore_event)
         self.app.action(anything)(self._ignore)
         self.app.command(anything)(self._ignore)
-        self.app.error(self._on_error)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -171,6 +180,35 @@ class SlackAdapter:
             log.warning("unreadable Slack request (%d bytes)", len(request.raw_body or ""))
             return BoltResponse(status=400, body="malformed request")
 
+    async def _on_error(
+        self, error: Exception, response: BoltResponse | None
+    ) -> BoltResponse | None:
+        """Not stored: 503, so Slack sends the event again (Socket Mode: no ack).
+
+        A payload Bolt trips over while matching it is a 400 and one log line.
+        """
+        if isinstance(error, HandoverFailed):
+            if self._trouble is None:
+                log.warning("Slack events are refused for now (%s); Slack will retry", error)
+            self._trouble = str(error)
+            return BoltResponse(status=503, body="try again") if response is not None else None
+        if isinstance(error, LookupError | TypeError | AttributeError | ValueError):
+            log.warning("refused a Slack payload Bolt cannot read (%s)", type(error).__name__)
+            return BoltResponse(status=400, body="malformed request")
+        log.error("Slack request failed", exc_info=error)
+        return None  # Bolt answers 500
+
+    async def _hand_over(self, event: Inbound) -> None:
+        assert self.handler is not None
+        try:
+            async with asyncio.timeout(self.config.handover_timeout):
+                await self.handler(event)
+        except TimeoutError as exc:
+            raise HandoverFailed("the handler did not answer in time") from exc
+        if self._trouble is not None:
+            log.info("Slack events are stored again")
+            self._trouble = None
+
     # --- platform events in -----------------------------------------------------------------
 
     def _allowed(self, team: str | None, channel: str | None) -> bool:
@@ -202,14 +240,6 @@ class SlackAdapter:
 
     async def _ignore(self, ack: Any) -> None:
         await ack()
-
-    async def _on_error(self, error: Exception) -> BoltResponse | None:
-        """A payload Bolt trips over while matching it is a 400 and one log line."""
-        if isinstance(error, LookupError | TypeError | AttributeError | ValueError):
-            log.warning("refused a Slack payload Bolt cannot read (%s)", type(error).__name__)
-            return BoltResponse(status=400, body="malformed request")
-        log.error("Slack request failed", exc_info=error)
-        return None
 
     async def _message(
         self, event: dict[str, Any], body: dict[str, Any], *, direct: bool, mentioned: bool
@@ -246,7 +276,7 @@ class SlackAdapter:
             return
         if self.handler is None:
             return
-        await self.handler(
+        await self._hand_over(
             InboundMessage(
                 event_id=f"slack:{body.get('event_id') or ts}",
                 conversation=conversation,
@@ -280,7 +310,7 @@ class SlackAdapter:
         )
         if self.handler is None:
             return
-        await self.handler(
+        await self._hand_over(
             InboundAction(
                 event_id=f"slack:action:{action.get('action_ts')}:{user}",
                 conversation=conversation,
@@ -327,7 +357,7 @@ class SlackAdapter:
             return
         name, _, args = str(command.get("text") or "").strip().partition(" ")
         conversation = ConversationKey(platform="slack", chat_id=channel, team_id=team)
-        await self.handler(
+        await self._hand_over(
             InboundMessage(
                 event_id=f"slack:command:{command.get('trigger_id')}",
                 conversation=conversation,
