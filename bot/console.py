@@ -22,6 +22,7 @@ from bot.config import Settings
 from bot.doctor import check_anthropic, check_ollama
 from bot.memory_setup import open_memory
 from bot.models import build_chat_model
+from bot.render import approval_text
 
 NO_PROVIDER = """\
 Parley has no language model to talk to. Configure one of:
@@ -125,8 +126,7 @@ async def run_console(
                     else:
                         assert isinstance(outcome, AwaitingApproval)
                         say("parley wants to:")
-                        for index, step in enumerate(outcome.plan.steps, 1):
-                            say(f"  {index}. {step.description}")
+                        say(approval_text(outcome))
                         decision = await ask("Approve? [y/N] ")
                         if decision is None:
                             return 0
