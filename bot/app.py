@@ -26,6 +26,7 @@ from bot.http import HttpServer
 from bot.inbox import Inbox
 from bot.keys import Keys
 from bot.limits import Limits
+from bot.mcp_setup import build_toolbox, readiness
 from bot.memory_setup import open_memory
 from bot.models import build_chat_model
 from bot.platforms import Platforms
@@ -81,13 +82,21 @@ async def run_role(
     platforms = Platforms(settings, redis, keys, inbox.submit if gateway else None)
     memory: MemoryStore | None = await open_memory(settings, redis) if workers else None
     model = build_chat_model(settings, redis) if workers else None
+    toolbox = build_toolbox(settings) if workers else None  # MCP servers run with workers
 
     runtime = None
     if workers:
         assert model is not None
 
         def make_agent(scheduler: Scheduler):  # type: ignore[no-untyped-def]
-            return build_agent(settings, redis, model=model, memory=memory, scheduler=scheduler)
+            return build_agent(
+                settings,
+                redis,
+                model=model,
+                memory=memory,
+                scheduler=scheduler,
+                tool_source=toolbox,
+            )
 
         after_run = None
         if settings.memory.extract and memory is not None:
@@ -115,6 +124,9 @@ async def run_role(
         if gateway:
             await platforms.start_receiving(stop)
             http.add_check("platforms", platforms.check)
+        if toolbox is not None:
+            toolbox.launch()  # in the background: a slow or broken server never holds us up
+            http.add_check("mcp", readiness(toolbox))
         if runtime is not None:
             worker_task = asyncio.create_task(runtime.run(stop))
         log.info("Parley is running (%s); press Ctrl-C to stop", role)
@@ -127,6 +139,8 @@ async def run_role(
     finally:
         await http.stop()
         await platforms.close()
+        if toolbox is not None:
+            await toolbox.stop()
         if model is not None:
             await close_model(model)
         log.info("%s stopped", role)
