@@ -281,11 +281,16 @@ class McpToolbox:
                     "MCP server %s: approval is 'never', so its tools run without asking", name
                 )
 
-    async def start(self) -> None:
-        """Start every server in parallel; wait up to the start timeout, never longer."""
+    def launch(self) -> None:
+        """Start every server in the background; their tools appear as each one is ready."""
         for server in self.servers.values():
             server.start()
-        waits = [s.wait_ready(self.timing.start_timeout) for s in self.servers.values()]
+
+    async def start(self, within: float | None = None) -> None:
+        """Start every server in parallel; wait up to the start timeout (or `within`)."""
+        self.launch()
+        limit = self.timing.start_timeout if within is None else within
+        waits = [s.wait_ready(limit) for s in self.servers.values()]
         ready = await asyncio.gather(*waits)
         log.info("MCP servers: %d of %d ready", sum(ready), len(ready))
 
