@@ -101,15 +101,14 @@ class McpServer:
         while not self._closing:
             try:
                 await self._connect_and_serve()
-                failures = 0 if self._closing else failures
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # an SDK failure may arrive as an ExceptionGroup
                 self.error = _describe(exc)
             if self._closing:
                 break
-            failures += 1
             was_ready, self.state = self.state == "ready", "down"
+            failures = 1 if was_ready else failures + 1
             self._session = None
             self._settled.set()
             delay = min(self.timing.retry_max, self.timing.retry_base * 2 ** (failures - 1))

@@ -6,7 +6,8 @@
 Tools, by annotation: `lookup`, `picture`, `broken`, `slow`, `whoami` and `grow` are
 read-only (`readOnlyHint: true`); `delete_item` is destructive and `write_note` declares
 nothing. Calls that change the world append one line to the file named by `MCP_LEDGER` (when
-set), so a test can count how often they ran. `grow` adds a tool and announces the change
+set), so a test can count how often they ran; with `MCP_PIDFILE` set, the server appends its
+process id there when it starts. `grow` adds a tool and announces the change
 with `notifications/tools/list_changed`. Over HTTP every request needs `Authorization:
 Bearer <token>`.
 """
@@ -125,6 +126,9 @@ def _http_app(token: str) -> Any:
 
 
 def main() -> None:
+    if pidfile := os.environ.get("MCP_PIDFILE"):
+        with open(pidfile, "a", encoding="utf-8") as file:
+            file.write(f"{os.getpid()}\n")
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, help="serve Streamable HTTP on this port")
     parser.add_argument("--token", default="test-token")
