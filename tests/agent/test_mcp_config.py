@@ -75,3 +75,16 @@ def test_tool_names_fit_the_model_rules_and_stay_distinct() -> None:
     assert rule.match(odd) and rule.match(long) and len(long) == 64
     assert odd.startswith("my_files__read_file_v2_")
     assert tool_name("a b", "c") != tool_name("a_b", "c")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_documented_examples_are_valid(tmp_path: Path) -> None:
+    env = {"CRM_TOKEN": "t"}
+    example = load_config(ROOT / "deploy" / "mcp-servers.example.json", env)
+    assert set(example.servers) == {"time", "crm"}
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```json\n", 1)[1].split("```", 1)[0]
+    documented = load_config(write(tmp_path, json.loads(block)["mcpServers"]), env)
+    assert documented.servers["crm"].allow == ["slack:T0123/C0SALES", "telegram:123456789"]
