@@ -68,7 +68,10 @@ class McpServer:
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._signal = asyncio.Event()  # something for the supervisor to look at
-        self._settled = asyncio.Event()  # the latest attempt to connect has ended, either way
+        self._change = asyncio.Event()  # set (and replaced) whenever the state changes
+        self._attempt = 0  # connection attempts so far
+        self._failed = 0  # the latest attempt that failed
+        self._connecting = False
         self._broken = False
         self._relist = False
         self._closing = False
@@ -80,11 +83,24 @@ class McpServer:
             self._task = asyncio.create_task(self._supervise(), name=f"mcp:{self.name}")
 
     async def wait_ready(self, within: float) -> bool:
-        """Wait until the current attempt to connect succeeds or fails (at most `within`)."""
+        """Wait (at most `within`) for a live session, from the attempt under way or the next.
+
+        Returns False as soon as that attempt fails, rather than waiting out the backoff.
+        """
+        target = self._attempt if self._connecting else self._attempt + 1
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(within):
-                await self._settled.wait()
-        return self.state == "ready"
+                while not self._usable() and self._failed < target and not self._closing:
+                    await self._change.wait()
+        return self._usable()
+
+    def _usable(self) -> bool:
+        return self.state == "ready" and not self._broken and self._session is not None
+
+    def _set_state(self, state: State) -> None:
+        self.state = state
+        self._change.set()
+        self._change = asyncio.Event()
 
     async def stop(self) -> None:
         self._closing = True
@@ -94,7 +110,7 @@ class McpServer:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self.state = "stopped"
+        self._set_state("stopped")
 
     async def _supervise(self) -> None:
         failures = 0
@@ -107,10 +123,11 @@ class McpServer:
                 self.error = _describe(exc)
             if self._closing:
                 break
-            was_ready, self.state = self.state == "ready", "down"
+            was_ready = self.state == "ready"
             failures = 1 if was_ready else failures + 1
-            self._session = None
-            self._settled.set()
+            self._session, self._connecting, self._failed = None, False, self._attempt
+            self._signal.clear()  # before "down": a call from now on wakes the wait below
+            self._set_state("down")
             delay = min(self.timing.retry_max, self.timing.retry_base * 2 ** (failures - 1))
             if was_ready or failures == 1:
                 log.warning(
@@ -119,16 +136,16 @@ class McpServer:
                     self.error or "connection closed",
                     delay,
                 )
-            self._signal.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._signal.wait()  # woken early by a call that needs the server
-        self.state = "stopped"
+        self._set_state("stopped")
 
     async def _connect_and_serve(self) -> None:
-        self.state = "starting"
-        self._settled.clear()
+        self._attempt += 1
+        self._connecting = True
         self._broken = self._relist = False
+        self._set_state("starting")
         async with AsyncExitStack() as stack:
             async with asyncio.timeout(self.timing.start_timeout):
                 read, write = await stack.enter_async_context(self._transport(stack))
@@ -138,9 +155,9 @@ class McpServer:
                 await session.initialize()
                 await self._list_tools(session)
             recovering = self.error is not None
-            self._session, self.state, self.error = session, "ready", None
+            self._session, self.error, self._connecting = session, None, False
             self.started_at = time.time()
-            self._settled.set()
+            self._set_state("ready")
             log.info(
                 "MCP server %s %s: %d tools",
                 self.name,
@@ -169,7 +186,14 @@ class McpServer:
 
     async def _serve(self, session: ClientSession) -> None:
         while not self._closing:
-            self._signal.clear()
+            self._signal.clear()  # then look at the flags: nothing set before this is missed
+            if self._broken:
+                return
+            if self._relist:
+                self._relist = False
+                await self._list_tools(session)
+                log.info("MCP server %s: tool list changed, now %d", self.name, len(self.tools))
+                continue
             try:
                 async with asyncio.timeout(self.timing.ping_interval):
                     await self._signal.wait()
@@ -180,13 +204,6 @@ class McpServer:
                 except Exception as exc:
                     self.error = f"no answer to ping ({type(exc).__name__})"
                     return
-                continue
-            if self._broken:
-                return
-            if self._relist:
-                self._relist = False
-                await self._list_tools(session)
-                log.info("MCP server %s: tool list changed, now %d", self.name, len(self.tools))
 
     async def _list_tools(self, session: ClientSession) -> None:
         listed: list[mt.Tool] = []
@@ -218,15 +235,12 @@ class McpServer:
 
     async def call(self, tool: str, args: dict[str, Any]) -> mt.CallToolResult:
         """Call a tool; raise ConnectionError when the server cannot be reached."""
-        session = self._session
-        if session is None or self.state != "ready":
-            if self.state == "down":
-                self._settled.clear()
+        if not self._usable():
             self._signal.set()  # restart now rather than after the backoff
             if not await self.wait_ready(self.timing.start_timeout):
                 raise ConnectionError(f"MCP server {self.name} is not available")
-            session = self._session
-            assert session is not None
+        session = self._session
+        assert session is not None
         try:
             return await session.call_tool(tool, args)
         except MCPError as exc:

@@ -11,11 +11,13 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+
 from agent import Agent, AgentConfig, AwaitingApproval, Finished, builtin_registry
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.protocols import RunContext
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.fakes.mcp_process import http_server, stdio_server
+from tests.fakes.mcp_process import free_port, http_server, stdio_server
 
 TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
 
@@ -58,7 +60,9 @@ async def test_tools_are_offered_with_their_schema_and_approval_class(ctx: RunCo
         assert spec.input_schema["properties"]["key"]["type"] == "string"
 
 
-async def test_allowlist_exclusions_and_approval_overrides(ctx: RunContext) -> None:
+async def test_allowlist_exclusions_and_approval_overrides(
+    ctx: RunContext, caplog: pytest.LogCaptureFixture
+) -> None:
     async with toolbox(
         a=stdio_server(tools=["lookup", "delete_item"], exclude=["delete_item"]),
         b=stdio_server(approval="always", tools=["lookup"]),
@@ -67,6 +71,8 @@ async def test_allowlist_exclusions_and_approval_overrides(ctx: RunContext) -> N
         tools = {t.name: t for t in box.tools_for(ctx)}
         assert set(tools) == {"a__lookup", "b__lookup", "c__delete_item"}
         assert tools["b__lookup"].side_effects and not tools["c__delete_item"].side_effects
+    never = [r.getMessage() for r in caplog.records if "approval is 'never'" in r.getMessage()]
+    assert never == ["MCP server c: approval is 'never', so its tools run without asking"]
 
 
 async def test_a_read_only_tool_runs_without_approval(ctx: RunContext) -> None:
@@ -244,3 +250,15 @@ async def test_servers_are_offered_only_where_allowed(ctx: RunContext) -> None:
         assert "finance__lookup" not in {t.name for t in model.requests[0].tools}
         result = model.requests[1].messages[-1].content[0]
         assert result.is_error and "no tool named" in result.content.lower()
+
+
+async def test_a_server_that_was_down_is_retried_with_backoff(ctx: RunContext) -> None:
+    port = free_port()
+    late = ServerConfig(url=f"http://127.0.0.1:{port}/mcp", headers={"Authorization": "Bearer t"})
+    async with toolbox(late=late) as box:
+        server = box.servers["late"]
+        assert server.state == "down" and list(box.tools_for(ctx)) == []
+        with http_server("t", port=port):
+            # no call asks for it: the supervisor's own retries bring it up
+            await until(lambda: server.state == "ready")
+            assert "late__lookup" in {t.name for t in box.tools_for(ctx)}

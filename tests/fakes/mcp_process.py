@@ -37,9 +37,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_server(token: str, ledger: Path | None = None) -> Iterator[str]:
+def http_server(token: str, ledger: Path | None = None, port: int | None = None) -> Iterator[str]:
     """A Streamable HTTP MCP server that wants `Authorization: Bearer <token>`; yields its URL."""
-    port = free_port()
+    port = port or free_port()
     env = {**os.environ, **({"MCP_LEDGER": str(ledger)} if ledger else {})}
     process = subprocess.Popen(
         [sys.executable, "-m", MODULE, "--http", str(port), "--token", token],
