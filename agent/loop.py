@@ -151,8 +151,9 @@ class Agent:
     ) -> Outcome:
         trace = RunTrace()
         registry = self.tools
-        if self.tool_source is not None:
-            registry = registry.with_tools(self.tool_source.tools_for(state.context))
+        extra = list(self.tool_source.tools_for(state.context)) if self.tool_source else []
+        if extra:
+            registry = registry.with_tools(extra)
         actor = Actor(
             registry=registry,
             context=ToolContext(run=state.context, memory=self.memory, scheduler=self.scheduler),

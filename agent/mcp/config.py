@@ -14,6 +14,7 @@ unset variable is an error that names it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+log = logging.getLogger(__name__)
 
 Approval = Literal["auto", "always", "never"]
 
@@ -33,9 +36,13 @@ class McpConfigError(ValueError):
 
 
 class ServerConfig(BaseModel):
-    """One server: stdio (`command`) or Streamable HTTP (`url`)."""
+    """One server: stdio (`command`) or Streamable HTTP (`url`).
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Keys other clients write into the same file (`autoApprove`, `transportType`, ...) are
+    ignored with a warning, so one file can serve several clients.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     command: str | None = None
     args: list[str] = Field(default_factory=list)
@@ -48,8 +55,7 @@ class ServerConfig(BaseModel):
     timeout: float | None = Field(None, gt=0)  # seconds per call; the global default if unset
     approval: Approval = "auto"
     allow: list[str] | None = None  # conversations offered this server's tools; all if unset
-    # keys other clients write into the same file
-    type: str | None = None
+    type: str | None = None  # "stdio", "http", ...: the transport follows command / url
     disabled: bool = False
 
     @model_validator(mode="after")
@@ -145,10 +151,18 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> M
         raise McpConfigError(f'{file} must hold an object with an "mcpServers" object')
     expanded = expand(raw, os.environ if environ is None else environ)
     try:
-        return McpConfig.model_validate(expanded)
+        config = McpConfig.model_validate(expanded)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
             for error in exc.errors()
         )
         raise McpConfigError(f"{file}: {problems}") from None
+    for name, server in config.servers.items():
+        if server.model_extra:
+            log.warning(
+                "MCP server %s: ignoring keys Parley does not use: %s",
+                name,
+                ", ".join(sorted(server.model_extra)),
+            )
+    return config

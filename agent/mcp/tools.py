@@ -26,6 +26,7 @@ Caller = Callable[[str, dict[str, Any]], Awaitable[mt.CallToolResult]]
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 MAX_NAME = 64
+MAX_DESCRIPTION = 2000  # characters of a server's tool description the model sees
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -72,7 +73,8 @@ class McpTool(Tool):
         self.server = server
         self.remote_name = remote.name
         self.name = tool_name(server, remote.name)
-        self.description = (remote.description or remote.title or remote.name).strip()
+        description = (remote.description or remote.title or remote.name).strip()
+        self.description = description[:MAX_DESCRIPTION]
         self.category = f"mcp:{server}"
         self.side_effects = is_side_effecting(remote, approval)
         self.timeout = timeout

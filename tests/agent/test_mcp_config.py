@@ -45,13 +45,20 @@ def test_an_unset_variable_is_named(tmp_path: Path) -> None:
         ({}, "either"),
         ({"url": "ftp://b"}, "http"),
         ({"command": "a", "approval": "sometimes"}, "approval"),
-        ({"command": "a", "alow": ["x"]}, "alow"),
         ({"command": "a", "allow": ["slack"]}, "platform"),
     ],
 )
 def test_bad_servers_are_refused(tmp_path: Path, server: dict, problem: str) -> None:
     with pytest.raises(McpConfigError, match=problem):
         load_config(write(tmp_path, {"s": server}), {})
+
+
+def test_keys_of_other_clients_are_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write(tmp_path, {"s": {"command": "a", "autoApprove": [], "alow": ["x"]}})
+    assert load_config(path, {}).servers["s"].allow is None
+    assert "MCP server s: ignoring keys Parley does not use: alow, autoApprove" in caplog.text
 
 
 def test_unreadable_or_malformed_files(tmp_path: Path) -> None:
