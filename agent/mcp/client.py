@@ -52,6 +52,7 @@ class Timing:
     retry_base: float = 1.0
     retry_max: float = 300.0
     ping_interval: float = 30.0
+    stop_timeout: float = 10.0  # the SDK gives a stdio server 2 s after EOF, then 2 s after SIGTERM
 
 
 class McpServer:
@@ -103,13 +104,20 @@ class McpServer:
         self._change = asyncio.Event()
 
     async def stop(self) -> None:
+        """Close the session and let the transport stop the server; cancel if that hangs."""
         self._closing = True
         self._signal.set()
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            try:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.timing.stop_timeout):
+                        await asyncio.shield(task)
+            finally:
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
         self._set_state("stopped")
 
     async def _supervise(self) -> None:
