@@ -20,7 +20,6 @@ import contextlib
 import logging
 import os
 import sys
-import time
 from collections.abc import Iterable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -65,7 +64,6 @@ class McpServer:
         self.state: State = "starting"
         self.error: str | None = None
         self.tools: list[McpTool] = []
-        self.started_at: float | None = None
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._signal = asyncio.Event()  # something for the supervisor to look at
@@ -164,7 +162,6 @@ class McpServer:
                 await self._list_tools(session)
             recovering = self.error is not None
             self._session, self.error, self._connecting = session, None, False
-            self.started_at = time.time()
             self._set_state("ready")
             log.info(
                 "MCP server %s %s: %d tools",

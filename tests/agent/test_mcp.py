@@ -262,3 +262,19 @@ async def test_a_server_that_was_down_is_retried_with_backoff(ctx: RunContext) -
             # no call asks for it: the supervisor's own retries bring it up
             await until(lambda: server.state == "ready")
             assert "late__lookup" in {t.name for t in box.tools_for(ctx)}
+
+
+async def test_a_stdio_server_gets_its_own_env_but_not_parleys_secrets(
+    ctx: RunContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-of-parley")
+    model = ScriptedModel(
+        [
+            turn(call("test__getenv", name="ANTHROPIC_API_KEY"), call("test__getenv", name="MINE")),
+            reply("ok"),
+        ]
+    )
+    async with toolbox(test=stdio_server(env={"MINE": "given"})) as box:
+        await agent(model, box).run("env?", ctx)
+    theirs, mine = model.requests[1].messages[-1].content
+    assert "(unset)" in theirs.content and "given" in mine.content

@@ -25,6 +25,7 @@ MODULE = "tests.fakes.mcp_server"
 
 def stdio_server(ledger: Path | None = None, **options: Any) -> ServerConfig:
     env = {"MCP_LEDGER": str(ledger)} if ledger is not None else {}
+    env.update(options.pop("env", {}))
     return ServerConfig(
         command=sys.executable, args=["-m", MODULE], cwd=str(ROOT), env=env, **options
     )

@@ -3,7 +3,7 @@
     python -m tests.fakes.mcp_server                       # stdio
     python -m tests.fakes.mcp_server --http PORT --token T # Streamable HTTP on 127.0.0.1/mcp
 
-Tools, by annotation: `lookup`, `picture`, `broken`, `slow`, `whoami` and `grow` are
+Tools, by annotation: `lookup`, `picture`, `broken`, `slow`, `whoami`, `getenv` and `grow` are
 read-only (`readOnlyHint: true`); `delete_item` is destructive and `write_note` declares
 nothing. Calls that change the world append one line to the file named by `MCP_LEDGER` (when
 set), so a test can count how often they ran; with `MCP_PIDFILE` set, the server appends its
@@ -82,6 +82,12 @@ async def slow(seconds: float) -> str:
 def whoami() -> str:
     """This server process's id (tests use it to stop the process they started)."""
     return str(os.getpid())
+
+
+@server.tool(annotations=READ_ONLY)
+def getenv(name: str) -> str:
+    """An environment variable of this server process, or "(unset)"."""
+    return os.environ.get(name, "(unset)")
 
 
 @server.tool(annotations=DESTRUCTIVE)
