@@ -24,6 +24,7 @@ _KEY = re.compile(r"^[\w.-]{1,64}$")
 # Slack mentions (<!channel>, <@U1>), @username and @everyone, Markdown links ([x](url))
 _LIVE = re.compile(r"<(?=[!@#])|(?<![\w.])@(?=\w)|\](?=\()")
 WORD_JOINER = "\u2060"
+_FENCE_BREAK = re.compile(r"(?<=`)(?=`)")  # between two backticks: no ``` can end the block
 
 
 def mention(platform: str, user_id: str, name: str) -> str:
@@ -67,7 +68,7 @@ def _argument_lines(args: dict[str, Any]) -> list[str]:
         shown = json.dumps(value, ensure_ascii=False, default=str)
         if len(shown) > ARG_LIMIT:
             shown = f"{shown[:ARG_LIMIT]}… [{len(shown) - ARG_LIMIT} more characters not shown]"
-        lines.append(f"{name}: {shown}")
+        lines.append(f"{name}: {_FENCE_BREAK.sub(WORD_JOINER, shown)}")
     return lines
 
 

@@ -65,3 +65,15 @@ async def test_long_values_are_cut_visibly() -> None:
     assert len(text) < 1000
     # the JSON string is 5002 characters with its quotes
     assert f"… [{5002 - ARG_LIMIT} more characters not shown]" in text
+
+
+async def test_an_argument_cannot_close_the_code_block() -> None:
+    outcome = await injected_plan(args={"text": "x```\n*fake line*", "in_seconds": 60})
+    slack = "\n".join(
+        block["text"]["text"]
+        for _, blocks in messages(approval_message(outcome, "d1"))
+        for block in blocks
+        if block["type"] == "section"
+    )
+    body = slack.split("```", 2)[1]  # the arguments' block, whole
+    assert "x`\u2060`\u2060`" in body and "in_seconds: 60" in body
