@@ -75,6 +75,8 @@ async def run_role(
     keys = Keys(settings.redis.key_prefix)
     gateway = role in ("all", "gateway")
     workers = role in ("all", "worker")
+    # MCP servers run with workers; a broken config file stops us before anything is opened
+    toolbox = build_toolbox(settings) if workers else None
     inbox = Inbox(redis, keys, dedup_ttl=settings.runtime.dedup_ttl)
     limits = Limits(redis, keys.prefix, settings.limits)
     http = HttpServer(settings.http.host, settings.http.port)
@@ -82,7 +84,6 @@ async def run_role(
     platforms = Platforms(settings, redis, keys, inbox.submit if gateway else None)
     memory: MemoryStore | None = await open_memory(settings, redis) if workers else None
     model = build_chat_model(settings, redis) if workers else None
-    toolbox = build_toolbox(settings) if workers else None  # MCP servers run with workers
 
     runtime = None
     if workers:

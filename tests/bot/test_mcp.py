@@ -146,3 +146,18 @@ async def test_readyz_details_mcp_servers_without_failing_for_one_down() -> None
     assert response.status == 200
     assert body["checks"]["mcp"]["ok"] is True
     assert body["checks"]["mcp"]["detail"].startswith("1/2 servers ready; gone down")
+
+
+def test_a_worker_refuses_a_broken_mcp_config_with_a_clear_message(
+    redis_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bad = tmp_path / "mcp.json"
+    bad.write_text('{"mcpServers": {"crm": {"url": "https://x/mcp", "headers": {"A": "${NOPE}"}}}}')
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("PARLEY_MCP_CONFIG", str(bad))
+    monkeypatch.setenv("PARLEY_HTTP_PORT", "0")
+    assert main(["--env-file", "/dev/null", "worker"]) == 1
+    assert "mcpServers.crm.headers.A uses ${NOPE}, which is not set" in capsys.readouterr().err
