@@ -85,6 +85,13 @@ class AgentSettings(_Section):
     max_message_chars: int = Field(4000, alias="PARLEY_MAX_MESSAGE_CHARS", ge=1)
 
 
+class McpSettings(_Section):
+    config: Path | None = Field(None, alias="PARLEY_MCP_CONFIG")
+    start_timeout: float = Field(20.0, alias="PARLEY_MCP_START_TIMEOUT", gt=0)
+    call_timeout: float = Field(60.0, alias="PARLEY_MCP_CALL_TIMEOUT", gt=0)
+    retry_max: float = Field(300.0, alias="PARLEY_MCP_RETRY_MAX", gt=0)
+
+
 class MemorySettings(_Section):
     embedder: Literal["local", "ollama"] = Field("local", alias="PARLEY_EMBEDDER")
     recall_k: int = Field(5, alias="PARLEY_RECALL_K", ge=1)
@@ -167,6 +174,7 @@ class Settings(BaseModel):
     ollama: OllamaSettings
     llm: LLMSettings
     agent: AgentSettings
+    mcp: McpSettings
     memory: MemorySettings
     telegram: TelegramSettings
     slack: SlackSettings

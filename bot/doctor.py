@@ -258,12 +258,46 @@ async def check_telegram(settings: Settings) -> Check:
     )
 
 
+async def check_mcp(settings: Settings) -> Check:
+    from agent.mcp import McpConfigError
+    from bot.mcp_setup import build_toolbox, summary
+
+    try:
+        toolbox = build_toolbox(settings)
+    except McpConfigError as exc:
+        return Check(
+            name="mcp", status="fail", detail=str(exc), hint="fix the file PARLEY_MCP_CONFIG names"
+        )
+    if toolbox is None:
+        return Check(
+            name="mcp",
+            status="not configured",
+            detail="PARLEY_MCP_CONFIG is not set",
+            hint="point it at an mcpServers JSON file to give Parley MCP tools",
+        )
+    try:
+        await toolbox.start(within=min(settings.mcp.start_timeout, CHECK_TIMEOUT))
+        servers = toolbox.status().values()
+        tools = sum(len(s.tools) for s in servers)
+        if all(s.state == "ready" for s in servers):
+            return Check(name="mcp", status="ok", detail=f"{summary(toolbox)}, {tools} tools")
+        return Check(
+            name="mcp",
+            status="warn",
+            detail=summary(toolbox),
+            hint="`parley mcp list` shows each server; the bot runs without the ones that are down",
+        )
+    finally:
+        await toolbox.stop()
+
+
 CHECKS: list[Callable[[Settings], Awaitable[Check]]] = [
     check_redis,
     check_anthropic,
     check_ollama,
     check_slack,
     check_telegram,
+    check_mcp,
 ]
 
 
