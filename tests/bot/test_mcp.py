@@ -138,7 +138,7 @@ async def test_readyz_details_mcp_servers_without_failing_for_one_down() -> None
         try:
             async with (
                 aiohttp.ClientSession() as client,
-                client.get(f"http://127.0.0.1:{http.port}/readyz") as response,
+                client.get(f"http://127.0.0.1:{http.metrics_port}/readyz") as response,
             ):
                 body = await response.json()
         finally:
