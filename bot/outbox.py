@@ -228,7 +228,7 @@ class Outbox:
         adapter = adapters.get(conversation.platform)
         if adapter is None:
             return False  # another process, one with this platform, will deliver it
-        fields = parked["message"]
+        fields = dict(parked["message"])
         fields["buttons"] = tuple(Button(**button) for button in fields["buttons"])
         message = OutboundMessage(**fields)
         try:

@@ -71,6 +71,8 @@ class Runtime:
                 await self.outbox.redeliver(self.conductor.adapters, self.conductor.delivered)
             except (ConnectionError, OSError, aioredis.ConnectionError):
                 log.debug("could not look for undelivered replies")
+            except Exception:  # one bad parked message must not stop redelivery for good
+                log.exception("redelivery pass failed")
             await sleep_unless(stop, self.poll)
 
     async def _sample_gauges(self, stop: asyncio.Event) -> None:

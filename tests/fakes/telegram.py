@@ -5,6 +5,7 @@
     fake.push(fake.message(chat_id=42, user_id=42, text="hi"))       # served by getUpdates
     fake.push(fake.callback(chat_id=42, user_id=42, message_id=7, data="d:abc:approve"))
     fake.fail_next("sendMessage", retry_after=1)                      # a 429 with retry_after
+    fake.answer_error("sendMessage", 502, "Bad Gateway", times=2)      # any error answer
 
 It serves getMe, getUpdates (long poll honouring offset and timeout), setWebhook,
 deleteWebhook, setMyCommands, sendMessage, editMessageText, answerCallbackQuery and
@@ -54,6 +55,7 @@ class FakeTelegram(FakeServer):
         self.updates: list[dict[str, Any]] = []
         self.posted: list[Posted] = []
         self.failures: dict[str, list[int]] = {}
+        self.errors: dict[str, list[tuple[int, str]]] = {}
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
         self._new_update = asyncio.Event()
@@ -68,6 +70,10 @@ class FakeTelegram(FakeServer):
 
     def fail_next(self, method: str, *, retry_after: int) -> None:
         self.failures.setdefault(method, []).append(retry_after)
+
+    def answer_error(self, method: str, status: int, description: str, *, times: int = 1) -> None:
+        """Answer the next `times` calls of `method` with the Bot API's error body."""
+        self.errors.setdefault(method, []).extend([(status, description)] * times)
 
     def user(self, user_id: int, name: str = "Ana", username: str | None = None) -> dict[str, Any]:
         user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": name}
@@ -212,6 +218,11 @@ class FakeTelegram(FakeServer):
                     "parameters": {"retry_after": retry_after},
                 },
                 status=429,
+            )
+        if errors := self.errors.get(method):
+            status, description = errors.pop(0)
+            return web.json_response(
+                {"ok": False, "error_code": status, "description": description}, status=status
             )
         handler = getattr(self, f"_m_{method}", None)
         if handler is None:
