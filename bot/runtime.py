@@ -108,7 +108,13 @@ def build_runtime(
 ) -> Runtime:
     runtime_settings = settings.runtime
     keys = Keys(settings.redis.key_prefix)
-    outbox = Outbox(redis, keys, ttl=runtime_settings.dedup_ttl)
+    outbox = Outbox(
+        redis,
+        keys,
+        ttl=runtime_settings.dedup_ttl,
+        attempts=runtime_settings.delivery_attempts,
+        give_up_after=runtime_settings.redeliver_for,
+    )
     scheduler = ReminderScheduler(redis, keys, outbox, adapters, poll=poll)
     sessions = SessionStore(redis, keys, ttl=runtime_settings.session_ttl)
     decisions = DecisionStore(redis, keys, ttl=runtime_settings.decision_ttl)

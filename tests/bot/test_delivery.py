@@ -15,8 +15,9 @@ import redis.asyncio as aioredis
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.builtin_tools import builtin_registry
 from agent.tools import ToolRegistry, tool
+from bot.outbox import LOST_TEXT
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running
+from tests.bot.harness import Harness, running, settings
 from tests.fakes.telegram import FakeTelegram
 
 ANA = 42
@@ -53,11 +54,18 @@ async def bot(
     fake: FakeTelegram,
     model: ScriptedModel,
     tools: ToolRegistry | None = None,
+    **config: float,
 ) -> AsyncIterator[Harness]:
     adapter = TelegramAdapter(
         config=TelegramConfig(token=fake.token, api_url=fake.url, poll_timeout=1)
     )
-    async with running(redis, model, adapter=adapter, tools=tools) as harness:  # type: ignore[arg-type]
+    async with running(
+        redis,
+        model,
+        adapter=adapter,  # type: ignore[arg-type]
+        tools=tools,
+        config=settings(**config),
+    ) as harness:
         adapter.handler = harness.runtime.inbox.submit
         await adapter.start()
         await adapter.start_polling()
@@ -137,7 +145,12 @@ async def test_an_undelivered_approval_prompt_is_not_orphaned(
         prompt = telegram.chat(ANA)[0]
         assert "Email bo@example.com" in prompt.text and prompt.buttons
         # the late prompt is tied to its decision, so the decision can show on it
-        decision = await harness.runtime.decisions.get(session.decision_id)
+        decision_id = session.decision_id
+        deadline = time.monotonic() + 20
+        while (decision := await harness.runtime.decisions.get(decision_id)) is not None:
+            if decision.message_id is not None or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.02)
         assert decision is not None and decision.message_id == str(prompt.message_id)
         telegram.click(prompt, "Approve", user_id=ANA)
         await until(lambda: len(telegram.chat(ANA)) == 2)
@@ -164,4 +177,18 @@ async def test_a_refusal_is_given_up_at_once_and_leaves_the_conversation_idle(
         assert "You won't see this" not in caplog.text  # no message text in logs
         session = await harness.runtime.sessions.load(CONVERSATION)
         assert session.status == "idle"
+        assert await redis.zcard(harness.runtime.keys.undelivered) == 0
+
+
+async def test_a_reply_that_never_goes_through_is_reported_in_the_chat(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    telegram.answer_error("sendMessage", 502, "Bad Gateway", times=4)
+    model = ScriptedModel([reply("Lost in transit.")])
+    async with bot(redis, telegram, model, PARLEY_REDELIVER_FOR=0.5) as harness:
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
+        await until(lambda: bool(telegram.chat(ANA)))
+        await harness.settle()
+        await asyncio.sleep(0.5)
+        assert texts(telegram) == [LOST_TEXT]
         assert await redis.zcard(harness.runtime.keys.undelivered) == 0
