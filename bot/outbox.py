@@ -117,7 +117,10 @@ class Outbox:
             await self.redis.delete(redis_key)
             raise
         except Exception as exc:
-            await self._failed(key, conversation, message, exc)
+            try:
+                await self._failed(key, conversation, message, exc)
+            except Exception:  # Redis gone too: the caller still goes on
+                log.exception("could not park %s for redelivery", key)
             return None
         await self.redis.set(redis_key, json.dumps(ref.message_id), px=self.ttl_ms)
         metrics.DELIVERIES.labels(conversation.platform, "sent").inc()
