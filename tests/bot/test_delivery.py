@@ -12,12 +12,16 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import redis.asyncio as aioredis
 
+from adapters.base import ConversationKey
+from adapters.slack import SlackAdapter, SlackConfig
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.builtin_tools import builtin_registry
 from agent.tools import ToolRegistry, tool
 from bot.outbox import LOST_TEXT
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings
+from tests.bot.recording import message
+from tests.fakes.slack import TEAM, FakeSlack
 from tests.fakes.telegram import FakeTelegram
 
 ANA = 42
@@ -192,3 +196,29 @@ async def test_a_reply_that_never_goes_through_is_reported_in_the_chat(
         await asyncio.sleep(0.5)
         assert texts(telegram) == [LOST_TEXT]
         assert await redis.zcard(harness.runtime.keys.undelivered) == 0
+
+
+async def test_slack_errors_are_retried_or_given_up_by_kind(
+    redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    general = ConversationKey(platform="slack", chat_id="CGEN", team_id=TEAM)
+    gone = ConversationKey(platform="slack", chat_id="CGONE", team_id=TEAM)
+    model = ScriptedModel([reply("Here you are."), reply("Nobody will read this.")])
+    async with FakeSlack() as slack:
+        adapter = SlackAdapter(config=SlackConfig(bot_token="xoxb-test", api_url=slack.api_url))
+        async with running(redis, model, adapter=adapter) as harness:  # type: ignore[arg-type]
+            slack.answer_error("chat.postMessage", "internal_error", status=500)
+            await harness.submit(message(general, "hi", user="U1", direct=False))
+            await harness.settle()
+            assert [p.text for p in slack.in_channel("CGEN")] == ["Here you are."]
+
+            slack.answer_error("chat.postMessage", "channel_not_found")
+            with caplog.at_level(logging.WARNING, logger="bot.outbox"):
+                await harness.submit(message(gone, "hi", user="U1", direct=False))
+                await harness.settle()
+            assert slack.in_channel("CGONE") == []
+            assert len(slack.method_calls("chat.postMessage")) == 3  # 2 + 1: no retry
+            assert any("channel_not_found" in r.getMessage() for r in caplog.records)
+            for conversation in (general, gone):
+                session = await harness.runtime.sessions.load(conversation.id)
+                assert session.status == "idle"
