@@ -91,6 +91,8 @@ class Outbox:
         self.backoff = backoff
         self.backoff_max = backoff_max
         self.give_up_after = give_up_after
+        # a parked message outlives its redelivery window, whatever the dedup TTL
+        self.parked_ms = max(self.ttl_ms, int(give_up_after * 1000) + 60_000)
         self._claim = redis.register_script(_CLAIM)
 
     async def send(
@@ -195,7 +197,7 @@ class Outbox:
         }
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self.keys.outbox(key), _PARKED, px=self.ttl_ms)
-            pipe.set(self.keys.undelivered_message(key), json.dumps(parked), px=self.ttl_ms)
+            pipe.set(self.keys.undelivered_message(key), json.dumps(parked), px=self.parked_ms)
             pipe.zadd(self.keys.undelivered, {key: time.time() + self.backoff})
             await pipe.execute()
 
@@ -262,7 +264,7 @@ class Outbox:
             parked["tries"] = tries
             wait = min(self.backoff_max, self.backoff * 2**tries)
             async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.set(self.keys.undelivered_message(key), json.dumps(parked), px=self.ttl_ms)
+                pipe.set(self.keys.undelivered_message(key), json.dumps(parked), px=self.parked_ms)
                 pipe.zadd(self.keys.undelivered, {key: time.time() + wait})
                 await pipe.execute()
             return
