@@ -94,6 +94,19 @@ class InboundAction:
     is_direct: bool = False
 
 
+class DeliveryFailed(Exception):
+    """The platform did not take a send or an edit.
+
+    `permanent` when trying again cannot help (the chat is gone, the bot was blocked, the
+    message was refused); otherwise the platform or the network may recover.
+    """
+
+    def __init__(self, reason: str, *, permanent: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.permanent = permanent
+
+
 Inbound = InboundMessage | InboundAction
 InboundHandler = Callable[[Inbound], Awaitable[object]]
 
@@ -129,10 +142,12 @@ class ChatAdapter(Protocol):
     async def stop(self) -> None: ...
 
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
-        """Post a message (split if long); the ref names the part that carries the buttons."""
+        """Post a message (split if long); the ref names the part that carries the buttons.
+
+        Raises DeliveryFailed when the platform does not take it."""
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
-        """Replace a message, e.g. to show a decision and remove its buttons."""
+        """Replace a message, e.g. to show a decision and remove its buttons (DeliveryFailed)."""
 
     async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
         """Answer a button press to the presser alone; called exactly once per action.

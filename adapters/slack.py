@@ -14,13 +14,15 @@ acknowledged quietly; over-long and empty messages answered politely.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
@@ -34,6 +36,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.base import (
     Actor,
     ConversationKey,
+    DeliveryFailed,
     HandoverFailed,
     Inbound,
     InboundAction,
@@ -373,32 +376,34 @@ class SlackAdapter:
 
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
         ts = ""
-        for fallback, blocks in messages(message):
-            if message.private_to:
-                response = await self.client.chat_postEphemeral(
-                    channel=conversation.chat_id,
-                    user=message.private_to,
-                    thread_ts=conversation.thread_id,
-                    text=fallback,
-                    blocks=blocks,
-                )
-                ts = str(response.get("message_ts") or "")
-            else:
-                response = await self.client.chat_postMessage(
-                    channel=conversation.chat_id,
-                    thread_ts=conversation.thread_id,
-                    text=fallback,
-                    blocks=blocks,
-                    unfurl_links=False,
-                )
-                ts = str(response.get("ts") or "")
+        with _delivery():
+            for fallback, blocks in messages(message):
+                if message.private_to:
+                    response = await self.client.chat_postEphemeral(
+                        channel=conversation.chat_id,
+                        user=message.private_to,
+                        thread_ts=conversation.thread_id,
+                        text=fallback,
+                        blocks=blocks,
+                    )
+                    ts = str(response.get("message_ts") or "")
+                else:
+                    response = await self.client.chat_postMessage(
+                        channel=conversation.chat_id,
+                        thread_ts=conversation.thread_id,
+                        text=fallback,
+                        blocks=blocks,
+                        unfurl_links=False,
+                    )
+                    ts = str(response.get("ts") or "")
         return MessageRef(conversation=conversation, message_id=ts)
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
         fallback, blocks = messages(message)[0]
-        await self.client.chat_update(
-            channel=ref.conversation.chat_id, ts=ref.message_id, text=fallback, blocks=blocks
-        )
+        with _delivery():
+            await self.client.chat_update(
+                channel=ref.conversation.chat_id, ts=ref.message_id, text=fallback, blocks=blocks
+            )
 
     async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
         if not alert:
@@ -500,3 +505,28 @@ def _summary(request: web.Request, body: bytes) -> str:
     timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
     kind = request.content_type[:60]
     return f"{len(body)} bytes of {kind!r} from {request.remote!r}, timestamp {timestamp[:24]!r}"
+
+
+# Slack errors that may pass; any other error code is a refusal that trying again won't change.
+_TRANSIENT = {
+    "ratelimited",
+    "internal_error",
+    "fatal_error",
+    "service_unavailable",
+    "request_timeout",
+}
+
+
+@contextlib.contextmanager
+def _delivery() -> Iterator[None]:
+    """Web API failures as DeliveryFailed (permanent for refusals like channel_not_found)."""
+    try:
+        yield
+    except SlackApiError as exc:
+        code = str(exc.response.get("error") or "")
+        transient = code in _TRANSIENT or exc.response.status_code >= 500
+        raise DeliveryFailed(
+            code or f"HTTP {exc.response.status_code}", permanent=not transient
+        ) from exc
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise DeliveryFailed(type(exc).__name__, permanent=False) from exc

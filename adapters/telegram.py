@@ -25,7 +25,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -52,13 +52,21 @@ from telegram.constants import (
     MessageEntityType,
     ParseMode,
 )
-from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
+from telegram.error import (
+    BadRequest,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
 from telegram.request import HTTPXRequest, RequestData
 from telegram.request._requestparameter import RequestParameter
 
 from adapters.base import (
     Actor,
     ConversationKey,
+    DeliveryFailed,
     HandoverFailed,
     Inbound,
     InboundAction,
@@ -539,34 +547,38 @@ class TelegramAdapter:
         parts = split_html(message.text or "…", MESSAGE_LIMIT)
         markup = _keyboard(message)
         sent: Message | None = None
-        for index, part in enumerate(parts):
-            last = index == len(parts) - 1
-            sent = await self._call(
-                self.bot.send_message,
-                chat_id=int(conversation.chat_id),
-                text=part,
-                parse_mode=ParseMode.HTML,
-                message_thread_id=int(conversation.thread_id) if conversation.thread_id else None,
-                reply_markup=markup if last else None,
-                disable_web_page_preview=True,
-            )
+        with _delivery():
+            for index, part in enumerate(parts):
+                last = index == len(parts) - 1
+                sent = await self._call(
+                    self.bot.send_message,
+                    chat_id=int(conversation.chat_id),
+                    text=part,
+                    parse_mode=ParseMode.HTML,
+                    message_thread_id=(
+                        int(conversation.thread_id) if conversation.thread_id else None
+                    ),
+                    reply_markup=markup if last else None,
+                    disable_web_page_preview=True,
+                )
         assert sent is not None
         return MessageRef(conversation=conversation, message_id=str(sent.message_id))
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
         text = split_html(message.text or "…", MESSAGE_LIMIT)[0]
         try:
-            await self._call(
-                self.bot.edit_message_text,
-                chat_id=int(ref.conversation.chat_id),
-                message_id=int(ref.message_id),
-                text=text,
-                parse_mode=ParseMode.HTML,
-                reply_markup=_keyboard(message),
-                disable_web_page_preview=True,
-            )
-        except BadRequest as exc:
-            if "not modified" not in str(exc).lower():
+            with _delivery():
+                await self._call(
+                    self.bot.edit_message_text,
+                    chat_id=int(ref.conversation.chat_id),
+                    message_id=int(ref.message_id),
+                    text=text,
+                    parse_mode=ParseMode.HTML,
+                    reply_markup=_keyboard(message),
+                    disable_web_page_preview=True,
+                )
+        except DeliveryFailed as exc:
+            if "not modified" not in exc.reason.lower():
                 raise
 
     async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
@@ -604,6 +616,16 @@ class TelegramAdapter:
                 log.warning("Telegram asked us to wait %.1f s", wait)
                 await asyncio.sleep(wait)
         raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _delivery() -> Iterator[None]:
+    """Bot API errors as DeliveryFailed: a refusal (400, 403, bad token) is permanent."""
+    try:
+        yield
+    except TelegramError as exc:
+        permanent = isinstance(exc, BadRequest | Forbidden | InvalidToken)
+        raise DeliveryFailed(exc.message, permanent=permanent) from exc
 
 
 def _keyboard(message: OutboundMessage) -> InlineKeyboardMarkup | None:

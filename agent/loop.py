@@ -34,6 +34,7 @@ from agent.protocols import (
     Recall,
     RunContext,
     Scheduler,
+    ToolJournal,
 )
 from agent.state import RunState
 from agent.tools import ToolContext, ToolRegistry, ToolSource
@@ -73,6 +74,7 @@ class Agent:
         recall: Recall | None = None,
         memory: MemoryStore | None = None,
         scheduler: Scheduler | None = None,
+        journal: ToolJournal | None = None,
         config: AgentConfig = AgentConfig(),
         system_prompt: str | None = None,
         on_progress: ProgressCallback | None = None,
@@ -84,6 +86,7 @@ class Agent:
         self.recall = recall if recall is not None else memory
         self.memory = memory
         self.scheduler = scheduler
+        self.journal = journal
         self.config = config
         self.system_prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
         self.on_progress = on_progress
@@ -160,12 +163,18 @@ class Agent:
             policy=self._policy,
             trace=trace,
             on_progress=on_progress or self.on_progress,
+            journal=self.journal,
         )
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.config.deadline) as deadline:
                 await actor.settle(state, answer=answer, approved=approved, reason=reason)
-                outcome = await self._loop(state, actor, trace)
+                if state.pending_plan is not None:  # approved calls of unknown fate: ask again
+                    outcome: Outcome = AwaitingApproval(
+                        plan=state.pending_plan.plan(), state=state, trace=trace
+                    )
+                else:
+                    outcome = await self._loop(state, actor, trace)
         except LLMError as exc:
             log.warning("run %s: model call failed: %s", state.run_id, type(exc).__name__)
             outcome = failed("model_error", state, trace, exc)

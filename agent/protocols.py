@@ -109,3 +109,30 @@ class ProgressEvent:
 
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class JournalEntry:
+    """What the journal holds for one approved call: started, and perhaps finished."""
+
+    finished: bool
+    content: str = ""
+    is_error: bool = False
+
+
+class ToolJournal(Protocol):
+    """A durable record of approved side-effecting calls, so that a replay never repeats one.
+
+    `call` names one attempt of one call of the run (its tool-call id, with the attempt number
+    appended for an approved retry).
+    """
+
+    async def begin(self, context: RunContext, run_id: str, call: str) -> JournalEntry | None:
+        """Record that `call` starts; if it was recorded before, change nothing and return that."""
+        ...
+
+    async def finish(
+        self, context: RunContext, run_id: str, call: str, entry: JournalEntry
+    ) -> None:
+        """Record how `call` ended."""
+        ...

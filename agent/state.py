@@ -29,6 +29,13 @@ class PendingQuestion(BaseModel):
     options: list[str] = Field(default_factory=list)
 
 
+class Retry(BaseModel):
+    """A call whose earlier attempt started and never reported back, asked about again."""
+
+    key: str  # the call's journal and idempotency key
+    attempt: int  # the attempt an approval would start
+
+
 class PendingPlan(BaseModel):
     """Side-effecting calls (and perhaps a proposed plan) waiting for approval."""
 
@@ -37,9 +44,15 @@ class PendingPlan(BaseModel):
     steps: list[PlanStep] = Field(default_factory=list)  # calls of the turn, run on approval
     proposal_id: str | None = None  # the propose_plan tool_use, if the model proposed a plan
     proposed: list[PlanStep] = Field(default_factory=list)  # steps it covers once approved
+    retries: dict[str, Retry] = Field(default_factory=dict)  # by call id: steps of unknown fate
 
     def plan(self) -> Plan:
-        return Plan(id=self.id, goal=self.goal, steps=[*self.steps, *self.proposed])
+        return Plan(
+            id=self.id,
+            goal=self.goal,
+            steps=[*self.steps, *self.proposed],
+            uncertain=[step for step in self.steps if step.call_id in self.retries],
+        )
 
 
 class ApprovedPlan(BaseModel):

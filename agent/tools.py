@@ -56,6 +56,9 @@ class ToolContext:
     run: RunContext
     memory: MemoryStore | None = None
     scheduler: Scheduler | None = None
+    # The same for every attempt of one call (its tool-call id): pass it on to external APIs
+    # that accept an idempotency key, so a retried request is recognised as the earlier one.
+    idempotency_key: str = ""
 
 
 class _Args(BaseModel):

@@ -3,7 +3,10 @@
 A message starts a run, answers a pending question, or — while an approval waits — rejects
 the plan with the message as the reason. A button press decides a pending question or
 approval if the presser may. Every reply goes through the outbox with a key derived from the
-inbox entry, so processing the same entry twice never posts twice.
+inbox entry and what the reply is for, so processing the same entry twice never posts twice.
+
+Whatever happens while replying, the session is stored: a reply the platform did not take
+is the outbox's to deliver later, and an unexpected error leaves the conversation idle.
 """
 
 from __future__ import annotations
@@ -26,11 +29,11 @@ from adapters.base import (
 )
 from adapters.text import too_long
 from agent.loop import Agent
-from agent.outcomes import AwaitingAnswer, Failed, Finished, Outcome
+from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
 from agent.protocols import ProgressEvent, RunContext
 from bot import metrics
 from bot.commands import Commands
-from bot.decisions import Decision, DecisionStore
+from bot.decisions import Decision, DecisionStore, decision_id_for
 from bot.decisions import Status as DecisionStatus
 from bot.locks import Lease
 from bot.logs import log_context
@@ -43,6 +46,11 @@ log = logging.getLogger(__name__)
 FEEDBACK_NOTE = "Understood — I won't go ahead with that plan. I'll take your message into account."
 WAIT_FOR_REQUESTER = "I'm waiting for {who} to answer first; ask me again once that's settled."
 ERROR_TEXT = "Sorry — something went wrong on my side. Please try again."
+UNCERTAIN_TEXT = (
+    "I was interrupted while doing this, so I can't tell whether it happened:\n{steps}\n"
+    "I won't try again unless you approve it once more."
+)
+INTERRUPTED = "Interrupted: the run failed before this call's result was known."
 PROGRESS_DELAY = 0.5  # seconds a run works before the chat shows that it is working
 
 # Admission check before a run: returns a refusal text, or None to go ahead.
@@ -66,22 +74,20 @@ def run_context(event: Inbound) -> RunContext:
 
 @dataclass(kw_only=True)
 class Reply:
-    """Sends for one inbox entry, each under its own outbox key."""
+    """Sends for one inbox entry, each under an outbox key named for what it is (`slot`), so
+    a replay that takes another path through the entry still meets its own keys."""
 
     outbox: Outbox
     adapter: ChatAdapter
     entry_id: str
     conversation: ConversationKey
-    sequence: int = 0
 
-    async def send(self, message: OutboundMessage) -> MessageRef | None:
-        self.sequence += 1
-        key = f"{self.entry_id}:{self.sequence}"
+    async def send(self, message: OutboundMessage, slot: str) -> MessageRef | None:
+        key = f"{self.entry_id}:{slot}"
         return await self.outbox.send(self.adapter, key, self.conversation, message)
 
-    async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
-        self.sequence += 1
-        await self.outbox.edit(self.adapter, f"{self.entry_id}:{self.sequence}", ref, message)
+    async def edit(self, ref: MessageRef, message: OutboundMessage, slot: str) -> None:
+        await self.outbox.edit(self.adapter, f"{self.entry_id}:{slot}", ref, message)
 
 
 @dataclass(kw_only=True)
@@ -135,15 +141,27 @@ class Conductor:
                 await self._on_action(turn, event)
             else:
                 await self._on_message(turn, event)
-        finally:
-            if event.conversation.id in self._progress_shown:
-                self._progress_shown.discard(event.conversation.id)
-                try:
-                    await adapter.progress(event.conversation, None)
-                except Exception:
-                    log.warning("could not clear progress in %s", event.conversation.id)
-        session.last_entry = entry_id
-        await self.sessions.save(lease, session)
+        except Exception:
+            # Don't leave the conversation "working" on a run whose outcome is lost.
+            if session.status == "running":
+                if session.state is not None:
+                    session.state.abandon(INTERRUPTED)
+                self._settle(session)
+            await self._finish(turn, entry_id)
+            raise
+        await self._finish(turn, entry_id)
+
+    async def _finish(self, turn: Turn, entry_id: str) -> None:
+        """Clear the progress display and store the session with the entry handled."""
+        conversation = turn.event.conversation
+        if conversation.id in self._progress_shown:
+            self._progress_shown.discard(conversation.id)
+            try:
+                await turn.reply.adapter.progress(conversation, None)
+            except Exception:
+                log.warning("could not clear progress in %s", conversation.id)
+        turn.session.last_entry = entry_id
+        await self.sessions.save(turn.lease, turn.session)
 
     # --- messages ---------------------------------------------------------------------------
 
@@ -155,16 +173,16 @@ class Conductor:
             if result.cancel:
                 await self._cancel(event, session, reply)
             private_to = event.actor.user_id if result.private else None
-            await reply.send(OutboundMessage(text=result.text, private_to=private_to))
+            await reply.send(OutboundMessage(text=result.text, private_to=private_to), "reply")
             return
         if not event.mentioned and session.state is None:
             return  # a thread message in a conversation Parley is not part of
         if len(event.text) > self.max_message_chars:
             text = too_long(len(event.text), self.max_message_chars)
-            await reply.send(OutboundMessage(text=text))
+            await reply.send(OutboundMessage(text=text), "reply")
             return
         if self.admission is not None and (refusal := await self.admission(event)):
-            await reply.send(OutboundMessage(text=refusal))
+            await reply.send(OutboundMessage(text=refusal), "reply")
             return
 
         decision = await self._pending(session)
@@ -179,7 +197,7 @@ class Conductor:
             who = mention(
                 event.conversation.platform, decision.requester_id, decision.requester_name
             )
-            await reply.send(OutboundMessage(text=WAIT_FOR_REQUESTER.format(who=who)))
+            await reply.send(OutboundMessage(text=WAIT_FOR_REQUESTER.format(who=who)), "reply")
             return
         by = mention(event.conversation.platform, event.actor.user_id, event.actor.name)
         if decision.kind == "question":
@@ -189,7 +207,7 @@ class Conductor:
         else:
             decided = await self.decisions.decide(decision.id, "rejected", by)
             await self._show_decided(decided, reply)
-            await reply.send(OutboundMessage(text=FEEDBACK_NOTE))
+            await reply.send(OutboundMessage(text=FEEDBACK_NOTE), "feedback")
             resolution = Resolution(entry_id=reply.entry_id, approved=False, reason=event.text)
         await self._resume(turn, resolution)
 
@@ -208,7 +226,7 @@ class Conductor:
 
     async def _on_action(self, turn: Turn, event: InboundAction) -> None:
         session, reply = turn.session, turn.reply
-        notify = reply.adapter.notify
+        notify = self._notify
         decision = await self.decisions.get(event.decision_id)
         if decision is None or decision.conversation_id != event.conversation.id:
             await notify(event, stale_click_text(None), alert=True)
@@ -273,6 +291,14 @@ class Conductor:
         )
         await self._deliver(outcome, turn)
 
+    async def _notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
+        """Answer a button press; a failure only costs the presser a toast."""
+        adapter = self.adapters[action.conversation.platform]
+        try:
+            await adapter.notify(action, text, alert=alert)
+        except Exception:
+            log.warning("could not answer a button press in %s", action.conversation.id)
+
     def _may_decide(self, event: Inbound, decision: Decision) -> bool:
         """The requester always; in a shared chat, configured approvers (ids or groups) too."""
         actor = event.actor
@@ -334,7 +360,10 @@ class Conductor:
         for call in outcome.trace.resumed_calls:
             metrics.TOOL_CALLS.labels(call.tool, call.status).inc()
         if self.charge is not None:
-            await self.charge(event, outcome.trace.usage.total)
+            try:
+                await self.charge(event, outcome.trace.usage.total)
+            except Exception:  # the answer matters more than the bookkeeping
+                log.exception("could not charge a run's usage")
         if self.after_run is not None and isinstance(outcome, Finished | Failed):
             try:
                 await self.after_run(outcome)
@@ -347,12 +376,13 @@ class Conductor:
         session.state = outcome.state
         session.resolving = None
         if isinstance(outcome, Finished | Failed):
-            await reply.send(outcome_message(outcome))
             self._settle(session)
+            await reply.send(outcome_message(outcome), "outcome")
             return
         kind = "question" if isinstance(outcome, AwaitingAnswer) else "approval"
         message = outcome_message(outcome)
         decision = self.decisions.new(
+            id=decision_id_for(event.conversation.id, reply.entry_id),
             kind=kind,
             conversation_id=event.conversation.id,
             requester_id=outcome.state.context.user_id,
@@ -362,12 +392,24 @@ class Conductor:
             is_direct=outcome.state.context.is_direct,
         )
         await self.decisions.save(decision)
-        ref = await reply.send(outcome_message(outcome, decision.id))
+        session.decision_id = decision.id
+        session.status = "awaiting_answer" if kind == "question" else "awaiting_approval"
+        if isinstance(outcome, AwaitingApproval) and outcome.plan.uncertain:
+            steps = "\n".join(f"• {step.description}" for step in outcome.plan.uncertain)
+            await reply.send(OutboundMessage(text=UNCERTAIN_TEXT.format(steps=steps)), "uncertain")
+        ref = await reply.send(outcome_message(outcome, decision.id), "outcome")
         if ref is not None:
             decision.message_id = ref.message_id
             await self.decisions.save(decision)
-        session.decision_id = decision.id
-        session.status = "awaiting_answer" if kind == "question" else "awaiting_approval"
+
+    async def delivered(self, message: OutboundMessage, ref: MessageRef) -> None:
+        """A parked message went out late: attach a decision prompt to its decision."""
+        if message.decision_id is None:
+            return
+        decision = await self.decisions.get(message.decision_id)
+        if decision is not None and decision.message_id is None:
+            decision.message_id = ref.message_id
+            await self.decisions.save(decision)
 
     async def _pending(self, session: Session) -> Decision | None:
         """The session's pending decision, unless it expired (then the session moves on)."""
@@ -400,7 +442,7 @@ class Conductor:
             message = OutboundMessage(text=f"{message.text}: {answer}")
         ref = MessageRef(conversation=reply.conversation, message_id=decision.message_id)
         try:
-            await reply.edit(ref, message)
+            await reply.edit(ref, message, f"decided:{decision.id}")
         except Exception:
             log.warning("could not update the decision message in %s", reply.conversation.id)
 
@@ -416,6 +458,6 @@ class Conductor:
             conversation=event.conversation,
         )
         try:
-            await reply.send(OutboundMessage(text=ERROR_TEXT))
+            await reply.send(OutboundMessage(text=ERROR_TEXT), "reply")
         except Exception:
             log.exception("could not report an error in %s", event.conversation.id)

@@ -39,6 +39,10 @@ class Keys:
     def backlog(self, conversation_id: str) -> str:
         return self.conversation(conversation_id, "backlog")
 
+    def journal(self, conversation_id: str, run_id: str) -> str:
+        """Approved tool calls of one run: started, finished and their results."""
+        return self.conversation(conversation_id, f"journal:{run_id}")
+
     # --- decisions, delivery, reminders, leases ------------------------------------------
     def decision(self, decision_id: str) -> str:
         return f"{self.prefix}:decision:{decision_id}"
@@ -48,6 +52,14 @@ class Keys:
 
     def outbox(self, key: str) -> str:
         return f"{self.prefix}:outbox:{key}"
+
+    @property
+    def undelivered(self) -> str:
+        """Outbox keys of parked messages, scored by when to try them next."""
+        return f"{self.prefix}:undelivered"
+
+    def undelivered_message(self, key: str) -> str:
+        return f"{self.prefix}:undelivered:{key}"
 
     @property
     def reminders_due(self) -> str:
@@ -72,9 +84,12 @@ PATTERNS: dict[str, str] = {
     "conv:*:fence": "ttl",
     "conv:*:session": "ttl",
     "conv:*:backlog": "ttl",
+    "conv:*:journal:*": "ttl",
     "decision:*": "ttl",
     "decisions:pending:*": "retention: members leave when decided or pruned when expired",
     "outbox:*": "ttl",
+    "undelivered": "retention: members leave when delivered or given up",
+    "undelivered:*": "ttl",
     "{reminders}:due": "retention: members leave when claimed",
     "{reminders}:claimed": "retention: members leave when delivered",
     "reminder:*": "ttl",

@@ -20,6 +20,7 @@ from bot.conductor import Admission, Charge, Conductor
 from bot.config import Settings
 from bot.decisions import DecisionStore
 from bot.inbox import Inbox
+from bot.journal import RedisToolJournal
 from bot.keys import Keys
 from bot.locks import ConversationLocks
 from bot.outbox import Outbox
@@ -43,22 +44,36 @@ class Runtime:
     conductor: Conductor
     worker: Worker
     drain_timeout: float
+    poll: float = 1.0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Work until `stop` is set, then drain in-flight runs and return."""
         consumer = asyncio.create_task(self.worker.run())
         reminders = asyncio.create_task(self.scheduler.run(stop))
         gauges = asyncio.create_task(self._sample_gauges(stop))
+        redelivery = asyncio.create_task(self._redeliver(stop))
+        tasks = (consumer, reminders, gauges, redelivery)
         try:
             await stop.wait()
         finally:
             self.worker.stop()
             await self.worker.drain(self.drain_timeout)
-            for task in (consumer, reminders, gauges):
+            for task in tasks:
                 task.cancel()
-            for task in (consumer, reminders, gauges):
+            for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+    async def _redeliver(self, stop: asyncio.Event) -> None:
+        """Deliver parked replies once their platform answers again."""
+        while not stop.is_set():
+            try:
+                await self.outbox.redeliver(self.conductor.adapters, self.conductor.delivered)
+            except (ConnectionError, OSError, aioredis.ConnectionError):
+                log.debug("could not look for undelivered replies")
+            except Exception:  # one bad parked message must not stop redelivery for good
+                log.exception("redelivery pass failed")
+            await sleep_unless(stop, self.poll)
 
     async def _sample_gauges(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -93,15 +108,24 @@ def build_runtime(
 ) -> Runtime:
     runtime_settings = settings.runtime
     keys = Keys(settings.redis.key_prefix)
-    outbox = Outbox(redis, keys, ttl=runtime_settings.dedup_ttl)
+    outbox = Outbox(
+        redis,
+        keys,
+        ttl=runtime_settings.dedup_ttl,
+        attempts=runtime_settings.delivery_attempts,
+        give_up_after=runtime_settings.redeliver_for,
+    )
     scheduler = ReminderScheduler(redis, keys, outbox, adapters, poll=poll)
     sessions = SessionStore(redis, keys, ttl=runtime_settings.session_ttl)
     decisions = DecisionStore(redis, keys, ttl=runtime_settings.decision_ttl)
     locks = ConversationLocks(
         redis, keys, lease=runtime_settings.lock_lease, fence_ttl=runtime_settings.session_ttl
     )
+    agent = make_agent(scheduler)
+    if agent.journal is None:  # approved side effects run at most once across processes
+        agent.journal = RedisToolJournal(redis, keys, ttl=runtime_settings.session_ttl)
     conductor = Conductor(
-        agent=make_agent(scheduler),
+        agent=agent,
         adapters=adapters,
         sessions=sessions,
         decisions=decisions,
@@ -133,4 +157,5 @@ def build_runtime(
         conductor=conductor,
         worker=worker,
         drain_timeout=runtime_settings.drain_timeout,
+        poll=poll,
     )

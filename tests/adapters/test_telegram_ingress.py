@@ -144,9 +144,9 @@ async def test_polling_outlives_telegram_errors_at_start_and_while_polling(
     redis, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="adapters.telegram")
-    telegram.fail_next_with("deleteWebhook", 500, "Internal Server Error")
-    telegram.fail_next_with("getUpdates", 502, "Bad Gateway")
-    telegram.fail_next_with("getUpdates", 502, "Bad Gateway")
+    telegram.answer_error("deleteWebhook", 500, "Internal Server Error")
+    telegram.answer_error("getUpdates", 502, "Bad Gateway")
+    telegram.answer_error("getUpdates", 502, "Bad Gateway")
     telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="still there?"))
     async with bot(redis, telegram, ScriptedModel([echo]), backoff=0.05) as (harness, adapter):
         await until(lambda: bool(telegram.chat(ANA)), within=20)

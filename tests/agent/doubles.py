@@ -1,4 +1,4 @@
-"""In-process implementations of the memory and scheduler protocols for agent tests.
+"""In-process implementations of the memory, scheduler and journal protocols for agent tests.
 
 The real ones live in `memory/` (RedisVL) and `bot/`; the agent only sees the protocols.
 """
@@ -9,7 +9,7 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-from agent.protocols import MemoryKind, MemoryRecord, RunContext, Share
+from agent.protocols import JournalEntry, MemoryKind, MemoryRecord, RunContext, Share
 
 
 @dataclass
@@ -69,3 +69,21 @@ class ListScheduler:
     async def schedule_reminder(self, text: str, due_at: float, context: RunContext) -> str:
         self.reminders.append((text, due_at, context))
         return f"r{len(self.reminders)}"
+
+
+@dataclass
+class DictJournal:
+    """A ToolJournal over a dict keyed by (run id, call)."""
+
+    entries: dict[tuple[str, str], JournalEntry] = field(default_factory=dict)
+
+    async def begin(self, context: RunContext, run_id: str, call: str) -> JournalEntry | None:
+        earlier = self.entries.get((run_id, call))
+        if earlier is None:
+            self.entries[(run_id, call)] = JournalEntry(finished=False)
+        return earlier
+
+    async def finish(
+        self, context: RunContext, run_id: str, call: str, entry: JournalEntry
+    ) -> None:
+        self.entries[(run_id, call)] = entry

@@ -3,6 +3,7 @@
     fake = FakeSlack()
     await fake.start()                       # SLACK_API_URL = fake.api_url
     fake.fail_next("chat.postMessage", retry_after=1)   # a 429 with Retry-After
+    fake.answer_error("chat.postMessage", "channel_not_found")   # an API error answer
     fake.groups["SADMINS"] = ["UBOSS"]       # usergroups.users.list
 
 It answers auth.test, chat.postMessage, chat.update, chat.postEphemeral,
@@ -56,6 +57,7 @@ class FakeSlack(FakeServer):
         super().__init__(name="slack")
         self.posts: list[Post] = []
         self.failures: dict[str, list[int]] = {}
+        self.errors: dict[str, list[tuple[str, int]]] = {}
         self.groups: dict[str, list[str]] = {}
         self.socket_acks: list[dict[str, Any]] = []
         self._sockets: list[web.WebSocketResponse] = []
@@ -70,6 +72,10 @@ class FakeSlack(FakeServer):
 
     def fail_next(self, method: str, *, retry_after: int) -> None:
         self.failures.setdefault(method, []).append(retry_after)
+
+    def answer_error(self, method: str, error: str, *, status: int = 200, times: int = 1) -> None:
+        """Answer the next `times` calls of `method` with `{"ok": false, "error": error}`."""
+        self.errors.setdefault(method, []).extend([(error, status)] * times)
 
     def method_calls(self, method: str) -> list[Recorded]:
         return self.calls(f"/api/{method}")
@@ -103,6 +109,9 @@ class FakeSlack(FakeServer):
                 status=429,
                 headers={"Retry-After": str(retry_after)},
             )
+        if errors := self.errors.get(method):
+            error, status = errors.pop(0)
+            return web.json_response({"ok": False, "error": error}, status=status)
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})

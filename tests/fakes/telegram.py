@@ -5,7 +5,7 @@
     fake.push(fake.message(chat_id=42, user_id=42, text="hi"))       # served by getUpdates
     fake.push(fake.callback(chat_id=42, user_id=42, message_id=7, data="d:abc:approve"))
     fake.fail_next("sendMessage", retry_after=1)                      # a 429 with retry_after
-    fake.fail_next_with("getUpdates", 502, "Bad Gateway")             # any other error answer
+    fake.answer_error("sendMessage", 502, "Bad Gateway", times=2)      # any error answer
 
 Like the real Bot API, getUpdates keeps each update until a later call's offset confirms it
 (`fake.updates` holds the unconfirmed ones), so an update confirmed before it was stored is
@@ -73,8 +73,9 @@ class FakeTelegram(FakeServer):
     def fail_next(self, method: str, *, retry_after: int) -> None:
         self.failures.setdefault(method, []).append(retry_after)
 
-    def fail_next_with(self, method: str, status: int, description: str) -> None:
-        self.errors.setdefault(method, []).append((status, description))
+    def answer_error(self, method: str, status: int, description: str, *, times: int = 1) -> None:
+        """Answer the next `times` calls of `method` with the Bot API's error body."""
+        self.errors.setdefault(method, []).extend([(status, description)] * times)
 
     def user(self, user_id: int, name: str = "Ana", username: str | None = None) -> dict[str, Any]:
         user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": name}
