@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from adapters.base import (
     ChatAdapter,
@@ -35,7 +35,15 @@ from bot.decisions import Status as DecisionStatus
 from bot.locks import Lease
 from bot.logs import log_context
 from bot.outbox import Outbox
-from bot.render import APPROVE, REJECT, decided_message, mention, outcome_message, stale_click_text
+from bot.render import (
+    APPROVE,
+    REJECT,
+    decided_message,
+    mention,
+    outcome_message,
+    stale_click_text,
+    typed_mentions,
+)
 from bot.sessions import Resolution, Session, SessionStore
 
 log = logging.getLogger(__name__)
@@ -73,15 +81,22 @@ class Reply:
     entry_id: str
     conversation: ConversationKey
     sequence: int = 0
+    # Mentions that may ping in these replies: the ones the person typed, and that person.
+    allowed_mentions: frozenset[str] = frozenset()
 
     async def send(self, message: OutboundMessage) -> MessageRef | None:
         self.sequence += 1
         key = f"{self.entry_id}:{self.sequence}"
-        return await self.outbox.send(self.adapter, key, self.conversation, message)
+        return await self.outbox.send(self.adapter, key, self.conversation, self._allow(message))
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
         self.sequence += 1
-        await self.outbox.edit(self.adapter, f"{self.entry_id}:{self.sequence}", ref, message)
+        key = f"{self.entry_id}:{self.sequence}"
+        await self.outbox.edit(self.adapter, key, ref, self._allow(message))
+
+    def _allow(self, message: OutboundMessage) -> OutboundMessage:
+        allowed = message.allowed_mentions | self.allowed_mentions
+        return replace(message, allowed_mentions=allowed)
 
 
 @dataclass(kw_only=True)
@@ -122,6 +137,7 @@ class Conductor:
             adapter=adapter,
             entry_id=entry_id,
             conversation=event.conversation,
+            allowed_mentions=typed_mentions(event),
         )
         turn = Turn(event=event, session=session, reply=reply, lease=lease)
         run_id = (
@@ -179,7 +195,8 @@ class Conductor:
             who = mention(
                 event.conversation.platform, decision.requester_id, decision.requester_name
             )
-            await reply.send(OutboundMessage(text=WAIT_FOR_REQUESTER.format(who=who)))
+            text = WAIT_FOR_REQUESTER.format(who=who)
+            await reply.send(OutboundMessage(text=text, allowed_mentions=frozenset({who})))
             return
         by = mention(event.conversation.platform, event.actor.user_id, event.actor.name)
         if decision.kind == "question":
@@ -397,7 +414,7 @@ class Conductor:
             return
         message = decided_message(decision)
         if answer is not None:
-            message = OutboundMessage(text=f"{message.text}: {answer}")
+            message = replace(message, text=f"{message.text}: {answer}")
         ref = MessageRef(conversation=reply.conversation, message_id=decision.message_id)
         try:
             await reply.edit(ref, message)
