@@ -49,6 +49,7 @@ from bot.sessions import Resolution, Session, SessionStore
 log = logging.getLogger(__name__)
 
 FEEDBACK_NOTE = "Understood — I won't go ahead with that plan. I'll take your message into account."
+NOT_YOURS_TO_CANCEL = "Only {who} or an approver can cancel what I'm waiting on here."
 WAIT_FOR_REQUESTER = "I'm waiting for {who} to answer first; ask me again once that's settled."
 ERROR_TEXT = "Sorry — something went wrong on my side. Please try again."
 PROGRESS_DELAY = 0.5  # seconds a run works before the chat shows that it is working
@@ -168,10 +169,11 @@ class Conductor:
         context = run_context(event)
         if event.command:
             result = await self.commands.handle(event, context, session)
-            if result.cancel:
-                await self._cancel(event, session, reply)
             private_to = event.actor.user_id if result.private else None
-            await reply.send(OutboundMessage(text=result.text, private_to=private_to))
+            answer = OutboundMessage(text=result.text, private_to=private_to)
+            if result.cancel and (not_yours := await self._cancel(event, session, reply)):
+                answer = not_yours
+            await reply.send(answer)
             return
         if not event.mentioned and session.state is None:
             return  # a thread message in a conversation Parley is not part of
@@ -210,8 +212,17 @@ class Conductor:
             resolution = Resolution(entry_id=reply.entry_id, approved=False, reason=event.text)
         await self._resume(turn, resolution)
 
-    async def _cancel(self, event: InboundMessage, session: Session, reply: Reply) -> None:
+    async def _cancel(
+        self, event: InboundMessage, session: Session, reply: Reply
+    ) -> OutboundMessage | None:
+        """Cancel the run or its pending decision; a refusal if this person may not."""
         decision = await self._pending(session)
+        if decision is not None and not self._may_decide(event, decision):
+            who = mention(
+                event.conversation.platform, decision.requester_id, decision.requester_name
+            )
+            text = NOT_YOURS_TO_CANCEL.format(who=who)
+            return OutboundMessage(text=text, allowed_mentions=frozenset({who}))
         if decision is not None:
             by = mention(event.conversation.platform, event.actor.user_id, event.actor.name)
             await self._show_decided(
@@ -220,6 +231,7 @@ class Conductor:
         if session.state is not None:
             session.state.abandon("Not run: the user cancelled.")
         self._settle(session)
+        return None
 
     # --- button presses ---------------------------------------------------------------------
 
