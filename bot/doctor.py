@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -258,7 +260,28 @@ async def check_telegram(settings: Settings) -> Check:
     )
 
 
+async def check_http(settings: Settings) -> Check:
+    host, port = settings.http.host, settings.http.port
+    try:
+        with socket.create_server((host, port), reuse_port=False):
+            pass
+    except OSError as exc:
+        detail = (
+            f"{host}:{port} is already in use"
+            if exc.errno == errno.EADDRINUSE
+            else f"cannot listen on {host}:{port} ({exc.strerror})"
+        )
+        return Check(
+            name="http",
+            status="fail",
+            detail=detail,
+            hint="stop whatever listens there (or Parley already runs), or set PARLEY_HTTP_PORT",
+        )
+    return Check(name="http", status="ok", detail=f"{host}:{port} is free to listen on")
+
+
 CHECKS: list[Callable[[Settings], Awaitable[Check]]] = [
+    check_http,
     check_redis,
     check_anthropic,
     check_ollama,

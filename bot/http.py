@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -14,10 +15,15 @@ log = logging.getLogger(__name__)
 ReadinessCheck = Callable[[], Awaitable[tuple[bool, str]]]
 
 
+class PortInUse(Exception):
+    """The configured address is taken; the message names the setting to change."""
+
+
 class HttpServer:
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, *, setting: str = "PARLEY_HTTP_PORT") -> None:
         self.host = host
         self.port = port
+        self.setting = setting
         self.app = web.Application(client_max_size=1024 * 1024)
         self.checks: dict[str, ReadinessCheck] = {}
         self.app.router.add_get("/healthz", self._healthz)
@@ -59,7 +65,17 @@ class HttpServer:
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            self._runner = None
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise PortInUse(
+                f"{self.host}:{self.port} is already in use; stop whatever listens there "
+                f"or set {self.setting} to a free port"
+            ) from None
         if self.port == 0:
             self.port = _bound_port(site)
         log.info("HTTP server listening on %s:%d", self.host, self.port)
