@@ -18,6 +18,7 @@ COMMANDS = {
     "console": "chat with the agent in this terminal, no chat platform needed",
     "doctor": "check the configuration and every service Parley talks to",
 }
+TERMINAL = ("console", "doctor")  # commands whose output is a conversation or a table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,10 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"parley: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log.level, settings.log.format, secrets_of(settings))
     no_platform = settings.slack.bot_token is None and settings.telegram.token is None
     if command == "run" and no_platform and sys.stdin.isatty():
         command = "console"  # nothing to serve: chat in the terminal instead
+    # The console's chat and doctor's table own the terminal; their logs go to a file.
+    log_file = settings.redis.data_dir / f"{command}.log" if command in TERMINAL else None
+    configure_logging(settings.log.level, settings.log.format, secrets_of(settings), file=log_file)
+    if log_file is not None and command == "console":
+        print(f"(logs go to {log_file})", file=sys.stderr)
     try:
         return asyncio.run(dispatch(command, args, settings))
     except KeyboardInterrupt:
