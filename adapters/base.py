@@ -3,6 +3,9 @@
 An adapter turns platform events into `InboundMessage` / `InboundAction` and hands them to
 an `InboundHandler`; it renders an `OutboundMessage` (Markdown text plus optional buttons)
 on its platform. Adapters know nothing of the agent, Redis or each other.
+
+A handler that cannot store an event for now raises `HandoverFailed`: the adapter then keeps
+the event unconfirmed on its platform (no offset, no ack, a non-2xx answer) so it comes back.
 """
 
 from __future__ import annotations
@@ -93,6 +96,10 @@ class InboundAction:
 
 Inbound = InboundMessage | InboundAction
 InboundHandler = Callable[[Inbound], Awaitable[object]]
+
+
+class HandoverFailed(Exception):
+    """The handler could not store the event durably; it is safe to offer it again later."""
 
 
 @dataclass(frozen=True, kw_only=True)

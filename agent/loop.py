@@ -36,7 +36,7 @@ from agent.protocols import (
     Scheduler,
 )
 from agent.state import RunState
-from agent.tools import ToolContext, ToolRegistry
+from agent.tools import ToolContext, ToolRegistry, ToolSource
 from agent.turns import Actor
 
 log = logging.getLogger(__name__)
@@ -76,9 +76,11 @@ class Agent:
         config: AgentConfig = AgentConfig(),
         system_prompt: str | None = None,
         on_progress: ProgressCallback | None = None,
+        tool_source: ToolSource | None = None,
     ) -> None:
         self.model = model
         self.tools = tools
+        self.tool_source = tool_source
         self.recall = recall if recall is not None else memory
         self.memory = memory
         self.scheduler = scheduler
@@ -148,8 +150,12 @@ class Agent:
         reason: str | None,
     ) -> Outcome:
         trace = RunTrace()
+        registry = self.tools
+        extra = list(self.tool_source.tools_for(state.context)) if self.tool_source else []
+        if extra:
+            registry = registry.with_tools(extra)
         actor = Actor(
-            registry=self.tools,
+            registry=registry,
             context=ToolContext(run=state.context, memory=self.memory, scheduler=self.scheduler),
             policy=self._policy,
             trace=trace,
@@ -196,9 +202,11 @@ class Agent:
                     summary=summary,
                 )
 
-            usage, calls = await fit(
-                state, model=self.model, window=self._window, system_for=system_for
-            )
+            specs, window = self._specs, self._window
+            if actor.registry is not self.tools:  # this conversation has tools of its own
+                specs = actor.registry.specs()
+                window = Window(tokens=self.config.context_tokens, tools=estimate_tools(specs))
+            usage, calls = await fit(state, model=self.model, window=window, system_for=system_for)
             self._account(state, trace, usage)
             trace.summaries += calls
 
@@ -206,7 +214,7 @@ class Agent:
             request = ChatRequest(
                 system=system_for(state.summary),
                 messages=list(state.messages),
-                tools=self._specs,
+                tools=specs,
                 max_tokens=self.config.max_tokens,
             )
             think_started = time.monotonic()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any, get_type_hints, overload
+from typing import Any, Protocol, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -238,6 +238,12 @@ def _tools_in(obj: Any) -> list[Tool]:
     raise ToolLoadError(f"{obj!r} is not a tool, a list of tools, a module or a registry")
 
 
+class ToolSource(Protocol):
+    """More tools for one conversation (MCP servers' tools), asked for at each run segment."""
+
+    def tools_for(self, context: RunContext) -> Iterable[Tool]: ...
+
+
 class ToolRegistry:
     """The tools an agent may use, by unique name."""
 
@@ -245,6 +251,16 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         for item in tools:
             self.register(item)
+
+    def with_tools(self, extra: Iterable[Tool]) -> ToolRegistry:
+        """A new registry: these tools plus `extra`; an extra one never replaces a built-in."""
+        combined = ToolRegistry(self._tools.values())
+        for item in extra:
+            if item.name in combined:
+                log.warning("tool %s is already defined; ignoring the other one", item.name)
+            else:
+                combined.register(item)
+        return combined
 
     def register(self, item: Tool) -> Tool:
         if item.name in self._tools:

@@ -148,12 +148,22 @@ async def main() -> None:
             }
             base = 10_000
             for name, layout in layouts.items():
+                # The first process takes the webhooks; readiness is on its metrics port.
+                metrics_port = free_port()
                 processes = [
-                    await start(role, {**env, "PARLEY_HTTP_PORT": str(p)}, logs)
+                    await start(
+                        role,
+                        {
+                            **env,
+                            "PARLEY_HTTP_PORT": str(p),
+                            "PARLEY_METRICS_PORT": str(metrics_port if p == port else 0),
+                        },
+                        logs,
+                    )
                     for role, p in layout
                 ]
                 try:
-                    await wait_http(port)
+                    await wait_http(metrics_port)
                     await asyncio.sleep(2)  # workers load the embedding model
                     await measure(telegram, url, 5, base)  # warm-up
                     base += 100

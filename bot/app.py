@@ -26,6 +26,7 @@ from bot.http import HttpServer
 from bot.inbox import Inbox
 from bot.keys import Keys
 from bot.limits import Limits
+from bot.mcp_setup import build_toolbox, readiness
 from bot.memory_setup import open_memory
 from bot.models import build_chat_model
 from bot.platforms import Platforms
@@ -74,9 +75,16 @@ async def run_role(
     keys = Keys(settings.redis.key_prefix)
     gateway = role in ("all", "gateway")
     workers = role in ("all", "worker")
+    # MCP servers run with workers; a broken config file stops us before anything is opened
+    toolbox = build_toolbox(settings) if workers else None
     inbox = Inbox(redis, keys, dedup_ttl=settings.runtime.dedup_ttl)
     limits = Limits(redis, keys.prefix, settings.limits)
-    http = HttpServer(settings.http.host, settings.http.port)
+    http = HttpServer(
+        settings.http.host,
+        settings.http.port,
+        metrics_host=settings.http.metrics_host,
+        metrics_port=settings.http.metrics_port,
+    )
     http.add_check("redis", _redis_check(redis))
     platforms = Platforms(settings, redis, keys, inbox.submit if gateway else None)
     memory: MemoryStore | None = await open_memory(settings, redis) if workers else None
@@ -87,7 +95,14 @@ async def run_role(
         assert model is not None
 
         def make_agent(scheduler: Scheduler):  # type: ignore[no-untyped-def]
-            return build_agent(settings, redis, model=model, memory=memory, scheduler=scheduler)
+            return build_agent(
+                settings,
+                redis,
+                model=model,
+                memory=memory,
+                scheduler=scheduler,
+                tool_source=toolbox,
+            )
 
         after_run = None
         if settings.memory.extract and memory is not None:
@@ -111,10 +126,13 @@ async def run_role(
     try:
         if gateway:
             platforms.register_routes(http)
-        await http.start()  # workers serve /healthz, /readyz and /metrics too
+        await http.start()  # every role serves /healthz, /readyz and /metrics
         if gateway:
             await platforms.start_receiving(stop)
             http.add_check("platforms", platforms.check)
+        if toolbox is not None:
+            toolbox.launch()  # in the background: a slow or broken server never holds us up
+            http.add_check("mcp", readiness(toolbox))
         if runtime is not None:
             worker_task = asyncio.create_task(runtime.run(stop))
         log.info("Parley is running (%s); press Ctrl-C to stop", role)
@@ -127,6 +145,8 @@ async def run_role(
     finally:
         await http.stop()
         await platforms.close()
+        if toolbox is not None:
+            await toolbox.stop()
         if model is not None:
             await close_model(model)
         log.info("%s stopped", role)

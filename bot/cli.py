@@ -42,6 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
             description="rebuild the memory index for the configured embedding model",
         )
     )
+    mcp = commands.add_parser(
+        "mcp", help="MCP servers (PARLEY_MCP_CONFIG)", description="MCP servers (PARLEY_MCP_CONFIG)"
+    )
+    mcp_commands = mcp.add_subparsers(dest="mcp_command", metavar="ACTION", required=True)
+    mcp_commands.add_parser(
+        "list",
+        help="start each server and show its state and tools with their approval class",
+        description="start each server and show its state and tools with their approval class",
+    )
     return parser
 
 
@@ -96,6 +105,7 @@ def secrets_of(settings: Settings) -> list[str]:
 
 
 async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -> int:
+    from agent.mcp import McpConfigError
     from bot.embedded_redis import EmbeddedRedisError
     from bot.http import PortInUse
     from memory import MemoryIndexMismatch
@@ -107,6 +117,8 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
             return await run_doctor(settings)
         if command == "memory":
             return await memory_command(args, settings)
+        if command == "mcp":
+            return await mcp_command(settings)
         if command == "console":
             from bot.console import run_console
 
@@ -118,7 +130,7 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
         )
         await serve(settings, role=role)
         return 0
-    except (EmbeddedRedisError, MemoryIndexMismatch) as exc:
+    except (EmbeddedRedisError, MemoryIndexMismatch, McpConfigError) as exc:
         print(f"parley: {exc}", file=sys.stderr)
         return 1
     except PortInUse as exc:
@@ -134,6 +146,22 @@ async def memory_command(args: argparse.Namespace, settings: Settings) -> int:
         count = await reindex(settings, redis)
     print(f"memory index rebuilt: {count} memories re-embedded")
     return 0
+
+
+async def mcp_command(settings: Settings) -> int:
+    from bot.mcp_setup import build_toolbox, listing
+
+    toolbox = build_toolbox(settings)
+    if toolbox is None:
+        print("no MCP servers: PARLEY_MCP_CONFIG is not set")
+        return 0
+    await toolbox.start()
+    try:
+        for line in listing(toolbox):
+            print(line)
+        return 0 if all(s.state == "ready" for s in toolbox.status().values()) else 1
+    finally:
+        await toolbox.stop()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from agent.builtin_tools import builtin_registry
 from agent.llm.base import ChatModel
 from agent.loop import Agent, AgentConfig
 from agent.protocols import MemoryStore, Scheduler
-from agent.tools import ToolRegistry
+from agent.tools import ToolRegistry, ToolSource
 from bot.config import Settings
 from bot.models import build_chat_model
 
@@ -52,6 +52,7 @@ def build_agent(
     memory: MemoryStore | None = None,
     scheduler: Scheduler | None = None,
     tools: ToolRegistry | None = None,
+    tool_source: ToolSource | None = None,
 ) -> Agent:
     return Agent(
         model or build_chat_model(settings, redis),
@@ -59,4 +60,5 @@ def build_agent(
         memory=memory,
         scheduler=scheduler,
         config=agent_config(settings),
+        tool_source=tool_source,
     )

@@ -95,6 +95,13 @@ class AgentSettings(_Section):
     max_message_chars: int = Field(4000, alias="PARLEY_MAX_MESSAGE_CHARS", ge=1)
 
 
+class McpSettings(_Section):
+    config: Path | None = Field(None, alias="PARLEY_MCP_CONFIG")
+    start_timeout: float = Field(20.0, alias="PARLEY_MCP_START_TIMEOUT", gt=0)
+    call_timeout: float = Field(60.0, alias="PARLEY_MCP_CALL_TIMEOUT", gt=0)
+    retry_max: float = Field(300.0, alias="PARLEY_MCP_RETRY_MAX", gt=0)
+
+
 class MemorySettings(_Section):
     embedder: Literal["local", "ollama"] = Field("local", alias="PARLEY_EMBEDDER")
     recall_k: int = Field(5, alias="PARLEY_RECALL_K", ge=1)
@@ -130,6 +137,9 @@ class SlackSettings(_Section):
 class HttpSettings(_Section):
     host: str = Field("127.0.0.1", alias="PARLEY_HTTP_HOST")
     port: int = Field(8080, alias="PARLEY_HTTP_PORT", ge=0, le=65535)
+    # Health, readiness and metrics: an internal listener, never behind the public ingress.
+    metrics_host: str = Field("127.0.0.1", alias="PARLEY_METRICS_HOST")
+    metrics_port: int = Field(9090, alias="PARLEY_METRICS_PORT", ge=0, le=65535)
 
 
 class AccessSettings(_Section):
@@ -174,6 +184,7 @@ class Settings(BaseModel):
     ollama: OllamaSettings
     llm: LLMSettings
     agent: AgentSettings
+    mcp: McpSettings
     memory: MemorySettings
     telegram: TelegramSettings
     slack: SlackSettings

@@ -24,8 +24,10 @@ from bot.app import redis_connection
 from bot.compose import build_agent
 from bot.config import Settings
 from bot.doctor import check_anthropic, check_ollama
+from bot.mcp_setup import build_toolbox
 from bot.memory_setup import open_memory
 from bot.models import build_chat_model
+from bot.render import approval_text
 
 NO_PROVIDER = """\
 Parley has no language model to talk to. Configure one of:
@@ -179,7 +181,12 @@ async def run_console(
         model = build_chat_model(settings, redis)
         memory = await open_memory(settings, redis)
         scheduler = ConsoleScheduler(stdout)
-        agent = build_agent(settings, redis, model=model, memory=memory, scheduler=scheduler)
+        toolbox = build_toolbox(settings)
+        if toolbox is not None:
+            await toolbox.start()
+        agent = build_agent(
+            settings, redis, model=model, memory=memory, scheduler=scheduler, tool_source=toolbox
+        )
         user = getpass.getuser()
         context = RunContext(
             conversation_id="console:-:local:-",
@@ -213,6 +220,8 @@ async def run_console(
                     outcome = await chat.attempt(agent.resume(outcome.state, **resumed))
         finally:
             loop.remove_signal_handler(signal.SIGINT)
+            if toolbox is not None:
+                await toolbox.stop()
             await scheduler.close()
             close = getattr(model, "close", None)
             if close is not None:
@@ -236,8 +245,7 @@ async def _decide(chat: Chat, outcome: Outcome) -> dict[str, Any] | None:
         return {"answer": answer}
     assert isinstance(outcome, AwaitingApproval)
     chat.say("parley wants to:")
-    for index, step in enumerate(outcome.plan.steps, 1):
-        chat.say(f"  {index}. {step.description}")
+    chat.say(approval_text(outcome))
     while True:
         decision = await chat.ask("Approve? [y/N] ")
         if decision in (None, INTERRUPTED):

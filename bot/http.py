@@ -1,4 +1,10 @@
-"""The one aiohttp server: platform webhooks, health, readiness and metrics."""
+"""Two aiohttp listeners: a public one for platform webhooks, an internal one for operations.
+
+The public listener (`PARLEY_HTTP_HOST:PARLEY_HTTP_PORT`) serves only the routes the
+platforms call (`/slack/events`, `/telegram/webhook`) and opens only when some are
+registered. The internal one (`PARLEY_METRICS_HOST:PARLEY_METRICS_PORT`) serves `/healthz`,
+`/readyz` and `/metrics` in every process, so probes and scrapes never pass the ingress.
+"""
 
 from __future__ import annotations
 
@@ -20,16 +26,20 @@ class PortInUse(Exception):
 
 
 class HttpServer:
-    def __init__(self, host: str, port: int, *, setting: str = "PARLEY_HTTP_PORT") -> None:
+    def __init__(
+        self, host: str, port: int, *, metrics_host: str = "127.0.0.1", metrics_port: int = 0
+    ) -> None:
         self.host = host
         self.port = port
-        self.setting = setting
+        self.metrics_host = metrics_host
+        self.metrics_port = metrics_port
         self.app = web.Application(client_max_size=1024 * 1024)
+        self.internal = web.Application()
         self.checks: dict[str, ReadinessCheck] = {}
-        self.app.router.add_get("/healthz", self._healthz)
-        self.app.router.add_get("/readyz", self._readyz)
-        self.app.router.add_get("/metrics", self._metrics)
-        self._runner: web.AppRunner | None = None
+        self.internal.router.add_get("/healthz", self._healthz)
+        self.internal.router.add_get("/readyz", self._readyz)
+        self.internal.router.add_get("/metrics", self._metrics)
+        self._runners: list[web.AppRunner] = []
 
     def add_route(
         self, method: str, path: str, handler: Callable[[web.Request], Awaitable[Any]]
@@ -62,28 +72,40 @@ class HttpServer:
         )
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        try:
+            self.metrics_port = await self._listen(
+                self.internal, self.metrics_host, self.metrics_port, "PARLEY_METRICS_PORT"
+            )
+            log.info("health and metrics on %s:%d", self.metrics_host, self.metrics_port)
+            if len(self.app.router.routes()) == 0:
+                log.info("no webhook routes: the public HTTP listener stays closed")
+                return
+            self.port = await self._listen(self.app, self.host, self.port, "PARLEY_HTTP_PORT")
+            log.info("webhooks listening on %s:%d", self.host, self.port)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _listen(self, app: web.Application, host: str, port: int, setting: str) -> int:
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        self._runners.append(runner)
+        site = web.TCPSite(runner, host, port)
         try:
             await site.start()
         except OSError as exc:
-            await self._runner.cleanup()
-            self._runner = None
             if exc.errno != errno.EADDRINUSE:
                 raise
             raise PortInUse(
-                f"{self.host}:{self.port} is already in use; stop whatever listens there "
-                f"or set {self.setting} to a free port"
+                f"{host}:{port} is already in use; stop whatever listens there "
+                f"or set {setting} to a free port"
             ) from None
-        if self.port == 0:
-            self.port = _bound_port(site)
-        log.info("HTTP server listening on %s:%d", self.host, self.port)
+        return _bound_port(site) if port == 0 else port
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        runners, self._runners = self._runners, []
+        for runner in reversed(runners):
+            await runner.cleanup()
 
 
 def _bound_port(site: web.TCPSite) -> int:

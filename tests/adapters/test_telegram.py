@@ -290,7 +290,7 @@ async def test_webhook_checks_the_secret_and_dedups(redis, telegram: FakeTelegra
                     assert ok.status == 200
                 await harness.settle()
                 assert [p.text for p in telegram.chat(ANA)] == ["via webhook"]
-                health = await http.get(f"http://127.0.0.1:{server.port}/healthz")
+                health = await http.get(f"http://127.0.0.1:{server.metrics_port}/healthz")
                 assert health.status == 200  # still serving after the malformed body
         finally:
             await server.stop()

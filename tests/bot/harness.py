@@ -15,7 +15,7 @@ from adapters.base import Inbound
 from agent.builtin_tools import builtin_registry
 from agent.loop import Agent, AgentConfig
 from agent.protocols import MemoryStore, Scheduler
-from agent.tools import ToolRegistry
+from agent.tools import ToolRegistry, ToolSource
 from bot.config import Settings
 from bot.runtime import Runtime, build_runtime
 from bot.worker import GROUP
@@ -60,6 +60,7 @@ async def running(
     tools: ToolRegistry | None = None,
     memory: MemoryStore | None = None,
     config: Settings | None = None,
+    tool_source: ToolSource | None = None,
 ) -> AsyncIterator[Harness]:
     adapter = adapter or RecordingAdapter()
     registry = tools or builtin_registry()
@@ -71,6 +72,7 @@ async def running(
             memory=memory,
             scheduler=scheduler,
             config=AgentConfig(backoff_base=0.01, backoff_max=0.02),
+            tool_source=tool_source,
         )
 
     runtime = build_runtime(

@@ -13,7 +13,15 @@ from bot.cli import COMMANDS, main
 
 
 @pytest.mark.parametrize(
-    "argv", [[], *([name] for name in COMMANDS), ["memory"], ["memory", "reindex"]]
+    "argv",
+    [
+        [],
+        *([name] for name in COMMANDS),
+        ["memory"],
+        ["memory", "reindex"],
+        ["mcp"],
+        ["mcp", "list"],
+    ],
 )
 def test_every_command_has_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:

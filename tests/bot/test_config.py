@@ -77,6 +77,7 @@ def test_design_contract_variables_exist() -> None:
         "SLACK_API_URL",
         "PARLEY_HTTP_HOST",
         "PARLEY_HTTP_PORT",
+        "PARLEY_METRICS_PORT",
         "PARLEY_TELEGRAM_ALLOWED_USERS",
         "PARLEY_SLACK_ALLOWED_TEAMS",
         "PARLEY_SLACK_ALLOWED_CHANNELS",

@@ -71,7 +71,7 @@ def test_a_server_that_cannot_load_its_libraries_is_explained(tmp_path: Path) ->
 
 def start_parley(data_dir: Path, port: int) -> tuple[subprocess.Popen[bytes], int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")}
-    env.update(PARLEY_DATA_DIR=str(data_dir), PARLEY_HTTP_PORT=str(port))
+    env.update(PARLEY_DATA_DIR=str(data_dir), PARLEY_HTTP_PORT=str(port), PARLEY_METRICS_PORT="0")
     process = subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "--env-file", "/dev/null", "run"],
         env=env,

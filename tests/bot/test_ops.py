@@ -28,7 +28,7 @@ async def test_metrics_health_and_readiness(redis: aioredis.Redis) -> None:
         server = HttpServer("127.0.0.1", 0)
         server.add_check("redis", _redis_check(redis))
         await server.start()
-        base = f"http://127.0.0.1:{server.port}"
+        base = f"http://127.0.0.1:{server.metrics_port}"
         try:
             async with aiohttp.ClientSession() as http:
                 metrics = await (await http.get(f"{base}/metrics")).text()

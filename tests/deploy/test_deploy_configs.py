@@ -28,44 +28,65 @@ def test_compose_parses_and_sets_only_known_variables() -> None:
         assert set(service["environment"]) <= VARIABLES
         assert service["command"][0] in COMMANDS
         assert "healthcheck" in service
+        # Read-only root, nothing but the declared writable directories.
+        assert service["read_only"] is True and service["cap_drop"] == ["ALL"]
+        assert {t.split(":")[0] for t in service["tmpfs"]} == {"/tmp", "/home/parley"}
+        # Health and metrics on the internal port, never published.
+        port = service["environment"]["PARLEY_METRICS_PORT"]
+        assert f"127.0.0.1:{port}/" in " ".join(service["healthcheck"]["test"])
+        assert not any(port in str(p) for p in service.get("ports", []))
+    assert services["gateway"]["ports"] == ["8080:8080"]
     assert services["worker"]["deploy"]["replicas"] >= 1
     assert "redis-data:/data" in services["redis"]["volumes"]
-    assert "redis-stack" in services["redis"]["image"]  # search + JSON modules
-    assert "pull" in " ".join(services["ollama-pull"]["entrypoint"])
+    assert services["redis"]["image"].startswith("redis:8")  # query engine + JSON built in
+    assert "entrypoint" not in services["redis"]  # the image's entrypoint loads the modules
 
 
-def test_kubernetes_manifests_parse_and_probe_the_health_endpoints() -> None:
-    kinds: dict[str, dict[str, Any]] = {}
-    for name in ("gateway.yaml", "worker.yaml", "configmap.yaml", "secret.example.yaml"):
-        for document in documents(f"k8s/{name}"):
-            kinds[f"{document['kind']}/{document['metadata']['name']}"] = document
-    assert {
-        "Deployment/parley-gateway",
-        "Service/parley-gateway",
-        "Deployment/parley-worker",
-        "ConfigMap/parley",
-        "Secret/parley",
-    } <= set(kinds)
-    assert set(kinds["ConfigMap/parley"]["data"]) <= VARIABLES
-    assert set(kinds["Secret/parley"]["stringData"]) <= VARIABLES
-    port = int(kinds["ConfigMap/parley"]["data"]["PARLEY_HTTP_PORT"])
-    for name in ("Deployment/parley-gateway", "Deployment/parley-worker"):
-        spec = kinds[name]["spec"]["template"]["spec"]
-        assert spec["securityContext"]["runAsNonRoot"] is True
-        container = spec["containers"][0]
-        assert container["args"][0] in COMMANDS
-        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port}
-        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port}
+def test_compose_reads_the_projects_env_file_everywhere() -> None:
+    text = (DEPLOY / "docker-compose.yml").read_text()
+    # `${...}` would be interpolated by compose from deploy/.env, not the project's .env.
+    assert not re.search(r"(?<!\$)\$\{", text)
+    services = documents("docker-compose.yml")[0]["services"]
+    for name in ("gateway", "worker", "ollama-pull"):
+        assert services[name]["env_file"] == "../.env", name
+    pull = " ".join(services["ollama-pull"]["entrypoint"])
+    assert "pull" in pull and "$${OLLAMA_MODEL:-" in pull
+    default = re.search(r"OLLAMA_MODEL:-([^}]+)\}", pull)
+    assert default and default.group(1) == all_variables()["OLLAMA_MODEL"]
 
 
-def test_dockerfile_is_multi_stage_non_root_and_runs_a_real_command() -> None:
+def final_stage(dockerfile: str) -> str:
+    return dockerfile[[m.start() for m in re.finditer(r"^FROM ", dockerfile, re.M)][-1] :]
+
+
+def test_dockerfile_is_multi_stage_pinned_non_root_and_runs_a_real_command() -> None:
     dockerfile = (DEPLOY / "Dockerfile").read_text()
-    assert len(re.findall(r"^FROM ", dockerfile, flags=re.MULTILINE)) == 2
-    assert re.search(r"^USER 10001$", dockerfile, flags=re.MULTILINE)
-    assert '"parley"' in dockerfile and 'CMD ["run"]' in dockerfile and "run" in COMMANDS
-    assert "/healthz" in dockerfile
+    froms = re.findall(r"^FROM (\S+)", dockerfile, flags=re.MULTILINE)
+    assert froms == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]
+    base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", dockerfile, flags=re.MULTILINE)
+    assert base and re.fullmatch(r"python:3\.11-slim-\w+@sha256:[0-9a-f]{64}", base.group(1))
+    assert "imagetools inspect" in dockerfile  # how to refresh the digest
+    final = final_stage(dockerfile)
+    assert "/wheels" not in final  # wheels never reach the final image's layers
+    assert re.findall(r"^COPY (.*)$", final, flags=re.MULTILINE) == [
+        "--from=build /opt/parley /opt/parley"
+    ]
+    assert re.search(r"^USER 10001:10001$", final, flags=re.MULTILINE)
+    assert '"parley"' in final and 'CMD ["run"]' in final and "run" in COMMANDS
+    env = dict(
+        re.findall(r"\b([A-Z_]+)=(\S+)", " ".join(re.findall(r"^ENV .*(?:\n .*)*", final, re.M)))
+    )
+    assert env["HOME"] == "/home/parley" and env["TMPDIR"] == "/tmp"
+    assert 'VOLUME ["/tmp", "/home/parley"]' in final
+    assert "PARLEY_METRICS_PORT" in final.split("HEALTHCHECK")[1] and "/healthz" in final
+    assert re.search(r"^EXPOSE 8080 9090$", final, flags=re.MULTILINE)
     for name in re.findall(r"\b(PARLEY_[A-Z_]+)=", dockerfile):
         assert name in VARIABLES, name
+
+
+def test_the_build_context_leaves_secrets_out() -> None:
+    ignored = (DEPLOY.parent / ".dockerignore").read_text().splitlines()
+    assert ".env" in ignored and ".venv" in ignored and ".git" in ignored
 
 
 def test_redis_conf_is_durable() -> None:

@@ -5,8 +5,11 @@
     fake.push(fake.message(chat_id=42, user_id=42, text="hi"))       # served by getUpdates
     fake.push(fake.callback(chat_id=42, user_id=42, message_id=7, data="d:abc:approve"))
     fake.fail_next("sendMessage", retry_after=1)                      # a 429 with retry_after
+    fake.fail_next_with("getUpdates", 502, "Bad Gateway")             # any other error answer
 
-It serves getMe, getUpdates (long poll honouring offset and timeout), setWebhook,
+Like the real Bot API, getUpdates keeps each update until a later call's offset confirms it
+(`fake.updates` holds the unconfirmed ones), so an update confirmed before it was stored is
+gone for good. It serves getMe, getUpdates (long poll honouring offset and timeout), setWebhook,
 deleteWebhook, setMyCommands, sendMessage, editMessageText, answerCallbackQuery and
 sendChatAction, and keeps what the bot posted per chat (`fake.chat(42)`: the messages with
 their current text and keyboard, edits applied) and every call (`fake.calls("/bot…/x")`,
@@ -54,6 +57,7 @@ class FakeTelegram(FakeServer):
         self.updates: list[dict[str, Any]] = []
         self.posted: list[Posted] = []
         self.failures: dict[str, list[int]] = {}
+        self.errors: dict[str, list[tuple[int, str]]] = {}
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
         self._new_update = asyncio.Event()
@@ -68,6 +72,9 @@ class FakeTelegram(FakeServer):
 
     def fail_next(self, method: str, *, retry_after: int) -> None:
         self.failures.setdefault(method, []).append(retry_after)
+
+    def fail_next_with(self, method: str, status: int, description: str) -> None:
+        self.errors.setdefault(method, []).append((status, description))
 
     def user(self, user_id: int, name: str = "Ana", username: str | None = None) -> dict[str, Any]:
         user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": name}
@@ -201,6 +208,12 @@ class FakeTelegram(FakeServer):
         method = request.path.rsplit("/", 1)[-1]
         params = await _params(recorded, request)
         recorded.body = params
+        errors = self.errors.get(method)
+        if errors:
+            status, description = errors.pop(0)
+            return web.json_response(
+                {"ok": False, "error_code": status, "description": description}, status=status
+            )
         pending = self.failures.get(method)
         if pending:
             retry_after = pending.pop(0)
@@ -239,6 +252,8 @@ class FakeTelegram(FakeServer):
         offset = int(params.get("offset") or 0)
         timeout = float(params.get("timeout") or 0)
         deadline = time.monotonic() + timeout
+        # An offset confirms every update below it: those are forgotten.
+        self.updates = [u for u in self.updates if u["update_id"] >= offset]
         while True:
             ready = [u for u in self.updates if u["update_id"] >= offset]
             if ready or time.monotonic() >= deadline:
