@@ -75,8 +75,15 @@ def render(markdown: str, style: Style) -> str:
         tokens.append(match.group(0))
         return f"\ue000{len(tokens) - 1}\ue001"
 
+    def raw(text: str) -> str:
+        return _HOLE.sub(lambda m: tokens[int(m.group(1))], text)
+
     protected = _SPECIAL.sub(hole, markdown.replace("\ue000", "").replace("\ue001", ""))
-    rendered = "\n\n".join(_render_tree(protected, style))
+    root = SyntaxTreeNode(_PARSER.parse(protected.replace("\r\n", "\n")))
+    for node in root.walk():  # inside code a token is shown as written, never live
+        if node.type in ("fence", "code_block", "code_inline") and node.token is not None:
+            node.token.content = raw(node.token.content)
+    rendered = "\n\n".join(out for node in root.children if (out := _block(node, style)))
     return _HOLE.sub(lambda m: style.special(tokens[int(m.group(1))]), rendered)
 
 
@@ -166,11 +173,6 @@ def _cut(text: str, limit: int) -> Iterator[str]:
 
 
 # --- rendering --------------------------------------------------------------------------------
-
-
-def _render_tree(markdown: str, style: Style) -> list[str]:
-    root = SyntaxTreeNode(_PARSER.parse(markdown.replace("\r\n", "\n")))
-    return [out for node in root.children if (out := _block(node, style))]
 
 
 def _block(node: SyntaxTreeNode, style: Style, depth: int = 0) -> str:

@@ -99,27 +99,32 @@ def test_a_missing_skills_dir_names_the_setting(
     assert "PARLEY_SKILLS_DIR" in err and "Traceback" not in err
 
 
-def test_a_busy_http_port_is_one_clear_line_and_doctor_says_so(
-    tmp_path: Path, redis_url: str
-) -> None:
+@pytest.mark.parametrize("setting", ["PARLEY_HTTP_PORT", "PARLEY_METRICS_PORT"])
+def test_a_busy_port_is_one_clear_line_and_doctor_says_so(redis_url: str, setting: str) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         env = {
             **os.environ,
             "REDIS_URL": redis_url,
             "PARLEY_HTTP_HOST": "127.0.0.1",
-            "PARLEY_HTTP_PORT": str(port),
+            "PARLEY_HTTP_PORT": "0",
+            "PARLEY_METRICS_PORT": "0",
+            setting: str(port),
             "OLLAMA_HOST": "http://127.0.0.1:1",
+            # Slack over HTTP, so the gateway opens its public webhook listener.
+            "SLACK_BOT_TOKEN": "xoxb-test",
+            "SLACK_SIGNING_SECRET": "secret",
+            "SLACK_API_URL": "http://127.0.0.1:1/api/",
         }
         run = [sys.executable, "-m", "bot.cli", "--env-file", "/dev/null"]
         started = subprocess.run(
             [*run, "gateway"], env=env, capture_output=True, text=True, timeout=60
         )
-        assert started.returncode == 2
+        assert started.returncode == 2, started.stderr
         last = started.stderr.strip().splitlines()[-1]
         assert last == (
             f"parley: 127.0.0.1:{port} is already in use; stop whatever listens there "
-            "or set PARLEY_HTTP_PORT to a free port"
+            f"or set {setting} to a free port"
         )
         assert "Traceback" not in started.stderr
         doctor = subprocess.run(
@@ -127,3 +132,4 @@ def test_a_busy_http_port_is_one_clear_line_and_doctor_says_so(
         )
         assert doctor.returncode == 1
         assert f"fail            http       127.0.0.1:{port} is already in use" in doctor.stdout
+        assert f"set {setting}" in doctor.stdout
