@@ -131,6 +131,9 @@ class OutboundMessage:
     decision_id: str | None = None
     # Show only to this user id where the platform can (Slack ephemeral); else post normally.
     private_to: str | None = None
+    # Platform mention tokens (Slack `<@U…>`, `<!here>`) that may ping people: the ones the
+    # requester typed or Parley names itself. Any other mention in the text pings nobody.
+    allowed_mentions: frozenset[str] = frozenset()
 
 
 class ChatAdapter(Protocol):

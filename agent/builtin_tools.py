@@ -48,7 +48,16 @@ async def propose_plan(goal: str, steps: list[ProposedStep]) -> str:
     raise ToolError("propose_plan is handled by the agent loop")
 
 
-@tool(category="memory")
+def _shares_with_team(args: dict[str, Any]) -> bool:
+    # The team sees beyond this conversation: publishing there is the author's decision.
+    return args.get("share") == "team"
+
+
+def _describe_remember(args: dict[str, Any]) -> str:
+    return f"Share with the whole team: “{args.get('text', '')}”"
+
+
+@tool(category="memory", side_effects=_shares_with_team, describe=_describe_remember)
 async def remember(
     ctx: ToolContext,
     text: str,
@@ -59,7 +68,8 @@ async def remember(
 
     Args:
         text: The thing to remember, as a self-contained sentence.
-        share: "private" (only this user), "chat" (everyone in this chat) or "team".
+        share: "private" (only this user), "chat" (everyone in this chat) or "team"
+            (everyone in the team; the user is asked to approve first).
         kind: "fact", "preference" or "episode".
     """
     if ctx.memory is None:

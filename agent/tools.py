@@ -34,6 +34,9 @@ from agent.protocols import MemoryStore, RunContext, Scheduler
 
 log = logging.getLogger(__name__)
 
+# `True` for a tool that always changes the world; a predicate over a call's arguments for
+# one that does only for some calls (remembering privately vs sharing with the team).
+SideEffects = bool | Callable[[dict[str, Any]], bool]
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
@@ -93,7 +96,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         category: str = "general",
-        side_effects: bool = False,
+        side_effects: SideEffects = False,
         timeout: float | None = None,
         retries: int | None = None,
         describe: Callable[[dict[str, Any]], str] | None = None,
@@ -107,7 +110,9 @@ class Tool:
         summary, param_docs = _parse_docstring(fn.__doc__ or "")
         self.description = description or summary or self.name
         self.category = category
-        self.side_effects = side_effects
+        # May this tool change the world? A predicate decides per call (by its arguments).
+        self.side_effects = bool(side_effects)
+        self._side_effects_when = side_effects if callable(side_effects) else None
         self.timeout = timeout
         self.retries = retries
         self._describe = describe
@@ -116,6 +121,12 @@ class Tool:
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         self._spec = ToolSpec(name=self.name, description=self.description, input_schema=schema)
+
+    def needs_approval(self, args: dict[str, Any]) -> bool:
+        """Whether this call changes the world, and so runs only after a person's yes."""
+        if self._side_effects_when is not None:
+            return self._side_effects_when(args)
+        return self.side_effects
 
     def _build_args_model(self, param_docs: dict[str, str]) -> type[BaseModel]:
         hints = get_type_hints(self.fn, include_extras=True)
@@ -179,7 +190,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     category: str = "general",
-    side_effects: bool = False,
+    side_effects: SideEffects = False,
     timeout: float | None = None,
     retries: int | None = None,
     describe: Callable[[dict[str, Any]], str] | None = None,
@@ -193,7 +204,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     category: str = "general",
-    side_effects: bool = False,
+    side_effects: SideEffects = False,
     timeout: float | None = None,
     retries: int | None = None,
     describe: Callable[[dict[str, Any]], str] | None = None,

@@ -93,7 +93,7 @@ class Actor:
                 calls.proposals.append(use)
             elif isinstance(checked := check_call(self.registry, use), str):
                 self._reply(turn, use, checked, "invalid")
-            elif not checked.side_effects:
+            elif not checked.needs_approval(use.input):
                 calls.read_only.append(use)
             elif step := _consume(state.approved_plan, checked, use):
                 calls.covered.append((use, checked, step.call_id))
@@ -290,7 +290,7 @@ class Actor:
             inner = check_call(self.registry, ToolUseBlock(id="-", name=raw.tool, input=raw.args))
             if isinstance(inner, str):
                 return f"Step {index} of the plan is not valid: {inner}"
-            if inner.side_effects:
+            if inner.needs_approval(raw.args):
                 step = _step(
                     ToolUseBlock(id=f"{use.id}.{index}", name=raw.tool, input=raw.args), inner
                 )

@@ -11,14 +11,31 @@ from bot.sessions import Session
 
 HELP = """I'm Parley. Tell me what you need and I'll work on it: I can use tools, I remember \
 what you tell me (ask me to remember something), and I always ask before I do anything \
-with side effects, like setting a reminder.
+with side effects, like setting a reminder.{where}
 
 Commands:
-• /memories — what I remember about you
-• /forget N — forget memory number N; /forget all — forget everything about you
-• /cancel — stop what I'm doing or drop the pending question
-• /status — what I'm doing and your usage today
-• /help — this message"""
+• {p}memories — what I remember about you
+• {p}forget N — forget memory number N; {p}forget all — forget everything about you
+• {p}cancel — stop what I'm doing or drop the pending question
+• {p}status — what I'm doing and your usage today
+• {p}help — this message"""
+
+# How each platform writes a command, and where to talk to Parley there.
+COMMAND_PREFIX = {"slack": "/parley ", "telegram": "/", "console": "/"}
+WHERE = {
+    "slack": "\n\nMention me in a channel (I answer in a thread) or message me directly.",
+    "telegram": "\n\nIn a group, mention me or reply to one of my messages.",
+}
+
+
+def command_text(platform: str, name: str) -> str:
+    """How a person types command `name` on `platform`: /parley help, /help."""
+    return f"{COMMAND_PREFIX.get(platform, '/')}{name}"
+
+
+def help_text(platform: str) -> str:
+    return HELP.format(p=COMMAND_PREFIX.get(platform, "/"), where=WHERE.get(platform, ""))
+
 
 STATUS_TEXT = {
     "idle": "I'm not working on anything for you right now.",
@@ -47,8 +64,9 @@ class Commands:
         self, event: InboundMessage, context: RunContext, session: Session
     ) -> CommandResult:
         command = (event.command or "").lower()
+        platform = event.conversation.platform
         if command in ("help", "start"):
-            return CommandResult(text=HELP)
+            return CommandResult(text=help_text(platform), private=True)
         if command == "memories":
             return CommandResult(text=await self._memories(context), private=True)
         if command == "forget":
@@ -62,7 +80,10 @@ class Commands:
             if self.usage is not None:
                 lines.append(await self.usage(event))
             return CommandResult(text="\n".join(lines), private=True)
-        return CommandResult(text=f"I don't know the command /{command}. Try /help.")
+        return CommandResult(
+            text=f"I don't know the command {command_text(platform, command)}. "
+            f"Try {command_text(platform, 'help')}."
+        )
 
     async def _memories(self, context: RunContext) -> str:
         if self.memory is None:

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from adapters.base import (
     ChatAdapter,
@@ -38,12 +38,21 @@ from bot.decisions import Status as DecisionStatus
 from bot.locks import Lease
 from bot.logs import log_context
 from bot.outbox import Outbox
-from bot.render import APPROVE, REJECT, decided_message, mention, outcome_message, stale_click_text
+from bot.render import (
+    APPROVE,
+    REJECT,
+    decided_message,
+    mention,
+    outcome_message,
+    stale_click_text,
+    typed_mentions,
+)
 from bot.sessions import Resolution, Session, SessionStore
 
 log = logging.getLogger(__name__)
 
 FEEDBACK_NOTE = "Understood — I won't go ahead with that plan. I'll take your message into account."
+NOT_YOURS_TO_CANCEL = "Only {who} or an approver can cancel what I'm waiting on here."
 WAIT_FOR_REQUESTER = "I'm waiting for {who} to answer first; ask me again once that's settled."
 ERROR_TEXT = "Sorry — something went wrong on my side. Please try again."
 UNCERTAIN_TEXT = (
@@ -81,13 +90,20 @@ class Reply:
     adapter: ChatAdapter
     entry_id: str
     conversation: ConversationKey
+    # Mentions that may ping in these replies: the ones the person typed, and that person.
+    allowed_mentions: frozenset[str] = frozenset()
 
     async def send(self, message: OutboundMessage, slot: str) -> MessageRef | None:
         key = f"{self.entry_id}:{slot}"
-        return await self.outbox.send(self.adapter, key, self.conversation, message)
+        return await self.outbox.send(self.adapter, key, self.conversation, self._allow(message))
 
     async def edit(self, ref: MessageRef, message: OutboundMessage, slot: str) -> None:
-        await self.outbox.edit(self.adapter, f"{self.entry_id}:{slot}", ref, message)
+        key = f"{self.entry_id}:{slot}"
+        await self.outbox.edit(self.adapter, key, ref, self._allow(message))
+
+    def _allow(self, message: OutboundMessage) -> OutboundMessage:
+        allowed = message.allowed_mentions | self.allowed_mentions
+        return replace(message, allowed_mentions=allowed)
 
 
 @dataclass(kw_only=True)
@@ -128,6 +144,7 @@ class Conductor:
             adapter=adapter,
             entry_id=entry_id,
             conversation=event.conversation,
+            allowed_mentions=typed_mentions(event),
         )
         turn = Turn(event=event, session=session, reply=reply, lease=lease)
         run_id = (
@@ -170,10 +187,11 @@ class Conductor:
         context = run_context(event)
         if event.command:
             result = await self.commands.handle(event, context, session)
-            if result.cancel:
-                await self._cancel(event, session, reply)
             private_to = event.actor.user_id if result.private else None
-            await reply.send(OutboundMessage(text=result.text, private_to=private_to), "reply")
+            answer = OutboundMessage(text=result.text, private_to=private_to)
+            if result.cancel and (not_yours := await self._cancel(event, session, reply)):
+                answer = not_yours
+            await reply.send(answer, "reply")
             return
         if not event.mentioned and session.state is None:
             return  # a thread message in a conversation Parley is not part of
@@ -197,7 +215,8 @@ class Conductor:
             who = mention(
                 event.conversation.platform, decision.requester_id, decision.requester_name
             )
-            await reply.send(OutboundMessage(text=WAIT_FOR_REQUESTER.format(who=who)), "reply")
+            text = WAIT_FOR_REQUESTER.format(who=who)
+            await reply.send(OutboundMessage(text=text, allowed_mentions=frozenset({who})), "reply")
             return
         by = mention(event.conversation.platform, event.actor.user_id, event.actor.name)
         if decision.kind == "question":
@@ -211,8 +230,17 @@ class Conductor:
             resolution = Resolution(entry_id=reply.entry_id, approved=False, reason=event.text)
         await self._resume(turn, resolution)
 
-    async def _cancel(self, event: InboundMessage, session: Session, reply: Reply) -> None:
+    async def _cancel(
+        self, event: InboundMessage, session: Session, reply: Reply
+    ) -> OutboundMessage | None:
+        """Cancel the run or its pending decision; a refusal if this person may not."""
         decision = await self._pending(session)
+        if decision is not None and not self._may_decide(event, decision):
+            who = mention(
+                event.conversation.platform, decision.requester_id, decision.requester_name
+            )
+            text = NOT_YOURS_TO_CANCEL.format(who=who)
+            return OutboundMessage(text=text, allowed_mentions=frozenset({who}))
         if decision is not None:
             by = mention(event.conversation.platform, event.actor.user_id, event.actor.name)
             await self._show_decided(
@@ -221,6 +249,7 @@ class Conductor:
         if session.state is not None:
             session.state.abandon("Not run: the user cancelled.")
         self._settle(session)
+        return None
 
     # --- button presses ---------------------------------------------------------------------
 
@@ -439,7 +468,7 @@ class Conductor:
             return
         message = decided_message(decision)
         if answer is not None:
-            message = OutboundMessage(text=f"{message.text}: {answer}")
+            message = replace(message, text=f"{message.text}: {answer}")
         ref = MessageRef(conversation=reply.conversation, message_id=decision.message_id)
         try:
             await reply.edit(ref, message, f"decided:{decision.id}")

@@ -8,10 +8,20 @@ variable is listed, with its default, in `.env.example`.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
+from dotenv.parser import parse_stream
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    DirectoryPath,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 CommaList = Annotated[list[str], NoDecode]
@@ -81,7 +91,7 @@ class AgentSettings(_Section):
     tool_output_limit: int = Field(4000, alias="PARLEY_TOOL_OUTPUT_LIMIT", ge=200)
     tool_backoff: float = Field(0.5, alias="PARLEY_TOOL_BACKOFF", gt=0)
     tool_backoff_max: float = Field(8.0, alias="PARLEY_TOOL_BACKOFF_MAX", gt=0)
-    skills_dir: Path | None = Field(None, alias="PARLEY_SKILLS_DIR")
+    skills_dir: DirectoryPath | None = Field(None, alias="PARLEY_SKILLS_DIR")
     max_message_chars: int = Field(4000, alias="PARLEY_MAX_MESSAGE_CHARS", ge=1)
 
 
@@ -189,6 +199,8 @@ class Settings(BaseModel):
     @classmethod
     def load(cls, env_file: str | Path | None = ".env", **overrides: Any) -> Settings:
         """Read every section; raise ConfigError naming each bad variable."""
+        if env_file is not None:
+            check_env_file(Path(env_file))
         sections: dict[str, Any] = {}
         problems: list[str] = []
         for name, field in cls.model_fields.items():
@@ -204,6 +216,26 @@ class Settings(BaseModel):
         if problems:
             raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
         return cls(**sections)
+
+
+def check_env_file(path: Path, *, required: bool = False) -> None:
+    """A settings file must be readable text of KEY=value lines; say where it is not."""
+    if not path.exists():
+        if required:
+            raise ConfigError(f"settings file {path} does not exist")
+        return
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"settings file {path} cannot be read as UTF-8 text ({exc})") from None
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            line = text.splitlines()[binding.original.line - 1].strip()
+            shown = line if len(line) <= 60 else f"{line[:57]}..."
+            raise ConfigError(
+                f"settings file {path}, line {binding.original.line}: cannot read {shown!r} "
+                "(expected NAME=value)"
+            )
 
 
 def _describe(exc: ValidationError) -> list[str]:

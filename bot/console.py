@@ -9,9 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import re
+import signal
 import sys
+import threading
 import time
-from typing import TextIO
+from collections.abc import Coroutine
+from typing import Any, TextIO
 
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
 from agent.protocols import RunContext
@@ -32,7 +36,61 @@ Parley has no language model to talk to. Configure one of:
     (or set OLLAMA_MODEL to a model you have pulled).
 Then run `parley doctor` to check."""
 
-YES = {"y", "yes", "approve", "ok"}
+YES = {"y", "yes", "yeah", "yep", "sure", "ok", "okay", "approve", "approved", "go"}
+NO = {"n", "no", "nope", "nah", "reject", "rejected", "don't", "dont", "stop", "cancel"}
+INTERRUPTED = "\x03"  # what `LineReader.readline` returns after Ctrl-C
+
+
+def yes_or_no(text: str) -> bool | None:
+    """True for yes ("yes please", "ok, go ahead"), False for no (and Enter), None otherwise."""
+    words = re.findall(r"[a-z']+", text.lower())
+    if not words:
+        return False if not text.strip() else None
+    if words[0] in YES or " ".join(words[:2]) in ("do it", "go ahead"):
+        return True
+    if words[0] in NO:
+        return False
+    return None
+
+
+class LineReader:
+    """Lines from a text stream, read on a daemon thread so Ctrl-C never waits for Enter."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._lines: asyncio.Queue[str | None] = asyncio.Queue()
+        self._ended = False
+        loop = asyncio.get_running_loop()
+
+        def pump() -> None:
+            for line in iter(stream.readline, ""):
+                if not _hand_over(loop, self._lines, line):
+                    return
+            _hand_over(loop, self._lines, None)
+
+        threading.Thread(target=pump, name="console-input", daemon=True).start()
+
+    async def readline(self) -> str | None:
+        """The next line without its newline; None at the end of input; INTERRUPTED."""
+        if self._ended:
+            return None
+        line = await self._lines.get()
+        if line is None:
+            self._ended = True
+            return None
+        return line.rstrip("\n")
+
+    def interrupt(self) -> None:
+        self._lines.put_nowait(INTERRUPTED)
+
+
+def _hand_over(
+    loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | None], line: str | None
+) -> bool:
+    try:
+        loop.call_soon_threadsafe(lines.put_nowait, line)
+    except RuntimeError:  # the console has closed its loop
+        return False
+    return True
 
 
 class ConsoleScheduler:
@@ -68,21 +126,57 @@ async def provider_problem(settings: Settings) -> str | None:
     return f"{message}\n\nWhat I found:\n{details}"
 
 
+class Chat:
+    """The terminal side: what Parley says, what the person types, and Ctrl-C.
+
+    Ctrl-C while a request runs cancels that request only; at the prompt it leaves.
+    """
+
+    def __init__(self, stdin: TextIO, stdout: TextIO) -> None:
+        self.out = stdout
+        self.reader = LineReader(stdin)
+        self.request: asyncio.Task[Outcome] | None = None
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    async def ask(self, prompt: str) -> str | None:
+        """A stripped line; None at the end of input; INTERRUPTED after Ctrl-C."""
+        print(prompt, end="", file=self.out, flush=True)
+        line = await self.reader.readline()
+        return line if line in (None, INTERRUPTED) else line.strip()
+
+    def interrupt(self) -> None:
+        if self.request is not None and not self.request.done():
+            self.request.cancel()
+        else:
+            self.reader.interrupt()
+
+    async def attempt(self, work: Coroutine[Any, Any, Outcome]) -> Outcome | None:
+        """Run one step of a request; None if Ctrl-C cancelled it."""
+        self.request = asyncio.create_task(work)
+        try:
+            await asyncio.wait({self.request})
+        finally:
+            task, self.request = self.request, None
+            if not task.done():
+                task.cancel()
+        if task.cancelled():
+            self.say("\n(cancelled)")
+            return None
+        return task.result()
+
+
 async def run_console(
     settings: Settings, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout
 ) -> int:
-    def say(text: str = "") -> None:
-        print(text, file=stdout, flush=True)
-
-    async def ask(prompt: str) -> str | None:
-        print(prompt, end="", file=stdout, flush=True)
-        line = await asyncio.to_thread(stdin.readline)
-        return None if line == "" else line.strip()
-
     problem = await provider_problem(settings)
     if problem is not None:
-        say(problem)
+        print(problem, file=stdout, flush=True)
         return 2
+    chat = Chat(stdin, stdout)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, chat.interrupt)
     async with redis_connection(settings) as redis:
         model = build_chat_model(settings, redis)
         memory = await open_memory(settings, redis)
@@ -102,53 +196,65 @@ async def run_console(
             is_direct=True,
             user_name=user,
         )
-        say("Parley console — type a request, /quit to leave.")
+        chat.say("Parley console — type a request, /quit to leave; Ctrl-C cancels a request.")
         history: RunState | None = None
         try:
             while True:
-                text = await ask("\nyou> ")
-                if text is None or text in ("/quit", "/exit"):
+                text = await chat.ask("\nyou> ")
+                if text in (None, INTERRUPTED, "/quit", "/exit"):
                     break
                 if not text:
                     continue
-                outcome: Outcome = await agent.run(text, context, history=history)
-                while True:
+                outcome = await chat.attempt(agent.run(text, context, history=history))
+                while outcome is not None:
                     if isinstance(outcome, Finished | Failed):
-                        say(
-                            f"parley> {outcome.answer if isinstance(outcome, Finished) else outcome.message}"
+                        answer = (
+                            outcome.answer if isinstance(outcome, Finished) else outcome.message
                         )
+                        chat.say(f"parley> {answer}")
                         history = outcome.state
                         break
-                    if isinstance(outcome, AwaitingAnswer):
-                        say(f"parley asks> {outcome.question}")
-                        for index, option in enumerate(outcome.options, 1):
-                            say(f"  {index}. {option}")
-                        answer = await ask("your answer> ")
-                        if answer is None:
-                            return 0
-                        if answer.isdigit() and 1 <= int(answer) <= len(outcome.options):
-                            answer = outcome.options[int(answer) - 1]
-                        outcome = await agent.resume(outcome.state, answer=answer)
-                    else:
-                        assert isinstance(outcome, AwaitingApproval)
-                        say("parley wants to:")
-                        say(approval_text(outcome))
-                        decision = await ask("Approve? [y/N] ")
-                        if decision is None:
-                            return 0
-                        approved = decision.lower() in YES
-                        reason = (
-                            None if approved or decision.lower() in ("", "n", "no") else decision
-                        )
-                        say("approved." if approved else "rejected.")
-                        outcome = await agent.resume(
-                            outcome.state, approved=approved, reason=reason
-                        )
+                    resumed = await _decide(chat, outcome)
+                    if resumed is None:
+                        break
+                    outcome = await chat.attempt(agent.resume(outcome.state, **resumed))
         finally:
+            loop.remove_signal_handler(signal.SIGINT)
             if toolbox is not None:
                 await toolbox.stop()
             await scheduler.close()
             close = getattr(model, "close", None)
             if close is not None:
                 await close()
+    chat.say()
     return 0
+
+
+async def _decide(chat: Chat, outcome: Outcome) -> dict[str, Any] | None:
+    """Ask the person what a suspended run waits for; None if they gave up on it."""
+    if isinstance(outcome, AwaitingAnswer):
+        chat.say(f"parley asks> {outcome.question}")
+        for index, option in enumerate(outcome.options, 1):
+            chat.say(f"  {index}. {option}")
+        answer = await chat.ask("your answer> ")
+        if answer in (None, INTERRUPTED):
+            return None
+        assert answer is not None
+        if answer.isdigit() and 1 <= int(answer) <= len(outcome.options):
+            answer = outcome.options[int(answer) - 1]
+        return {"answer": answer}
+    assert isinstance(outcome, AwaitingApproval)
+    chat.say("parley wants to:")
+    chat.say(approval_text(outcome))
+    while True:
+        decision = await chat.ask("Approve? [y/N] ")
+        if decision in (None, INTERRUPTED):
+            return None
+        assert decision is not None
+        approved = yes_or_no(decision)
+        if approved is not None:
+            break
+        chat.say("Please answer yes or no.")
+    chat.say("approved." if approved else "rejected.")
+    reason = None if approved or decision.lower() in ("", "n", "no") else decision
+    return {"approved": approved, "reason": reason}

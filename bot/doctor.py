@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -258,6 +260,34 @@ async def check_telegram(settings: Settings) -> Check:
     )
 
 
+async def check_http(settings: Settings) -> Check:
+    """Both listeners' addresses must be free, or `parley run` stops at start."""
+    listeners = [
+        (settings.http.host, settings.http.port, "PARLEY_HTTP_PORT"),
+        (settings.http.metrics_host, settings.http.metrics_port, "PARLEY_METRICS_PORT"),
+    ]
+    for host, port, setting in listeners:
+        if port == 0:
+            continue
+        try:
+            with socket.create_server((host, port)):
+                pass
+        except OSError as exc:
+            detail = (
+                f"{host}:{port} is already in use"
+                if exc.errno == errno.EADDRINUSE
+                else f"cannot listen on {host}:{port} ({exc.strerror})"
+            )
+            return Check(
+                name="http",
+                status="fail",
+                detail=detail,
+                hint=f"stop whatever listens there (or Parley already runs), or set {setting}",
+            )
+    ports = " and ".join(f"{h}:{p}" for h, p, _ in listeners)
+    return Check(name="http", status="ok", detail=f"{ports} are free to listen on")
+
+
 async def check_mcp(settings: Settings) -> Check:
     from agent.mcp import McpConfigError
     from bot.mcp_setup import build_toolbox, summary
@@ -292,6 +322,7 @@ async def check_mcp(settings: Settings) -> Check:
 
 
 CHECKS: list[Callable[[Settings], Awaitable[Check]]] = [
+    check_http,
     check_redis,
     check_anthropic,
     check_ollama,

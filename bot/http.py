@@ -8,6 +8,7 @@ registered. The internal one (`PARLEY_METRICS_HOST:PARLEY_METRICS_PORT`) serves 
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,6 +19,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 log = logging.getLogger(__name__)
 
 ReadinessCheck = Callable[[], Awaitable[tuple[bool, str]]]
+
+
+class PortInUse(Exception):
+    """The configured address is taken; the message names the setting to change."""
 
 
 class HttpServer:
@@ -69,24 +74,32 @@ class HttpServer:
     async def start(self) -> None:
         try:
             self.metrics_port = await self._listen(
-                self.internal, self.metrics_host, self.metrics_port
+                self.internal, self.metrics_host, self.metrics_port, "PARLEY_METRICS_PORT"
             )
             log.info("health and metrics on %s:%d", self.metrics_host, self.metrics_port)
             if len(self.app.router.routes()) == 0:
                 log.info("no webhook routes: the public HTTP listener stays closed")
                 return
-            self.port = await self._listen(self.app, self.host, self.port)
+            self.port = await self._listen(self.app, self.host, self.port, "PARLEY_HTTP_PORT")
             log.info("webhooks listening on %s:%d", self.host, self.port)
         except BaseException:
             await self.stop()
             raise
 
-    async def _listen(self, app: web.Application, host: str, port: int) -> int:
+    async def _listen(self, app: web.Application, host: str, port: int, setting: str) -> int:
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         self._runners.append(runner)
         site = web.TCPSite(runner, host, port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise PortInUse(
+                f"{host}:{port} is already in use; stop whatever listens there "
+                f"or set {setting} to a free port"
+            ) from None
         return _bound_port(site) if port == 0 else port
 
     async def stop(self) -> None:

@@ -191,7 +191,10 @@ class Outbox:
         )
         parked = {
             "conversation": conversation.id,
-            "message": dataclasses.asdict(message),
+            "message": {
+                **dataclasses.asdict(message),
+                "allowed_mentions": sorted(message.allowed_mentions),
+            },
             "since": time.time(),
             "tries": 0,
         }
@@ -235,6 +238,7 @@ class Outbox:
             return False  # another process, one with this platform, will deliver it
         fields = dict(parked["message"])
         fields["buttons"] = tuple(Button(**button) for button in fields["buttons"])
+        fields["allowed_mentions"] = frozenset(fields.get("allowed_mentions") or ())
         message = OutboundMessage(**fields)
         try:
             ref = await self._attempts(adapter, conversation, message, attempts=1)

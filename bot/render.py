@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from adapters.base import Button, OutboundMessage
+from adapters.base import Button, Inbound, InboundMessage, OutboundMessage
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
 from bot.decisions import Decision
 
@@ -29,6 +29,16 @@ _FENCE_BREAK = re.compile(r"(?<=`)(?=`)")  # between two backticks: no ``` can e
 
 def mention(platform: str, user_id: str, name: str) -> str:
     return f"<@{user_id}>" if platform == "slack" else (name or user_id)
+
+
+_TYPED_MENTION = re.compile(r"<[@!][^<>\s]+>")
+
+
+def typed_mentions(event: Inbound) -> frozenset[str]:
+    """Mentions that may ping in replies to `event`: those its author typed, and the author."""
+    typed = _TYPED_MENTION.findall(event.text) if isinstance(event, InboundMessage) else []
+    author = mention(event.conversation.platform, event.actor.user_id, event.actor.name)
+    return frozenset([*typed, author])
 
 
 def outcome_message(outcome: Outcome, decision_id: str | None = None) -> OutboundMessage:
@@ -101,7 +111,7 @@ def decided_message(decision: Decision) -> OutboundMessage:
         "cancelled": f"🚫 Cancelled by {who}",
         "expired": "⌛ Expired — ask me again if you still need this.",
     }.get(decision.status, decision.status)
-    return OutboundMessage(text=f"{decision.text}\n\n{outcome}")
+    return OutboundMessage(text=f"{decision.text}\n\n{outcome}", allowed_mentions=frozenset({who}))
 
 
 def stale_click_text(decision: Decision | None) -> str:

@@ -118,7 +118,9 @@ class ReminderScheduler:
             metrics.REMINDERS.labels("undeliverable").inc()
             return False
         who = mention(conversation.platform, record["user_id"], record["user_name"])
-        message = OutboundMessage(text=f"⏰ Reminder for {who}: {record['text']}")
+        message = OutboundMessage(
+            text=f"⏰ Reminder for {who}: {record['text']}", allowed_mentions=frozenset({who})
+        )
         try:
             await self.outbox.send(adapter, f"reminder:{reminder_id}", conversation, message)
         except Exception:

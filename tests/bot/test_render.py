@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from adapters.slack_format import messages
-from adapters.telegram_format import to_html
+from adapters.telegram_format import split_html
 from agent import Agent, AwaitingApproval, builtin_registry
 from agent.protocols import RunContext
 from bot.render import ARG_LIMIT, approval_message, approval_text
@@ -53,7 +53,7 @@ async def test_no_mention_in_an_argument_or_description_goes_live() -> None:
     assert "&lt;!channel&gt;" in slack and "&lt;@U0ADMIN&gt;" in slack
     for live in ("<!channel>", "<!here>", "<@U0ADMIN>", "<https://e.vil|"):
         assert live not in slack
-    telegram = to_html(message.text)
+    telegram = "".join(split_html(message.text))
     assert "<pre>" in telegram and "&lt;!channel&gt;" in telegram
     assert '<a href="https://e.vil">' not in telegram
     assert "@channel" not in message.text  # a word joiner keeps Telegram from linking it
