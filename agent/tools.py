@@ -89,6 +89,10 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 class Tool:
     """A callable the model may use, with its argument model and metadata."""
 
+    side_effects: bool = False
+    # Decides per call for a tool whose side effects depend on its arguments.
+    _side_effects_when: Callable[[dict[str, Any]], bool] | None = None
+
     def __init__(
         self,
         fn: Callable[..., Awaitable[Any]],
