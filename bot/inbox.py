@@ -16,6 +16,8 @@ import redis.asyncio as aioredis
 
 from adapters.base import (
     Actor,
+    Attachment,
+    ContextMessage,
     ConversationKey,
     Inbound,
     InboundAction,
@@ -50,6 +52,8 @@ def decode(payload: str | bytes) -> Inbound:
             message["conversation"] = ConversationKey(**message["conversation"])
             event["message"] = MessageRef(**message)
         return InboundAction(**event)
+    event["attachments"] = tuple(Attachment(**a) for a in event.get("attachments") or ())
+    event["context"] = tuple(ContextMessage(**c) for c in event.get("context") or ())
     return InboundMessage(**event)
 
 
