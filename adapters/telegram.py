@@ -39,6 +39,8 @@ from telegram.request import HTTPXRequest
 
 from adapters.base import (
     Actor,
+    Attachment,
+    ContextMessage,
     ConversationKey,
     InboundAction,
     InboundHandler,
@@ -47,6 +49,7 @@ from adapters.base import (
     OutboundMessage,
     Platform,
 )
+from adapters.telegram_files import attachments_of, download, replied_to
 from adapters.telegram_format import MESSAGE_LIMIT, split_html
 from adapters.telegram_http import AiohttpRequest
 from adapters.text import too_long
@@ -64,7 +67,9 @@ COMMANDS = {
     "status": "What I'm doing and your usage today",
 }
 NOT_ALLOWED = "Sorry — I'm a private assistant and can't help you here."
-TEXT_ONLY = "I can only read text for now — please type your message."
+TEXT_ONLY = (
+    "I can read text, photos and files (images, PDFs, text files) — not this kind of message."
+)
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 CALLBACK_PREFIX = "d"
 MAX_RETRY_AFTER = 60.0
@@ -81,6 +86,7 @@ class TelegramConfig:
     max_message_chars: int = 4000
     poll_timeout: int = 30  # seconds of each long poll
     retries: int = 3  # attempts after a 429 RetryAfter
+    max_file_bytes: int = 20 * 1024 * 1024  # photos: the largest size within this
 
 
 def callback_data(decision_id: str, choice: str) -> str:
@@ -244,7 +250,7 @@ class TelegramAdapter:
         if user is None or user.is_bot:
             return
         direct = message.chat.type == ChatType.PRIVATE
-        text = message.text or ""
+        text = message.text or message.caption or ""
         command, args = self._command(text)
         addressed = direct or command is not None or self._addressed(message)
         if not addressed:
@@ -254,7 +260,9 @@ class TelegramAdapter:
                 self._refused.add(user.id)
                 await self._reply(message, NOT_ALLOWED)
             return
-        if message.text is None:
+        files = attachments_of(message, self.config.max_file_bytes)
+        quoted, quoted_files = replied_to(message, self.me, self.config.max_file_bytes)
+        if message.text is None and not files:
             await self._reply(message, TEXT_ONLY)
             return
         if command is None:
@@ -274,6 +282,8 @@ class TelegramAdapter:
                 command=command,
                 args=args,
                 message_id=str(message.message_id),
+                attachments=(*files, *quoted_files),
+                context=tuple(quoted),
             )
         )
 
@@ -421,6 +431,14 @@ class TelegramAdapter:
             action=ChatAction.TYPING,
             message_thread_id=int(conversation.thread_id) if conversation.thread_id else None,
         )
+
+    async def download(self, attachment: Attachment, limit: int) -> bytes:
+        return await download(self.bot, attachment, limit)
+
+    async def thread_history(
+        self, conversation: ConversationKey, before: str
+    ) -> list[ContextMessage]:
+        return []  # bots cannot read a chat's history; replies bring their quoted message
 
     async def _call(self, method: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """Call the Bot API, waiting out 429 RetryAfter a few times."""
