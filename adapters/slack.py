@@ -26,6 +26,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
     Actor,
+    Attachment,
+    ContextMessage,
     ConversationKey,
     InboundAction,
     InboundHandler,
@@ -34,6 +36,7 @@ from adapters.base import (
     OutboundMessage,
     Platform,
 )
+from adapters.slack_context import ThreadReader, download, files_of
 from adapters.slack_format import messages
 from adapters.text import too_long
 
@@ -77,6 +80,7 @@ class SlackAdapter:
     bot_user_id: str | None = field(default=None, init=False)
     _socket: Any = field(default=None, init=False)
     _groups: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False)
+    _threads: ThreadReader = field(init=False)
 
     def __post_init__(self) -> None:
         self.client = AsyncWebClient(
@@ -84,6 +88,7 @@ class SlackAdapter:
             base_url=self.config.api_url,
             retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)],
         )
+        self._threads = ThreadReader(client=self.client)
         self.app = AsyncApp(
             client=self.client,
             signing_secret=self.config.signing_secret or "",
@@ -196,6 +201,7 @@ class SlackAdapter:
                 is_direct=direct,
                 message_id=ts,
                 mentioned=mentioned,
+                attachments=files_of(event),
             )
         )
 
@@ -314,6 +320,18 @@ class SlackAdapter:
             user=action.actor.user_id,
             thread_ts=action.conversation.thread_id,
             text=text,
+        )
+
+    async def download(self, attachment: Attachment, limit: int) -> bytes:
+        return await download(self.config.bot_token, self.config.api_url, attachment, limit)
+
+    async def thread_history(
+        self, conversation: ConversationKey, before: str
+    ) -> list[ContextMessage]:
+        if conversation.thread_id is None:
+            return []
+        return await self._threads.history(
+            conversation.chat_id, conversation.thread_id, before, self.bot_user_id
         )
 
     async def progress(self, conversation: ConversationKey, status: str | None) -> None:
