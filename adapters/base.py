@@ -78,6 +78,7 @@ class ContextMessage:
     author: str
     text: str
     from_bot: bool = False  # Parley's own message
+    at: float | None = None  # epoch seconds, when known
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +159,18 @@ class ConversationSource(Protocol):
         self, conversation: ConversationKey, before: str
     ) -> list[ContextMessage]:
         """The thread's messages older than message `before`, oldest first ([] if none)."""
+        ...
+
+
+class ChannelRefused(Exception):
+    """A channel cannot be read for this person; the message says why, for the model."""
+
+
+@runtime_checkable
+class ChannelSource(Protocol):
+    async def read_channel(self, user_id: str, channel: str, oldest: float) -> list[ContextMessage]:
+        """A channel's messages since `oldest` (epoch seconds), oldest first, if both Parley and
+        the user are members; ChannelRefused otherwise."""
         ...
 
 

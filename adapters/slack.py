@@ -330,9 +330,14 @@ class SlackAdapter:
     ) -> list[ContextMessage]:
         if conversation.thread_id is None:
             return []
+        await self.initialize()  # a worker-only process has not asked who the bot is yet
         return await self._threads.history(
             conversation.chat_id, conversation.thread_id, before, self.bot_user_id
         )
+
+    async def read_channel(self, user_id: str, channel: str, oldest: float) -> list[ContextMessage]:
+        await self.initialize()
+        return await self._threads.channel(user_id, channel, oldest, self.bot_user_id)
 
     async def progress(self, conversation: ConversationKey, status: str | None) -> None:
         if conversation.thread_id is None:

@@ -19,13 +19,21 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.base import Attachment, ContextMessage, DownloadError, FileTooLarge
+from adapters.base import (
+    Attachment,
+    ChannelRefused,
+    ContextMessage,
+    DownloadError,
+    FileTooLarge,
+)
 
 log = logging.getLogger(__name__)
 
 SLACK_FILE_HOSTS = ("slack.com", "slack-edge.com", "slack-files.com")
 DOWNLOAD_TIMEOUT = 60.0
 HISTORY_PAGES = 5  # of up to 200 messages each
+LIST_PAGES = 10  # of channels or members, 200 each
+CHANNEL_ID = re.compile(r"^<#([CG][A-Z0-9]+)(?:\|[^>]*)?>$|^([CG][A-Z0-9]{6,})$")
 NAME_SECONDS = 3600.0
 NAMES_KEPT = 5000
 SKIPPED_SUBTYPES = {"channel_join", "channel_leave", "group_join", "group_leave"}
@@ -122,6 +130,81 @@ class ThreadReader:
             found.append((ts, await self._render(message, bot_user_id)))
         found.sort(key=lambda item: _ts(item[0]))
         return [message for _, message in found if message.text or message.author]
+
+    async def channel(
+        self, user: str, channel: str, oldest: float, bot_user_id: str | None
+    ) -> list[ContextMessage]:
+        """A channel's top-level messages since `oldest`, if both Parley and `user` are in it."""
+        try:
+            channel_id = await self._channel_id(channel)
+            members = await self._members(channel_id)
+            if bot_user_id not in members or user not in members:
+                raise ChannelRefused(
+                    f"{channel} can only be read when both Parley and the user are members of it."
+                )
+            raw: list[dict[str, Any]] = []
+            cursor: str | None = None
+            for _ in range(HISTORY_PAGES):
+                response = await self.client.conversations_history(
+                    channel=channel_id, oldest=f"{oldest:.6f}", limit=200, cursor=cursor
+                )
+                raw.extend(m for m in response.get("messages") or [] if isinstance(m, dict))
+                cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+                if not cursor:
+                    break
+        except SlackApiError as exc:
+            error = exc.response.get("error")
+            raise ChannelRefused(f"Slack would not let Parley read {channel} ({error}).") from exc
+        found = []
+        for message in raw:
+            ts = str(message.get("ts") or "")
+            if not ts or message.get("subtype") in SKIPPED_SUBTYPES:
+                continue
+            rendered = await self._render(message, bot_user_id)
+            found.append(
+                ContextMessage(
+                    author=rendered.author,
+                    text=rendered.text,
+                    from_bot=rendered.from_bot,
+                    at=float(ts),
+                )
+            )
+        found.sort(key=lambda m: m.at or 0.0)
+        return found
+
+    async def _channel_id(self, channel: str) -> str:
+        match = CHANNEL_ID.match(channel.strip())
+        if match:
+            return match.group(1) or match.group(2)
+        name = channel.strip().lstrip("#").lower()
+        cursor: str | None = None
+        for _ in range(LIST_PAGES):
+            response = await self.client.conversations_list(
+                types="public_channel,private_channel",
+                exclude_archived=True,
+                limit=200,
+                cursor=cursor,
+            )
+            for item in response.get("channels") or []:
+                if str(item.get("name") or "").lower() == name:
+                    return str(item["id"])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                break
+        raise ChannelRefused(f"There is no channel {channel} that Parley is in.")
+
+    async def _members(self, channel_id: str) -> set[str]:
+        members: set[str] = set()
+        cursor: str | None = None
+        for _ in range(LIST_PAGES):
+            response = await self.client.conversations_members(
+                channel=channel_id, limit=200, cursor=cursor
+            )
+            members.update(str(m) for m in response.get("members") or [])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                break
+        return members
 
     async def _render(self, message: dict[str, Any], bot_user_id: str | None) -> ContextMessage:
         user = message.get("user")

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from agent.llm.usage import close_model
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
+from bot.channels import Channels
 from bot.compose import build_agent
 from bot.config import Settings
 from bot.embedded_redis import EmbeddedRedis
@@ -92,7 +93,14 @@ async def run_role(
         assert model is not None
 
         def make_agent(scheduler: Scheduler):  # type: ignore[no-untyped-def]
-            return build_agent(settings, redis, model=model, memory=memory, scheduler=scheduler)
+            return build_agent(
+                settings,
+                redis,
+                model=model,
+                memory=memory,
+                scheduler=scheduler,
+                channels=Channels(platforms.adapters),
+            )
 
         after_run = None
         if settings.memory.extract and memory is not None:

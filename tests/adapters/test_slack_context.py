@@ -11,10 +11,14 @@ from collections.abc import Callable
 from adapters.base import Actor, Attachment, ConversationKey, DownloadError, InboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
 from adapters.slack_context import download, may_receive_token
+from agent import Agent, Finished, builtin_registry
+from agent.channels import read_channel_tool
+from agent.protocols import RunContext
 from bot.attachments import Gatherer
+from bot.channels import Channels
 from tests.adapters.samples import pdf, png
 from tests.adapters.test_slack import slack_bot
-from tests.agent.scripted import ScriptedModel, reply
+from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 
@@ -161,3 +165,56 @@ async def test_the_bot_token_only_goes_to_slack_hosts() -> None:
         assert "not on a Slack host" in str(exc)
     else:
         raise AssertionError("the download should have been refused")
+
+
+async def test_read_channel_reads_only_channels_the_requester_shares_with_parley() -> None:
+    now = time.time()
+    async with FakeSlack() as fake:
+        fake.users.update({"UANA": "Ana", "UBOB": "Bob"})
+        fake.channel_names.update({"CGEN": "general", "C0HR00001": "hr", "C0SALES01": "sales"})
+        fake.members.update(
+            {
+                "CGEN": ["UANA", "UBOB", fs.BOT_USER],
+                "C0HR00001": ["UBOB", fs.BOT_USER],
+                "C0SALES01": ["UANA"],
+            }
+        )
+        fake.history["CGEN"] = [
+            {"type": "message", "user": "UBOB", "text": "old news", "ts": f"{now - 7200:.6f}"},
+            {"type": "message", "user": "UBOB", "text": "deploy at 3", "ts": f"{now - 1800:.6f}"},
+            {"type": "message", "user": fs.BOT_USER, "text": "noted", "ts": f"{now - 60:.6f}"},
+        ]
+        fake.history["C0HR00001"] = [
+            {"type": "message", "user": "UBOB", "text": "salaries", "ts": f"{now - 60:.6f}"}
+        ]
+        adapter = SlackAdapter(
+            config=SlackConfig(bot_token=fake.bot_token, signing_secret="s", api_url=fake.api_url)
+        )
+        registry = builtin_registry()
+        registry.register(read_channel_tool(Channels({"slack": adapter})))
+        model = ScriptedModel(
+            [
+                turn(call("read_channel", "t1", channel="#general", since="1h")),
+                turn(
+                    call("read_channel", "t2", channel="C0HR00001", since="1d"),
+                    call("read_channel", "t3", channel="<#C0SALES01|sales>", since="1d"),
+                ),
+                reply("Deploy at 3."),
+            ]
+        )
+        context = RunContext(
+            conversation_id="slack:T1:DANA:-", platform="slack", user_id="UANA", chat_id="DANA",
+            team_id="T1",
+        )  # fmt: skip
+        outcome = await Agent(model, registry).run("summarise the last hour in #general", context)
+        await adapter.stop()
+    assert isinstance(outcome, Finished)  # read-only: no approval asked
+    general = model.requests[1].messages[-1].tool_results[0].content
+    assert "Bob: deploy at 3" in general and "you (Parley): noted" in general
+    assert "old news" not in general
+    assert general.index("deploy at 3") < general.index("noted")
+    hr, sales = model.requests[2].messages[-1].tool_results
+    assert hr.is_error and "both Parley and the user are members" in hr.content
+    assert "salaries" not in hr.content and "salaries" not in str(model.requests)
+    assert sales.is_error and "both Parley and the user are members" in sales.content
+    assert len(fake.method_calls("conversations.history")) == 1

@@ -11,7 +11,8 @@ this server's `/socket` WebSocket: `await fake.socket_send(envelope)` pushes a S
 envelope to the connected app and `fake.socket_acks` collects its acks), and for context
 and files: conversations.replies (`fake.thread(channel, thread_ts, ...)` plus what the bot
 posted in that thread; paged with `fake.page_size`), conversations.members
-(`fake.members[channel]`), users.info (`fake.users[id] = "Display Name"`) and file
+(`fake.members[channel]`), conversations.list (`fake.channel_names[id] = name`),
+conversations.history (`fake.history[channel]`, filtered by `oldest`), users.info (`fake.users[id] = "Display Name"`) and file
 downloads at `url_private` (`fake.add_file(data, name, mimetype)` returns the file object an
 event carries; a request without `Authorization: Bearer <fake.bot_token>` gets Slack's
 sign-in web page, as the real one does). `fake.posts`
@@ -63,6 +64,8 @@ class FakeSlack(FakeServer):
         self.bot_token = bot_token
         self.threads: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.members: dict[str, list[str]] = {}
+        self.channel_names: dict[str, str] = {}  # id -> name, for conversations.list
+        self.history: dict[str, list[dict[str, Any]]] = {}  # channel -> top-level messages
         self.users: dict[str, str] = {}
         self.files: dict[str, tuple[bytes, str]] = {}  # path -> (bytes, mimetype)
         self.page_size = 200
@@ -239,6 +242,21 @@ class FakeSlack(FakeServer):
             "has_more": more,
             "response_metadata": {"next_cursor": str(start + self.page_size) if more else ""},
         }
+
+    async def _m_conversations_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        channels = [{"id": i, "name": n, "is_channel": True} for i, n in self.channel_names.items()]
+        return {"ok": True, "channels": channels, "response_metadata": {"next_cursor": ""}}
+
+    async def _m_conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel") or "")
+        if channel not in self.history:
+            return {"ok": False, "error": "channel_not_found"}
+        if BOT_USER not in self.members.get(channel, []):
+            return {"ok": False, "error": "not_in_channel"}
+        oldest = float(params.get("oldest") or 0)
+        found = [m for m in self.history[channel] if float(m["ts"]) > oldest]
+        found.sort(key=lambda m: float(m["ts"]), reverse=True)  # Slack answers newest first
+        return {"ok": True, "messages": found, "has_more": False, "response_metadata": {}}
 
     async def _m_conversations_members(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = str(params.get("channel") or "")
