@@ -191,3 +191,30 @@ async def test_a_question_keeps_the_photo_across_a_restart(redis, telegram: Fake
     images = [b for m in resumed.messages for b in m.content if isinstance(b, ImageBlock)]
     assert [base64.b64decode(i.data) for i in images] == [picture]
     assert len(telegram.method_calls("getFile")) == 1  # kept in the run state, not refetched
+
+
+async def test_an_approval_keeps_the_document_text_across_a_restart(
+    redis, telegram: FakeTelegram
+) -> None:
+    contacts = telegram.add_file(b"Bob <bob@example.com>\n", path="documents/contacts.txt")
+    first = ScriptedModel([turn(call("send_email", to="bob@example.com"))])
+    async with bot(redis, telegram, first) as (harness, _):
+        telegram.push(
+            telegram.message(
+                chat_id=ANA,
+                user_id=ANA,
+                caption="email the first contact",
+                document={"file_id": contacts, "file_name": "contacts.txt"},
+            )
+        )
+        await until(lambda: any(p.buttons for p in telegram.chat(ANA)))
+        await harness.settle()
+    approval = next(p for p in telegram.chat(ANA) if p.buttons)
+    second = ScriptedModel([reply("Sent to Bob.")])
+    async with bot(redis, telegram, second) as (harness, _):  # another process, same Redis
+        telegram.click(approval, "Approve", user_id=ANA)
+        await until(lambda: any(p.text == "Sent to Bob." for p in telegram.chat(ANA)))
+        await harness.settle()
+    [resumed] = second.turn_requests
+    assert "Bob <bob@example.com>" in resumed.messages[0].text
+    assert resumed.messages[0].text.endswith("email the first contact")
