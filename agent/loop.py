@@ -114,7 +114,6 @@ class Agent:
         if history is not None:
             previous = history.clone()
             previous.abandon(MOVED_ON)
-            previous.drop_images()
             state.messages, state.summary = previous.messages, previous.summary
         new = [*attachments, TextBlock(text=objective)]
         last = state.messages[-1] if state.messages else None
@@ -177,6 +176,8 @@ class Agent:
                 log.exception("run %s failed", state.run_id)
                 outcome = failed("error", state, trace, exc)
         trace.duration = time.monotonic() - started
+        if not outcome.state.is_suspended:
+            outcome.state.drop_images()  # the run is over; its images are not kept
         return outcome
 
     async def _loop(self, state: RunState, actor: Actor, trace: RunTrace) -> Outcome:

@@ -109,7 +109,8 @@ class RunState(BaseModel):
                 self.messages[index] = Message(role=message.role, content=content)
 
     def abandon(self, note: str) -> None:
-        """Give every open call a result saying why it never ran, and drop what was pending."""
+        """Give every open call a result saying why it never ran, and drop what was pending
+        (images included)."""
         open_ids = self.open_calls()
         if open_ids:
             self.close_turn(
@@ -118,3 +119,4 @@ class RunState(BaseModel):
         self.pending_question = None
         self.pending_plan = None
         self.pending_results = []
+        self.drop_images()
