@@ -218,3 +218,17 @@ async def test_read_channel_reads_only_channels_the_requester_shares_with_parley
     assert "salaries" not in hr.content and "salaries" not in str(model.requests)
     assert sales.is_error and "both Parley and the user are members" in sales.content
     assert len(fake.method_calls("conversations.history")) == 1
+
+
+async def test_without_thread_history_the_mention_is_still_answered(redis, caplog) -> None:
+    model = ScriptedModel([reply("Answered anyway.")])
+    async with slack_bot(redis, model) as s:
+        root = fs.message_ts()
+        # Slack answers thread_not_found (e.g. the thread was deleted meanwhile)
+        await s.event(fs.mention_event("UANA", "what now?", thread_ts=root))
+        await until(lambda: bool(s.fake.in_channel("CGEN")))
+        await s.harness.settle()
+    assert s.fake.in_channel("CGEN")[0].body == "Answered anyway."
+    assert model.turn_requests[0].messages[-1].text == "what now?"
+    assert len(s.fake.method_calls("conversations.replies")) == 1
+    assert any("thread history unavailable" in r.getMessage() for r in caplog.records)
