@@ -49,7 +49,7 @@ from adapters.base import (
     OutboundMessage,
     Platform,
 )
-from adapters.telegram_files import attachments_of, download, replied_to
+from adapters.telegram_files import attachments_of, caption_mentions, download, replied_to
 from adapters.telegram_format import MESSAGE_LIMIT, split_html
 from adapters.telegram_http import AiohttpRequest
 from adapters.text import too_long
@@ -253,6 +253,7 @@ class TelegramAdapter:
         text = message.text or message.caption or ""
         command, args = self._command(text)
         addressed = direct or command is not None or self._addressed(message)
+        addressed = addressed or caption_mentions(message, self.me)
         if not addressed:
             return
         if not self.allowed(user):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from telegram import Bot, Message, PhotoSize, User
+from telegram.constants import MessageEntityType
 from telegram.error import BadRequest, TelegramError
 
 from adapters.base import Attachment, ContextMessage, DownloadError, FileTooLarge
@@ -65,6 +66,27 @@ def replied_to(
     text = quoted.text or quoted.caption or ""
     context = [ContextMessage(author=str(name or "someone"), text=text, from_bot=from_bot)]
     return (context if text else []), attachments_of(quoted, limit, quoted=True)
+
+
+def caption_mentions(message: Message, me: User | None) -> bool:
+    """Whether a photo's or document's caption mentions the bot (a caption is the message)."""
+    if me is None or not message.caption:
+        return False
+    for entity in message.caption_entities or ():
+        if (
+            entity.type == MessageEntityType.TEXT_MENTION
+            and entity.user
+            and entity.user.id == me.id
+        ):
+            return True
+        if entity.type == MessageEntityType.MENTION:
+            try:
+                mentioned = message.parse_caption_entity(entity)
+            except (UnicodeError, ValueError, IndexError):
+                continue
+            if mentioned.lower() == f"@{(me.username or '').lower()}":
+                return True
+    return False
 
 
 async def download(bot: Bot, attachment: Attachment, limit: int) -> bytes:

@@ -218,3 +218,31 @@ async def test_an_approval_keeps_the_document_text_across_a_restart(
     [resumed] = second.turn_requests
     assert "Bob <bob@example.com>" in resumed.messages[0].text
     assert resumed.messages[0].text.endswith("email the first contact")
+
+
+async def test_in_a_group_a_caption_mention_addresses_parley(redis, telegram: FakeTelegram) -> None:
+    picture = png(20, 20)
+    photo_id = telegram.add_file(picture, path="photos/g.png")
+    sizes = telegram.photo_sizes((photo_id, 20, 20))
+    model = ScriptedModel([reply("A small square.")])
+    async with bot(redis, telegram, model) as (harness, _):
+        telegram.push(
+            telegram.message(
+                chat_id=GROUP, user_id=ANA, chat_type="group", photo=sizes, caption="holiday pic"
+            )
+        )
+        telegram.push(
+            telegram.message(
+                chat_id=GROUP,
+                user_id=ANA,
+                chat_type="group",
+                photo=sizes,
+                caption=f"@{BOT_USERNAME} what is this?",
+            )
+        )
+        await until(lambda: len(telegram.chat(GROUP)) == 1)
+        await harness.settle()
+    [request] = model.turn_requests
+    assert user_turn(request) == "what is this?"
+    assert base64.b64decode(request.messages[-1].images[0].data) == picture
+    assert len(telegram.method_calls("getFile")) == 1  # the unaddressed photo was never fetched

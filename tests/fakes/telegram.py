@@ -140,6 +140,9 @@ class FakeTelegram(FakeServer):
             message["document"] = {"file_unique_id": f"u{document['file_id']}", **document}
         if caption is not None:
             message["caption"] = caption
+            caption_entities = _entities(caption)
+            if caption_entities:
+                message["caption_entities"] = caption_entities
         if sticker:
             message["sticker"] = {
                 "file_id": "s1",
