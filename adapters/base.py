@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 Platform = Literal["slack", "telegram", "console"]
 
@@ -64,6 +64,27 @@ class MessageRef:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Attachment:
+    """A file on a message. The gateway records only where it is; a worker downloads it."""
+
+    ref: str  # Telegram file_id, Slack url_private
+    name: str = ""
+    mime_type: str = ""
+    size: int | None = None  # bytes, as the platform declares it
+    quoted: bool = False  # on the message this one replies to
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextMessage:
+    """An earlier message of the conversation that Parley did not receive as an objective."""
+
+    author: str
+    text: str
+    from_bot: bool = False  # Parley's own message
+    at: float | None = None  # epoch seconds, when known
+
+
+@dataclass(frozen=True, kw_only=True)
 class InboundMessage:
     """Someone wrote to Parley (or used one of its commands)."""
 
@@ -78,6 +99,8 @@ class InboundMessage:
     # False for a Slack thread reply that did not mention Parley: it counts only if the
     # thread is already a conversation with Parley.
     mentioned: bool = True
+    attachments: tuple[Attachment, ...] = ()
+    context: tuple[ContextMessage, ...] = ()  # e.g. the Telegram message replied to
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,6 +157,44 @@ class OutboundMessage:
     # Platform mention tokens (Slack `<@U…>`, `<!here>`) that may ping people: the ones the
     # requester typed or Parley names itself. Any other mention in the text pings nobody.
     allowed_mentions: frozenset[str] = frozenset()
+
+
+class DownloadError(Exception):
+    """A file could not be fetched from the platform."""
+
+
+class FileTooLarge(DownloadError):
+    def __init__(self, size: int | None, limit: int) -> None:
+        super().__init__(f"file of {size} bytes over the limit of {limit}")
+        self.size = size
+        self.limit = limit
+
+
+@runtime_checkable
+class ConversationSource(Protocol):
+    """What a worker may fetch from a platform beyond the event: files and thread history."""
+
+    async def download(self, attachment: Attachment, limit: int) -> bytes:
+        """The file's bytes; FileTooLarge past `limit` bytes, DownloadError on failure."""
+        ...
+
+    async def thread_history(
+        self, conversation: ConversationKey, before: str
+    ) -> list[ContextMessage]:
+        """The thread's messages older than message `before`, oldest first ([] if none)."""
+        ...
+
+
+class ChannelRefused(Exception):
+    """A channel cannot be read for this person; the message says why, for the model."""
+
+
+@runtime_checkable
+class ChannelSource(Protocol):
+    async def read_channel(self, user_id: str, channel: str, oldest: float) -> list[ContextMessage]:
+        """A channel's messages since `oldest` (epoch seconds), oldest first, if both Parley and
+        the user are members; ChannelRefused otherwise."""
+        ...
 
 
 class ChatAdapter(Protocol):

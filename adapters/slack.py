@@ -35,6 +35,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
     Actor,
+    Attachment,
+    ContextMessage,
     ConversationKey,
     DeliveryFailed,
     HandoverFailed,
@@ -46,6 +48,7 @@ from adapters.base import (
     OutboundMessage,
     Platform,
 )
+from adapters.slack_context import ThreadReader, download, files_of
 from adapters.slack_format import messages
 from adapters.text import too_long
 
@@ -88,6 +91,7 @@ class SlackAdapter:
     _socket: Any = field(default=None, init=False)
     _groups: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False)
     _trouble: str | None = field(default=None, init=False)
+    _threads: ThreadReader = field(init=False)
 
     def __post_init__(self) -> None:
         self.client = AsyncWebClient(
@@ -95,6 +99,7 @@ class SlackAdapter:
             base_url=self.config.api_url,
             retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)],
         )
+        self._threads = ThreadReader(client=self.client)
         self.app = AsyncApp(
             client=self.client,
             signing_secret=self.config.signing_secret or "",
@@ -288,6 +293,7 @@ class SlackAdapter:
                 is_direct=direct,
                 message_id=ts,
                 mentioned=mentioned,
+                attachments=files_of(event),
             )
         )
 
@@ -414,6 +420,23 @@ class SlackAdapter:
             thread_ts=action.conversation.thread_id,
             text=text,
         )
+
+    async def download(self, attachment: Attachment, limit: int) -> bytes:
+        return await download(self.config.bot_token, self.config.api_url, attachment, limit)
+
+    async def thread_history(
+        self, conversation: ConversationKey, before: str
+    ) -> list[ContextMessage]:
+        if conversation.thread_id is None:
+            return []
+        await self.initialize()  # a worker-only process has not asked who the bot is yet
+        return await self._threads.history(
+            conversation.chat_id, conversation.thread_id, before, self.bot_user_id
+        )
+
+    async def read_channel(self, user_id: str, channel: str, oldest: float) -> list[ContextMessage]:
+        await self.initialize()
+        return await self._threads.channel(user_id, channel, oldest, self.bot_user_id)
 
     async def progress(self, conversation: ConversationKey, status: str | None) -> None:
         if conversation.thread_id is None:

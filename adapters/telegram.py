@@ -65,6 +65,8 @@ from telegram.request._requestparameter import RequestParameter
 
 from adapters.base import (
     Actor,
+    Attachment,
+    ContextMessage,
     ConversationKey,
     DeliveryFailed,
     HandoverFailed,
@@ -76,6 +78,7 @@ from adapters.base import (
     OutboundMessage,
     Platform,
 )
+from adapters.telegram_files import attachments_of, download, replied_to
 from adapters.telegram_format import MESSAGE_LIMIT, split_html
 from adapters.telegram_http import AiohttpRequest
 from adapters.text import too_long
@@ -93,7 +96,9 @@ COMMANDS = {
     "status": "What I'm doing and your usage today",
 }
 NOT_ALLOWED = "Sorry — I'm a private assistant and can't help you here."
-TEXT_ONLY = "I can only read text for now — please type your message."
+TEXT_ONLY = (
+    "I can read text, photos and files (images, PDFs, text files) — not this kind of message."
+)
 HELP_LINE = "Tell me what you need in the same message, e.g. “@{name} what's on today?” — /help lists my commands."
 HELP_LINE_DIRECT = "Tell me what you need, or send /help to see my commands."
 # What a person sends; a message with none of these (and no text) is a service message.
@@ -123,6 +128,7 @@ class TelegramConfig:
     backoff_max: float = 10.0
     # Polling counts as stuck when no getUpdates succeeded for 2 * poll_timeout + this.
     stale_margin: float = 15.0
+    max_file_bytes: int = 20 * 1024 * 1024  # photos: the largest size within this
 
 
 def callback_data(decision_id: str, choice: str) -> str:
@@ -413,10 +419,12 @@ class TelegramAdapter:
                 self._refused.add(actor.user_id)
                 await self._reply(message, NOT_ALLOWED)
             return
+        files = attachments_of(message, self.config.max_file_bytes)
+        quoted, quoted_files = replied_to(message, self.me, self.config.max_file_bytes)
         if command is None:
             text = self._strip_mention(text).strip()
-            if not text:
-                # Nothing to read: an attachment alone, or a bare mention of Parley.
+            if not text and not files and not quoted_files and not quoted:
+                # Nothing to read: an unreadable attachment alone, or a bare mention of Parley.
                 await self._reply(
                     message, TEXT_ONLY if message.text is None else self._help(direct)
                 )
@@ -436,6 +444,8 @@ class TelegramAdapter:
                 command=command,
                 args=args,
                 message_id=str(message.message_id),
+                attachments=(*files, *quoted_files),
+                context=tuple(quoted),
             )
         )
 
@@ -603,6 +613,14 @@ class TelegramAdapter:
             action=ChatAction.TYPING,
             message_thread_id=int(conversation.thread_id) if conversation.thread_id else None,
         )
+
+    async def download(self, attachment: Attachment, limit: int) -> bytes:
+        return await download(self.bot, attachment, limit)
+
+    async def thread_history(
+        self, conversation: ConversationKey, before: str
+    ) -> list[ContextMessage]:
+        return []  # bots cannot read a chat's history; replies bring their quoted message
 
     async def _call(self, method: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """Call the Bot API, waiting out 429 RetryAfter a few times."""

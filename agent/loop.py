@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.context import Window, estimate_tools, fit
 from agent.execution import ExecutionPolicy
 from agent.llm.base import ChatModel, LLMError
-from agent.messages import ChatRequest, Message, TextBlock, Usage
+from agent.messages import ChatRequest, ContentBlock, Message, TextBlock, Usage
 from agent.outcomes import (
     AwaitingAnswer,
     AwaitingApproval,
@@ -107,19 +108,24 @@ class Agent:
         *,
         history: RunState | None = None,
         on_progress: ProgressCallback | None = None,
+        attachments: Sequence[ContentBlock] = (),
     ) -> Outcome:
-        """Start on a new objective; `history` is this conversation's previous run, if any."""
+        """Start on a new objective; `history` is this conversation's previous run, if any.
+
+        `attachments` (earlier messages of a thread, images, file text) go before the
+        objective in the user's turn.
+        """
         state = RunState(context=context, objective=objective, last_user_text=objective)
         if history is not None:
             previous = history.clone()
             previous.abandon(MOVED_ON)
             state.messages, state.summary = previous.messages, previous.summary
+        new = [*attachments, TextBlock(text=objective)]
         last = state.messages[-1] if state.messages else None
         if last is not None and last.role == "user":  # keep roles alternating
-            content = [*last.content, TextBlock(text=objective)]
-            state.messages[-1] = Message(role="user", content=content)
+            state.messages[-1] = Message(role="user", content=[*last.content, *new])
         else:
-            state.messages.append(Message.user(objective))
+            state.messages.append(Message(role="user", content=new))
         return await self._segment(state, on_progress, answer=None, approved=None, reason=None)
 
     async def resume(
@@ -185,6 +191,8 @@ class Agent:
                 log.exception("run %s failed", state.run_id)
                 outcome = failed("error", state, trace, exc)
         trace.duration = time.monotonic() - started
+        if not outcome.state.is_suspended:
+            outcome.state.drop_images()  # the run is over; its images are not kept
         return outcome
 
     async def _loop(self, state: RunState, actor: Actor, trace: RunTrace) -> Outcome:

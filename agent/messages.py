@@ -35,7 +35,23 @@ class ToolResultBlock(_Block):
     is_error: bool = False
 
 
-ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
+ImageType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+
+
+class ImageBlock(_Block):
+    """An image the user sent, base64-encoded; providers that can see images get it as is."""
+
+    type: Literal["image"] = "image"
+    media_type: ImageType
+    data: str  # base64 of the image file's bytes
+    width: int = 0
+    height: int = 0
+    name: str = ""
+
+
+ContentBlock = Annotated[
+    TextBlock | ToolUseBlock | ToolResultBlock | ImageBlock, Field(discriminator="type")
+]
 
 
 class Message(BaseModel):
@@ -59,6 +75,10 @@ class Message(BaseModel):
     @property
     def tool_uses(self) -> list[ToolUseBlock]:
         return [block for block in self.content if isinstance(block, ToolUseBlock)]
+
+    @property
+    def images(self) -> list[ImageBlock]:
+        return [block for block in self.content if isinstance(block, ImageBlock)]
 
     @property
     def tool_results(self) -> list[ToolResultBlock]:

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from agent.llm.usage import close_model
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
+from bot.channels import Channels
 from bot.compose import build_agent
 from bot.config import Settings
 from bot.embedded_redis import EmbeddedRedis
@@ -102,6 +103,7 @@ async def run_role(
                 memory=memory,
                 scheduler=scheduler,
                 tool_source=toolbox,
+                channels=Channels(platforms.adapters),
             )
 
         after_run = None

@@ -32,6 +32,7 @@ from agent.loop import Agent
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
 from agent.protocols import ProgressEvent, RunContext
 from bot import metrics
+from bot.attachments import Gathered, Gatherer
 from bot.commands import Commands
 from bot.decisions import Decision, DecisionStore, decision_id_for
 from bot.decisions import Status as DecisionStatus
@@ -129,6 +130,7 @@ class Conductor:
     admission: Admission | None = None
     charge: Charge | None = None
     after_run: Callable[[Outcome], Awaitable[None]] | None = None
+    gatherer: Gatherer | None = None
     _progress_shown: set[str] = field(default_factory=set)
 
     async def handle(self, entry_id: str, event: Inbound, lease: Lease) -> None:
@@ -206,8 +208,18 @@ class Conductor:
         decision = await self._pending(session)
         if decision is None or session.state is None:
             history = session.state
+            gathered = await self._gather(turn, event, following=history is not None)
+            if not gathered.usable:
+                return
             outcome = await self._call(
-                turn, lambda p: self.agent.run(event.text, context, history=history, on_progress=p)
+                turn,
+                lambda p: self.agent.run(
+                    gathered.objective,
+                    context,
+                    history=history,
+                    on_progress=p,
+                    attachments=gathered.blocks,
+                ),
             )
             await self._deliver(outcome, turn)
             return
@@ -229,6 +241,15 @@ class Conductor:
             await reply.send(OutboundMessage(text=FEEDBACK_NOTE), "feedback")
             resolution = Resolution(entry_id=reply.entry_id, approved=False, reason=event.text)
         await self._resume(turn, resolution)
+
+    async def _gather(self, turn: Turn, event: InboundMessage, *, following: bool) -> Gathered:
+        """Thread context and files for a new run; a file that can't be used is said so."""
+        if self.gatherer is None:
+            return Gathered(objective=event.text)
+        gathered = await self.gatherer.gather(event, turn.reply.adapter, following=following)
+        if gathered.notes:
+            await turn.reply.send(OutboundMessage(text=" ".join(gathered.notes)), "files")
+        return gathered
 
     async def _cancel(
         self, event: InboundMessage, session: Session, reply: Reply

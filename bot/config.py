@@ -166,6 +166,13 @@ class LimitsSettings(_Section):
     daily_tokens: int = Field(10_000_000, alias="PARLEY_DAILY_TOKENS", ge=1)
 
 
+class AttachmentSettings(_Section):
+    max_file_mb: float = Field(20.0, alias="PARLEY_MAX_FILE_MB", gt=0)
+    max_files: int = Field(5, alias="PARLEY_MAX_FILES", ge=1, le=20)
+    file_tokens: int = Field(8000, alias="PARLEY_FILE_TOKENS", ge=100)
+    thread_tokens: int = Field(2000, alias="PARLEY_THREAD_CONTEXT_TOKENS", ge=0)
+
+
 class LogSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", alias="PARLEY_LOG_LEVEL")
     format: Literal["json", "text"] = Field("text", alias="PARLEY_LOG_FORMAT")
@@ -195,6 +202,7 @@ class Settings(BaseModel):
     runtime: RuntimeSettings
     limits: LimitsSettings
     log: LogSettings
+    attachments: AttachmentSettings
 
     @classmethod
     def load(cls, env_file: str | Path | None = ".env", **overrides: Any) -> Settings:

@@ -20,6 +20,8 @@ from redis.exceptions import RedisError
 
 from adapters.base import (
     Actor,
+    Attachment,
+    ContextMessage,
     ConversationKey,
     HandoverFailed,
     Inbound,
@@ -62,6 +64,8 @@ def decode(payload: str | bytes) -> Inbound:
             message["conversation"] = ConversationKey(**message["conversation"])
             event["message"] = MessageRef(**message)
         return InboundAction(**event)
+    event["attachments"] = tuple(Attachment(**a) for a in event.get("attachments") or ())
+    event["context"] = tuple(ContextMessage(**c) for c in event.get("context") or ())
     return InboundMessage(**event)
 
 

@@ -58,6 +58,7 @@ class Platforms:
                 allowed_users=tuple(config.allowed_users),
                 max_message_chars=self.settings.agent.max_message_chars,
                 poll_timeout=config.poll_timeout,
+                max_file_bytes=int(self.settings.attachments.max_file_mb * 1024 * 1024),
             ),
             handler=self.handler,
         )

@@ -15,6 +15,7 @@ from agent.loop import Agent
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
 from bot import metrics
+from bot.attachments import Gatherer
 from bot.commands import Commands, UsageText
 from bot.conductor import Admission, Charge, Conductor
 from bot.config import Settings
@@ -136,6 +137,12 @@ def build_runtime(
         admission=admission,
         charge=charge,
         after_run=after_run,
+        gatherer=Gatherer(
+            max_bytes=int(settings.attachments.max_file_mb * 1024 * 1024),
+            max_files=settings.attachments.max_files,
+            file_tokens=settings.attachments.file_tokens,
+            thread_tokens=settings.attachments.thread_tokens,
+        ),
     )
     worker = Worker(
         redis,

@@ -15,6 +15,7 @@ from agent.llm.base import ProviderAuthError, ProviderRejected, ProviderUnavaila
 from agent.messages import (
     ChatRequest,
     ChatResponse,
+    ImageBlock,
     Message,
     StopReason,
     TextBlock,
@@ -106,6 +107,9 @@ def to_wire(message: Message) -> dict[str, Any]:
                     "is_error": block.is_error,
                 }
             )
+        elif isinstance(block, ImageBlock):
+            source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+            content.append({"type": "image", "source": source})
     # The API rejects empty content; a lone placeholder keeps the turn structure valid.
     return {"role": message.role, "content": content or [{"type": "text", "text": "…"}]}
 
