@@ -258,16 +258,27 @@ def _telegram_message(update: dict[str, Any]) -> Expected:
             queued={"conversation": conversation, "actor": actor, "command": name, "args": args},
         )
     words = text.replace(handle, "").strip() if handle in text.lower() else text.strip()
-    if not words:
+    replied = message.get("reply_to_message") or {}
+    if not words and _files(message) + _files(replied) == 0 and not replied.get("text"):
         if message.get("text") is None:
             return Expected("an attachment with nothing to read", reply=telegram_adapter.TEXT_ONLY)
         return Expected("a bare mention of Parley", reply="Tell me what you need")
+    if not words:
+        return Expected(
+            "a photo or file for Parley to read",
+            queued={"conversation": conversation, "actor": actor, "text": "", "command": None},
+        )
     if len(words) > MAX_CHARS:
         return Expected("an over-long message", reply=too_long(len(words), MAX_CHARS))
     return Expected(
         "a message for Parley",
         queued={"conversation": conversation, "actor": actor, "text": words, "command": None},
     )
+
+
+def _files(message: dict[str, Any]) -> int:
+    """Photos and documents reach the model as files (their content is checked later)."""
+    return int(bool(message.get("photo"))) + int("document" in message)
 
 
 def _telegram_command(text: str, direct: bool) -> tuple[str, str] | None:
@@ -291,7 +302,8 @@ def test_every_telegram_payload_is_classified() -> None:
     assert classes["a message for Parley"] >= 10
     assert classes["a service message"] >= 20
     assert classes["group chatter not addressed to Parley"] >= 10
-    assert classes["an attachment with nothing to read"] >= 5
+    assert classes["an attachment with nothing to read"] >= 3
+    assert classes["a photo or file for Parley to read"] >= 2
 
 
 def _check_queued(case: Case, expected: Expected, event: Inbound) -> None:

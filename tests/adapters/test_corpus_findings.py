@@ -84,16 +84,35 @@ async def test_a_caption_that_mentions_parley_on_a_photo_in_a_group_is_its_text(
     assert telegram.posted == []
 
 
-async def test_a_photo_alone_gets_a_plain_note_that_only_text_is_read(
+async def test_a_photo_alone_is_taken_to_read_and_a_sticker_gets_a_plain_note(
     redis: aioredis.Redis, telegram: FakeTelegram
 ) -> None:
     update = corpus("telegram", "tgbot__src_types_tests_message.json#8")
     message = update["message"]
     message["chat"] = {"id": 42, "type": "private", "first_name": "Ana"}
     del message["caption"]
+    sticker = {
+        "update_id": update["update_id"] + 1,
+        "message": {
+            **{k: v for k, v in message.items() if k != "photo"},
+            "message_id": message["message_id"] + 1,
+            "sticker": {
+                "file_id": "s1",
+                "file_unique_id": "u1",
+                "type": "regular",
+                "width": 512,
+                "height": 512,
+                "is_animated": False,
+                "is_video": False,
+            },
+        },
+    }
     async with telegram_bot(redis, telegram) as (_, url):
         assert await post_update(url, update) == 200
-        assert await _inbox_events(redis) == []
+        assert await post_update(url, sticker) == 200
+        [event] = await _inbox_events(redis)
+    assert isinstance(event, InboundMessage) and event.text == ""
+    assert [a.name for a in event.attachments] == ["photo.jpg"]
     assert [p.text for p in telegram.posted] == [telegram_adapter.TEXT_ONLY]
 
 
