@@ -267,8 +267,9 @@ class SlackAdapter:
             platform="slack", chat_id=channel, thread_id=thread, team_id=team
         )
         text = self._strip_mention(event.get("text") or "").strip()
-        if not text:
-            if mentioned:  # a bare mention, or a file with no comment
+        files = files_of(event)
+        if not text and not files:
+            if mentioned:  # a bare mention, or a file Slack withheld with no comment
                 await self.client.chat_postMessage(
                     channel=channel,
                     thread_ts=thread,
@@ -293,7 +294,7 @@ class SlackAdapter:
                 is_direct=direct,
                 message_id=ts,
                 mentioned=mentioned,
-                attachments=files_of(event),
+                attachments=files,
             )
         )
 
