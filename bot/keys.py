@@ -22,6 +22,10 @@ class Keys:
     def inbox(self) -> str:
         return f"{self.prefix}:inbox"
 
+    @property
+    def dead_letters(self) -> str:
+        return f"{self.prefix}:deadletter"
+
     # --- one conversation -------------------------------------------------------------------
     def conversation(self, conversation_id: str, part: str) -> str:
         return f"{self.prefix}:conv:{{{conversation_id}}}:{part}"
@@ -37,6 +41,9 @@ class Keys:
 
     def backlog(self, conversation_id: str) -> str:
         return self.conversation(conversation_id, "backlog")
+
+    def attempts(self, conversation_id: str) -> str:
+        return self.conversation(conversation_id, "attempts")
 
     # --- decisions, delivery, reminders, leases ------------------------------------------
     def decision(self, decision_id: str) -> str:
@@ -67,10 +74,12 @@ class Keys:
 PATTERNS: dict[str, str] = {
     "dedup:*": "ttl",
     "inbox": "retention: MAXLEN-trimmed stream",
+    "deadletter": "retention: MAXLEN-trimmed stream",
     "conv:*:lock": "ttl",
     "conv:*:fence": "ttl",
     "conv:*:session": "ttl",
     "conv:*:backlog": "ttl",
+    "conv:*:attempts": "ttl",
     "decision:*": "ttl",
     "decisions:pending:*": "retention: members leave when decided or pruned when expired",
     "outbox:*": "ttl",
