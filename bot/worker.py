@@ -283,9 +283,10 @@ class Worker:
         try:
             await self._drain(conversation)
         except REDIS_DOWN as exc:
-            # Its entries stay pending and on the backlog: taken up again after a good read.
+            # Its entries stay pending and on the backlog: taken up again after a good read
+            # (the reading loop says when Redis is away; one line per conversation is noise).
             self._stalled.add(conversation)
-            self.reading.degraded(type(exc).__name__)
+            log.debug("%s cut off (%s); will take it up again", conversation, type(exc).__name__)
         except Exception:
             log.exception("draining %s failed; the reclaimer will take it up", conversation)
 
