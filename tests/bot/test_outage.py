@@ -19,6 +19,8 @@ from bot.conductor import ERROR_TEXT
 from bot.embedded_redis import EmbeddedRedis, free_port
 from bot.health import REDIS_DOWN, Health
 from bot.http import HttpServer
+from bot.keys import Keys
+from bot.locks import ConversationLocks
 from tests.agent.scripted import ScriptedModel
 from tests.bot.harness import running, settings
 from tests.bot.recording import dm, message
@@ -124,3 +126,36 @@ async def test_a_redis_outage_mid_traffic_loses_nothing_and_readiness_tells(
 
 async def _at_least(items: list[str], count: int) -> bool:
     return len(items) >= count
+
+
+CHAT = "telegram:-:1:-"
+
+
+async def test_a_lock_is_kept_through_a_short_outage(
+    private_redis: EmbeddedRedis, client: aioredis.Redis
+) -> None:
+    keys = Keys()
+    locks = ConversationLocks(client, keys, lease=4, fence_ttl=60)
+    async with locks.held(CHAT) as lease:
+        assert lease is not None
+        await asyncio.to_thread(private_redis.stop)
+        await asyncio.sleep(1)
+        await asyncio.to_thread(private_redis.start)
+        await asyncio.sleep(5)  # longer than the lease: only renewals kept it
+        assert not lease.lost
+        assert await client.get(keys.lock(CHAT)) == lease.value.encode()
+    assert not await client.exists(keys.lock(CHAT))
+
+
+async def test_a_lock_whose_release_failed_in_an_outage_is_not_left_stuck(
+    private_redis: EmbeddedRedis, client: aioredis.Redis
+) -> None:
+    keys = Keys()
+    locks = ConversationLocks(client, keys, lease=60, fence_ttl=600)
+    async with locks.held(CHAT) as lease:
+        assert lease is not None
+        await asyncio.to_thread(private_redis.stop)
+    await asyncio.to_thread(private_redis.start)
+    assert await client.get(keys.lock(CHAT)) == lease.value.encode()  # the release failed
+    again = await locks.try_acquire(CHAT)  # ...but this process does not wait a lease out
+    assert again is not None and again.token > lease.token
