@@ -67,6 +67,13 @@ def backlog_member(entry_id: str) -> str:
     return f"{int(ms):015d}-{int(seq or 0):010d}"
 
 
+def _queued_at(fields: dict[bytes, bytes]) -> float:
+    try:
+        return float(fields.get(b"queued_at") or 0)
+    except ValueError:
+        return 0.0  # only the lag metric needs it
+
+
 def entry_of(member: bytes | str) -> str:
     text = member.decode() if isinstance(member, bytes) else member
     ms, _, seq = text.partition("-")
@@ -222,8 +229,7 @@ class Worker:
                     pipe.xack(self.keys.inbox, GROUP, entry)
                     quarantined.append(entry)
                     continue
-                queued_at = float(fields.get(b"queued_at", b"0") or 0)
-                if queued_at:
+                if queued_at := _queued_at(fields):
                     metrics.QUEUE_LAG.observe(max(0.0, time.time() - queued_at))
                 backlog = self.keys.backlog(conversation)
                 pipe.zadd(backlog, {backlog_member(entry): 0}, nx=True)

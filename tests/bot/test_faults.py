@@ -75,12 +75,14 @@ async def test_undecodable_entries_go_to_the_dead_letter_stream_and_the_rest_is_
     mistyped = await redis.xadd(
         KEYS.inbox, {"event": with_thread(encode(message(chat, "x")), 1700000000.5)}
     )
-    model = ScriptedModel([echo] * 3)
+    # readable, though its queueing time is not: answered like any other
+    await redis.xadd(KEYS.inbox, {"event": encode(message(chat, "m")), "queued_at": "soon"})
+    model = ScriptedModel([echo] * 4)
     async with running(redis, model) as harness:
         for index in range(3):
             await harness.submit(message(chat, f"m{index}"))
         await harness.settle()
-        assert harness.adapter.texts(chat) == ["re: m0", "re: m1", "re: m2"]
+        assert harness.adapter.texts(chat) == ["re: m", "re: m0", "re: m1", "re: m2"]
         assert harness.runtime.worker.reading.state == "ok"
     letters = await redis.xrange(KEYS.dead_letters)
     assert [f[b"entry"] for _, f in letters] == [garbage, mistyped]
