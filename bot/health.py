@@ -57,17 +57,17 @@ class Heartbeat:
         self.state: State = "ok"
         self.reason = ""
         self.backoff = Backoff()
-        self._last = time.monotonic()
+        self._last: float | None = None  # no beat yet: not started, so not stuck either
         self._since = 0.0
 
     def beat(self) -> bool:
         """A pass went through; True if that ends a degradation."""
-        self._last = time.monotonic()
+        now = self._last = time.monotonic()
         if self.state != "degraded":
             return False
         self.state, self.reason = "ok", ""
         self.backoff.reset()
-        log.info("%s recovered after %.1f s", self.name, self._last - self._since)
+        log.info("%s recovered after %.1f s", self.name, now - self._since)
         return True
 
     def alive(self) -> None:
@@ -98,11 +98,15 @@ class Heartbeat:
         log.error("%s died; restart the process", self.name, exc_info=exc)
 
     def wedged(self, now: float) -> bool:
-        return self.state in ("ok", "degraded") and now - self._last > self.every
+        return (
+            self.state in ("ok", "degraded")
+            and self._last is not None
+            and now - self._last > self.every
+        )
 
     def describe(self, now: float) -> str:
         if self.wedged(now):
-            return f"wedged: no beat for {now - self._last:.0f} s"
+            return f"wedged: no beat for {now - (self._last or now):.0f} s"
         return f"{self.state}: {self.reason}" if self.reason else self.state
 
 

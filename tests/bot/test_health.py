@@ -53,7 +53,10 @@ async def test_a_loop_that_died_fails_health_so_the_process_is_restarted(served)
 
 async def test_a_wedged_loop_is_not_ready_but_alive(served) -> None:
     health, base = served
-    health.register("worker", every=0.2).beat()
+    heartbeat = health.register("worker", every=0.2)
+    await asyncio.sleep(0.3)
+    assert (await probe(base, "/readyz"))[0] == 200  # not started yet, so not stuck
+    heartbeat.beat()
     assert (await probe(base, "/readyz"))[0] == 200
     await asyncio.sleep(0.3)  # no beat since
     status, body = await probe(base, "/readyz")
