@@ -84,8 +84,9 @@ class Heartbeat:
         return self.backoff.next()
 
     def failed(self, exc: BaseException) -> float:
-        """A pass raised: Redis being away degrades quietly, anything else also gets a trace."""
-        if not isinstance(exc, REDIS_DOWN):
+        """A pass raised: Redis being away degrades quietly, anything else also gets a trace
+        (once per degradation, like the warning)."""
+        if self.state == "ok" and not isinstance(exc, REDIS_DOWN):
             log.error("%s pass failed", self.name, exc_info=exc)
         return self.degraded(type(exc).__name__)
 

@@ -8,12 +8,14 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import pytest
 import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage
 from agent.messages import ChatRequest, ChatResponse
 from bot.conductor import ERROR_TEXT
+from bot.embedded_redis import EmbeddedRedis
 from bot.inbox import encode
 from bot.keys import Keys
 from bot.worker import GROUP
@@ -163,3 +165,77 @@ async def _attempts(redis: aioredis.Redis, key: str, count: int) -> bool:
 
 async def _gone(redis: aioredis.Redis, name: str) -> bool:
     return name not in await consumers(redis)
+
+
+class AnswerDropper:
+    """A TCP proxy in front of Redis that can lose Redis's answers: the commands still run, as
+    when Redis goes away between doing a command and answering it."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.drop = False
+        self.port = 0
+
+    async def __aenter__(self) -> AnswerDropper:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+        await self.server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream = await asyncio.open_connection("127.0.0.1", self.target)
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter, answers: bool):
+            try:
+                while data := await source.read(65536):
+                    if answers and self.drop:
+                        return  # the answer is lost and the connection closed
+                    sink.write(data)
+                    await sink.drain()
+            finally:
+                sink.close()
+
+        await asyncio.gather(
+            pipe(reader, upstream, False),
+            pipe(upstream_reader, writer, True),
+            return_exceptions=True,
+        )
+
+
+async def test_a_reply_claim_stored_while_its_answer_was_lost_is_sent_by_the_replay(
+    redis: aioredis.Redis, redis_server: EmbeddedRedis
+) -> None:
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from bot.outbox import Outbox
+
+    adapter = RecordingAdapter()
+    chat, hello = dm(), OutboundMessage(text="hello")
+    async with AnswerDropper(redis_server.port) as proxy:
+        client = aioredis.Redis(port=proxy.port, retry=Retry(NoBackoff(), 0))
+        try:
+            outbox = Outbox(client, KEYS, ttl=60)
+            await client.ping()
+            proxy.drop = True
+            with pytest.raises(RedisConnectionError):
+                await outbox.send(adapter, "1-0:1", chat, hello)
+            proxy.drop = False
+            assert await redis.exists(KEYS.outbox("1-0:1"))  # Redis took the claim
+            assert adapter.posted == []
+            # the replay knows nothing was sent under that claim, and sends
+            ref = await outbox.send(adapter, "1-0:1", chat, hello)
+            assert ref is not None and adapter.texts() == ["hello"]
+            # and a later replay posts nothing new
+            again = await outbox.send(adapter, "1-0:1", chat, hello)
+            assert again == ref and adapter.texts() == ["hello"]
+            # while a claim this process did not make is still never sent again
+            await redis.set(KEYS.outbox("2-0:1"), b"in-flight:someone-else")
+            assert await outbox.send(adapter, "2-0:1", chat, hello) is None
+            assert adapter.texts() == ["hello"]
+        finally:
+            await client.aclose()
