@@ -31,6 +31,18 @@ State = Literal["ok", "degraded", "dead", "stopped"]
 REDIS_DOWN: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError)
 
 
+def redis_away(exc: BaseException) -> bool:
+    """Whether Redis being away is behind `exc` (directly, or as its cause or context)."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # chains are short; a cycle must not loop forever
+        if seen is None:
+            return False
+        if isinstance(seen, REDIS_DOWN):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 class Backoff:
     """Bounded exponential delays with jitter: first, 2×first, … up to `cap`."""
 
@@ -86,7 +98,7 @@ class Heartbeat:
     def failed(self, exc: BaseException) -> float:
         """A pass raised: Redis being away degrades quietly, anything else also gets a trace
         (once per degradation, like the warning)."""
-        if self.state == "ok" and not isinstance(exc, REDIS_DOWN):
+        if self.state == "ok" and not redis_away(exc):
             log.error("%s pass failed", self.name, exc_info=exc)
         return self.degraded(type(exc).__name__)
 

@@ -32,7 +32,7 @@ from redis.exceptions import ResponseError
 
 from adapters.base import Inbound
 from bot import metrics
-from bot.health import REDIS_DOWN, Health, pause
+from bot.health import REDIS_DOWN, Health, pause, redis_away
 from bot.inbox import decode
 from bot.keys import Keys
 from bot.locks import ConversationLocks, Lease, LockLost
@@ -288,13 +288,14 @@ class Worker:
     async def _drain_conversation(self, conversation: str) -> None:
         try:
             await self._drain(conversation)
-        except REDIS_DOWN as exc:
+        except Exception as exc:
+            if not redis_away(exc):
+                log.exception("draining %s failed; the reclaimer will take it up", conversation)
+                return
             # Its entries stay pending and on the backlog: taken up again after a good read
             # (the reading loop says when Redis is away; one line per conversation is noise).
             self._stalled.add(conversation)
             log.debug("%s cut off (%s); will take it up again", conversation, type(exc).__name__)
-        except Exception:
-            log.exception("draining %s failed; the reclaimer will take it up", conversation)
 
     async def _drain(self, conversation: str) -> None:
         backlog = self.keys.backlog(conversation)
@@ -347,10 +348,10 @@ class Worker:
             return "lost"
         except asyncio.CancelledError:
             raise
-        except REDIS_DOWN:
-            self._read_events[entry] = event
-            raise
         except Exception as exc:
+            if redis_away(exc):  # not the entry's fault: it is tried again once Redis is back
+                self._read_events[entry] = event
+                raise
             return await self._failed(entry, event, fields, exc, lease)
         return "done"
 

@@ -103,3 +103,20 @@ def test_backoff_grows_to_its_cap_and_resets() -> None:
     assert max(delays[-3:]) >= 2.5
     backoff.reset()
     assert backoff.next() <= 0.1
+
+
+def test_redis_away_is_seen_through_wrapping_errors() -> None:
+    from bot.health import redis_away
+
+    def wrapped() -> Exception:
+        try:
+            try:
+                raise RedisConnectionError("refused")
+            except RedisConnectionError as exc:
+                raise RuntimeError("index query failed") from exc
+        except RuntimeError as outer:
+            return outer
+
+    assert redis_away(RedisConnectionError("refused"))
+    assert redis_away(wrapped())
+    assert not redis_away(RuntimeError("a bug"))
