@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator
 from typing import Literal
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 
 from agent.llm.usage import close_model
 from agent.outcomes import Outcome
@@ -59,12 +61,18 @@ async def redis_connection(settings: Settings) -> AsyncIterator[aioredis.Redis]:
 
 
 def redis_client(url: str, settings: Settings) -> aioredis.Redis:
-    """A client whose pool is bounded: a burst waits for a free connection instead of failing."""
+    """A client whose pool is bounded: a burst waits for a free connection instead of failing.
+
+    A command whose connection broke is tried once more on a fresh one, so the connections
+    a Redis restart left stale fail nothing; while Redis is away the error comes at once and
+    the loops back off themselves.
+    """
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         max_connections=settings.redis.max_connections,
         timeout=settings.redis.pool_timeout,
         health_check_interval=30,
+        retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=1),
     )
     return aioredis.Redis.from_pool(pool)
 

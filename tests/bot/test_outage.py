@@ -159,3 +159,14 @@ async def test_a_lock_whose_release_failed_in_an_outage_is_not_left_stuck(
     assert await client.get(keys.lock(CHAT)) == lease.value.encode()  # the release failed
     again = await locks.try_acquire(CHAT)  # ...but this process does not wait a lease out
     assert again is not None and again.token > lease.token
+
+
+async def test_connections_a_restart_left_stale_fail_no_command(
+    private_redis: EmbeddedRedis, client: aioredis.Redis
+) -> None:
+    # twenty pooled connections, all cut when the server restarts
+    await asyncio.gather(*(client.set(f"k{i}", i) for i in range(20)))
+    await asyncio.to_thread(private_redis.stop)
+    await asyncio.to_thread(private_redis.start)
+    values = await asyncio.gather(*(client.get(f"k{i}") for i in range(20)))
+    assert values == [str(i).encode() for i in range(20)]
