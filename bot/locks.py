@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 
 import redis.asyncio as aioredis
 
-from bot.health import REDIS_DOWN
+from bot.health import REDIS_DOWN, redis_away
 from bot.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -107,8 +107,9 @@ class ConversationLocks:
                 await renewer
             try:
                 await self.release(lease)
-            except REDIS_DOWN:
-                self._unreleased[conversation_id] = lease
+            except Exception as exc:  # the lease runs out anyway; never fail the caller here
+                if redis_away(exc):
+                    self._unreleased[conversation_id] = lease
 
     async def _keep(self, lease: Lease) -> None:
         key = self.keys.lock(lease.conversation_id)
