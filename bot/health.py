@@ -98,7 +98,9 @@ class Heartbeat:
     def failed(self, exc: BaseException) -> float:
         """A pass raised: Redis being away degrades quietly, anything else also gets a trace
         (once per degradation, like the warning)."""
-        if self.state == "ok" and not redis_away(exc):
+        if redis_away(exc):
+            return self.degraded(f"Redis unreachable: {type(exc).__name__}")
+        if self.state == "ok":
             log.error("%s pass failed", self.name, exc_info=exc)
         return self.degraded(type(exc).__name__)
 

@@ -85,12 +85,13 @@ async def test_degradation_and_recovery_are_logged_once_each(
     heartbeat = Health().register("worker", every=30)
     caplog.set_level(logging.INFO, logger="bot.health")
     delays = [heartbeat.failed(RedisConnectionError("refused")) for _ in range(8)]
-    assert heartbeat.state == "degraded" and heartbeat.reason == "ConnectionError"
+    assert heartbeat.state == "degraded"
+    assert heartbeat.reason == "Redis unreachable: ConnectionError"
     assert heartbeat.beat() is True
     assert heartbeat.beat() is False
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2
-    assert lines[0].startswith("worker degraded (ConnectionError)")
+    assert lines[0].startswith("worker degraded (Redis unreachable: ConnectionError)")
     assert lines[1].startswith("worker recovered after")
     # bounded exponential backoff with jitter
     assert delays[0] <= 0.1 and all(d <= 5.0 for d in delays) and delays[-1] >= 2.5
@@ -120,3 +121,14 @@ def test_redis_away_is_seen_through_wrapping_errors() -> None:
     assert redis_away(RedisConnectionError("refused"))
     assert redis_away(wrapped())
     assert not redis_away(RuntimeError("a bug"))
+
+
+def test_a_loop_bug_is_traced_once_per_degradation(caplog: pytest.LogCaptureFixture) -> None:
+    heartbeat = Health().register("reclaimer", every=30)
+    caplog.set_level(logging.INFO, logger="bot.health")
+    for _ in range(3):
+        heartbeat.failed(KeyError("field"))
+    traced = [r for r in caplog.records if r.exc_info]
+    assert len(traced) == 1 and traced[0].getMessage() == "reclaimer pass failed"
+    assert heartbeat.reason == "KeyError"
+    assert len(caplog.records) == 2  # the trace and the one degraded line
