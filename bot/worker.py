@@ -427,7 +427,7 @@ class Worker:
         """Take over entries that another (dead or stuck) consumer left idle."""
         start = "0-0"
         claimed = 0
-        while True:
+        for _ in range(1000):  # pages of 100: the rest waits for the next pass
             result = await self.redis.xautoclaim(
                 self.keys.inbox,
                 GROUP,
