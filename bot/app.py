@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator
 from typing import Literal
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 
 from agent.llm.usage import close_model
 from agent.outcomes import Outcome
@@ -23,6 +25,7 @@ from bot.channels import Channels
 from bot.compose import build_agent
 from bot.config import Settings
 from bot.embedded_redis import EmbeddedRedis
+from bot.health import Health
 from bot.http import HttpServer
 from bot.inbox import Inbox
 from bot.keys import Keys
@@ -47,7 +50,7 @@ async def redis_connection(settings: Settings) -> AsyncIterator[aioredis.Redis]:
     if url is None:
         embedded = EmbeddedRedis(settings.redis.data_dir, server=settings.redis.server)
         url = await asyncio.to_thread(embedded.start)
-    client = aioredis.Redis.from_url(url, health_check_interval=30)
+    client = redis_client(url, settings)
     client.parley_url = url  # type: ignore[attr-defined]
     try:
         yield client
@@ -57,6 +60,23 @@ async def redis_connection(settings: Settings) -> AsyncIterator[aioredis.Redis]:
             log.info("stopping the embedded Redis")
             await asyncio.to_thread(embedded.stop)
             log.info("stopped")
+
+
+def redis_client(url: str, settings: Settings) -> aioredis.Redis:
+    """A client whose pool is bounded: a burst waits for a free connection instead of failing.
+
+    A command whose connection broke is tried once more on a fresh one, so the connections
+    a Redis restart left stale fail nothing; while Redis is away the error comes at once and
+    the loops back off themselves.
+    """
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=settings.redis.max_connections,
+        timeout=settings.redis.pool_timeout,
+        health_check_interval=30,
+        retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=1),
+    )
+    return aioredis.Redis.from_pool(pool)
 
 
 async def serve(settings: Settings, role: Role = "all") -> None:
@@ -86,7 +106,10 @@ async def run_role(
         metrics_host=settings.http.metrics_host,
         metrics_port=settings.http.metrics_port,
     )
+    health = Health()
     http.add_check("redis", _redis_check(redis))
+    http.add_check("loops", health.readiness)
+    http.add_liveness_check("loops", health.liveness)
     platforms = Platforms(settings, redis, keys, inbox.submit if gateway else None)
     memory: MemoryStore | None = await open_memory(settings, redis) if workers else None
     model = build_chat_model(settings, redis) if workers else None
@@ -123,6 +146,7 @@ async def run_role(
             charge=limits.charge_event,
             usage=limits.usage_text,
             after_run=after_run,
+            health=health,
         )
 
     try:
@@ -157,7 +181,7 @@ async def run_role(
 def _redis_check(redis: aioredis.Redis):  # type: ignore[no-untyped-def]
     async def check() -> tuple[bool, str]:
         try:
-            async with asyncio.timeout(2):
+            async with asyncio.timeout(1):
                 await redis.ping()
         except Exception as exc:
             return False, type(exc).__name__

@@ -52,6 +52,8 @@ class RedisSettings(_Section):
     data_dir: Path = Field(Path(".parley"), alias="PARLEY_DATA_DIR")
     server: Path | None = Field(None, alias="PARLEY_REDIS_SERVER")
     key_prefix: str = Field("parley", alias="PARLEY_REDIS_PREFIX", pattern=r"^[A-Za-z0-9_.-]+$")
+    max_connections: int = Field(100, alias="PARLEY_REDIS_MAX_CONNECTIONS", ge=2)
+    pool_timeout: float = Field(10.0, alias="PARLEY_REDIS_POOL_TIMEOUT", gt=0)
 
 
 class AnthropicSettings(_Section):
@@ -158,6 +160,7 @@ class RuntimeSettings(_Section):
     drain_timeout: float = Field(30.0, alias="PARLEY_DRAIN_TIMEOUT", gt=0)
     delivery_attempts: int = Field(3, alias="PARLEY_DELIVERY_ATTEMPTS", ge=1)
     redeliver_for: float = Field(6 * 3600.0, alias="PARLEY_REDELIVER_FOR", gt=0)
+    max_attempts: int = Field(3, alias="PARLEY_MAX_ATTEMPTS", ge=1)
 
 
 class LimitsSettings(_Section):

@@ -36,6 +36,7 @@ class HttpServer:
         self.app = web.Application(client_max_size=1024 * 1024)
         self.internal = web.Application()
         self.checks: dict[str, ReadinessCheck] = {}
+        self.liveness_checks: dict[str, ReadinessCheck] = {}
         self.internal.router.add_get("/healthz", self._healthz)
         self.internal.router.add_get("/readyz", self._readyz)
         self.internal.router.add_get("/metrics", self._metrics)
@@ -49,23 +50,23 @@ class HttpServer:
     def add_check(self, name: str, check: ReadinessCheck) -> None:
         self.checks[name] = check
 
+    def add_liveness_check(self, name: str, check: ReadinessCheck) -> None:
+        """A check `/healthz` fails on: something only a restart of the process mends."""
+        self.liveness_checks[name] = check
+
     async def _healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        alive, results = await _run_checks(self.liveness_checks)
+        return web.json_response(
+            {"status": "ok" if alive else "failing", "checks": results},
+            status=200 if alive else 503,
+        )
 
     async def _metrics(self, request: web.Request) -> web.Response:
         body = generate_latest(REGISTRY)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        results = {}
-        ready = True
-        for name, check in self.checks.items():
-            try:
-                ok, detail = await check()
-            except Exception as exc:  # a failing check means "not ready", never a crash
-                ok, detail = False, type(exc).__name__
-            results[name] = {"ok": ok, "detail": detail}
-            ready = ready and ok
+        ready, results = await _run_checks(self.checks)
         return web.json_response(
             {"status": "ready" if ready else "not ready", "checks": results},
             status=200 if ready else 503,
@@ -106,6 +107,19 @@ class HttpServer:
         runners, self._runners = self._runners, []
         for runner in reversed(runners):
             await runner.cleanup()
+
+
+async def _run_checks(checks: dict[str, ReadinessCheck]) -> tuple[bool, dict[str, Any]]:
+    results = {}
+    passed = True
+    for name, check in checks.items():
+        try:
+            ok, detail = await check()
+        except Exception as exc:  # a failing check means "not ready", never a crash
+            ok, detail = False, type(exc).__name__
+        results[name] = {"ok": ok, "detail": detail}
+        passed = passed and ok
+    return passed, results
 
 
 def _bound_port(site: web.TCPSite) -> int:

@@ -23,6 +23,10 @@ class Keys:
     def inbox(self) -> str:
         return f"{self.prefix}:inbox"
 
+    @property
+    def dead_letters(self) -> str:
+        return f"{self.prefix}:deadletter"
+
     # --- one conversation -------------------------------------------------------------------
     def conversation(self, conversation_id: str, part: str) -> str:
         return f"{self.prefix}:conv:{{{conversation_id}}}:{part}"
@@ -42,6 +46,9 @@ class Keys:
     def journal(self, conversation_id: str, run_id: str) -> str:
         """Approved tool calls of one run: started, finished and their results."""
         return self.conversation(conversation_id, f"journal:{run_id}")
+
+    def attempts(self, conversation_id: str) -> str:
+        return self.conversation(conversation_id, "attempts")
 
     # --- decisions, delivery, reminders, leases ------------------------------------------
     def decision(self, decision_id: str) -> str:
@@ -80,11 +87,13 @@ class Keys:
 PATTERNS: dict[str, str] = {
     "dedup:*": "ttl",
     "inbox": "retention: MAXLEN-trimmed stream",
+    "deadletter": "retention: MAXLEN-trimmed stream",
     "conv:*:lock": "ttl",
     "conv:*:fence": "ttl",
     "conv:*:session": "ttl",
     "conv:*:backlog": "ttl",
     "conv:*:journal:*": "ttl",
+    "conv:*:attempts": "ttl",
     "decision:*": "ttl",
     "decisions:pending:*": "retention: members leave when decided or pruned when expired",
     "outbox:*": "ttl",

@@ -3,14 +3,17 @@
 Processing is at least once (a crashed worker's event is processed again by another), so the
 replayed run produces the same keys and the outbox returns what was already posted instead of
 posting it again. A key whose send never finished (the sender died mid-call) is not retried:
-a possibly missing message is better than a certainly doubled one.
+a possibly missing message is better than a certainly doubled one. But when Redis failed
+before the send was tried (the claim may have been stored though its answer was lost), this
+process remembers that claim and takes it over on the replay, so an outage loses nothing.
 
 A send the platform does not take is retried a few times with backoff when the failure may
 pass; if it still fails, the message is parked in Redis and `redeliver` keeps trying it in
 the background until the platform answers again (or, after `give_up_after`, tells the chat
 that an earlier reply could not be delivered). A refusal that trying again cannot change
 ("chat not found", "bot was blocked") is given up at once, with a log line. Either way the
-caller goes on: delivery failure never escapes `send`.
+caller goes on: delivery failure never escapes `send` (a Redis failure does, so the entry
+is handled again once Redis is back).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import dataclasses
 import json
 import logging
 import time
+import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -72,6 +77,9 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, ConnectionError | TimeoutError)
 
 
+_UNSENT_KEPT = 10_000  # claims remembered as never sent (only failures add to them)
+
+
 class Outbox:
     def __init__(
         self,
@@ -94,6 +102,8 @@ class Outbox:
         # a parked message outlives its redelivery window, whatever the dedup TTL
         self.parked_ms = max(self.ttl_ms, int(give_up_after * 1000) + 60_000)
         self._claim = redis.register_script(_CLAIM)
+        # Claims this process stored (or may have) without ever calling the platform.
+        self._unsent: OrderedDict[str, bytes] = OrderedDict()
 
     async def send(
         self,
@@ -107,26 +117,52 @@ class Outbox:
         None also when the platform did not take the message: it is parked for redelivery,
         or given up if the platform refused it for good."""
         redis_key = self.keys.outbox(key)
-        if not await self.redis.set(redis_key, _IN_FLIGHT, nx=True, px=self.ttl_ms):
-            previous = await self.redis.get(redis_key)
+        claim = self._unsent.get(redis_key) or _IN_FLIGHT + b":" + uuid.uuid4().hex.encode()
+        try:
+            claimed = await self.redis.set(redis_key, claim, nx=True, px=self.ttl_ms)
+        except BaseException:
+            self._remember_unsent(redis_key, claim)
+            raise
+        previous: bytes | None = None
+        if not claimed:
+            previous = await self.redis.get(redis_key)  # type: ignore[assignment]
+            # Our own claim from before an error, and nothing was sent: go ahead.
+            claimed = previous is not None and previous == self._unsent.get(redis_key)
+        self._unsent.pop(redis_key, None)
+        if not claimed:
             metrics.DELIVERIES.labels(conversation.platform, "replayed").inc()
-            if previous in (_IN_FLIGHT, None):
+            if previous is None or previous.startswith(_IN_FLIGHT):
                 log.warning("not re-sending %s: an earlier attempt may have posted it", key)
             return _ref(conversation, previous)
         try:
             ref = await self._attempts(adapter, conversation, message)
         except asyncio.CancelledError:
-            await self.redis.delete(redis_key)
+            await self._release(redis_key, claim)
             raise
         except Exception as exc:
             try:
                 await self._failed(key, conversation, message, exc)
-            except Exception:  # Redis gone too: the caller still goes on
-                log.exception("could not park %s for redelivery", key)
+            except Exception:
+                # Redis is gone too: nothing went out, so the replay may send it.
+                await self._release(redis_key, claim)
+                raise
             return None
         await self.redis.set(redis_key, json.dumps(ref.message_id), px=self.ttl_ms)
         metrics.DELIVERIES.labels(conversation.platform, "sent").inc()
         return ref
+
+    async def _release(self, redis_key: str, claim: bytes) -> None:
+        """Give up a claim whose send did not go out (remembered if Redis cannot be told)."""
+        try:
+            await self.redis.delete(redis_key)
+        except BaseException:
+            self._remember_unsent(redis_key, claim)
+            raise
+
+    def _remember_unsent(self, redis_key: str, claim: bytes) -> None:
+        self._unsent[redis_key] = claim
+        while len(self._unsent) > _UNSENT_KEPT:
+            self._unsent.popitem(last=False)
 
     async def edit(
         self, adapter: ChatAdapter, key: str, ref: MessageRef, message: OutboundMessage
@@ -292,7 +328,7 @@ def _ref(conversation: ConversationKey, stored: bytes | str | None) -> MessageRe
     """The ref a key's first send recorded; None when it is unknown (or nothing was posted)."""
     if isinstance(stored, str):
         stored = stored.encode()
-    if stored is None or stored in (_IN_FLIGHT, _PARKED, _FAILED, _DONE):
+    if stored is None or stored.startswith(_IN_FLIGHT) or stored in (_PARKED, _FAILED, _DONE):
         return None
     try:
         message_id = json.loads(stored)

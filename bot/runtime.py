@@ -1,4 +1,7 @@
-"""The worker side assembled: inbox, conductor, workers and the reminder loop on one Redis."""
+"""The worker side assembled: inbox, conductor, workers and the reminder loop on one Redis.
+
+Each long-running loop beats a heartbeat in `health`, which `/readyz` and `/healthz` read.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from bot.commands import Commands, UsageText
 from bot.conductor import Admission, Charge, Conductor
 from bot.config import Settings
 from bot.decisions import DecisionStore
+from bot.health import Health, Heartbeat, pause
 from bot.inbox import Inbox
 from bot.journal import RedisToolJournal
 from bot.keys import Keys
@@ -45,15 +49,24 @@ class Runtime:
     conductor: Conductor
     worker: Worker
     drain_timeout: float
+    health: Health
     poll: float = 1.0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Work until `stop` is set, then drain in-flight runs and return."""
-        consumer = asyncio.create_task(self.worker.run())
-        reminders = asyncio.create_task(self.scheduler.run(stop))
-        gauges = asyncio.create_task(self._sample_gauges(stop))
-        redelivery = asyncio.create_task(self._redeliver(stop))
-        tasks = (consumer, reminders, gauges, redelivery)
+        gauges_beat = self.health.register("gauges", every=GAUGE_EVERY + 30.0)
+        redelivery_beat = self.health.register("redelivery", every=self.poll + 30.0)
+        loops = [
+            (self.worker.reading, self.worker.run()),
+            (self.scheduler.heartbeat, self.scheduler.run(stop)),
+            (gauges_beat, self._sample_gauges(stop, gauges_beat)),
+            (redelivery_beat, self._redeliver(stop, redelivery_beat)),
+        ]
+        tasks: list[asyncio.Task[None]] = []
+        for heartbeat, loop in loops:
+            task = asyncio.create_task(loop)
+            self.health.watch(heartbeat, task)
+            tasks.append(task)
         try:
             await stop.wait()
         finally:
@@ -64,34 +77,33 @@ class Runtime:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            await self.worker.leave()
 
-    async def _redeliver(self, stop: asyncio.Event) -> None:
+    async def _redeliver(self, stop: asyncio.Event, heartbeat: Heartbeat) -> None:
         """Deliver parked replies once their platform answers again."""
         while not stop.is_set():
             try:
                 await self.outbox.redeliver(self.conductor.adapters, self.conductor.delivered)
-            except (ConnectionError, OSError, aioredis.ConnectionError):
-                log.debug("could not look for undelivered replies")
-            except Exception:  # one bad parked message must not stop redelivery for good
-                log.exception("redelivery pass failed")
-            await sleep_unless(stop, self.poll)
+            except Exception as exc:  # Redis away, or one bad parked message: try again later
+                await pause(stop, heartbeat.failed(exc))
+                continue
+            heartbeat.beat()
+            await pause(stop, self.poll)
 
-    async def _sample_gauges(self, stop: asyncio.Event) -> None:
+    async def _sample_gauges(self, stop: asyncio.Event, heartbeat: Heartbeat) -> None:
         while not stop.is_set():
             try:
                 for kind in ("question", "approval"):
                     count = await self.decisions.count_pending(kind)
                     metrics.PENDING_DECISIONS.labels(kind).set(count)
-            except (ConnectionError, OSError, aioredis.ConnectionError):
-                log.debug("could not sample pending decisions")
-            await sleep_unless(stop, 5.0)
+            except Exception as exc:
+                await pause(stop, heartbeat.failed(exc))
+                continue
+            heartbeat.beat()
+            await pause(stop, GAUGE_EVERY)
 
 
-async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:
-    """Sleep, but wake as soon as `stop` is set (a loop's only pause, so stopping is prompt)."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await stop.wait()
+GAUGE_EVERY = 5.0  # seconds between two samples of the gauges
 
 
 def build_runtime(
@@ -106,8 +118,10 @@ def build_runtime(
     usage: UsageText | None = None,
     after_run: Callable[[Outcome], Awaitable[None]] | None = None,
     poll: float = 1.0,
+    health: Health | None = None,
 ) -> Runtime:
     runtime_settings = settings.runtime
+    health = health or Health()
     keys = Keys(settings.redis.key_prefix)
     outbox = Outbox(
         redis,
@@ -116,7 +130,7 @@ def build_runtime(
         attempts=runtime_settings.delivery_attempts,
         give_up_after=runtime_settings.redeliver_for,
     )
-    scheduler = ReminderScheduler(redis, keys, outbox, adapters, poll=poll)
+    scheduler = ReminderScheduler(redis, keys, outbox, adapters, poll=poll, health=health)
     sessions = SessionStore(redis, keys, ttl=runtime_settings.session_ttl)
     decisions = DecisionStore(redis, keys, ttl=runtime_settings.decision_ttl)
     locks = ConversationLocks(
@@ -153,6 +167,8 @@ def build_runtime(
         concurrency=runtime_settings.concurrency,
         reclaim_idle=runtime_settings.reclaim_idle,
         backlog_ttl=runtime_settings.session_ttl,
+        max_attempts=runtime_settings.max_attempts,
+        health=health,
     )
     return Runtime(
         keys=keys,
@@ -165,4 +181,5 @@ def build_runtime(
         worker=worker,
         drain_timeout=runtime_settings.drain_timeout,
         poll=poll,
+        health=health,
     )

@@ -6,6 +6,8 @@
 
 Cooldowns double on each consecutive trip up to a maximum; a retry-after from the provider
 is honoured as the cooldown. Each transition is one Lua script, atomic across processes.
+While Redis is unreachable the breaker lets every call through (it fails open): a run should
+not fail because the breaker's memory is away, and each call still falls back on its own.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent.llm import metrics
 
@@ -24,6 +28,7 @@ log = logging.getLogger(__name__)
 # "clean": closed with no failure counted, so a success has nothing to reset in Redis.
 Admission = Literal["clean", "closed", "probe", "open"]
 _STATE_VALUE = {"closed": 0, "half_open": 1, "open": 2}
+_UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
 
 # KEYS[1] hash; ARGV: now, probe_timeout, ttl_ms
 _ACQUIRE = """
@@ -97,9 +102,13 @@ class CircuitBreaker:
         self.redis = redis
 
     async def admit(self) -> Admission:
-        result = await self._acquire(
-            keys=[self.key], args=[time.time(), self.policy.probe_timeout, self.ttl_ms]
-        )
+        try:
+            result = await self._acquire(
+                keys=[self.key], args=[time.time(), self.policy.probe_timeout, self.ttl_ms]
+            )
+        except _UNREACHABLE:
+            log.debug("breaker state unreachable; letting the call to %s through", self.provider)
+            return "clean"
         admission: Admission = _text(result)  # type: ignore[assignment]
         if admission == "probe":
             self._transition("half_open", "cooldown over; probing %s")
@@ -108,24 +117,32 @@ class CircuitBreaker:
     async def record_success(self, admission: Admission = "closed") -> None:
         if admission == "clean":
             return  # one round trip saved on the common path
-        previous = _text(await self._success(keys=[self.key], args=[self.ttl_ms]))
+        try:
+            previous = _text(await self._success(keys=[self.key], args=[self.ttl_ms]))
+        except _UNREACHABLE:
+            log.debug("breaker state unreachable; success of %s not recorded", self.provider)
+            return
         if previous != "closed":
             self._transition("closed", "%s answered; breaker closed")
 
     async def record_failure(self, *, cooldown: float | None = None) -> None:
         """Count a failure; `cooldown` opens the breaker at once for that long."""
         override = -1.0 if cooldown is None else min(cooldown, self.policy.auth_cooldown)
-        state, opened_for = await self._failure(
-            keys=[self.key],
-            args=[
-                time.time(),
-                self.policy.failures,
-                self.policy.cooldown,
-                self.policy.max_cooldown,
-                override,
-                self.ttl_ms,
-            ],
-        )
+        try:
+            state, opened_for = await self._failure(
+                keys=[self.key],
+                args=[
+                    time.time(),
+                    self.policy.failures,
+                    self.policy.cooldown,
+                    self.policy.max_cooldown,
+                    override,
+                    self.ttl_ms,
+                ],
+            )
+        except _UNREACHABLE:
+            log.debug("breaker state unreachable; failure of %s not recorded", self.provider)
+            return
         seconds = float(_text(opened_for))
         if _text(state) == "open" and seconds > 0:
             self._transition("open", f"%s failing; breaker open for {seconds:.0f} s")

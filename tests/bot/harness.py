@@ -17,6 +17,7 @@ from agent.loop import Agent, AgentConfig
 from agent.protocols import MemoryStore, Scheduler
 from agent.tools import ToolRegistry, ToolSource
 from bot.config import Settings
+from bot.health import Health
 from bot.runtime import Runtime, build_runtime
 from bot.worker import GROUP
 from tests.agent.scripted import ScriptedModel
@@ -61,6 +62,7 @@ async def running(
     memory: MemoryStore | None = None,
     config: Settings | None = None,
     tool_source: ToolSource | None = None,
+    health: Health | None = None,
 ) -> AsyncIterator[Harness]:
     adapter = adapter or RecordingAdapter()
     registry = tools or builtin_registry()
@@ -82,6 +84,7 @@ async def running(
         make_agent,
         memory=memory,
         poll=0.05,
+        health=health,
     )
     runtime.worker.block_ms = 50
     stop = asyncio.Event()

@@ -237,3 +237,25 @@ async def test_a_tool_call_round_trips_through_the_agent_on_ollama(
     assert isinstance(outcome, Finished) and outcome.answer == "It is 42."
     tool_message = local.calls("/api/chat")[1].body["messages"][-1]
     assert tool_message["role"] == "tool" and "42" in tool_message["content"]
+
+
+async def test_the_breaker_lets_calls_through_while_its_redis_is_unreachable(
+    hosted, local, models
+) -> None:
+    import socket
+
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    away = aioredis.Redis(port=port, retry=Retry(NoBackoff(), 0))
+    try:
+        hosted.script(fa.text("from claude"), fa.error(529))
+        local.responder = lambda body: fo.reply("from ollama")
+        model = fallback(away, hosted, local, models)
+        assert (await model.complete(request())).provider == "anthropic"
+        assert (await model.complete(request())).provider == "ollama"  # still falls back
+    finally:
+        await away.aclose()
