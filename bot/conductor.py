@@ -161,17 +161,18 @@ class Conductor:
             else:
                 await self._on_message(turn, event)
         except Exception:
-            # Don't leave the conversation "working" on a run whose outcome is lost.
+            # Don't leave the conversation "working" on a run whose outcome is lost; the
+            # entry stays unhandled, so the worker may try it again (then dead-letters it).
             if session.status == "running":
                 if session.state is not None:
                     session.state.abandon(INTERRUPTED)
                 self._settle(session)
-            await self._finish(turn, entry_id)
+            await self._finish(turn, None)
             raise
         await self._finish(turn, entry_id)
 
-    async def _finish(self, turn: Turn, entry_id: str) -> None:
-        """Clear the progress display and store the session with the entry handled."""
+    async def _finish(self, turn: Turn, entry_id: str | None) -> None:
+        """Clear the progress display and store the session (with the entry, once handled)."""
         conversation = turn.event.conversation
         if conversation.id in self._progress_shown:
             self._progress_shown.discard(conversation.id)
@@ -179,7 +180,8 @@ class Conductor:
                 await turn.reply.adapter.progress(conversation, None)
             except Exception:
                 log.warning("could not clear progress in %s", conversation.id)
-        turn.session.last_entry = entry_id
+        if entry_id is not None:
+            turn.session.last_entry = entry_id
         await self.sessions.save(turn.lease, turn.session)
 
     # --- messages ---------------------------------------------------------------------------

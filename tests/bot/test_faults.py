@@ -12,13 +12,15 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
-from adapters.base import ConversationKey, MessageRef, OutboundMessage
+from adapters.base import OutboundMessage
 from agent.messages import ChatRequest, ChatResponse
+from agent.protocols import MemoryRecord, RunContext
 from bot.conductor import ERROR_TEXT
 from bot.embedded_redis import EmbeddedRedis
 from bot.inbox import encode
 from bot.keys import Keys
 from bot.worker import GROUP
+from tests.agent.doubles import ListMemory
 from tests.agent.scripted import ScriptedModel, reply
 from tests.bot.harness import running, settings
 from tests.bot.recording import RecordingAdapter, dm, message
@@ -47,17 +49,14 @@ async def consumers(redis: aioredis.Redis) -> dict[str, int]:
 
 
 @dataclass
-class RefusingAdapter(RecordingAdapter):
-    """Refuses to post any message containing `refuse`, as a platform with a bad day would."""
+class BrokenMemory(ListMemory):
+    """A memory store whose listing always fails, as a store with a bug would."""
 
-    refuse: str = "poison"
-    refused: int = 0
+    failures: int = 0
 
-    async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
-        if self.refuse in message.text:
-            self.refused += 1
-            raise RuntimeError("the platform refused the message")
-        return await super().send(conversation, message)
+    async def list_memories(self, context: RunContext) -> list[MemoryRecord]:
+        self.failures += 1
+        raise RuntimeError("the memory store failed")
 
 
 def with_thread(event_json: str, thread: object) -> str:
@@ -122,27 +121,26 @@ async def test_a_failing_entry_is_tried_max_attempts_times_across_a_restart_then
 ) -> None:
     before = dead_letters("failed")
     chat = dm()
-    adapter = RefusingAdapter()
+    memory = BrokenMemory()
     model = ScriptedModel([echo] * 10)
     config = settings(PARLEY_MAX_ATTEMPTS=3)
-    async with running(redis, model, adapter=adapter, config=config) as first:
-        await first.submit(message(chat, "poison"))
+    async with running(redis, model, memory=memory, config=config) as first:
+        await first.submit(message(chat, "/memories", command="memories"))
         attempts_key = KEYS.attempts(chat.id)
         await until(lambda: _attempts(redis, attempts_key, 1))
         first_name = first.runtime.worker.name
     # stopped while the entry waited for its next try: it stays pending for the others
     assert (await consumers(redis))[first_name] == 1
-    first_tries = adapter.refused
-    assert 1 <= first_tries < 3
+    assert 1 <= memory.failures < 3
 
-    async with running(redis, model, adapter=adapter, config=config) as second:
+    async with running(redis, model, memory=memory, config=config) as second:
         second.runtime.worker.forget_idle = 0.5
         await second.submit(message(chat, "fine"))
         await second.settle(within=30)
         # the rest of the three tries here, then the user is told once and the queue moves on
-        assert adapter.refused == 3
-        assert len(model.turn_requests) == 4
-        assert adapter.texts(chat) == [ERROR_TEXT, "re: fine"]
+        assert memory.failures == 3
+        assert second.adapter.texts(chat) == [ERROR_TEXT, "re: fine"]
+        assert (await second.runtime.sessions.load(chat.id)).status == "idle"
         # the worker that left is removed from the group once it has nothing pending
         await until(lambda: _gone(redis, first_name))
         second_name = second.runtime.worker.name
@@ -151,7 +149,7 @@ async def test_a_failing_entry_is_tried_max_attempts_times_across_a_restart_then
     letter = letters[0][1]
     assert letter[b"reason"] == b"failed" and letter[b"attempts"] == b"3"
     assert letter[b"error"] == b"RuntimeError"
-    assert b"poison" in letter[b"event"]
+    assert b"memories" in letter[b"event"]
     assert dead_letters("failed") == before + 1
     assert not await redis.hlen(KEYS.attempts(chat.id))
     # and a worker that stops cleanly with nothing pending leaves the group itself
