@@ -61,6 +61,7 @@ class OllamaSettings(_Section):
 
 class LLMSettings(_Section):
     timeout: float = Field(30.0, alias="PARLEY_LLM_TIMEOUT", gt=0)
+    suspect_after: float = Field(10.0, alias="PARLEY_LLM_SUSPECT_AFTER", gt=0)
     breaker_failures: int = Field(3, alias="PARLEY_BREAKER_FAILURES", ge=1)
     breaker_cooldown: float = Field(30.0, alias="PARLEY_BREAKER_COOLDOWN", gt=0)
     breaker_max_cooldown: float = Field(600.0, alias="PARLEY_BREAKER_MAX_COOLDOWN", gt=0)

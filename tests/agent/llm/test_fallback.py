@@ -50,6 +50,7 @@ def fallback(
     *,
     timeout: float = 5.0,
     policy: BreakerPolicy = POLICY,
+    suspect_after: float | None = None,
 ) -> FallbackModel:
     model = FallbackModel(
         AnthropicModel(
@@ -58,6 +59,7 @@ def fallback(
         OllamaModel(host=local.url, model="qwen2.5:7b", num_ctx=4096),
         CircuitBreaker(redis, KEY, "anthropic", policy),
         timeout=timeout + 1,
+        suspect_after=suspect_after,
     )
     made.append(model)
     return model
@@ -132,12 +134,14 @@ async def test_the_breaker_opens_after_consecutive_failures_and_backs_off(redis)
         redis, KEY, "anthropic", BreakerPolicy(failures=2, cooldown=10, max_cooldown=25)
     )
     await breaker.record_failure()
-    assert await breaker.admit() == "closed"
+    assert await breaker.admit() == "probe"  # suspect: one request at a time tries it
+    assert await breaker.admit() == "probing"
     await breaker.record_failure()
     assert await breaker.admit() == "open"
     first = float(await redis.hget(KEY, "open_until")) - time.time()
     await redis.hset(KEY, "open_until", 0)  # cooldown over
     assert await breaker.admit() == "probe"
+    assert await breaker.admit() == "probing"
     await breaker.record_failure()  # the probe failed: open again, longer
     second = float(await redis.hget(KEY, "open_until")) - time.time()
     await redis.hset(KEY, "open_until", 0)
@@ -154,11 +158,11 @@ async def test_a_success_between_failures_resets_the_count(redis) -> None:
     assert not await redis.exists(KEY)
     await breaker.record_failure()
     admission = await breaker.admit()
-    assert admission == "closed"
+    assert admission == "probe"
     await breaker.record_success(admission)
     assert await breaker.admit() == "clean"
     await breaker.record_failure()
-    assert await breaker.admit() == "closed"  # one failure since the success, not two
+    assert await breaker.admit() == "probe"  # one failure since the success, not two
 
 
 async def test_half_open_lets_one_probe_through_and_success_closes(
@@ -237,3 +241,87 @@ async def test_a_tool_call_round_trips_through_the_agent_on_ollama(
     assert isinstance(outcome, Finished) and outcome.answer == "It is 42."
     tool_message = local.calls("/api/chat")[1].body["messages"][-1]
     assert tool_message["role"] == "tool" and "42" in tool_message["content"]
+
+
+async def _timed(model: FallbackModel) -> tuple[float, str]:
+    started = time.monotonic()
+    response = await model.complete(request())
+    return time.monotonic() - started, response.provider
+
+
+async def test_a_hanging_provider_holds_one_request_of_many_for_its_timeout(
+    redis, hosted, local, models
+) -> None:
+    hosted.responder = lambda body: fa.hang()
+    local.responder = lambda body: fo.reply("from ollama")
+    model = fallback(
+        redis, hosted, local, models, timeout=1.0, policy=BreakerPolicy(), suspect_after=0.2
+    )
+
+    async def conversation() -> list[tuple[float, str]]:
+        return [await _timed(model) for _ in range(5)]
+
+    results = [r for rs in await asyncio.gather(*(conversation() for _ in range(20))) for r in rs]
+    assert len(results) == 100 and all(provider == "ollama" for _, provider in results)
+    paid = [elapsed for elapsed, _ in results if elapsed >= 1.0]
+    assert len(paid) == 1  # the probe; the other 19 first calls gave up after 0.2 s
+    # then one probe at a time, each given up after 0.2 s, until three failures open it
+    assert len(hosted.message_calls) == 22
+    assert await model.breaker.state() == "open"
+
+
+async def test_after_a_timeout_probes_go_one_at_a_time_with_less_patience(
+    redis, hosted, local, models
+) -> None:
+    hosted.responder = lambda body: fa.hang()
+    local.responder = lambda body: fo.reply("from ollama")
+    model = fallback(
+        redis, hosted, local, models, timeout=0.5, policy=BreakerPolicy(), suspect_after=0.1
+    )
+    durations = await asyncio.gather(*(_timed(model) for _ in range(5)))
+    assert sum(elapsed >= 0.5 for elapsed, _ in durations) == 1
+    assert len(hosted.message_calls) == 5  # the first five went out together
+    for probe in (1, 2):  # the shipped threshold: the second and third failure open it
+        durations = await asyncio.gather(*(_timed(model) for _ in range(5)))
+        assert all(elapsed < 0.5 and provider == "ollama" for elapsed, provider in durations)
+        assert len(hosted.message_calls) == 5 + probe
+    assert await model.breaker.state() == "open"
+    elapsed, provider = await _timed(model)
+    assert provider == "ollama" and elapsed < 0.5 and len(hosted.message_calls) == 7
+
+
+async def test_a_slow_answer_from_the_probe_is_used_and_clears_the_suspicion(
+    redis, hosted, local, models
+) -> None:
+    hosted.script(fa.text("slow but fine", delay=0.5), fa.text("quick"))
+    model = fallback(redis, hosted, local, models, timeout=5.0, suspect_after=0.1)
+    response = await model.complete(request())
+    assert response.provider == "anthropic" and response.message.text == "slow but fine"
+    assert await model.breaker.admit() == "clean"
+    assert (await model.complete(request())).message.text == "quick"
+
+
+async def test_suspicion_is_shared_by_every_process(
+    redis, redis_url, hosted, local, models
+) -> None:
+    hosted.responder = lambda body: fa.hang()
+    local.responder = lambda body: fo.reply("from ollama")
+    other_client = aioredis.Redis.from_url(redis_url)
+    try:
+        one, two = (
+            fallback(
+                client,
+                hosted,
+                local,
+                models,
+                timeout=1.0,
+                policy=BreakerPolicy(),
+                suspect_after=0.2,
+            )
+            for client in (redis, other_client)
+        )
+        results = await asyncio.gather(*(_timed(m) for m in (one, two) for _ in range(4)))
+        assert sum(elapsed >= 1.0 for elapsed, _ in results) == 1
+        assert all(provider == "ollama" for _, provider in results)
+    finally:
+        await other_client.aclose()
