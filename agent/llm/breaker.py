@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 # "probing": another request is the one probe allowed out; use the fallback.
 Admission = Literal["clean", "probe", "probing", "open"]
 _STATE_VALUE = {"closed": 0, "half_open": 1, "open": 2}
+_TRUST_OPEN = 5.0  # seconds an open breaker is believed without asking Redis again
 
 # KEYS[1] hash; ARGV: now, probe_timeout, ttl_ms
 _ACQUIRE = """
@@ -37,7 +38,7 @@ local h = redis.call('hmget', KEYS[1], 'state', 'failures', 'open_until', 'probe
 local state = h[1] or 'closed'
 local now = tonumber(ARGV[1])
 if state == 'open' then
-  if now < tonumber(h[3] or '0') then return 'open' end
+  if now < tonumber(h[3] or '0') then return 'open:' .. h[3] end
   state = 'half_open'
 elseif now < tonumber(h[4] or '0') then
   return 'probing'
@@ -117,12 +118,21 @@ class CircuitBreaker:
         self._success = redis.register_script(_SUCCESS)
         self._failure = redis.register_script(_FAILURE)
         self.redis = redis
+        self._open_until = 0.0
 
     async def admit(self) -> Admission:
+        now = time.time()
+        if now < self._open_until:
+            return "open"  # known open: no round trip while the provider is out
         result = await self._acquire(
-            keys=[self.key], args=[time.time(), self.policy.probe_timeout, self.ttl_ms]
+            keys=[self.key], args=[now, self.policy.probe_timeout, self.ttl_ms]
         )
         admission = _text(result)
+        if admission.startswith("open:"):
+            # Nothing closes an open breaker before its cooldown ends; re-read now and then
+            # all the same, so an operator's reset is seen.
+            self._open_until = min(float(admission[5:]), now + _TRUST_OPEN)
+            return "open"
         if admission == "half_open":
             self._transition("half_open", "cooldown over; probing %s")
             return "probe"

@@ -58,8 +58,17 @@ class FallbackModel:
         self.suspect_after = min(suspect_after or timeout, timeout)
         self.name = f"{primary.name}+{fallback.name}"
         self._last_answer = -math.inf  # event-loop time of the provider's latest answer
+        self._abandoned: set[asyncio.Task[ChatResponse]] = set()  # cancelled, not yet done
+
+    def _forget(self, call: asyncio.Task[ChatResponse]) -> None:
+        self._abandoned.discard(call)
+        if not call.cancelled():
+            call.exception()
 
     async def close(self) -> None:
+        for call in list(self._abandoned):
+            call.cancel()
+        await asyncio.gather(*self._abandoned, return_exceptions=True)
         await close_model(self.primary)
         await close_model(self.fallback)
 
@@ -131,9 +140,11 @@ class FallbackModel:
             raise
         finally:
             if not call.done():
+                # The SDK may take a while to notice; don't make the fallback wait for it.
                 call.cancel()
-                await asyncio.wait({call})
-            if not call.cancelled():
+                self._abandoned.add(call)
+                call.add_done_callback(self._forget)
+            elif not call.cancelled():
                 call.exception()  # retrieved here; raised above when it mattered
         self._last_answer = loop.time()
         return response, admission
