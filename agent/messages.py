@@ -109,6 +109,10 @@ class ChatRequest(BaseModel):
     messages: list[Message]
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int = 4096
+    # How many leading characters of `system` are the same on every call (who Parley is);
+    # the rest (time, memories, summary, objective) changes. 0: all of it is stable.
+    # Providers with prompt caching keep the changing rest out of the cached prefix.
+    system_stable: int = 0
 
 
 class ChatResponse(BaseModel):

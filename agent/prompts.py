@@ -73,5 +73,8 @@ def build_system_prompt(
             + summary.strip()
             + "\n</summary>"
         )
-    parts.append(f"The user's current objective:\n<objective>\n{objective.strip()}\n</objective>")
+    if objective.strip():  # empty when the newest turn is the objective itself
+        parts.append(
+            f"The user's current objective:\n<objective>\n{objective.strip()}\n</objective>"
+        )
     return "\n\n".join(parts)
