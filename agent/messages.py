@@ -76,10 +76,11 @@ class ToolSpec(BaseModel):
 
 
 class Usage(BaseModel):
-    input_tokens: int = 0
+    input_tokens: int = 0  # billed in full: the part of the prompt no cache covered
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cost: float = 0.0  # estimated dollars, filled in by whoever knows the price table
 
     @property
     def total(self) -> int:
@@ -96,6 +97,7 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost=self.cost + other.cost,
         )
 
 

@@ -66,9 +66,15 @@ class LLMSettings(_Section):
     breaker_cooldown: float = Field(30.0, alias="PARLEY_BREAKER_COOLDOWN", gt=0)
     breaker_max_cooldown: float = Field(600.0, alias="PARLEY_BREAKER_MAX_COOLDOWN", gt=0)
     breaker_auth_cooldown: float = Field(3600.0, alias="PARLEY_BREAKER_AUTH_COOLDOWN", gt=0)
-    # JSON: {"model": [input $/Mtok, output $/Mtok], ...}; unknown models cost 0.
+    # JSON: {"model": [input $/Mtok, output $/Mtok], ...}; unknown models cost 0. Cache
+    # reads bill at 0.1x and cache writes at 1.25x the input price, as Anthropic's do.
     prices: dict[str, tuple[float, float]] = Field(
-        default_factory=lambda: {"claude-sonnet-4-5": (3.0, 15.0)}, alias="PARLEY_LLM_PRICES"
+        default_factory=lambda: {
+            "claude-sonnet-4-5": (3.0, 15.0),
+            "claude-haiku-4-5": (1.0, 5.0),
+            "claude-opus-4-5": (5.0, 25.0),
+        },
+        alias="PARLEY_LLM_PRICES",
     )
 
 

@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
 from adapters.base import Inbound, InboundMessage
+from agent.messages import Usage
 from bot import metrics
 from bot.config import LimitsSettings
 
@@ -51,6 +52,8 @@ class UsageToday:
     user_budget: int
     everyone: int
     budget: int
+    user_cost: float = 0.0  # estimated dollars at the configured prices
+    everyone_cost: float = 0.0
 
 
 def user_key(event: Inbound) -> str:
@@ -111,24 +114,31 @@ class Limits:
             return Verdict(ok=False, message=RATE_LIMITED, limit="rate")
         return Verdict(ok=True)
 
-    async def charge(self, user: str, tokens: int) -> None:
+    async def charge(self, user: str, tokens: int, cost: float = 0.0) -> None:
         if tokens <= 0:
             return
         async with self.redis.pipeline(transaction=False) as pipe:  # two slots in a cluster
             for key in (self._usage_key(user), self._usage_key("*all*")):
                 pipe.incrby(key, tokens)
                 pipe.expire(key, 2 * DAY)
+                if cost > 0:
+                    pipe.incrbyfloat(f"{key}:cost", cost)
+                    pipe.expire(f"{key}:cost", 2 * DAY)
             await pipe.execute()
 
     async def usage(self, user: str) -> UsageToday:
         async with self.redis.pipeline(transaction=False) as pipe:
             self._queue_usage(pipe, user)
-            everyone, mine = await pipe.execute()
+            pipe.get(f"{self._usage_key('*all*')}:cost")
+            pipe.get(f"{self._usage_key(user)}:cost")
+            everyone, mine, everyone_cost, my_cost = await pipe.execute()
         return UsageToday(
             user=int(mine or 0),
             user_budget=self.settings.user_daily_tokens,
             everyone=int(everyone or 0),
             budget=self.settings.daily_tokens,
+            user_cost=float(my_cost or 0),
+            everyone_cost=float(everyone_cost or 0),
         )
 
     # --- the shapes the conductor and commands take -----------------------------------------
@@ -137,12 +147,18 @@ class Limits:
         verdict = await self.admit(user_key(event))
         return None if verdict.ok else verdict.message
 
-    async def charge_event(self, event: Inbound, tokens: int) -> None:
-        await self.charge(user_key(event), tokens)
+    async def charge_event(self, event: Inbound, usage: Usage) -> None:
+        await self.charge(user_key(event), usage.total, usage.cost)
 
     async def usage_text(self, event: InboundMessage) -> str:
         today = await self.usage(user_key(event))
         share = 100 * today.user / today.user_budget if today.user_budget else 0
         return (
-            f"Today you've used {today.user:,} of your {today.user_budget:,} tokens ({share:.0f}%)."
+            f"Today you've used {today.user:,} of your {today.user_budget:,} tokens ({share:.0f}%), "
+            f"about {dollars(today.user_cost)} at list prices."
         )
+
+
+def dollars(amount: float) -> str:
+    """Cents for real money, more digits for the small change of a few calls."""
+    return f"${amount:,.2f}" if amount >= 1 or amount == 0 else f"${amount:.4f}"
