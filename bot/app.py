@@ -22,6 +22,7 @@ from agent.protocols import MemoryStore, Scheduler
 from bot.compose import build_agent
 from bot.config import Settings
 from bot.embedded_redis import EmbeddedRedis
+from bot.gc_tuning import GcTuning
 from bot.http import HttpServer
 from bot.inbox import Inbox
 from bot.keys import Keys
@@ -108,6 +109,9 @@ async def run_role(
             after_run=after_run,
         )
 
+    # Start-up is over: what exists now lives as long as the process.
+    gc_tuning = GcTuning(freeze=settings.runtime.gc_freeze, threshold=settings.runtime.gc_threshold)
+    gc_tuning.install()
     try:
         if gateway:
             platforms.register_routes(http)
@@ -129,6 +133,7 @@ async def run_role(
         await platforms.close()
         if model is not None:
             await close_model(model)
+        gc_tuning.uninstall()
         log.info("%s stopped", role)
 
 

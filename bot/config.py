@@ -143,6 +143,15 @@ class RuntimeSettings(_Section):
     dedup_ttl: float = Field(86_400.0, alias="PARLEY_DEDUP_TTL", gt=0)
     session_ttl: float = Field(30 * 86_400.0, alias="PARLEY_SESSION_TTL", gt=0)
     drain_timeout: float = Field(30.0, alias="PARLEY_DRAIN_TIMEOUT", gt=0)
+    gc_freeze: bool = Field(True, alias="PARLEY_GC_FREEZE")
+    gc_threshold: Annotated[tuple[int, int, int], NoDecode] = Field(
+        (10_000, 20, 20), alias="PARLEY_GC_THRESHOLD"
+    )
+
+    @field_validator("gc_threshold", mode="before")
+    @classmethod
+    def _three_ints(cls, value: Any) -> Any:
+        return _split_commas(value) if isinstance(value, str) else value
 
 
 class LimitsSettings(_Section):
