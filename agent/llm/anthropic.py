@@ -62,14 +62,17 @@ class AnthropicModel:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         try:
-            response = await self.client.messages.create(**self.wire_request(request))
+            # The raw response's JSON, not the SDK's parsed Message: building those models
+            # only to dump them again cost about a fifth of the CPU of a call.
+            raw = await self.client.messages.with_raw_response.create(**self.wire_request(request))
+            data = raw.http_response.json()
         except anthropic.APIStatusError as exc:
             raise classify(exc) from exc
         except anthropic.APITimeoutError as exc:
             raise ProviderUnavailable(self.name, "timed out") from exc
         except anthropic.APIConnectionError as exc:
             raise ProviderUnavailable(self.name, "connection failed") from exc
-        return from_wire(response.model_dump(), self.model)
+        return from_wire(data, self.model)
 
     def wire_request(self, request: ChatRequest) -> dict[str, Any]:
         tools = [
