@@ -24,8 +24,11 @@ def test_start_up_objects_are_frozen_and_every_pause_is_timed() -> None:
         assert gc.get_freeze_count() >= len(survivor)
         assert gc.get_threshold() == (5000, 15, 15)
         counted = pauses(2)
+        cpu = REGISTRY.get_sample_value("parley_gc_cpu_seconds_total", {"generation": "2"})
         gc.collect()
         assert pauses(2) == counted + 1
+        spent = REGISTRY.get_sample_value("parley_gc_cpu_seconds_total", {"generation": "2"})
+        assert spent is not None and spent > (cpu or 0.0)
     finally:
         tuning.uninstall()
     assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
