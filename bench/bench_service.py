@@ -203,8 +203,8 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return now / 1024, peak / 1024
 
 
-async def gc_pauses(port: int) -> dict[str, list[tuple[float, float]]]:
-    """Cumulative (upper bound, count) buckets of each generation's GC pauses."""
+async def gc_pauses(port: int) -> tuple[dict[str, list[tuple[float, float]]], dict[str, float]]:
+    """Cumulative (upper bound, count) buckets of each generation's GC pauses, and CPU spent."""
     async with (
         aiohttp.ClientSession() as http,
         http.get(f"http://127.0.0.1:{port}/metrics") as response,
@@ -214,11 +214,15 @@ async def gc_pauses(port: int) -> dict[str, list[tuple[float, float]]]:
     pattern = r'parley_gc_pause_seconds_bucket\{generation="(\d)",le="([^"]+)"\} (\S+)'
     for generation, bound, count in re.findall(pattern, text):
         buckets[generation].append((float(bound), float(count)))
-    return buckets
+    pattern = r'parley_gc_cpu_seconds_total\{generation="(\d)"\} (\S+)'
+    cpu = {generation: float(value) for generation, value in re.findall(pattern, text)}
+    return buckets, cpu
 
 
-def describe_pauses(buckets: dict[str, list[tuple[float, float]]]) -> tuple[str, float]:
-    """A line per generation (count, p50 and p99 as bucket bounds) and the overall p99."""
+def describe_pauses(
+    buckets: dict[str, list[tuple[float, float]]], cpu: dict[str, float]
+) -> tuple[str, float]:
+    """A line per generation (count, p50 and p99 as bucket bounds, CPU) and the overall p99."""
     parts, every = [], defaultdict(float)
     for generation, rows in sorted(buckets.items()):
         total = rows[-1][1]
@@ -227,7 +231,10 @@ def describe_pauses(buckets: dict[str, list[tuple[float, float]]]) -> tuple[str,
         if total:
             p50 = next(b for b, c in rows if c >= 0.5 * total)
             p99 = next(b for b, c in rows if c >= 0.99 * total)
-            parts.append(f"gen{generation} {total:.0f}× p50≤{p50 * 1000:g} p99≤{p99 * 1000:g} ms")
+            parts.append(
+                f"gen{generation} {total:.0f}× wall p50≤{p50 * 1000:g} p99≤{p99 * 1000:g} ms, "
+                f"CPU {cpu.get(generation, 0) * 1000:.0f} ms in all"
+            )
     ordered = sorted(every.items())
     total = ordered[-1][1] if ordered else 0
     p99 = next((b for b, c in ordered if total and c >= 0.99 * total), 0.0)
@@ -320,9 +327,16 @@ async def main() -> None:
                                 figures["per_s"] = rate
                     reads1, commands1 = await redis_counts(counter)
                     trips = (reads1 - reads0) / objectives
+                    spent = {
+                        command: (calls - commands0.get(command, 0)) / objectives
+                        for command, calls in commands1.items()
+                    }
+                    top = sorted(spent.items(), key=lambda item: -item[1])
                     print(
                         f"{name}: Redis per objective: {trips:.1f} round trips, "
-                        f"{(commands1 - commands0) / objectives:.1f} commands"
+                        f"{sum(spent.values()):.1f} commands ("
+                        + ", ".join(f"{c} {n:.1f}" for c, n in top if n >= 0.1)
+                        + ")"
                     )
                     rss = [rss_mb(p.pid) for p in processes]
                     print(
@@ -333,7 +347,7 @@ async def main() -> None:
                         )
                     )
                     for role, p in layout:
-                        line, gc_p99 = describe_pauses(await gc_pauses(p))
+                        line, gc_p99 = describe_pauses(*await gc_pauses(p))
                         print(f"{name}: GC pauses in {role}: {line}")
                         if key == "run":
                             figures["gc_p99_ms"] = gc_p99 * 1000
