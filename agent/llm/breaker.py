@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 Admission = Literal["clean", "probe", "probing", "open"]
 _STATE_VALUE = {"closed": 0, "half_open": 1, "open": 2}
 _TRUST_OPEN = 5.0  # seconds an open breaker is believed without asking Redis again
+# Seconds a clean breaker is believed: a round trip saved per model call, at the price of
+# noticing another process's suspicion up to this much later.
+_TRUST_CLEAN = 1.0
 
 # KEYS[1] hash; ARGV: now, probe_timeout, ttl_ms
 _ACQUIRE = """
@@ -119,9 +122,12 @@ class CircuitBreaker:
         self._failure = redis.register_script(_FAILURE)
         self.redis = redis
         self._open_until = 0.0
+        self._clean_until = 0.0
 
     async def admit(self) -> Admission:
         now = time.time()
+        if now < self._clean_until:
+            return "clean"
         if now < self._open_until:
             return "open"  # known open: no round trip while the provider is out
         result = await self._acquire(
@@ -133,6 +139,8 @@ class CircuitBreaker:
             # all the same, so an operator's reset is seen.
             self._open_until = min(float(admission[5:]), now + _TRUST_OPEN)
             return "open"
+        if admission == "clean":
+            self._clean_until = now + _TRUST_CLEAN
         if admission == "half_open":
             self._transition("half_open", "cooldown over; probing %s")
             return "probe"
@@ -141,6 +149,7 @@ class CircuitBreaker:
     async def suspect(self, for_seconds: float) -> bool:
         """Whether the caller, silent past the threshold, is now the one probe allowed out."""
         now = time.time()
+        self._clean_until = 0.0
         became = await self._suspect(keys=[self.key], args=[now, now + for_seconds, self.ttl_ms])
         if became:
             log.warning(
@@ -159,6 +168,7 @@ class CircuitBreaker:
 
     async def record_failure(self, *, cooldown: float | None = None) -> None:
         """Count a failure; `cooldown` opens the breaker at once for that long."""
+        self._clean_until = 0.0
         override = -1.0 if cooldown is None else min(cooldown, self.policy.auth_cooldown)
         state, opened_for = await self._failure(
             keys=[self.key],

@@ -348,3 +348,23 @@ async def test_suspicion_is_shared_by_every_process(
         assert all(provider == "ollama" for _, provider in results)
     finally:
         await other_client.aclose()
+
+
+async def test_a_clean_breaker_costs_one_round_trip_a_second_and_a_failure_ends_that(
+    redis,
+) -> None:
+    breaker = CircuitBreaker(redis, KEY, "anthropic", POLICY)
+    assert await breaker.admit() == "clean"
+    before = await redis.info("commandstats")
+    for _ in range(20):
+        assert await breaker.admit() == "clean"
+    after = await redis.info("commandstats")
+    assert after == before | {"cmdstat_info": after["cmdstat_info"]}
+    await breaker.record_failure()  # this process knows at once
+    assert await breaker.admit() == "probe"
+    await CircuitBreaker(redis, KEY, "anthropic", POLICY).record_success()
+    assert await breaker.admit() == "clean"
+    await CircuitBreaker(redis, KEY, "anthropic", POLICY).record_failure()  # elsewhere
+    assert await breaker.admit() == "clean"  # not seen yet
+    await asyncio.sleep(1.05)
+    assert await breaker.admit() == "probe"  # seen within a second
