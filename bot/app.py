@@ -131,6 +131,10 @@ async def run_role(
     finally:
         await http.stop()
         await platforms.close()
+        try:
+            await limits.flush()  # the last second's charges
+        except Exception as exc:
+            log.warning("could not write the last token charges (%s)", type(exc).__name__)
         if model is not None:
             await close_model(model)
         gc_tuning.uninstall()

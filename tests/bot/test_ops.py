@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 from collections.abc import Iterator
 
 import aiohttp
@@ -177,3 +178,22 @@ async def test_status_shows_todays_estimated_cost_with_cache_prices(
     # (1000 input + 0.1 x 10,000 read + 1.25 x 2000 written) x $3 + 100 output x $15, per Mtok
     assert "used 13,100 of your 500,000 tokens" in status
     assert "about $0.0150 at list prices" in status
+
+
+async def test_charges_are_written_once_a_second_and_counted_meanwhile(
+    redis: aioredis.Redis,
+) -> None:
+    guard = limits(redis, Clock(), PARLEY_USER_DAILY_TOKENS=1000)
+    key = "parley:usage:" + time.strftime("%Y%m%d", time.gmtime(Clock()())) + ":telegram:1"
+    await guard.charge("telegram:1", 100, 0.5)  # the first is written at once
+    assert int(await redis.get(key)) == 100
+    await guard.charge("telegram:1", 950, 0.25)  # within the second: held in the process
+    await guard.charge("telegram:2", 10)
+    assert int(await redis.get(key)) == 100
+    assert (await guard.admit("telegram:1")).message == USER_BUDGET_SPENT  # yet counted
+    usage = await guard.usage("telegram:1")  # /status writes first, so it is exact
+    assert (usage.user, usage.everyone, usage.user_cost) == (1060 - 10, 1060, 0.75)
+    assert int(await redis.get(key)) == 1050
+    guard.flush_every = 0.0
+    await guard.charge("telegram:1", 1)
+    assert int(await redis.get(key)) == 1051
