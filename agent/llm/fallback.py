@@ -38,7 +38,12 @@ _SKIPPED = {"open": "circuit breaker open", "probing": "waiting for a probe to a
 
 
 class _GaveUp(Exception):
-    """The hosted call was silent past the suspicion threshold and another call probes."""
+    """The hosted call was silent past the suspicion threshold: another call probes, or this
+    one was the probe of a provider that had already failed (`failed` is then True)."""
+
+    def __init__(self, *, failed: bool = False) -> None:
+        super().__init__()
+        self.failed = failed
 
 
 class FallbackModel:
@@ -81,9 +86,13 @@ class FallbackModel:
         else:
             try:
                 response, admission = await self._hosted(request, admission)
-            except _GaveUp:
+            except _GaveUp as exc:
                 causes.append(ProviderUnavailable(self.primary.name, "not answering"))
                 reason = "suspect"
+                if exc.failed:
+                    log.warning("%s still not answering; using the fallback", self.primary.name)
+                    await self.breaker.record_failure()
+                    reason = "probe_silent"
             except ProviderRejected:
                 # the provider is up; the request is wrong
                 await self.breaker.record_success(admission)
@@ -129,7 +138,7 @@ class FallbackModel:
                     await asyncio.wait({call}, timeout=self.suspect_after)
                     if not call.done() and self._last_answer < started:
                         if admission == "probe":
-                            raise TimeoutError  # a suspect provider gets no more patience
+                            raise _GaveUp(failed=True)  # a failed provider gets no more patience
                         remaining = self.timeout - (loop.time() - started)
                         if not await self.breaker.suspect(remaining + 1.0):
                             raise _GaveUp
