@@ -250,14 +250,19 @@ class FakeAnthropic(FakeServer):
 
 
 def last_user_text(body: dict[str, Any]) -> str:
-    """The text of the newest user turn of a Messages request."""
+    """What the user wrote in the newest user turn of a Messages request (without the
+    <context> block Parley appends there for the prompt cache's sake)."""
     for message in reversed(body.get("messages") or []):
         if message.get("role") != "user":
             continue
         content = message.get("content")
         if isinstance(content, str):
             return content
-        texts = [c.get("text", "") for c in content if c.get("type") == "text"]
+        texts = [
+            c.get("text", "")
+            for c in content
+            if c.get("type") == "text" and not c.get("text", "").startswith("<context>")
+        ]
         if texts:
             return " ".join(texts)
     return ""
