@@ -306,7 +306,7 @@ async def test_after_a_timeout_probes_go_one_at_a_time_with_less_patience(
     hosted.responder = lambda body: fa.hang()
     local.responder = lambda body: fo.reply("from ollama")
     model = fallback(
-        redis, hosted, local, models, timeout=0.5, policy=BreakerPolicy(), suspect_after=0.1
+        redis, hosted, local, models, timeout=2.0, policy=BreakerPolicy(), suspect_after=0.1
     )
     await _warm(model, hosted)
     before = paid_the_timeout()
@@ -348,7 +348,7 @@ async def test_suspicion_is_shared_by_every_process(
                 hosted,
                 local,
                 models,
-                timeout=1.0,
+                timeout=2.0,
                 policy=BreakerPolicy(),
                 suspect_after=0.2,
             )
