@@ -211,10 +211,13 @@ class Agent:
             memories = await self._recall(state)
 
             def system_for(summary: str, memories: list[MemoryRecord] = memories) -> str:
+                latest = state.messages[-1]
+                # Said once is enough: the newest turn often is the objective, word for word.
+                restated = latest.role == "user" and latest.text.endswith(state.objective)
                 return build_system_prompt(
                     base=self.system_prompt,
                     context=state.context,
-                    objective=state.objective,
+                    objective="" if restated else state.objective,
                     memories=memories,
                     summary=summary,
                 )
@@ -233,6 +236,7 @@ class Agent:
                 messages=list(state.messages),
                 tools=specs,
                 max_tokens=self.config.max_tokens,
+                system_stable=len(self.system_prompt.rstrip()),  # build_system_prompt's head
             )
             think_started = time.monotonic()
             response = await self.model.complete(request)

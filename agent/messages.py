@@ -96,10 +96,11 @@ class ToolSpec(BaseModel):
 
 
 class Usage(BaseModel):
-    input_tokens: int = 0
+    input_tokens: int = 0  # billed in full: the part of the prompt no cache covered
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cost: float = 0.0  # estimated dollars, filled in by whoever knows the price table
 
     @property
     def total(self) -> int:
@@ -116,6 +117,7 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost=self.cost + other.cost,
         )
 
 
@@ -129,6 +131,10 @@ class ChatRequest(BaseModel):
     messages: list[Message]
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int = 4096
+    # How many leading characters of `system` are the same on every call (who Parley is);
+    # the rest (time, memories, summary, objective) changes. 0: all of it is stable.
+    # Providers with prompt caching keep the changing rest out of the cached prefix.
+    system_stable: int = 0
 
 
 class ChatResponse(BaseModel):

@@ -118,7 +118,7 @@ async def main() -> None:
     with throwaway_redis() as redis_url, tempfile.TemporaryDirectory() as logs:
         async with FakeSlack() as slack, FakeAnthropic() as hosted:
             hosted.responder = lambda body: fa.text("ok")
-            port = free_port()
+            port, metrics_port = free_port(), free_port()
             base_env = {
                 k: v
                 for k, v in os.environ.items()
@@ -134,15 +134,16 @@ async def main() -> None:
                 "ANTHROPIC_BASE_URL": hosted.url,
                 "PARLEY_RATE_LIMIT_PER_MINUTE": "100000",
                 "PARLEY_HTTP_PORT": str(port),
+                "PARLEY_METRICS_PORT": str(metrics_port),
                 "PARLEY_LOG_LEVEL": "WARNING",
             }
             url = f"http://127.0.0.1:{port}/slack/events"
-            healthz = f"http://127.0.0.1:{port}/healthz"
+            healthz = f"http://127.0.0.1:{metrics_port}/healthz"
             process = await start("run", env, logs)
             pool = aioredis.BlockingConnectionPool.from_url(redis_url, max_connections=32)
             redis = aioredis.Redis(connection_pool=pool)
             try:
-                await wait_http(port)
+                await wait_http(metrics_port)
                 connector = aiohttp.TCPConnector(limit=400)
                 async with aiohttp.ClientSession(connector=connector) as http:
                     await load(http, redis, url, 0, WARMUP)

@@ -25,6 +25,7 @@ from bot.channels import Channels
 from bot.compose import build_agent
 from bot.config import Settings
 from bot.embedded_redis import EmbeddedRedis
+from bot.gc_tuning import GcTuning
 from bot.health import Health
 from bot.http import HttpServer
 from bot.inbox import Inbox
@@ -149,6 +150,9 @@ async def run_role(
             health=health,
         )
 
+    # Start-up is over: what exists now lives as long as the process.
+    gc_tuning = GcTuning(freeze=settings.runtime.gc_freeze, threshold=settings.runtime.gc_threshold)
+    gc_tuning.install()
     try:
         if gateway:
             platforms.register_routes(http)
@@ -173,8 +177,13 @@ async def run_role(
         await platforms.close()
         if toolbox is not None:
             await toolbox.stop()
+        try:
+            await limits.flush()  # the last second's charges
+        except Exception as exc:
+            log.warning("could not write the last token charges (%s)", type(exc).__name__)
         if model is not None:
             await close_model(model)
+        gc_tuning.uninstall()
         log.info("%s stopped", role)
 
 

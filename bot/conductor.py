@@ -29,6 +29,7 @@ from adapters.base import (
 )
 from adapters.text import too_long
 from agent.loop import Agent
+from agent.messages import Usage
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
 from agent.protocols import ProgressEvent, RunContext
 from bot import metrics
@@ -66,7 +67,7 @@ PROGRESS_DELAY = 0.5  # seconds a run works before the chat shows that it is wor
 # Admission check before a run: returns a refusal text, or None to go ahead.
 Admission = Callable[[InboundMessage], Awaitable[str | None]]
 # Called with the event and the tokens an agent call used.
-Charge = Callable[[InboundMessage | InboundAction, int], Awaitable[None]]
+Charge = Callable[[InboundMessage | InboundAction, Usage], Awaitable[None]]
 
 
 def run_context(event: Inbound) -> RunContext:
@@ -413,7 +414,7 @@ class Conductor:
             metrics.TOOL_CALLS.labels(call.tool, call.status).inc()
         if self.charge is not None:
             try:
-                await self.charge(event, outcome.trace.usage.total)
+                await self.charge(event, outcome.trace.usage)
             except Exception:  # the answer matters more than the bookkeeping
                 log.exception("could not charge a run's usage")
         if self.after_run is not None and isinstance(outcome, Finished | Failed):

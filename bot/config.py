@@ -73,13 +73,20 @@ class OllamaSettings(_Section):
 
 class LLMSettings(_Section):
     timeout: float = Field(30.0, alias="PARLEY_LLM_TIMEOUT", gt=0)
+    suspect_after: float = Field(10.0, alias="PARLEY_LLM_SUSPECT_AFTER", gt=0)
     breaker_failures: int = Field(3, alias="PARLEY_BREAKER_FAILURES", ge=1)
     breaker_cooldown: float = Field(30.0, alias="PARLEY_BREAKER_COOLDOWN", gt=0)
     breaker_max_cooldown: float = Field(600.0, alias="PARLEY_BREAKER_MAX_COOLDOWN", gt=0)
     breaker_auth_cooldown: float = Field(3600.0, alias="PARLEY_BREAKER_AUTH_COOLDOWN", gt=0)
-    # JSON: {"model": [input $/Mtok, output $/Mtok], ...}; unknown models cost 0.
+    # JSON: {"model": [input $/Mtok, output $/Mtok], ...}; unknown models cost 0. Cache
+    # reads bill at 0.1x and cache writes at 1.25x the input price, as Anthropic's do.
     prices: dict[str, tuple[float, float]] = Field(
-        default_factory=lambda: {"claude-sonnet-4-5": (3.0, 15.0)}, alias="PARLEY_LLM_PRICES"
+        default_factory=lambda: {
+            "claude-sonnet-4-5": (3.0, 15.0),
+            "claude-haiku-4-5": (1.0, 5.0),
+            "claude-opus-4-5": (5.0, 25.0),
+        },
+        alias="PARLEY_LLM_PRICES",
     )
 
 
@@ -161,6 +168,15 @@ class RuntimeSettings(_Section):
     delivery_attempts: int = Field(3, alias="PARLEY_DELIVERY_ATTEMPTS", ge=1)
     redeliver_for: float = Field(6 * 3600.0, alias="PARLEY_REDELIVER_FOR", gt=0)
     max_attempts: int = Field(3, alias="PARLEY_MAX_ATTEMPTS", ge=1)
+    gc_freeze: bool = Field(True, alias="PARLEY_GC_FREEZE")
+    gc_threshold: Annotated[tuple[int, int, int], NoDecode] = Field(
+        (10_000, 20, 20), alias="PARLEY_GC_THRESHOLD"
+    )
+
+    @field_validator("gc_threshold", mode="before")
+    @classmethod
+    def _three_ints(cls, value: Any) -> Any:
+        return _split_commas(value) if isinstance(value, str) else value
 
 
 class LimitsSettings(_Section):

@@ -64,6 +64,8 @@ class MeteredModel:
         cost = estimate_cost(self.prices, response.model, usage)
         if cost:
             metrics.MODEL_COST.labels(self.name, response.model).inc(cost)
+            usage = usage.model_copy(update={"cost": cost})
+            response = response.model_copy(update={"usage": usage})
         log.debug(
             "%s %s: %d in, %d out, %.2f s, $%.5f",
             self.name,
