@@ -22,7 +22,7 @@ async def served() -> AsyncIterator[tuple[Health, str]]:
     server.add_liveness_check("loops", health.liveness)
     await server.start()
     try:
-        yield health, f"http://127.0.0.1:{server.port}"
+        yield health, f"http://127.0.0.1:{server.metrics_port}"
     finally:
         await server.stop()
 

@@ -100,7 +100,7 @@ async def test_a_worker_rides_out_a_redis_outage(
             tmp_path,
         )
         try:
-            worker = await cluster.start("worker", PARLEY_HTTP_PORT=str(port))
+            worker = await cluster.start("worker", PARLEY_METRICS_PORT=str(port))
             await cluster.ready(worker)
             ready = f"http://127.0.0.1:{port}/readyz"
             await until_status(ready, 200, within=30)

@@ -288,7 +288,7 @@ async def test_mcp_servers_start_with_the_worker_and_stop_on_sigterm(world, tmp_
     )
     port = free_port()
     process = await cluster.start(
-        "run", PARLEY_MCP_CONFIG=str(config), LEDGER=str(ledger), PARLEY_HTTP_PORT=str(port)
+        "run", PARLEY_MCP_CONFIG=str(config), LEDGER=str(ledger), PARLEY_METRICS_PORT=str(port)
     )
     await cluster.ready(process)
 
