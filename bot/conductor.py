@@ -29,7 +29,7 @@ from agent.loop import Agent
 from agent.outcomes import AwaitingAnswer, Failed, Finished, Outcome
 from agent.protocols import ProgressEvent, RunContext
 from bot import metrics
-from bot.commands import Commands
+from bot.commands import MEMORY_ACTION, Commands
 from bot.decisions import Decision, DecisionStore
 from bot.decisions import Status as DecisionStatus
 from bot.locks import Lease
@@ -155,7 +155,14 @@ class Conductor:
             if result.cancel:
                 await self._cancel(event, session, reply)
             private_to = event.actor.user_id if result.private else None
-            await reply.send(OutboundMessage(text=result.text, private_to=private_to))
+            await reply.send(
+                OutboundMessage(
+                    text=result.text,
+                    private_to=private_to,
+                    buttons=result.buttons,
+                    decision_id=MEMORY_ACTION if result.buttons else None,
+                )
+            )
             return
         if not event.mentioned and session.state is None:
             return  # a thread message in a conversation Parley is not part of
@@ -209,6 +216,11 @@ class Conductor:
     async def _on_action(self, turn: Turn, event: InboundAction) -> None:
         session, reply = turn.session, turn.reply
         notify = reply.adapter.notify
+        if event.decision_id == MEMORY_ACTION:  # a Forget button: no run involved
+            text = await self.commands.forget_pressed(event, run_context(event))
+            await notify(event, text)
+            await reply.send(OutboundMessage(text=text, private_to=event.actor.user_id))
+            return
         decision = await self.decisions.get(event.decision_id)
         if decision is None or decision.conversation_id != event.conversation.id:
             await notify(event, stale_click_text(None), alert=True)

@@ -13,15 +13,18 @@ import sys
 import time
 from typing import TextIO
 
+from adapters.base import Actor, ConversationKey, InboundMessage
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
 from agent.protocols import RunContext
 from agent.state import RunState
 from bot.app import redis_connection
+from bot.commands import Commands
 from bot.compose import build_agent
 from bot.config import Settings
 from bot.doctor import check_anthropic, check_ollama
 from bot.memory_setup import open_memory
 from bot.models import build_chat_model
+from bot.sessions import Session
 
 NO_PROVIDER = """\
 Parley has no language model to talk to. Configure one of:
@@ -31,6 +34,7 @@ Parley has no language model to talk to. Configure one of:
 Then run `parley doctor` to check."""
 
 YES = {"y", "yes", "approve", "ok"}
+COMMANDS = ("memories", "forget", "help")
 
 
 class ConsoleScheduler:
@@ -95,7 +99,8 @@ async def run_console(
             is_direct=True,
             user_name=user,
         )
-        say("Parley console — type a request, /quit to leave.")
+        commands = Commands(memory)
+        say("Parley console — type a request, /memories, /forget N, /help; /quit to leave.")
         history: RunState | None = None
         try:
             while True:
@@ -103,6 +108,20 @@ async def run_console(
                 if text is None or text in ("/quit", "/exit"):
                     break
                 if not text:
+                    continue
+                name, _, args = text[1:].partition(" ")
+                if text.startswith("/") and name.lower() in COMMANDS:
+                    event = InboundMessage(
+                        event_id="console",
+                        conversation=ConversationKey(platform="console", chat_id="local"),
+                        actor=Actor(platform="console", user_id=user, name=user),
+                        text=args,
+                        is_direct=True,
+                        command=name.lower(),
+                        args=args.strip(),
+                    )
+                    result = await commands.handle(event, context, Session())
+                    say(f"parley> {result.text}")
                     continue
                 outcome: Outcome = await agent.run(text, context, history=history)
                 while True:

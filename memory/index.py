@@ -1,0 +1,86 @@
+"""The memory index's schema and its scoped nearest-neighbour query.
+
+Two vector algorithms: FLAT compares the query with every candidate (exact, cheap to build);
+HNSW walks a graph (approximate, costly to build, fast on large candidate sets). The hybrid
+policy says how a scope filter meets the vector search: ADHOC_BF computes the distance of each
+memory in the filtered scopes (exact, cost grows with the scope), BATCHES walks the HNSW graph
+and filters what it finds, and `auto` lets RediSearch pick per query from the filter's size.
+`bench/bench_memory.py` measures them; the defaults follow its figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from redisvl.index import AsyncSearchIndex
+from redisvl.query import VectorQuery
+from redisvl.query.filter import Tag
+from redisvl.schema import IndexSchema
+
+Algorithm = Literal["flat", "hnsw"]
+HybridPolicy = Literal["auto", "adhoc_bf", "batches"]
+
+EF_RUNTIME = 100
+FIELDS = [
+    "id",
+    "text",
+    "kind",
+    "scope",
+    "author",
+    "source",
+    "origin",
+    "created_at",
+    "last_used_at",
+]
+
+
+def schema(prefix: str, dims: int, algorithm: Algorithm = "hnsw", name: str = "") -> IndexSchema:
+    vector: dict[str, Any] = {
+        "dims": dims,
+        "algorithm": algorithm,
+        "distance_metric": "cosine",
+        "datatype": "float32",
+    }
+    if algorithm == "hnsw":
+        # RediSearch's default candidate list (10) misses true neighbours under a filter.
+        vector["ef_runtime"] = EF_RUNTIME
+    return IndexSchema.from_dict(
+        {
+            "index": {
+                "name": name or f"{prefix}:memory",
+                "prefix": f"{prefix}:memory:doc",
+                "storage_type": "hash",
+            },
+            "fields": [
+                {"name": "text", "type": "text"},
+                {"name": "kind", "type": "tag"},
+                {"name": "scope", "type": "tag", "attrs": {"separator": "|"}},
+                {"name": "author", "type": "tag", "attrs": {"separator": "|"}},
+                {"name": "source", "type": "tag", "attrs": {"separator": "|"}},
+                {"name": "origin", "type": "tag"},
+                {"name": "created_at", "type": "numeric", "attrs": {"sortable": True}},
+                {"name": "last_used_at", "type": "numeric", "attrs": {"sortable": True}},
+                {"name": "embedding", "type": "vector", "attrs": vector},
+            ],
+        }
+    )
+
+
+async def nearest(
+    index: AsyncSearchIndex,
+    vector: list[float],
+    scopes: list[str],
+    k: int,
+    policy: HybridPolicy = "auto",
+) -> list[dict[str, Any]]:
+    """The k memories of these scopes closest to the vector, with `vector_distance`."""
+    return await index.query(
+        VectorQuery(
+            vector=vector,
+            vector_field_name="embedding",
+            return_fields=FIELDS,
+            filter_expression=Tag("scope") == scopes,
+            num_results=k,
+            hybrid_policy=None if policy == "auto" else policy.upper(),
+        )
+    )
