@@ -53,15 +53,16 @@ class MemoryIndexMismatch(RuntimeError):
 class MemoryConfig:
     """How recall ranks and cuts, what each scope may hold, and how the index is built.
 
-    The recall defaults come from the labelled set in tests/memory/eval (bench_recall).
+    The recall defaults are what bench/bench_recall.py picks on the labelled set in
+    tests/memory/eval.
     """
 
     k: int = 5
-    max_distance: float = 0.75  # a memory farther than this from the query is not relevant
-    margin: float = 0.15  # ... nor one this much farther than the best match
-    recency_weight: float = 0.02  # at most this much distance forgiven to a just-used memory
+    max_distance: float = 0.85  # a memory farther than this from the query is not relevant
+    margin: float = 0.125  # ... nor one this much farther than the best match
+    recency_weight: float = 0.0  # distance forgiven to a just-used memory (the set: no gain)
     recency_days: float = 30.0
-    generic_distance: float = 0.3  # this close to "what do you know about me?": list instead
+    generic_distance: float = 0.35  # this close to "what do you know about me?": list instead
     merge_distance: float = 0.1
     max_per_user: int = 1000
     max_per_chat: int = 10_000
