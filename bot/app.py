@@ -16,9 +16,11 @@ from typing import Literal
 
 import redis.asyncio as aioredis
 
+from adapters.base import OutboundMessage
 from agent.llm.usage import close_model
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
+from bot.commands import remembered_note
 from bot.compose import build_agent
 from bot.config import Settings
 from bot.embedded_redis import EmbeddedRedis
@@ -93,8 +95,9 @@ async def run_role(
         if settings.memory.extract and memory is not None:
             extractor = FactExtractor(model, memory)
 
-            async def after_run(outcome: Outcome) -> None:
-                await extractor.extract(outcome.state.messages, outcome.state.context)
+            async def after_run(outcome: Outcome) -> OutboundMessage | None:
+                state = outcome.state
+                return remembered_note(await extractor.extract(state.messages, state.context))
 
         runtime = build_runtime(
             redis,

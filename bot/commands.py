@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from adapters.base import Button, InboundAction, InboundMessage
-from agent.protocols import MemoryStore, RunContext
+from adapters.base import Button, InboundAction, InboundMessage, OutboundMessage
+from agent.protocols import MemoryRecord, MemoryStore, RunContext
 from bot.sessions import Session
 
 # The decision id Forget buttons carry; their value is the memory id.
@@ -42,6 +42,19 @@ class CommandResult:
 
 
 UsageText = Callable[[InboundMessage], Awaitable[str]]
+
+
+def remembered_note(kept: list[MemoryRecord]) -> OutboundMessage | None:
+    """The "I'll remember: …" note after extraction kept facts, with a Forget button each."""
+    if not kept:
+        return None
+    if len(kept) == 1:
+        text = f"I'll remember: {kept[0].text}"
+        buttons: tuple[Button, ...] = (Button(label="Forget", value=kept[0].id),)
+    else:
+        text = "I'll remember:\n" + "\n".join(f"{n}. {m.text}" for n, m in enumerate(kept, 1))
+        buttons = tuple(Button(label=f"Forget {n}", value=m.id) for n, m in enumerate(kept, 1))
+    return OutboundMessage(text=text, buttons=buttons, decision_id=MEMORY_ACTION)
 
 
 class Commands:

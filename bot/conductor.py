@@ -92,6 +92,7 @@ class Turn:
     session: Session
     reply: Reply
     lease: Lease
+    note: OutboundMessage | None = None  # from the after-run hook, shown after the answer
 
 
 @dataclass(kw_only=True)
@@ -106,7 +107,8 @@ class Conductor:
     max_message_chars: int = 4000
     admission: Admission | None = None
     charge: Charge | None = None
-    after_run: Callable[[Outcome], Awaitable[None]] | None = None
+    # Runs after a finished or failed run; what it returns is posted after the answer.
+    after_run: Callable[[Outcome], Awaitable[OutboundMessage | None]] | None = None
     _progress_shown: set[str] = field(default_factory=set)
 
     async def handle(self, entry_id: str, event: Inbound, lease: Lease) -> None:
@@ -349,7 +351,7 @@ class Conductor:
             await self.charge(event, outcome.trace.usage.total)
         if self.after_run is not None and isinstance(outcome, Finished | Failed):
             try:
-                await self.after_run(outcome)
+                turn.note = await self.after_run(outcome)
             except Exception:
                 log.exception("after-run hook failed")
         return outcome
@@ -360,6 +362,8 @@ class Conductor:
         session.resolving = None
         if isinstance(outcome, Finished | Failed):
             await reply.send(outcome_message(outcome))
+            if turn.note is not None:
+                await reply.send(turn.note)
             self._settle(session)
             return
         kind = "question" if isinstance(outcome, AwaitingAnswer) else "approval"

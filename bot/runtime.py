@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
-from adapters.base import ChatAdapter
+from adapters.base import ChatAdapter, OutboundMessage
 from agent.loop import Agent
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
@@ -88,7 +88,7 @@ def build_runtime(
     admission: Admission | None = None,
     charge: Charge | None = None,
     usage: UsageText | None = None,
-    after_run: Callable[[Outcome], Awaitable[None]] | None = None,
+    after_run: Callable[[Outcome], Awaitable[OutboundMessage | None]] | None = None,
     poll: float = 1.0,
 ) -> Runtime:
     runtime_settings = settings.runtime

@@ -169,8 +169,10 @@ async def test_end_of_run_extraction(store: RedisMemoryStore) -> None:
         [Message.user("I'm training for the May marathon"), Message.assistant("Good luck!")],
         ANA_DM,
     )
-    assert facts == ["Ana is training for a marathon in May"]
-    assert [m.text for m in (await store.list_memories(ANA_DM)).records] == facts
+    assert [(m.text, m.origin) for m in facts] == [
+        ("Ana is training for a marathon in May", "extracted")
+    ]
+    assert [m.text for m in (await store.list_memories(ANA_DM)).records] == [facts[0].text]
     assert parse_facts("nothing here") == [] and parse_facts("[1, 'x']") == []
 
 
@@ -212,3 +214,45 @@ async def test_memories_and_forget_commands(redis: aioredis.Redis, store: RedisM
     assert "Miso" not in texts[3] and "Lisbon" not in texts[3]
     assert "forgot 2 things" in texts[4]
     assert (await store.list_memories(context)).records == []
+
+
+async def test_extraction_says_what_it_kept_with_a_forget_button(
+    redis: aioredis.Redis, store: RedisMemoryStore
+) -> None:
+    from adapters.base import OutboundMessage
+    from agent.outcomes import Outcome
+    from bot.commands import remembered_note
+    from tests.bot.harness import running
+    from tests.bot.recording import click, dm, message
+
+    extracting = ScriptedModel(
+        [reply('["Ana is training for a marathon in May", "Ana prefers trail shoes"]')]
+    )
+    extractor = FactExtractor(extracting, store)
+
+    async def after_run(outcome: Outcome) -> OutboundMessage | None:
+        state = outcome.state
+        return remembered_note(await extractor.extract(state.messages, state.context))
+
+    chat = dm("UANA", platform="telegram")
+    model = ScriptedModel([reply("Good luck with the training!")])
+    async with running(redis, model, memory=store, after_run=after_run) as harness:
+        await harness.submit(message(chat, "I'm training for the May marathon", user="UANA"))
+        await harness.settle()
+        answer, note = harness.adapter.in_conversation(chat)
+        assert answer.message.text == "Good luck with the training!"
+        assert note.message.text == (
+            "I'll remember:\n1. Ana is training for a marathon in May\n2. Ana prefers trail shoes"
+        )
+        assert [b.label for b in note.message.buttons] == ["Forget 1", "Forget 2"]
+        press = click(chat, note, note.message.buttons[1].value, user="UANA")
+        await harness.submit(dataclasses.replace(press, is_direct=True))
+        await harness.settle()
+    context = RunContext(
+        conversation_id=chat.id, platform="telegram", user_id="UANA", chat_id="UANA"
+    )
+    left = (await store.list_memories(context)).records
+    assert [(m.text, m.origin) for m in left] == [
+        ("Ana is training for a marathon in May", "extracted")
+    ]
+    assert remembered_note([]) is None
