@@ -4,8 +4,9 @@ Two vector algorithms: FLAT compares the query with every candidate (exact, chea
 HNSW walks a graph (approximate, costly to build, fast on large candidate sets). The hybrid
 policy says how a scope filter meets the vector search: ADHOC_BF computes the distance of each
 memory in the filtered scopes (exact, cost grows with the scope), BATCHES walks the HNSW graph
-and filters what it finds, and `auto` lets RediSearch pick per query from the filter's size.
-`bench/bench_memory.py` measures them; the defaults follow its figures.
+and filters what it finds. `auto` uses ADHOC_BF up to ADHOC_LIMIT memories in the scopes
+and BATCHES above (RediSearch's own pick kept ADHOC_BF for a 20k scope in a 25k index, at
+15 ms). `bench/bench_memory.py` measures them; the defaults follow its figures.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from redisvl.schema import IndexSchema
 Algorithm = Literal["flat", "hnsw"]
 HybridPolicy = Literal["auto", "adhoc_bf", "batches"]
 
+ADHOC_LIMIT = 5000  # exact search stays under ~1 ms up to here (bench_memory)
+EF_CONSTRUCTION = 100
 EF_RUNTIME = 100
 FIELDS = [
     "id",
@@ -42,8 +45,9 @@ def schema(prefix: str, dims: int, algorithm: Algorithm = "hnsw", name: str = ""
         "datatype": "float32",
     }
     if algorithm == "hnsw":
-        # RediSearch's default candidate list (10) misses true neighbours under a filter.
-        vector["ef_runtime"] = EF_RUNTIME
+        # RediSearch's default candidate list (10) misses true neighbours under a filter;
+        # a build list of 100 (default 200) halves indexing time (bench_memory).
+        vector.update(m=16, ef_construction=EF_CONSTRUCTION, ef_runtime=EF_RUNTIME)
     return IndexSchema.from_dict(
         {
             "index": {
@@ -72,8 +76,13 @@ async def nearest(
     scopes: list[str],
     k: int,
     policy: HybridPolicy = "auto",
+    size: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The k memories of these scopes closest to the vector, with `vector_distance`."""
+    """The k memories of these scopes closest to the vector, with `vector_distance`.
+
+    `size` is how many memories the scopes hold, when the caller knows (for `auto`)."""
+    if policy == "auto" and size is not None:
+        policy = "adhoc_bf" if size <= ADHOC_LIMIT else "batches"
     return await index.query(
         VectorQuery(
             vector=vector,

@@ -158,12 +158,13 @@ class RedisMemoryStore:
         scopes = context.readable_scopes()
         # Most conversations start with nothing to remember: counting is far cheaper than
         # embedding the query only to find no neighbours.
-        if not await self.count(scopes):
+        size = await self.count(scopes)
+        if not size:
             return []
         vector = await self.embedder.embed(query)
         if await self.generic.matches(vector):
             return (await self._page(scopes, 0, k)).records
-        chosen = self.rank(await self.nearest(vector, scopes, k * 2), k, time.time())
+        chosen = self.rank(await self.nearest(vector, scopes, k * 2, size), k, time.time())
         if chosen:
             now = time.time()
             async with self.redis.pipeline(transaction=False) as pipe:
@@ -190,9 +191,11 @@ class RedisMemoryStore:
         ranked.sort(key=lambda pair: pair[0])
         return [record for _, record in ranked[:k]]
 
-    async def nearest(self, vector: list[float], scopes: list[str], k: int) -> list[dict[str, Any]]:
-        """The k memories of these scopes closest to the vector."""
-        return await nearest(self.index, vector, scopes, k, self.config.hybrid_policy)
+    async def nearest(
+        self, vector: list[float], scopes: list[str], k: int, size: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The k memories of these scopes closest to the vector (`size`: how many they hold)."""
+        return await nearest(self.index, vector, scopes, k, self.config.hybrid_policy, size)
 
     # --- writing ----------------------------------------------------------------------------
 
