@@ -70,6 +70,15 @@ def schema(prefix: str, dims: int, algorithm: Algorithm = "hnsw", name: str = ""
     )
 
 
+def resolve(policy: HybridPolicy, size: int | None) -> str | None:
+    """The policy a query names: ADHOC_BF or BATCHES, or None to let RediSearch pick."""
+    if policy != "auto":
+        return policy
+    if size is None:
+        return None
+    return "adhoc_bf" if size <= ADHOC_LIMIT else "batches"
+
+
 async def nearest(
     index: AsyncSearchIndex,
     vector: list[float],
@@ -81,8 +90,7 @@ async def nearest(
     """The k memories of these scopes closest to the vector, with `vector_distance`.
 
     `size` is how many memories the scopes hold, when the caller knows (for `auto`)."""
-    if policy == "auto" and size is not None:
-        policy = "adhoc_bf" if size <= ADHOC_LIMIT else "batches"
+    chosen = resolve(policy, size)
     return await index.query(
         VectorQuery(
             vector=vector,
@@ -90,6 +98,6 @@ async def nearest(
             return_fields=FIELDS,
             filter_expression=Tag("scope") == scopes,
             num_results=k,
-            hybrid_policy=None if policy == "auto" else policy.upper(),
+            hybrid_policy=None if chosen is None else chosen.upper(),
         )
     )

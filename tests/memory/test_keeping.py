@@ -208,3 +208,31 @@ def test_the_untampered_model_loads_and_embeds() -> None:
     embedder = local_embedder()
     vector = np.asarray(embedder.vectorizer.embed("hello"))
     assert vector.shape == (384,) and abs(float(np.linalg.norm(vector)) - 1) < 1e-3
+
+
+def test_auto_policy_is_exact_for_small_scopes_and_walks_the_graph_for_large_ones() -> None:
+    from memory.index import ADHOC_LIMIT, resolve
+
+    assert resolve("auto", 12) == "adhoc_bf"
+    assert resolve("auto", ADHOC_LIMIT) == "adhoc_bf"
+    assert resolve("auto", ADHOC_LIMIT + 1) == "batches"
+    assert resolve("auto", None) is None  # size unknown: RediSearch picks
+    assert resolve("batches", 3) == "batches" and resolve("adhoc_bf", 10**6) == "adhoc_bf"
+
+
+async def test_recall_over_a_large_scope_walks_the_hnsw_graph(
+    redis: aioredis.Redis, embedder: Embedder
+) -> None:
+    import memory.index
+
+    store = await open_store(redis, embedder)
+    facts = ["The VPN gateway for staging is vpn-stg.example.net", "Lunch is at noon"]
+    for fact in facts:
+        await store.remember(fact, ANA_DM)
+    limit = memory.index.ADHOC_LIMIT
+    memory.index.ADHOC_LIMIT = 1  # two memories count as a large scope now
+    try:
+        found = await store.recall("which host do I connect to for the staging VPN?", ANA_DM)
+    finally:
+        memory.index.ADHOC_LIMIT = limit
+    assert found[0].text == facts[0]
