@@ -43,6 +43,7 @@ from memory.index import FIELDS, Algorithm, HybridPolicy, nearest, schema
 log = logging.getLogger(__name__)
 
 MAX_PAGE = 100
+FIELDS_VERSION = "2"  # 2: the origin tag
 
 
 class MemoryIndexMismatch(RuntimeError):
@@ -117,6 +118,7 @@ class RedisMemoryStore:
             "model": self.embedder.model_id,
             "dims": str(self.embedder.dims),
             "algorithm": self.config.algorithm,
+            "fields": FIELDS_VERSION,
         }
 
     async def open(self) -> RedisMemoryStore:
@@ -125,7 +127,7 @@ class RedisMemoryStore:
         if meta:
             found = {**meta, "algorithm": meta.get("algorithm", "hnsw")}
             wanted = self._identity()
-            if any(found.get(key) != value for key, value in wanted.items()):
+            if any(found.get(key) != wanted[key] for key in ("model", "dims", "algorithm")):
                 raise MemoryIndexMismatch(
                     f"the memory index holds {found.get('model')} vectors ({found.get('dims')}-d, "
                     f"{found['algorithm']}), but the configuration asks for "
@@ -138,8 +140,22 @@ class RedisMemoryStore:
             except RedisSearchError:
                 if not await self.index.exists():  # not another process winning the race
                     raise
+        elif meta.get("fields") != FIELDS_VERSION:
+            await self._add_origin()
         await self.redis.hset(self.meta_key, mapping=self._identity())
         return self
+
+    async def _add_origin(self) -> None:
+        """Indexes from before `origin` existed gain the field in place; their memories have
+        none, which counts as remembered (never evicted)."""
+        try:
+            await self.redis.execute_command(
+                "FT.ALTER", self.index.name, "SCHEMA", "ADD", "origin", "TAG"
+            )
+            log.info("memory index %s gained the origin field", self.index.name)
+        except aioredis.ResponseError as exc:
+            if "duplicate" not in str(exc).lower():
+                raise
 
     def _key(self, memory_id: str) -> str:
         return f"{self.prefix}:memory:doc:{memory_id}"

@@ -236,3 +236,38 @@ async def test_recall_over_a_large_scope_walks_the_hnsw_graph(
     finally:
         memory.index.ADHOC_LIMIT = limit
     assert found[0].text == facts[0]
+
+
+async def test_an_index_from_before_origin_gains_it_and_keeps_its_memories(
+    redis: aioredis.Redis, embedder: Embedder
+) -> None:
+    from memory.index import schema
+
+    old = schema("parley", embedder.dims, "hnsw").to_dict()
+    old["fields"] = [f for f in old["fields"] if f["name"] != "origin"]
+    from redisvl.index import AsyncSearchIndex
+    from redisvl.schema import IndexSchema
+
+    await AsyncSearchIndex(IndexSchema.from_dict(old), redis_client=redis).create()
+    vector = np.asarray(await embedder.embed("Ana's locker is number 12"), np.float32)
+    await redis.hset(
+        "parley:memory:doc:old1",
+        mapping={
+            "id": "old1",
+            "text": "Ana's locker is number 12",
+            "kind": "fact",
+            "scope": ANA_DM.user_scope,
+            "author": ANA_DM.user_id,
+            "source": "x",
+            "created_at": 1.0,
+            "last_used_at": 1.0,
+            "embedding": vector.tobytes(),
+        },
+    )
+    await redis.hset("parley:memory:meta", mapping={"model": embedder.model_id, "dims": 384})
+    store = await open_store(redis, embedder, config=MemoryConfig(max_per_user=1))
+    [kept] = (await store.list_memories(ANA_DM)).records
+    assert kept.origin == "remembered"
+    with pytest.raises(MemoryFull):  # the old memory is protected like a remembered one
+        await store.remember("Ana likes figs", ANA_DM, origin="extracted")
+    await open_store(redis, embedder)  # reopening is a no-op
