@@ -83,4 +83,5 @@ PATTERNS: dict[str, str] = {
     "rate:*": "ttl",
     "memory:doc:*": "retention: PARLEY_MEMORY_MAX_PER_USER / _CHAT / _TEAM per scope",
     "memory:meta": "retention: one key",
+    "memory:counts": "retention: one hash, a field per scope",
 }

@@ -271,3 +271,30 @@ async def test_an_index_from_before_origin_gains_it_and_keeps_its_memories(
     with pytest.raises(MemoryFull):  # the old memory is protected like a remembered one
         await store.remember("Ana likes figs", ANA_DM, origin="extracted")
     await open_store(redis, embedder)  # reopening is a no-op
+
+
+async def test_scope_counts_follow_every_change(redis: aioredis.Redis, embedder: Embedder) -> None:
+    store = await open_store(redis, embedder, config=MemoryConfig(max_per_user=3))
+
+    async def counts() -> dict[str, int]:
+        raw = await redis.hgetall("parley:memory:counts")
+        return {k.decode(): int(v) for k, v in raw.items() if int(v)}
+
+    await store.remember("I'm vegetarian", ANA_DM)
+    await store.remember("I'm vegetarian.", ANA_DM)  # merged: still one
+    await store.remember("Ana's manager is Joaquim", ANA_DM, origin="extracted")
+    await store.remember("Ana likes figs", ANA_DM, origin="extracted")
+    await store.remember("Ana collects stamps", ANA_DM, origin="extracted")  # evicts one
+    await store.remember("Releases go out on Tuesdays", BOB_DM, share="team")
+    assert await counts() == {ANA_DM.user_scope: 3, "team:slack:T1": 1}
+    assert await store.count(ANA_DM.readable_scopes()) == 4
+    mine = (await store.list_memories(ANA_DM)).records
+    assert await store.forget(ANA_DM, mine[-1].id) == 1
+    assert await store.forget(ANA_DM, mine[-1].id) == 0  # gone already: counted once
+    assert await counts() == {ANA_DM.user_scope: 2, "team:slack:T1": 1}
+    assert await store.forget(ANA_DM) == 2
+    assert await counts() == {"team:slack:T1": 1}
+    await redis.delete("parley:memory:counts")
+    assert await store.reindex() == 1
+    assert await counts() == {"team:slack:T1": 1}
+    assert (await store.list_memories(BOB_DM)).total == 1
