@@ -81,7 +81,8 @@ async def run_role(
     http = HttpServer(settings.http.host, settings.http.port)
     http.add_check("redis", _redis_check(redis))
     platforms = Platforms(settings, redis, keys, inbox.submit if gateway else None)
-    memory: MemoryStore | None = await open_memory(settings, redis) if workers else None
+    store = await open_memory(settings, redis) if workers else None
+    memory: MemoryStore | None = store
     model = build_chat_model(settings, redis) if workers else None
 
     runtime = None
@@ -132,6 +133,8 @@ async def run_role(
         await platforms.close()
         if model is not None:
             await close_model(model)
+        if store is not None:
+            await store.embedder.close()
         log.info("%s stopped", role)
 
 

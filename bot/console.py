@@ -159,6 +159,7 @@ async def run_console(
                         )
         finally:
             await scheduler.close()
+            await memory.embedder.close()
             close = getattr(model, "close", None)
             if close is not None:
                 await close()

@@ -55,10 +55,11 @@ async def open_memory(
 
 
 async def reindex(settings: Settings, redis: aioredis.Redis) -> int:
+    embedder = await build_embedder(settings)
     store = RedisMemoryStore(
-        redis,
-        await build_embedder(settings),
-        prefix=settings.redis.key_prefix,
-        config=memory_config(settings),
+        redis, embedder, prefix=settings.redis.key_prefix, config=memory_config(settings)
     )
-    return await store.reindex()
+    try:
+        return await store.reindex()
+    finally:
+        await embedder.close()

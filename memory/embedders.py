@@ -1,6 +1,7 @@
 """Sentence embeddings: all-MiniLM-L6-v2 on onnxruntime, offline; or Ollama's /api/embed.
 
-Both are RedisVL vectorizers (`CustomVectorizer`), so the store speaks RedisVL's interface.
+Both are RedisVL vectorizers (a `CustomVectorizer` around the ONNX model, RedisVL's own
+`OllamaTextVectorizer`), so the store speaks RedisVL's interface.
 The local model runs in a worker thread, never on the event loop; single queries (recall)
 go through a small LRU cache because a conversation repeats itself. The packaged model and
 tokenizer are checked against pinned SHA-256 digests before they load (licences: NOTICE).
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from redisvl.utils.vectorize import CustomVectorizer
+from redisvl.utils.vectorize import BaseVectorizer, CustomVectorizer
 
 TOKENIZER = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2-tokenizer.json"
 # Pinned here, not read from the package, so a swapped package cannot vouch for itself.
@@ -56,18 +57,21 @@ class Embedder:
 
     model_id: str
     dims: int
-    vectorizer: CustomVectorizer
+    vectorizer: BaseVectorizer
     closer: Callable[[], Awaitable[None]] | None = None
+    timeout: float | None = None  # seconds one call may take
 
     async def close(self) -> None:
         if self.closer is not None:
             await self.closer()
 
     async def embed(self, text: str) -> list[float]:
-        return list(await self.vectorizer.aembed(text))
+        async with asyncio.timeout(self.timeout):
+            return list(await self.vectorizer.aembed(text))
 
     async def embed_many(self, texts: list[str]) -> list[list[float]]:
-        return [list(v) for v in await self.vectorizer.aembed_many(texts)]
+        async with asyncio.timeout(None if self.timeout is None else self.timeout * 10):
+            return [list(v) for v in await self.vectorizer.aembed_many(texts)]
 
 
 class _MiniLM:
@@ -161,36 +165,27 @@ def local_embedder(
     return Embedder(model_id="all-MiniLM-L6-v2", dims=vectorizer.dims or 384, vectorizer=vectorizer)
 
 
-async def ollama_embedder(host: str, model: str) -> Embedder:
-    """Embeddings from Ollama's /api/embed; the dimension is read from a first call."""
-    import ollama
-
-    async def aembed_many(texts: list[str], **_: Any) -> list[list[float]]:
-        # A client per call: Ollama is local, and nothing is left open between calls.
-        client = ollama.AsyncClient(host=host)
-        try:
-            response = await client.embed(model=model, input=list(texts))
-        finally:
-            await client.close()
-        return [list(v) for v in response.embeddings]
-
-    async def aembed(text: str, **_: Any) -> list[float]:
-        return (await aembed_many([text]))[0]
-
-    def embed_many(texts: list[str], **_: Any) -> list[list[float]]:
-        sync_client = ollama.Client(host=host)
-        try:
-            return [list(v) for v in sync_client.embed(model=model, input=list(texts)).embeddings]
-        finally:
-            sync_client.close()
-
-    def embed(text: str, **_: Any) -> list[float]:
-        return embed_many([text])[0]
+async def ollama_embedder(host: str, model: str, *, call_timeout: float = 10.0) -> Embedder:
+    """Embeddings from Ollama's /api/embed through RedisVL's OllamaTextVectorizer; the
+    dimension is read from a first call. RedisVL retries a failing call for up to minutes,
+    so every embedding is bounded by `call_timeout`: recall must fail fast when Ollama is down.
+    """
+    from redisvl.utils.vectorize import OllamaTextVectorizer
 
     # The vectorizer probes the dimension with a blocking call: keep it off the event loop.
     vectorizer = await asyncio.to_thread(
-        CustomVectorizer, embed=embed, embed_many=embed_many, aembed=aembed, aembed_many=aembed_many
+        OllamaTextVectorizer, model=model, host=host, timeout=call_timeout
     )
+
+    async def close() -> None:
+        # RedisVL keeps an ollama client of each kind open and offers no close.
+        await asyncio.to_thread(vectorizer._client.close)
+        await vectorizer._aclient.close()
+
     return Embedder(
-        model_id=f"ollama:{model}", dims=int(vectorizer.dims or 0), vectorizer=vectorizer
+        model_id=f"ollama:{model}",
+        dims=int(vectorizer.dims or 0),
+        vectorizer=vectorizer,
+        closer=close,
+        timeout=call_timeout,
     )

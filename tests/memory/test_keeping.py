@@ -298,3 +298,19 @@ async def test_scope_counts_follow_every_change(redis: aioredis.Redis, embedder:
     assert await store.reindex() == 1
     assert await counts() == {"team:slack:T1": 1}
     assert (await store.list_memories(BOB_DM)).total == 1
+
+
+async def test_an_unreachable_ollama_fails_an_embedding_fast() -> None:
+    import time
+
+    from memory import ollama_embedder
+    from tests.fakes.ollama import FakeOllama
+
+    async with FakeOllama(models=["all-minilm"], dimensions=32) as fake:
+        ollama = await ollama_embedder(fake.url, "all-minilm", call_timeout=0.5)
+        assert len(await ollama.embed("hello")) == 32
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):  # RedisVL would retry for minutes
+        await ollama.embed("is anyone there?")
+    assert time.monotonic() - started < 5
+    await ollama.close()
