@@ -173,10 +173,16 @@ class RedisMemoryStore:
     async def recount(self) -> None:
         """Rebuild the counts from the documents themselves."""
         counts: dict[str, int] = {}
-        async for key in self.redis.scan_iter(match=f"{self.prefix}:memory:doc:*", count=1000):
-            scope = await self.redis.hget(key, "scope")
-            if scope is not None:
-                counts[_text(scope)] = counts.get(_text(scope), 0) + 1
+        keys = [
+            k async for k in self.redis.scan_iter(match=f"{self.prefix}:memory:doc:*", count=1000)
+        ]
+        for start in range(0, len(keys), 1000):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for key in keys[start : start + 1000]:
+                    pipe.hget(key, "scope")
+                for scope in await pipe.execute():
+                    if scope is not None:
+                        counts[_text(scope)] = counts.get(_text(scope), 0) + 1
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(self.counts_key)
             if counts:
@@ -202,8 +208,14 @@ class RedisMemoryStore:
             for key, scope in present:
                 pipe.delete(key)
                 pipe.hincrby(self.counts_key, scope, -1)
-            results = await pipe.execute()
-        return sum(int(result) for result in results[0::2])
+            deleted = [int(result) for result in (await pipe.execute())[0::2]]
+        gone = [scope for (_, scope), n in zip(present, deleted, strict=True) if not n]
+        if gone:  # deleted by someone else meanwhile: they took it off the count already
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for scope in gone:
+                    pipe.hincrby(self.counts_key, scope, 1)
+                await pipe.execute()
+        return sum(deleted)
 
     # --- recall -----------------------------------------------------------------------------
 
