@@ -14,6 +14,7 @@ extraction picked by itself may be evicted, and only to make room for another su
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -420,7 +421,17 @@ class RedisMemoryStore:
         await self.index.create(overwrite=True)
         await self.recount()
         await self.redis.hset(self.meta_key, mapping=self._identity())
+        await self._indexed()
         return total
+
+    async def _indexed(self, poll: float = 0.2) -> None:
+        """Wait for RediSearch's background scan of existing documents: until it ends,
+        recall would miss memories. It announces nothing, so ask it."""
+        while True:
+            info = await self.index.info()
+            if float(info.get("percent_indexed", 1)) >= 1 and not int(info.get("indexing", 0)):
+                return
+            await asyncio.sleep(poll)
 
     async def _texts(self, keys: list[Any]) -> list[str | None]:
         async with self.redis.pipeline(transaction=False) as pipe:
