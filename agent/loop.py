@@ -37,6 +37,7 @@ from agent.protocols import (
     Scheduler,
     ToolJournal,
 )
+from agent.recalling import StepRecall
 from agent.state import RunState
 from agent.tools import ToolContext, ToolRegistry, ToolSource
 from agent.turns import Actor
@@ -180,7 +181,8 @@ class Agent:
                         plan=state.pending_plan.plan(), state=state, trace=trace
                     )
                 else:
-                    outcome = await self._loop(state, actor, trace)
+                    recall = StepRecall(self.recall, self.config.recall_k)
+                    outcome = await self._loop(state, actor, trace, recall)
         except LLMError as exc:
             log.warning("run %s: model call failed: %s", state.run_id, type(exc).__name__)
             outcome = failed("model_error", state, trace, exc)
@@ -195,7 +197,9 @@ class Agent:
             outcome.state.drop_images()  # the run is over; its images are not kept
         return outcome
 
-    async def _loop(self, state: RunState, actor: Actor, trace: RunTrace) -> Outcome:
+    async def _loop(
+        self, state: RunState, actor: Actor, trace: RunTrace, recall: StepRecall
+    ) -> Outcome:
         while True:
             # CHECK the guards before spending another model call
             if state.steps >= self.config.max_steps:
@@ -208,7 +212,7 @@ class Agent:
             await actor.notify(ProgressEvent(kind="step_started", step=step.index))
 
             # OBSERVE
-            memories = await self._recall(state)
+            memories = await recall(state)
 
             def system_for(summary: str, memories: list[MemoryRecord] = memories) -> str:
                 latest = state.messages[-1]
@@ -272,18 +276,6 @@ class Agent:
                 state.pending_plan, state.pending_results = turn.plan, turn.results
                 return AwaitingApproval(plan=turn.plan.plan(), state=state, trace=trace)
             state.close_turn(turn.results)
-
-    async def _recall(self, state: RunState) -> list[MemoryRecord]:
-        if self.recall is None:
-            return []
-        query = state.objective
-        if state.last_user_text and state.last_user_text != state.objective:
-            query = f"{state.objective}\n{state.last_user_text}"
-        try:
-            return await self.recall.recall(query, state.context, k=self.config.recall_k)
-        except Exception:  # memory is a help, not a dependency: think without it
-            log.warning("run %s: recall failed", state.run_id, exc_info=True)
-            return []
 
     @staticmethod
     def _account(state: RunState, trace: RunTrace, usage: Usage) -> None:

@@ -18,10 +18,12 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
+from adapters.base import OutboundMessage
 from agent.llm.usage import close_model
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
 from bot.channels import Channels
+from bot.commands import remembered_note
 from bot.compose import build_agent
 from bot.config import Settings
 from bot.embedded_redis import EmbeddedRedis
@@ -112,7 +114,8 @@ async def run_role(
     http.add_check("loops", health.readiness)
     http.add_liveness_check("loops", health.liveness)
     platforms = Platforms(settings, redis, keys, inbox.submit if gateway else None)
-    memory: MemoryStore | None = await open_memory(settings, redis) if workers else None
+    store = await open_memory(settings, redis) if workers else None
+    memory: MemoryStore | None = store
     model = build_chat_model(settings, redis) if workers else None
 
     runtime = None
@@ -134,8 +137,9 @@ async def run_role(
         if settings.memory.extract and memory is not None:
             extractor = FactExtractor(model, memory)
 
-            async def after_run(outcome: Outcome) -> None:
-                await extractor.extract(outcome.state.messages, outcome.state.context)
+            async def after_run(outcome: Outcome) -> OutboundMessage | None:
+                state = outcome.state
+                return remembered_note(await extractor.extract(state.messages, state.context))
 
         runtime = build_runtime(
             redis,
@@ -184,6 +188,8 @@ async def run_role(
         if model is not None:
             await close_model(model)
         gc_tuning.uninstall()
+        if store is not None:
+            await store.embedder.close()
         log.info("%s stopped", role)
 
 

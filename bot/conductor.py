@@ -34,7 +34,7 @@ from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, O
 from agent.protocols import ProgressEvent, RunContext
 from bot import metrics
 from bot.attachments import Gathered, Gatherer
-from bot.commands import Commands
+from bot.commands import MEMORY_ACTION, Commands
 from bot.decisions import Decision, DecisionStore, decision_id_for
 from bot.decisions import Status as DecisionStatus
 from bot.locks import Lease
@@ -116,6 +116,7 @@ class Turn:
     session: Session
     reply: Reply
     lease: Lease
+    note: OutboundMessage | None = None  # from the after-run hook, shown after the answer
 
 
 @dataclass(kw_only=True)
@@ -130,7 +131,8 @@ class Conductor:
     max_message_chars: int = 4000
     admission: Admission | None = None
     charge: Charge | None = None
-    after_run: Callable[[Outcome], Awaitable[None]] | None = None
+    # Runs after a finished or failed run; what it returns is posted after the answer.
+    after_run: Callable[[Outcome], Awaitable[OutboundMessage | None]] | None = None
     gatherer: Gatherer | None = None
     _progress_shown: set[str] = field(default_factory=set)
 
@@ -193,7 +195,12 @@ class Conductor:
         if event.command:
             result = await self.commands.handle(event, context, session)
             private_to = event.actor.user_id if result.private else None
-            answer = OutboundMessage(text=result.text, private_to=private_to)
+            answer = OutboundMessage(
+                text=result.text,
+                private_to=private_to,
+                buttons=result.buttons,
+                decision_id=MEMORY_ACTION if result.buttons else None,
+            )
             if result.cancel and (not_yours := await self._cancel(event, session, reply)):
                 answer = not_yours
             await reply.send(answer, "reply")
@@ -280,6 +287,11 @@ class Conductor:
     async def _on_action(self, turn: Turn, event: InboundAction) -> None:
         session, reply = turn.session, turn.reply
         notify = self._notify
+        if event.decision_id == MEMORY_ACTION:  # a Forget button: no run involved
+            text = await self.commands.forget_pressed(event, run_context(event))
+            await notify(event, text)
+            await reply.send(OutboundMessage(text=text, private_to=event.actor.user_id), "reply")
+            return
         decision = await self.decisions.get(event.decision_id)
         if decision is None or decision.conversation_id != event.conversation.id:
             await notify(event, stale_click_text(None), alert=True)
@@ -419,7 +431,7 @@ class Conductor:
                 log.exception("could not charge a run's usage")
         if self.after_run is not None and isinstance(outcome, Finished | Failed):
             try:
-                await self.after_run(outcome)
+                turn.note = await self.after_run(outcome)
             except Exception:
                 log.exception("after-run hook failed")
         return outcome
@@ -431,6 +443,8 @@ class Conductor:
         if isinstance(outcome, Finished | Failed):
             self._settle(session)
             await reply.send(outcome_message(outcome), "outcome")
+            if turn.note is not None:
+                await reply.send(turn.note, "note")
             return
         kind = "question" if isinstance(outcome, AwaitingAnswer) else "approval"
         message = outcome_message(outcome)

@@ -114,9 +114,18 @@ class McpSettings(_Section):
 class MemorySettings(_Section):
     embedder: Literal["local", "ollama"] = Field("local", alias="PARLEY_EMBEDDER")
     recall_k: int = Field(5, alias="PARLEY_RECALL_K", ge=1)
-    recall_max_distance: float = Field(0.75, alias="PARLEY_RECALL_MAX_DISTANCE", gt=0, le=2)
+    recall_max_distance: float = Field(0.85, alias="PARLEY_RECALL_MAX_DISTANCE", gt=0, le=2)
+    recall_margin: float = Field(0.125, alias="PARLEY_RECALL_MARGIN", ge=0, le=2)
+    recall_recency_weight: float = Field(0.0, alias="PARLEY_RECALL_RECENCY_WEIGHT", ge=0, le=1)
+    recall_generic_distance: float = Field(0.35, alias="PARLEY_RECALL_GENERIC_DISTANCE", ge=0, le=2)
     merge_distance: float = Field(0.1, alias="PARLEY_MEMORY_MERGE_DISTANCE", ge=0, le=2)
-    max_per_scope: int = Field(1000, alias="PARLEY_MEMORY_MAX_PER_SCOPE", ge=1)
+    max_per_user: int = Field(1000, alias="PARLEY_MEMORY_MAX_PER_USER", ge=1)
+    max_per_chat: int = Field(10_000, alias="PARLEY_MEMORY_MAX_PER_CHAT", ge=1)
+    max_per_team: int = Field(100_000, alias="PARLEY_MEMORY_MAX_PER_TEAM", ge=1)
+    index: Literal["flat", "hnsw"] = Field("hnsw", alias="PARLEY_MEMORY_INDEX")
+    hybrid_policy: Literal["auto", "adhoc_bf", "batches"] = Field(
+        "auto", alias="PARLEY_MEMORY_HYBRID_POLICY"
+    )
     extract: bool = Field(False, alias="PARLEY_MEMORY_EXTRACT")
 
 

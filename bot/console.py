@@ -17,10 +17,12 @@ import time
 from collections.abc import Coroutine
 from typing import Any, TextIO
 
+from adapters.base import Actor, ConversationKey, InboundMessage
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
 from agent.protocols import RunContext
 from agent.state import RunState
 from bot.app import redis_connection
+from bot.commands import Commands
 from bot.compose import build_agent
 from bot.config import Settings
 from bot.doctor import check_anthropic, check_ollama
@@ -28,6 +30,7 @@ from bot.mcp_setup import build_toolbox
 from bot.memory_setup import open_memory
 from bot.models import build_chat_model
 from bot.render import approval_text
+from bot.sessions import Session
 
 NO_PROVIDER = """\
 Parley has no language model to talk to. Configure one of:
@@ -36,6 +39,7 @@ Parley has no language model to talk to. Configure one of:
     (or set OLLAMA_MODEL to a model you have pulled).
 Then run `parley doctor` to check."""
 
+COMMANDS = ("memories", "forget", "help")  # answered here, without the model
 YES = {"y", "yes", "yeah", "yep", "sure", "ok", "okay", "approve", "approved", "go"}
 NO = {"n", "no", "nope", "nah", "reject", "rejected", "don't", "dont", "stop", "cancel"}
 INTERRUPTED = "\x03"  # what `LineReader.readline` returns after Ctrl-C
@@ -196,7 +200,11 @@ async def run_console(
             is_direct=True,
             user_name=user,
         )
-        chat.say("Parley console — type a request, /quit to leave; Ctrl-C cancels a request.")
+        commands = Commands(memory)
+        chat.say(
+            "Parley console — type a request, /memories, /forget N, /help; /quit to leave; "
+            "Ctrl-C cancels a request."
+        )
         history: RunState | None = None
         try:
             while True:
@@ -204,6 +212,20 @@ async def run_console(
                 if text in (None, INTERRUPTED, "/quit", "/exit"):
                     break
                 if not text:
+                    continue
+                name, _, args = text[1:].partition(" ")
+                if text.startswith("/") and name.lower() in COMMANDS:
+                    event = InboundMessage(
+                        event_id="console",
+                        conversation=ConversationKey(platform="console", chat_id="local"),
+                        actor=Actor(platform="console", user_id=user, name=user),
+                        text=args,
+                        is_direct=True,
+                        command=name.lower(),
+                        args=args.strip(),
+                    )
+                    result = await commands.handle(event, context, Session())
+                    chat.say(f"parley> {result.text}")
                     continue
                 outcome = await chat.attempt(agent.run(text, context, history=history))
                 while outcome is not None:
@@ -223,6 +245,7 @@ async def run_console(
             if toolbox is not None:
                 await toolbox.stop()
             await scheduler.close()
+            await memory.embedder.close()
             close = getattr(model, "close", None)
             if close is not None:
                 await close()

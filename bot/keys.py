@@ -106,6 +106,7 @@ PATTERNS: dict[str, str] = {
     "breaker:*": "ttl",
     "usage:*": "ttl",
     "rate:*": "ttl",
-    "memory:doc:*": "retention: at most PARLEY_MEMORY_MAX_PER_SCOPE per scope",
+    "memory:doc:*": "retention: PARLEY_MEMORY_MAX_PER_USER / _CHAT / _TEAM per scope",
     "memory:meta": "retention: one key",
+    "memory:counts": "retention: one hash, a field per scope",
 }

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
-from adapters.base import ChatAdapter
+from adapters.base import ChatAdapter, OutboundMessage
 from agent.loop import Agent
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
@@ -116,7 +116,7 @@ def build_runtime(
     admission: Admission | None = None,
     charge: Charge | None = None,
     usage: UsageText | None = None,
-    after_run: Callable[[Outcome], Awaitable[None]] | None = None,
+    after_run: Callable[[Outcome], Awaitable[OutboundMessage | None]] | None = None,
     poll: float = 1.0,
     health: Health | None = None,
 ) -> Runtime:

@@ -9,7 +9,15 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-from agent.protocols import JournalEntry, MemoryKind, MemoryRecord, RunContext, Share
+from agent.protocols import (
+    JournalEntry,
+    MemoryKind,
+    MemoryPage,
+    MemoryRecord,
+    Origin,
+    RunContext,
+    Share,
+)
 
 
 @dataclass
@@ -34,6 +42,7 @@ class ListMemory:
         *,
         kind: MemoryKind = "fact",
         share: Share = "private",
+        origin: Origin = "remembered",
     ) -> MemoryRecord:
         now = time.time()
         record = MemoryRecord(
@@ -45,12 +54,18 @@ class ListMemory:
             source_conversation=context.conversation_id,
             created_at=now,
             last_used_at=now,
+            origin=origin,
         )
         self.records.append(record)
         return record
 
-    async def list_memories(self, context: RunContext) -> list[MemoryRecord]:
-        return [r for r in self.records if r.scope in context.readable_scopes()]
+    async def list_memories(
+        self, context: RunContext, *, offset: int = 0, limit: int = 20
+    ) -> MemoryPage:
+        visible = [r for r in reversed(self.records) if r.scope in context.readable_scopes()]
+        return MemoryPage(
+            records=visible[offset : offset + limit], total=len(visible), offset=offset
+        )
 
     async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
         doomed = [

@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
 
-from adapters.base import Inbound
+from adapters.base import Inbound, OutboundMessage
 from agent.builtin_tools import builtin_registry
 from agent.loop import Agent, AgentConfig
+from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
 from agent.tools import ToolRegistry, ToolSource
 from bot.config import Settings
@@ -63,6 +64,7 @@ async def running(
     config: Settings | None = None,
     tool_source: ToolSource | None = None,
     health: Health | None = None,
+    after_run: Callable[[Outcome], Awaitable[OutboundMessage | None]] | None = None,
 ) -> AsyncIterator[Harness]:
     adapter = adapter or RecordingAdapter()
     registry = tools or builtin_registry()
@@ -83,6 +85,7 @@ async def running(
         {adapter.platform: adapter},
         make_agent,
         memory=memory,
+        after_run=after_run,
         poll=0.05,
         health=health,
     )
