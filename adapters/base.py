@@ -3,13 +3,16 @@
 An adapter turns platform events into `InboundMessage` / `InboundAction` and hands them to
 an `InboundHandler`; it renders an `OutboundMessage` (Markdown text plus optional buttons)
 on its platform. Adapters know nothing of the agent, Redis or each other.
+
+A handler that cannot store an event for now raises `HandoverFailed`: the adapter then keeps
+the event unconfirmed on its platform (no offset, no ack, a non-2xx answer) so it comes back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 Platform = Literal["slack", "telegram", "console"]
 
@@ -61,6 +64,27 @@ class MessageRef:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Attachment:
+    """A file on a message. The gateway records only where it is; a worker downloads it."""
+
+    ref: str  # Telegram file_id, Slack url_private
+    name: str = ""
+    mime_type: str = ""
+    size: int | None = None  # bytes, as the platform declares it
+    quoted: bool = False  # on the message this one replies to
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextMessage:
+    """An earlier message of the conversation that Parley did not receive as an objective."""
+
+    author: str
+    text: str
+    from_bot: bool = False  # Parley's own message
+    at: float | None = None  # epoch seconds, when known
+
+
+@dataclass(frozen=True, kw_only=True)
 class InboundMessage:
     """Someone wrote to Parley (or used one of its commands)."""
 
@@ -75,6 +99,8 @@ class InboundMessage:
     # False for a Slack thread reply that did not mention Parley: it counts only if the
     # thread is already a conversation with Parley.
     mentioned: bool = True
+    attachments: tuple[Attachment, ...] = ()
+    context: tuple[ContextMessage, ...] = ()  # e.g. the Telegram message replied to
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,8 +117,25 @@ class InboundAction:
     is_direct: bool = False
 
 
+class DeliveryFailed(Exception):
+    """The platform did not take a send or an edit.
+
+    `permanent` when trying again cannot help (the chat is gone, the bot was blocked, the
+    message was refused); otherwise the platform or the network may recover.
+    """
+
+    def __init__(self, reason: str, *, permanent: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.permanent = permanent
+
+
 Inbound = InboundMessage | InboundAction
 InboundHandler = Callable[[Inbound], Awaitable[object]]
+
+
+class HandoverFailed(Exception):
+    """The handler could not store the event durably; it is safe to offer it again later."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +154,47 @@ class OutboundMessage:
     decision_id: str | None = None
     # Show only to this user id where the platform can (Slack ephemeral); else post normally.
     private_to: str | None = None
+    # Platform mention tokens (Slack `<@U…>`, `<!here>`) that may ping people: the ones the
+    # requester typed or Parley names itself. Any other mention in the text pings nobody.
+    allowed_mentions: frozenset[str] = frozenset()
+
+
+class DownloadError(Exception):
+    """A file could not be fetched from the platform."""
+
+
+class FileTooLarge(DownloadError):
+    def __init__(self, size: int | None, limit: int) -> None:
+        super().__init__(f"file of {size} bytes over the limit of {limit}")
+        self.size = size
+        self.limit = limit
+
+
+@runtime_checkable
+class ConversationSource(Protocol):
+    """What a worker may fetch from a platform beyond the event: files and thread history."""
+
+    async def download(self, attachment: Attachment, limit: int) -> bytes:
+        """The file's bytes; FileTooLarge past `limit` bytes, DownloadError on failure."""
+        ...
+
+    async def thread_history(
+        self, conversation: ConversationKey, before: str
+    ) -> list[ContextMessage]:
+        """The thread's messages older than message `before`, oldest first ([] if none)."""
+        ...
+
+
+class ChannelRefused(Exception):
+    """A channel cannot be read for this person; the message says why, for the model."""
+
+
+@runtime_checkable
+class ChannelSource(Protocol):
+    async def read_channel(self, user_id: str, channel: str, oldest: float) -> list[ContextMessage]:
+        """A channel's messages since `oldest` (epoch seconds), oldest first, if both Parley and
+        the user are members; ChannelRefused otherwise."""
+        ...
 
 
 class ChatAdapter(Protocol):
@@ -122,10 +206,12 @@ class ChatAdapter(Protocol):
     async def stop(self) -> None: ...
 
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
-        """Post a message (split if long); the ref names the part that carries the buttons."""
+        """Post a message (split if long); the ref names the part that carries the buttons.
+
+        Raises DeliveryFailed when the platform does not take it."""
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
-        """Replace a message, e.g. to show a decision and remove its buttons."""
+        """Replace a message, e.g. to show a decision and remove its buttons (DeliveryFailed)."""
 
     async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
         """Answer a button press to the presser alone; called exactly once per action.

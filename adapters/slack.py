@@ -1,17 +1,24 @@
 """Slack on slack-bolt's AsyncApp: events, button presses and /parley in, Block Kit out.
 
-HTTP mode verifies the signing secret and the 5-minute timestamp window (Bolt does both);
-Socket Mode starts when an app token is set. Bolt acknowledges first and the handler only
-queues, so Slack always gets its answer well inside 3 s. At the edge: allowlists of teams
-and channels, bots, edits and joins ignored, over-long messages answered politely.
+HTTP mode verifies the signing secret and the 5-minute timestamp window (slack_sdk's
+`SignatureVerifier`, before Bolt sees the request); Socket Mode starts when an app token is
+set. Bolt runs the listener before it answers (`process_before_response`), and the listener
+only queues, so an event is stored before Slack's 200 or Socket Mode ack and still well
+inside Slack's 3 s. When the handler cannot store it (`HandoverFailed`, or no answer within
+`handover_timeout`) Slack gets a 503 or no ack and sends the event again; the inbox answers a
+repeated event id once. At the edge: allowlists of teams and channels; bots, Slackbot, edits,
+joins and events with mistyped fields ignored; everything Parley does not handle
+acknowledged quietly; over-long and empty messages answered politely.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,11 +30,17 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
     Actor,
+    Attachment,
+    ContextMessage,
     ConversationKey,
+    DeliveryFailed,
+    HandoverFailed,
+    Inbound,
     InboundAction,
     InboundHandler,
     InboundMessage,
@@ -36,25 +49,23 @@ from adapters.base import (
     Platform,
 )
 from adapters.slack_assistant import AssistantThreads
+from adapters.slack_context import ThreadReader, download, files_of
 from adapters.slack_format import messages
 from adapters.slack_stream import SlackLive
 from adapters.text import too_long
 
 log = logging.getLogger(__name__)
 
-IGNORED_SUBTYPES = {
-    "bot_message",
-    "message_changed",
-    "message_deleted",
-    "channel_join",
-    "channel_leave",
-    "group_join",
-    "group_leave",
-    "thread_broadcast",
-    "channel_topic",
-    "channel_purpose",
-    "channel_name",
-}
+# Message subtypes a person writes; every other subtype (bot posts, edits, joins, topic
+# changes, …) is ignored. A thread reply also sent to the channel is still a thread reply.
+USER_SUBTYPES = {None, "file_share", "thread_broadcast", "me_message"}
+SLACKBOT = "USLACKBOT"  # Slack's own notices in a DM ("You have been removed from #…")
+HELP_LINE = (
+    "Tell me what you need in the same message, e.g. “@Parley what's on today?” "
+    "— `/parley help` lists my commands."
+)
+HELP_LINE_DIRECT = "Tell me what you need in words — `/parley help` lists my commands."
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
 GROUP_CACHE_SECONDS = 300.0
 
 
@@ -68,6 +79,7 @@ class SlackConfig:
     allowed_channels: tuple[str, ...] = ()
     approver_groups: tuple[str, ...] = ()
     max_message_chars: int = 4000
+    handover_timeout: float = 2.0  # seconds to store an event, inside Slack's 3 s
     greeting: str = "Hi! I'm Parley. What can I do for you?"
     suggested_prompts: tuple[str, ...] = ()
 
@@ -82,6 +94,8 @@ class SlackAdapter:
     bot_user_id: str | None = field(default=None, init=False)
     _socket: Any = field(default=None, init=False)
     _groups: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False)
+    _trouble: str | None = field(default=None, init=False)
+    _threads: ThreadReader = field(init=False)
     # DM channel -> the ts of the latest message there: where the assistant status shows
     _dm_threads: dict[str, str] = field(default_factory=dict, init=False)
     assistant: AssistantThreads = field(init=False)
@@ -92,12 +106,15 @@ class SlackAdapter:
             base_url=self.config.api_url,
             retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)],
         )
+        self._threads = ThreadReader(client=self.client)
         self.app = AsyncApp(
             client=self.client,
             signing_secret=self.config.signing_secret or "",
-            request_verification_enabled=self.config.app_token is None,
+            request_verification_enabled=False,  # done in _http, with a bounded log line
             ignoring_self_events_enabled=True,
+            process_before_response=True,  # stored first, then acknowledged
         )
+        self.app.error(self._on_error)
         self.assistant = AssistantThreads(
             client=self.client,
             greeting=self.config.greeting,
@@ -108,6 +125,12 @@ class SlackAdapter:
         self.app.event("app_mention")(self._on_mention)
         self.app.action(re.compile(r"^parley:"))(self._on_action)
         self.app.command("/parley")(self._on_command)
+        # Other events and commands are acknowledged and dropped, not left to Bolt's 404
+        # (which Slack retries) and its "unhandled request" warning with the payload.
+        anything = re.compile(r".*")
+        self.app.event(anything)(self._ignore_event)
+        self.app.action(anything)(self._ignore)
+        self.app.command(anything)(self._ignore)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -143,19 +166,76 @@ class SlackAdapter:
         return "POST", "/slack/events", self._http
 
     async def _http(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+        if timestamp and not _TIMESTAMP.fullmatch(timestamp):
+            log.info("refused a Slack request: %s", _summary(request, body))
+            return web.Response(status=400, text="malformed timestamp")
+        if not self._signed(body, timestamp, request.headers.get("X-Slack-Signature", "")):
+            log.info("refused a Slack request with no valid signature: %s", _summary(request, body))
+            return web.Response(status=401, text="invalid signature")
         try:
             bolt_request = await to_bolt_request(request)
         except Exception:
             return web.Response(status=400, text="malformed request")
         return await to_aiohttp_response(await self.dispatch(bolt_request))
 
+    def _signed(self, body: bytes, timestamp: str, signature: str) -> bool:
+        """Slack's v0 signature, within its 5-minute window."""
+        if not self.config.signing_secret or not timestamp or not signature:
+            return False
+        try:
+            verifier = SignatureVerifier(self.config.signing_secret)
+            return verifier.is_valid(body=body, timestamp=timestamp, signature=signature)
+        except (UnicodeDecodeError, ValueError):
+            return False
+
     async def dispatch(self, request: AsyncBoltRequest) -> BoltResponse:
         """Bolt's dispatch; a payload Bolt cannot read is a 400, not a crash."""
         try:
+            kind = request.body.get("type")
+            if kind == "app_rate_limited":
+                log.warning("Slack reports it is holding back events for this app (rate limited)")
+                return BoltResponse(status=200, body="")
+            if isinstance(kind, str) and kind in NOT_PARLEYS:
+                return BoltResponse(status=200, body="")
+            problem = _malformed(request.body)
+            if problem is not None:
+                log.warning("refused a Slack request: %s", problem)
+                return BoltResponse(status=400, body="malformed request")
             return await self.app.async_dispatch(request)
         except Exception:
             log.warning("unreadable Slack request (%d bytes)", len(request.raw_body or ""))
             return BoltResponse(status=400, body="malformed request")
+
+    async def _on_error(
+        self, error: Exception, response: BoltResponse | None
+    ) -> BoltResponse | None:
+        """Not stored: 503, so Slack sends the event again (Socket Mode: no ack).
+
+        A payload Bolt trips over while matching it is a 400 and one log line.
+        """
+        if isinstance(error, HandoverFailed):
+            if self._trouble is None:
+                log.warning("Slack events are refused for now (%s); Slack will retry", error)
+            self._trouble = str(error)
+            return BoltResponse(status=503, body="try again") if response is not None else None
+        if isinstance(error, LookupError | TypeError | AttributeError | ValueError):
+            log.warning("refused a Slack payload Bolt cannot read (%s)", type(error).__name__)
+            return BoltResponse(status=400, body="malformed request")
+        log.error("Slack request failed", exc_info=error)
+        return None  # Bolt answers 500
+
+    async def _hand_over(self, event: Inbound) -> None:
+        assert self.handler is not None
+        try:
+            async with asyncio.timeout(self.config.handover_timeout):
+                await self.handler(event)
+        except TimeoutError as exc:
+            raise HandoverFailed("the handler did not answer in time") from exc
+        if self._trouble is not None:
+            log.info("Slack events are stored again")
+            self._trouble = None
 
     # --- platform events in -----------------------------------------------------------------
 
@@ -165,10 +245,12 @@ class SlackAdapter:
         return not (self.config.allowed_channels and channel not in self.config.allowed_channels)
 
     async def _on_message_event(self, event: dict[str, Any], body: dict[str, Any]) -> None:
-        if event.get("subtype") in IGNORED_SUBTYPES or event.get("bot_id"):
+        if not _well_typed(event, body):
+            return
+        if event.get("subtype") not in USER_SUBTYPES or event.get("bot_id"):
             return
         channel_type = event.get("channel_type")
-        text = str(event.get("text") or "")
+        text = event.get("text") or ""
         mention = f"<@{self.bot_user_id}>" if self.bot_user_id else None
         if channel_type == "im":
             await self._message(event, body, direct=True, mentioned=True)
@@ -177,30 +259,45 @@ class SlackAdapter:
             await self._message(event, body, direct=False, mentioned=False)
 
     async def _on_mention(self, event: dict[str, Any], body: dict[str, Any]) -> None:
-        if event.get("bot_id"):
+        if event.get("bot_id") or not _well_typed(event, body):
             return
         await self._message(event, body, direct=False, mentioned=True)
+
+    async def _ignore_event(self, body: dict[str, Any]) -> None:
+        """Events Parley does not act on (reactions, joins, app home, …): acknowledged only."""
+
+    async def _ignore(self, ack: Any) -> None:
+        await ack()
 
     async def _message(
         self, event: dict[str, Any], body: dict[str, Any], *, direct: bool, mentioned: bool
     ) -> None:
         user = event.get("user")
         channel = event.get("channel")
-        if not isinstance(user, str) or not user or user == self.bot_user_id:
+        if not user or user in (self.bot_user_id, SLACKBOT):
             return
-        if not isinstance(channel, str) or not channel or not event.get("ts"):
+        if not channel or not event.get("ts"):
             return  # not a message Slack would send; nothing to answer into
         team = body.get("team_id") or event.get("team")
         if not self._allowed(team, channel):
             return
-        ts = str(event.get("ts") or "")
+        ts = event["ts"]
         thread = event.get("thread_ts") or (None if direct else ts)
         if direct:
             self._dm_threads[channel] = str(thread or ts)
         conversation = ConversationKey(
             platform="slack", chat_id=channel, thread_id=thread, team_id=team
         )
-        text = self._strip_mention(str(event.get("text") or "")).strip()
+        text = self._strip_mention(event.get("text") or "").strip()
+        files = files_of(event)
+        if not text and not files:
+            if mentioned:  # a bare mention, or a file Slack withheld with no comment
+                await self.client.chat_postMessage(
+                    channel=channel,
+                    thread_ts=thread,
+                    text=HELP_LINE_DIRECT if direct else HELP_LINE,
+                )
+            return
         if len(text) > self.config.max_message_chars:
             await self.client.chat_postMessage(
                 channel=channel,
@@ -212,15 +309,16 @@ class SlackAdapter:
             return
         if direct:
             text = await self.assistant.on_message(channel, event.get("thread_ts"), text)
-        await self.handler(
+        await self._hand_over(
             InboundMessage(
                 event_id=f"slack:{body.get('event_id') or ts}",
                 conversation=conversation,
-                actor=Actor(platform="slack", user_id=str(user), team_id=team),
+                actor=Actor(platform="slack", user_id=user, team_id=team),
                 text=text,
                 is_direct=direct,
                 message_id=ts,
                 mentioned=mentioned,
+                attachments=files,
             )
         )
 
@@ -229,6 +327,8 @@ class SlackAdapter:
 
     async def _on_action(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()
+        if not _well_typed_action(body):
+            return
         action = (body.get("actions") or [{}])[0]
         decision_id, _, choice = str(action.get("value") or "").rpartition(":")
         user = str((body.get("user") or {}).get("id") or "")
@@ -244,7 +344,7 @@ class SlackAdapter:
         )
         if self.handler is None:
             return
-        await self.handler(
+        await self._hand_over(
             InboundAction(
                 event_id=f"slack:action:{action.get('action_ts')}:{user}",
                 conversation=conversation,
@@ -282,13 +382,16 @@ class SlackAdapter:
 
     async def _on_command(self, ack: Any, command: dict[str, Any]) -> None:
         await ack()
+        if not _strings(command, "channel_id", "team_id", "user_id", "text", "trigger_id"):
+            log.warning("ignored a /parley command with mistyped fields")
+            return
         channel = str(command.get("channel_id") or "")
         team = command.get("team_id")
         if not self._allowed(team, channel) or self.handler is None:
             return
         name, _, args = str(command.get("text") or "").strip().partition(" ")
         conversation = ConversationKey(platform="slack", chat_id=channel, team_id=team)
-        await self.handler(
+        await self._hand_over(
             InboundMessage(
                 event_id=f"slack:command:{command.get('trigger_id')}",
                 conversation=conversation,
@@ -304,32 +407,34 @@ class SlackAdapter:
 
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
         ts = ""
-        for fallback, blocks in messages(message):
-            if message.private_to:
-                response = await self.client.chat_postEphemeral(
-                    channel=conversation.chat_id,
-                    user=message.private_to,
-                    thread_ts=conversation.thread_id,
-                    text=fallback,
-                    blocks=blocks,
-                )
-                ts = str(response.get("message_ts") or "")
-            else:
-                response = await self.client.chat_postMessage(
-                    channel=conversation.chat_id,
-                    thread_ts=conversation.thread_id,
-                    text=fallback,
-                    blocks=blocks,
-                    unfurl_links=False,
-                )
-                ts = str(response.get("ts") or "")
+        with _delivery():
+            for fallback, blocks in messages(message):
+                if message.private_to:
+                    response = await self.client.chat_postEphemeral(
+                        channel=conversation.chat_id,
+                        user=message.private_to,
+                        thread_ts=conversation.thread_id,
+                        text=fallback,
+                        blocks=blocks,
+                    )
+                    ts = str(response.get("message_ts") or "")
+                else:
+                    response = await self.client.chat_postMessage(
+                        channel=conversation.chat_id,
+                        thread_ts=conversation.thread_id,
+                        text=fallback,
+                        blocks=blocks,
+                        unfurl_links=False,
+                    )
+                    ts = str(response.get("ts") or "")
         return MessageRef(conversation=conversation, message_id=ts)
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
         fallback, blocks = messages(message)[0]
-        await self.client.chat_update(
-            channel=ref.conversation.chat_id, ts=ref.message_id, text=fallback, blocks=blocks
-        )
+        with _delivery():
+            await self.client.chat_update(
+                channel=ref.conversation.chat_id, ts=ref.message_id, text=fallback, blocks=blocks
+            )
 
     async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
         if not alert:
@@ -340,6 +445,23 @@ class SlackAdapter:
             thread_ts=action.conversation.thread_id,
             text=text,
         )
+
+    async def download(self, attachment: Attachment, limit: int) -> bytes:
+        return await download(self.config.bot_token, self.config.api_url, attachment, limit)
+
+    async def thread_history(
+        self, conversation: ConversationKey, before: str
+    ) -> list[ContextMessage]:
+        if conversation.thread_id is None:
+            return []
+        await self.initialize()  # a worker-only process has not asked who the bot is yet
+        return await self._threads.history(
+            conversation.chat_id, conversation.thread_id, before, self.bot_user_id
+        )
+
+    async def read_channel(self, user_id: str, channel: str, oldest: float) -> list[ContextMessage]:
+        await self.initialize()
+        return await self._threads.channel(user_id, channel, oldest, self.bot_user_id)
 
     def live(
         self, conversation: ConversationKey, *, user_id: str, team_id: str | None, is_direct: bool
@@ -370,3 +492,104 @@ class SlackAdapter:
             )
         except SlackApiError as exc:  # not an assistant thread, or the scope is missing
             log.debug("no thread status: %s", exc.response.get("error"))
+
+
+def _strings(data: object, *names: str) -> bool:
+    """Whether each named field is absent, null or a string."""
+    if not isinstance(data, dict):
+        return False
+    return all(isinstance(data.get(name), str | None) for name in names)
+
+
+def _well_typed(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Whether a message event's fields have the types Slack documents.
+
+    Anything else is not from Slack as documented and would break code further on, so it is
+    dropped here with a warning that names the fields (never their content).
+    """
+    event_fields = ("user", "channel", "ts", "thread_ts", "text", "team", "subtype")
+    bad = [name for name in event_fields if not _strings(event, name)]
+    bad += [f"body.{name}" for name in ("team_id", "event_id") if not _strings(body, name)]
+    if event.get("channel_type") is not None and not isinstance(event["channel_type"], str):
+        bad.append("channel_type")
+    if bad:
+        log.warning("ignored a Slack event with mistyped fields: %s", ", ".join(bad))
+    return not bad
+
+
+def _well_typed_action(body: dict[str, Any]) -> bool:
+    actions = body.get("actions")
+    ok = (
+        isinstance(actions, list)
+        and bool(actions)
+        and _strings(actions[0], "value", "action_ts")
+        and all(_strings(body.get(part) or {}, "id", "team_id") for part in ("user", "channel"))
+        and _strings(body.get("team") or {}, "id")
+        and _strings(body.get("message") or {}, "ts", "thread_ts")
+    )
+    if not ok:
+        log.warning("ignored a Slack button press with mistyped fields")
+    return ok
+
+
+# Interactive payloads for UI Parley never shows (modals, shortcuts, menus with external
+# options, legacy attachments): acknowledged before Bolt, which could not match them all.
+NOT_PARLEYS = {
+    "view_submission",
+    "view_closed",
+    "shortcut",
+    "message_action",
+    "block_suggestion",
+    "interactive_message",
+    "dialog_submission",
+    "dialog_cancellation",
+    "dialog_suggestion",
+}
+
+
+def _malformed(body: dict[str, Any]) -> str | None:
+    """What makes a payload one Slack never sends (and Bolt would trip over), if anything."""
+    kind = body.get("type")
+    if kind is not None and not isinstance(kind, str):
+        return "a payload whose type is not a string"
+    if kind == "event_callback":
+        event = body.get("event")
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            return "an event envelope with no event type"
+    if kind == "block_actions":
+        actions = body.get("actions")
+        if not actions or not isinstance(actions, list) or not isinstance(actions[0], dict):
+            return "a button press with no actions"
+    return None
+
+
+def _summary(request: web.Request, body: bytes) -> str:
+    """One bounded, escaped line about a refused request; never its content."""
+    timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+    kind = request.content_type[:60]
+    return f"{len(body)} bytes of {kind!r} from {request.remote!r}, timestamp {timestamp[:24]!r}"
+
+
+# Slack errors that may pass; any other error code is a refusal that trying again won't change.
+_TRANSIENT = {
+    "ratelimited",
+    "internal_error",
+    "fatal_error",
+    "service_unavailable",
+    "request_timeout",
+}
+
+
+@contextlib.contextmanager
+def _delivery() -> Iterator[None]:
+    """Web API failures as DeliveryFailed (permanent for refusals like channel_not_found)."""
+    try:
+        yield
+    except SlackApiError as exc:
+        code = str(exc.response.get("error") or "")
+        transient = code in _TRANSIENT or exc.response.status_code >= 500
+        raise DeliveryFailed(
+            code or f"HTTP {exc.response.status_code}", permanent=not transient
+        ) from exc
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise DeliveryFailed(type(exc).__name__, permanent=False) from exc

@@ -1,66 +1,101 @@
-"""The model's Markdown as Slack mrkdwn, and messages as Block Kit within Slack's limits."""
+"""The model's Markdown as Slack mrkdwn, and messages as Block Kit within Slack's limits.
+
+Slack pings people for `<@U…>`, `<!subteam^…>`, `<!here>`, `<!channel>` and `<!everyone>`.
+Parley writes what a model and tools produced, so a mention pings only when the message
+allows it (the requester typed it, or Parley names someone itself); any other is shown as
+plain text that pings nobody.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from adapters.base import OutboundMessage
-from adapters.text import Block, render_paragraph, split_rendered
+from adapters.markdown import is_web_url, split
 
 SECTION_LIMIT = 3000  # characters of one section block's text
 BLOCKS_PER_MESSAGE = 48  # Slack allows 50; room for the actions block
 FALLBACK_LIMIT = 3000  # the notification text shown beside the blocks
 
-_INLINE = re.compile(
-    r"(?P<special><[@#!][A-Za-z0-9^|_.-]+>)"  # Slack's own mentions stay as they are
-    r"|(?P<code>`[^`\n]+`)"
-    r"|(?P<link>\[(?P<label>[^\]\n]+)\]\((?P<url>https?://[^)\s]+)\))"
-    r"|(?P<bold>\*\*(?P<bold_text>[^*\n]+?)\*\*|__(?P<bold_text2>[^_\n]+?)__)"
-    r"|(?P<italic>(?<![\w*])\*(?P<italic_text>[^*\n]+?)\*(?![\w*]))"
-    r"|(?P<strike>~~(?P<strike_text>[^~\n]+?)~~)"
-)
+_SPECIAL = re.compile(r"<(?P<kind>[@#!])(?P<target>[A-Za-z0-9^_.-]+)(?:\|(?P<label>[^<>]*))?>")
+_QUIET = "\u2060"  # word joiner: "@\u2060here" reads as @here and pings nobody
 
 
 def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def inline(text: str) -> str:
-    out: list[str] = []
-    position = 0
-    for match in _INLINE.finditer(text):
-        out.append(escape(text[position : match.start()]))
-        if match.group("special"):
-            out.append(match.group("special"))
-        elif match.group("code"):
-            out.append(f"`{escape(match.group('code')[1:-1])}`")
-        elif match.group("link"):
-            out.append(f"<{match.group('url')}|{escape(match.group('label'))}>")
-        elif match.group("bold"):
-            out.append(f"*{inline(match.group('bold_text') or match.group('bold_text2'))}*")
-        elif match.group("italic"):
-            out.append(f"_{inline(match.group('italic_text'))}_")
+def mention_key(token: str) -> str | None:
+    """`<@U1>` → `@U1`, `<!subteam^S1|@eng>` → `!subteam^S1`; None if not a Slack token."""
+    match = _SPECIAL.fullmatch(token.strip())
+    return f"{match['kind']}{match['target']}" if match else None
+
+
+class SlackMrkdwn:
+    """Slack's mrkdwn, with mentions allowed only from `allowed` (keys as `mention_key`)."""
+
+    def __init__(self, allowed: Iterable[str] = ()) -> None:
+        self.allowed = frozenset(allowed)
+
+    def text(self, text: str) -> str:
+        return escape(text)
+
+    def special(self, token: str) -> str:
+        match = _SPECIAL.fullmatch(token)
+        if match is None:
+            return escape(token)
+        kind, target, label = match["kind"], match["target"], match["label"]
+        pings = kind == "@" or (kind == "!" and not target.startswith("date^"))
+        if not pings or f"{kind}{target}" in self.allowed:
+            return match.group(0)
+        if kind == "!" and target.startswith("subteam^"):
+            name = (label or target.partition("^")[2]).lstrip("@")
         else:
-            out.append(f"~{inline(match.group('strike_text'))}~")
-        position = match.end()
-    out.append(escape(text[position:]))
-    return "".join(out)
+            name = label or target
+        return f"@{_QUIET}{escape(name)}"
 
+    def bold(self, inner: str) -> str:
+        return f"*{inner}*"
 
-def render_block(block: Block) -> str:
-    if block.code:
-        return f"```\n{escape(block.text)}\n```"
-    return render_paragraph(block.text, inline, lambda text: f"*{text}*")
+    def italic(self, inner: str) -> str:
+        return f"_{inner}_"
 
+    def strike(self, inner: str) -> str:
+        return f"~{inner}~"
 
-def to_mrkdwn(markdown: str) -> str:
-    return "\n\n".join(split_rendered(markdown, render_block, 10**9))
+    def code(self, text: str) -> str:
+        return f"`{escape(text)}`"
+
+    def link(self, url: str, label: str) -> str:
+        if not is_web_url(url):
+            return label
+        url = url.replace("|", "%7C").replace(">", "%3E").replace("<", "%3C")
+        return f"<{url}|{label}>" if label else f"<{url}>"
+
+    def heading(self, inner: str) -> str:
+        return f"*{inner}*"
+
+    def quote(self, inner: str) -> str:
+        return "\n".join(f"> {line}" for line in inner.split("\n"))
+
+    def code_block(self, text: str, language: str) -> str:
+        return f"```\n{escape(text)}\n```"
+
+    def table(self, text: str) -> str:
+        return f"```\n{escape(text)}\n```"
+
+    def rule(self) -> str:
+        return "──────────"
 
 
 def messages(message: OutboundMessage) -> list[tuple[str, list[dict[str, Any]]]]:
     """(fallback text, blocks) per Slack message; buttons go on the last one."""
-    sections = split_rendered(message.text or "…", render_block, SECTION_LIMIT)
+    style = SlackMrkdwn(
+        key for token in message.allowed_mentions if (key := mention_key(token)) is not None
+    )
+    sections = split(message.text or "…", style, SECTION_LIMIT)
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": s}} for s in sections
     ]

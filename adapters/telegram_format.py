@@ -3,58 +3,61 @@
 from __future__ import annotations
 
 import html
-import re
 
-from adapters.text import Block, blocks, render_paragraph, split_rendered
+from adapters.markdown import is_web_url, split
 
 MESSAGE_LIMIT = 4096
 
-_INLINE = re.compile(
-    r"(?P<code>`[^`\n]+`)"
-    r"|(?P<link>\[(?P<label>[^\]\n]+)\]\((?P<url>https?://[^)\s]+)\))"
-    r"|(?P<bold>\*\*(?P<bold_text>[^*\n]+?)\*\*|__(?P<bold_text2>[^_\n]+?)__)"
-    r"|(?P<italic>(?<![\w*])\*(?P<italic_text>[^*\n]+?)\*(?![\w*])"
-    r"|(?<![\w_])_(?P<italic_text2>[^_\n]+?)_(?![\w_]))"
-    r"|(?P<strike>~~(?P<strike_text>[^~\n]+?)~~)"
-)
 
+class TelegramHtml:
+    """Telegram's HTML subset: b, i, s, code, pre, a, blockquote."""
 
-def inline(text: str) -> str:
-    """Escape text and turn inline Markdown into HTML tags."""
-    out: list[str] = []
-    position = 0
-    for match in _INLINE.finditer(text):
-        out.append(html.escape(text[position : match.start()], quote=False))
-        if match.group("code"):
-            out.append(f"<code>{html.escape(match.group('code')[1:-1], quote=False)}</code>")
-        elif match.group("link"):
-            url = html.escape(match.group("url"), quote=True)
-            out.append(f'<a href="{url}">{inline(match.group("label"))}</a>')
-        elif match.group("bold"):
-            out.append(f"<b>{inline(match.group('bold_text') or match.group('bold_text2'))}</b>")
-        elif match.group("italic"):
-            inner = match.group("italic_text") or match.group("italic_text2")
-            out.append(f"<i>{inline(inner)}</i>")
-        else:
-            out.append(f"<s>{inline(match.group('strike_text'))}</s>")
-        position = match.end()
-    out.append(html.escape(text[position:], quote=False))
-    return "".join(out)
+    def text(self, text: str) -> str:
+        return html.escape(text, quote=False)
 
+    def bold(self, inner: str) -> str:
+        return f"<b>{inner}</b>"
 
-def render_block(block: Block) -> str:
-    if block.code:
-        body = html.escape(block.text, quote=False)
-        if block.language:
-            return f'<pre><code class="language-{block.language}">{body}</code></pre>'
+    def italic(self, inner: str) -> str:
+        return f"<i>{inner}</i>"
+
+    def strike(self, inner: str) -> str:
+        return f"<s>{inner}</s>"
+
+    def code(self, text: str) -> str:
+        return f"<code>{html.escape(text, quote=False)}</code>"
+
+    def link(self, url: str, label: str) -> str:
+        if not is_web_url(url):
+            return label
+        return f'<a href="{html.escape(url, quote=True)}">{label}</a>'
+
+    def heading(self, inner: str) -> str:
+        return f"<b>{inner}</b>"
+
+    def quote(self, inner: str) -> str:
+        return f"<blockquote>{inner}</blockquote>"
+
+    def code_block(self, text: str, language: str) -> str:
+        body = html.escape(text, quote=False)
+        if language:
+            language = html.escape(language, quote=True)
+            return f'<pre><code class="language-{language}">{body}</code></pre>'
         return f"<pre>{body}</pre>"
-    return render_paragraph(block.text, inline, lambda text: f"<b>{text}</b>")
+
+    def table(self, text: str) -> str:
+        return f"<pre>{html.escape(text, quote=False)}</pre>"
+
+    def rule(self) -> str:
+        return "──────────"
+
+    def special(self, token: str) -> str:
+        return html.escape(token, quote=False)
 
 
-def to_html(markdown: str) -> str:
-    return "\n\n".join(render_block(b) for b in blocks(markdown))
+STYLE = TelegramHtml()
 
 
 def split_html(markdown: str, limit: int = MESSAGE_LIMIT) -> list[str]:
     """Telegram messages (HTML) of at most `limit` characters, each with balanced tags."""
-    return split_rendered(markdown, render_block, limit)
+    return split(markdown, STYLE, limit)

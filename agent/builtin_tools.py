@@ -10,12 +10,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, Field
 
 from agent.calculator import CalculatorError, evaluate
-from agent.protocols import MemoryKind, Share
+from agent.protocols import MemoryFull, MemoryKind, Share
 from agent.tools import Tool, ToolContext, ToolError, ToolRegistry, tool
 
 ASK_USER = "ask_user"
 PROPOSE_PLAN = "propose_plan"
 MAX_REMINDER_DELAY = 366 * 24 * 3600
+MEMORY_PAGE = 20
+FULL_TEXT = "I can keep {limit} memories here; /forget some and I'll remember this."
 
 
 class ProposedStep(BaseModel):
@@ -48,7 +50,16 @@ async def propose_plan(goal: str, steps: list[ProposedStep]) -> str:
     raise ToolError("propose_plan is handled by the agent loop")
 
 
-@tool(category="memory")
+def _shares_with_team(args: dict[str, Any]) -> bool:
+    # The team sees beyond this conversation: publishing there is the author's decision.
+    return args.get("share") == "team"
+
+
+def _describe_remember(args: dict[str, Any]) -> str:
+    return f"Share with the whole team: “{args.get('text', '')}”"
+
+
+@tool(category="memory", side_effects=_shares_with_team, describe=_describe_remember)
 async def remember(
     ctx: ToolContext,
     text: str,
@@ -59,13 +70,46 @@ async def remember(
 
     Args:
         text: The thing to remember, as a self-contained sentence.
-        share: "private" (only this user), "chat" (everyone in this chat) or "team".
+        share: "private" (only this user), "chat" (everyone in this chat) or "team"
+            (everyone in the team; the user is asked to approve first).
         kind: "fact", "preference" or "episode".
     """
     if ctx.memory is None:
         raise ToolError("Memory is unavailable right now; tell the user you cannot remember it.")
-    record = await ctx.memory.remember(text, ctx.run, kind=kind, share=share)
-    return f"Remembered (memory id {record.id}, scope {record.scope.split(':', 1)[0]})."
+    try:
+        record = await ctx.memory.remember(text, ctx.run, kind=kind, share=share)
+    except MemoryFull as full:
+        raise ToolError(
+            "Not remembered: this memory scope is full. Tell the user exactly: "
+            + FULL_TEXT.format(limit=full.limit)
+        ) from None
+    return f"Remembered (memory id {record.id}, scope {record.scope_label})."
+
+
+@tool(category="memory")
+async def list_memories(ctx: ToolContext, page: int = 1) -> str:
+    """List what you remember that this conversation may see, newest first, with ids and
+    scope (private, channel or team). Use it when the user asks what you know or remember.
+
+    Args:
+        page: Page of 20 memories, from 1.
+    """
+    if ctx.memory is None:
+        raise ToolError("Memory is unavailable right now.")
+    page = max(1, page)
+    found = await ctx.memory.list_memories(
+        ctx.run, offset=(page - 1) * MEMORY_PAGE, limit=MEMORY_PAGE
+    )
+    if not found.records:
+        return "Nothing remembered here yet." if page == 1 else f"No page {page}."
+    first = found.offset + 1
+    lines = [f"Memories {first}-{found.offset + len(found.records)} of {found.total}:"]
+    for record in found.records:
+        day = datetime.fromtimestamp(record.created_at, UTC).strftime("%Y-%m-%d")
+        lines.append(f"- [{record.id}] ({record.scope_label}, {record.kind}, {day}) {record.text}")
+    if found.has_more:
+        lines.append(f"More: list_memories(page={page + 1}).")
+    return "\n".join(lines)
 
 
 @tool(category="memory")
@@ -168,6 +212,7 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     ask_user,
     propose_plan,
     remember,
+    list_memories,
     forget,
     create_reminder,
     current_time,

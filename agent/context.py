@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from agent.llm.base import ChatModel
 from agent.messages import (
     ChatRequest,
+    ImageBlock,
     Message,
     TextBlock,
     ToolResultBlock,
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4  # role markers and block framing, in tokens
+# Anthropic bills an image at about width × height / 750 tokens, capped near 1600 once scaled.
+IMAGE_TOKENS_MAX = 1600
 CONTINUATION = "(Earlier turns of this conversation are summarised in the system prompt.)"
 
 
@@ -38,16 +41,25 @@ def estimate_text(text: str) -> int:
     return len(text) // CHARS_PER_TOKEN + 1
 
 
+def estimate_image(image: ImageBlock) -> int:
+    if not image.width or not image.height:
+        return IMAGE_TOKENS_MAX
+    return min(IMAGE_TOKENS_MAX, image.width * image.height // 750 + 1)
+
+
 def estimate_message(message: Message) -> int:
     chars = 0
+    images = 0
     for block in message.content:
         if isinstance(block, TextBlock):
             chars += len(block.text)
         elif isinstance(block, ToolUseBlock):
             chars += len(block.name) + len(block.id) + len(json.dumps(block.input, default=str))
-        else:
+        elif isinstance(block, ToolResultBlock):
             chars += len(block.tool_use_id) + len(block.content)
-    return chars // CHARS_PER_TOKEN + MESSAGE_OVERHEAD
+        else:
+            images += estimate_image(block)
+    return chars // CHARS_PER_TOKEN + images + MESSAGE_OVERHEAD
 
 
 def estimate_tools(tools: Sequence[ToolSpec]) -> int:
@@ -80,6 +92,8 @@ def render_transcript(messages: Sequence[Message], limit: int = 2000) -> str:
             elif isinstance(block, ToolResultBlock):
                 kind = "error" if block.is_error else "result"
                 lines.append(f"tool {kind}: {clean(block.content, limit)}")
+            elif isinstance(block, ImageBlock):
+                lines.append(f"{message.role} sent an image {block.name}".rstrip())
     return "\n".join(lines)
 
 

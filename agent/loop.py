@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.context import Window, estimate_tools, fit
 from agent.execution import ExecutionPolicy
 from agent.llm.base import ChatModel, LLMError
-from agent.messages import ChatRequest, Message, TextBlock, Usage
+from agent.messages import ChatRequest, ContentBlock, Message, TextBlock, Usage
 from agent.outcomes import (
     AwaitingAnswer,
     AwaitingApproval,
@@ -34,10 +35,12 @@ from agent.protocols import (
     Recall,
     RunContext,
     Scheduler,
+    ToolJournal,
 )
+from agent.recalling import StepRecall
 from agent.state import RunState
 from agent.thinking import think
-from agent.tools import ToolContext, ToolRegistry
+from agent.tools import ToolContext, ToolRegistry, ToolSource
 from agent.turns import Actor
 
 log = logging.getLogger(__name__)
@@ -75,15 +78,19 @@ class Agent:
         recall: Recall | None = None,
         memory: MemoryStore | None = None,
         scheduler: Scheduler | None = None,
+        journal: ToolJournal | None = None,
         config: AgentConfig = AgentConfig(),
         system_prompt: str | None = None,
         on_progress: ProgressCallback | None = None,
+        tool_source: ToolSource | None = None,
     ) -> None:
         self.model = model
         self.tools = tools
+        self.tool_source = tool_source
         self.recall = recall if recall is not None else memory
         self.memory = memory
         self.scheduler = scheduler
+        self.journal = journal
         self.config = config
         self.system_prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
         self.on_progress = on_progress
@@ -104,19 +111,24 @@ class Agent:
         *,
         history: RunState | None = None,
         on_progress: ProgressCallback | None = None,
+        attachments: Sequence[ContentBlock] = (),
     ) -> Outcome:
-        """Start on a new objective; `history` is this conversation's previous run, if any."""
+        """Start on a new objective; `history` is this conversation's previous run, if any.
+
+        `attachments` (earlier messages of a thread, images, file text) go before the
+        objective in the user's turn.
+        """
         state = RunState(context=context, objective=objective, last_user_text=objective)
         if history is not None:
             previous = history.clone()
             previous.abandon(MOVED_ON)
             state.messages, state.summary = previous.messages, previous.summary
+        new = [*attachments, TextBlock(text=objective)]
         last = state.messages[-1] if state.messages else None
         if last is not None and last.role == "user":  # keep roles alternating
-            content = [*last.content, TextBlock(text=objective)]
-            state.messages[-1] = Message(role="user", content=content)
+            state.messages[-1] = Message(role="user", content=[*last.content, *new])
         else:
-            state.messages.append(Message.user(objective))
+            state.messages.append(Message(role="user", content=new))
         return await self._segment(state, on_progress, answer=None, approved=None, reason=None)
 
     async def resume(
@@ -150,18 +162,29 @@ class Agent:
         reason: str | None,
     ) -> Outcome:
         trace = RunTrace()
+        registry = self.tools
+        extra = list(self.tool_source.tools_for(state.context)) if self.tool_source else []
+        if extra:
+            registry = registry.with_tools(extra)
         actor = Actor(
-            registry=self.tools,
+            registry=registry,
             context=ToolContext(run=state.context, memory=self.memory, scheduler=self.scheduler),
             policy=self._policy,
             trace=trace,
             on_progress=on_progress or self.on_progress,
+            journal=self.journal,
         )
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.config.deadline) as deadline:
                 await actor.settle(state, answer=answer, approved=approved, reason=reason)
-                outcome = await self._loop(state, actor, trace)
+                if state.pending_plan is not None:  # approved calls of unknown fate: ask again
+                    outcome: Outcome = AwaitingApproval(
+                        plan=state.pending_plan.plan(), state=state, trace=trace
+                    )
+                else:
+                    recall = StepRecall(self.recall, self.config.recall_k)
+                    outcome = await self._loop(state, actor, trace, recall)
         except LLMError as exc:
             log.warning("run %s: model call failed: %s", state.run_id, type(exc).__name__)
             outcome = failed("model_error", state, trace, exc)
@@ -172,9 +195,13 @@ class Agent:
                 log.exception("run %s failed", state.run_id)
                 outcome = failed("error", state, trace, exc)
         trace.duration = time.monotonic() - started
+        if not outcome.state.is_suspended:
+            outcome.state.drop_images()  # the run is over; its images are not kept
         return outcome
 
-    async def _loop(self, state: RunState, actor: Actor, trace: RunTrace) -> Outcome:
+    async def _loop(
+        self, state: RunState, actor: Actor, trace: RunTrace, recall: StepRecall
+    ) -> Outcome:
         while True:
             # CHECK the guards before spending another model call
             if state.steps >= self.config.max_steps:
@@ -187,20 +214,25 @@ class Agent:
             await actor.notify(ProgressEvent(kind="step_started", step=step.index))
 
             # OBSERVE
-            memories = await self._recall(state)
+            memories = await recall(state)
 
             def system_for(summary: str, memories: list[MemoryRecord] = memories) -> str:
+                latest = state.messages[-1]
+                # Said once is enough: the newest turn often is the objective, word for word.
+                restated = latest.role == "user" and latest.text.endswith(state.objective)
                 return build_system_prompt(
                     base=self.system_prompt,
                     context=state.context,
-                    objective=state.objective,
+                    objective="" if restated else state.objective,
                     memories=memories,
                     summary=summary,
                 )
 
-            usage, calls = await fit(
-                state, model=self.model, window=self._window, system_for=system_for
-            )
+            specs, window = self._specs, self._window
+            if actor.registry is not self.tools:  # this conversation has tools of its own
+                specs = actor.registry.specs()
+                window = Window(tokens=self.config.context_tokens, tools=estimate_tools(specs))
+            usage, calls = await fit(state, model=self.model, window=window, system_for=system_for)
             self._account(state, trace, usage)
             trace.summaries += calls
 
@@ -208,8 +240,9 @@ class Agent:
             request = ChatRequest(
                 system=system_for(state.summary),
                 messages=list(state.messages),
-                tools=self._specs,
+                tools=specs,
                 max_tokens=self.config.max_tokens,
+                system_stable=len(self.system_prompt.rstrip()),  # build_system_prompt's head
             )
             think_started = time.monotonic()
             if self.config.stream:
@@ -248,18 +281,6 @@ class Agent:
                 state.pending_plan, state.pending_results = turn.plan, turn.results
                 return AwaitingApproval(plan=turn.plan.plan(), state=state, trace=trace)
             state.close_turn(turn.results)
-
-    async def _recall(self, state: RunState) -> list[MemoryRecord]:
-        if self.recall is None:
-            return []
-        query = state.objective
-        if state.last_user_text and state.last_user_text != state.objective:
-            query = f"{state.objective}\n{state.last_user_text}"
-        try:
-            return await self.recall.recall(query, state.context, k=self.config.recall_k)
-        except Exception:  # memory is a help, not a dependency: think without it
-            log.warning("run %s: recall failed", state.run_id, exc_info=True)
-            return []
 
     @staticmethod
     def _account(state: RunState, trace: RunTrace, usage: Usage) -> None:

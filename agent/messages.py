@@ -35,7 +35,23 @@ class ToolResultBlock(_Block):
     is_error: bool = False
 
 
-ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
+ImageType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+
+
+class ImageBlock(_Block):
+    """An image the user sent, base64-encoded; providers that can see images get it as is."""
+
+    type: Literal["image"] = "image"
+    media_type: ImageType
+    data: str  # base64 of the image file's bytes
+    width: int = 0
+    height: int = 0
+    name: str = ""
+
+
+ContentBlock = Annotated[
+    TextBlock | ToolUseBlock | ToolResultBlock | ImageBlock, Field(discriminator="type")
+]
 
 
 class Message(BaseModel):
@@ -61,6 +77,10 @@ class Message(BaseModel):
         return [block for block in self.content if isinstance(block, ToolUseBlock)]
 
     @property
+    def images(self) -> list[ImageBlock]:
+        return [block for block in self.content if isinstance(block, ImageBlock)]
+
+    @property
     def tool_results(self) -> list[ToolResultBlock]:
         return [block for block in self.content if isinstance(block, ToolResultBlock)]
 
@@ -76,10 +96,11 @@ class ToolSpec(BaseModel):
 
 
 class Usage(BaseModel):
-    input_tokens: int = 0
+    input_tokens: int = 0  # billed in full: the part of the prompt no cache covered
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cost: float = 0.0  # estimated dollars, filled in by whoever knows the price table
 
     @property
     def total(self) -> int:
@@ -96,6 +117,7 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost=self.cost + other.cost,
         )
 
 
@@ -109,6 +131,10 @@ class ChatRequest(BaseModel):
     messages: list[Message]
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int = 4096
+    # How many leading characters of `system` are the same on every call (who Parley is);
+    # the rest (time, memories, summary, objective) changes. 0: all of it is stable.
+    # Providers with prompt caching keep the changing rest out of the cached prefix.
+    system_stable: int = 0
 
 
 class ChatResponse(BaseModel):

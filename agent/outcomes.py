@@ -34,6 +34,9 @@ class Plan:
     id: str
     goal: str | None
     steps: list[PlanStep]
+    # Steps whose earlier run was interrupted: they may or may not have happened, and
+    # approving runs them once more.
+    uncertain: list[PlanStep] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)

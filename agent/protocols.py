@@ -12,6 +12,19 @@ from typing import Literal, Protocol
 
 MemoryKind = Literal["fact", "preference", "episode"]
 Share = Literal["private", "chat", "team"]
+# "remembered": someone asked for it, so it is kept until someone forgets it; "extracted":
+# picked by end-of-run extraction, which may make room by dropping its own older picks.
+Origin = Literal["remembered", "extracted"]
+SCOPE_LABELS = {"user": "private", "chat": "channel", "team": "team"}
+
+
+class MemoryFull(Exception):
+    """A scope holds as many memories as it may; nothing was evicted to make room."""
+
+    def __init__(self, scope: str, limit: int) -> None:
+        super().__init__(f"{scope} holds its limit of {limit} memories")
+        self.scope = scope
+        self.limit = limit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +76,25 @@ class MemoryRecord:
     created_at: float
     last_used_at: float
     distance: float | None = None  # set by recall
+    origin: Origin = "remembered"
+
+    @property
+    def scope_label(self) -> str:
+        """private, channel or team: who can see it."""
+        return SCOPE_LABELS.get(self.scope.split(":", 1)[0], self.scope)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryPage:
+    """One page of what a conversation may see, newest first."""
+
+    records: list[MemoryRecord]
+    total: int
+    offset: int = 0
+
+    @property
+    def has_more(self) -> bool:
+        return self.offset + len(self.records) < self.total
 
 
 class Recall(Protocol):
@@ -81,16 +113,23 @@ class MemoryStore(Recall, Protocol):
         *,
         kind: MemoryKind = "fact",
         share: Share = "private",
+        origin: Origin = "remembered",
     ) -> MemoryRecord:
-        """Store (or merge into a near-duplicate) a memory in the scope `share` picks."""
+        """Store (or merge into a near-duplicate) a memory in the scope `share` picks.
+
+        Raises MemoryFull when the scope is at its limit and nothing may make room.
+        """
         ...
 
-    async def list_memories(self, context: RunContext) -> list[MemoryRecord]:
-        """What Parley remembers about this user, visible from this context, oldest first."""
+    async def list_memories(
+        self, context: RunContext, *, offset: int = 0, limit: int = 20
+    ) -> MemoryPage:
+        """What this conversation may see (own or channel, and team), newest first."""
         ...
 
     async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
-        """Forget one listed memory, or all of them when memory_id is None; returns how many."""
+        """Forget one visible memory this user may remove, or all of them when memory_id is
+        None; returns how many."""
         ...
 
 
@@ -111,3 +150,30 @@ class ProgressEvent:
 
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class JournalEntry:
+    """What the journal holds for one approved call: started, and perhaps finished."""
+
+    finished: bool
+    content: str = ""
+    is_error: bool = False
+
+
+class ToolJournal(Protocol):
+    """A durable record of approved side-effecting calls, so that a replay never repeats one.
+
+    `call` names one attempt of one call of the run (its tool-call id, with the attempt number
+    appended for an approved retry).
+    """
+
+    async def begin(self, context: RunContext, run_id: str, call: str) -> JournalEntry | None:
+        """Record that `call` starts; if it was recorded before, change nothing and return that."""
+        ...
+
+    async def finish(
+        self, context: RunContext, run_id: str, call: str, entry: JournalEntry
+    ) -> None:
+        """Record how `call` ended."""
+        ...

@@ -11,9 +11,11 @@ import uuid
 
 from pydantic import BaseModel, Field
 
-from agent.messages import Message, ToolResultBlock, Usage
+from agent.messages import ContentBlock, ImageBlock, Message, TextBlock, ToolResultBlock, Usage
 from agent.outcomes import Plan, PlanStep
 from agent.protocols import RunContext
+
+IMAGE_GONE = "[The user shared an image {name}here earlier; it is no longer available.]"
 
 
 def new_id() -> str:
@@ -29,6 +31,13 @@ class PendingQuestion(BaseModel):
     options: list[str] = Field(default_factory=list)
 
 
+class Retry(BaseModel):
+    """A call whose earlier attempt started and never reported back, asked about again."""
+
+    key: str  # the call's journal and idempotency key
+    attempt: int  # the attempt an approval would start
+
+
 class PendingPlan(BaseModel):
     """Side-effecting calls (and perhaps a proposed plan) waiting for approval."""
 
@@ -37,9 +46,15 @@ class PendingPlan(BaseModel):
     steps: list[PlanStep] = Field(default_factory=list)  # calls of the turn, run on approval
     proposal_id: str | None = None  # the propose_plan tool_use, if the model proposed a plan
     proposed: list[PlanStep] = Field(default_factory=list)  # steps it covers once approved
+    retries: dict[str, Retry] = Field(default_factory=dict)  # by call id: steps of unknown fate
 
     def plan(self) -> Plan:
-        return Plan(id=self.id, goal=self.goal, steps=[*self.steps, *self.proposed])
+        return Plan(
+            id=self.id,
+            goal=self.goal,
+            steps=[*self.steps, *self.proposed],
+            uncertain=[step for step in self.steps if step.call_id in self.retries],
+        )
 
 
 class ApprovedPlan(BaseModel):
@@ -93,8 +108,22 @@ class RunState(BaseModel):
         self.messages.append(Message(role="user", content=[by_id[u.id] for u in uses]))
         self.pending_results = []
 
+    def drop_images(self) -> None:
+        """Replace images by a note. An image lives only as long as the run it came with, so
+        a later run neither resends it to the model nor keeps its bytes in Redis."""
+        for index, message in enumerate(self.messages):
+            if message.images:
+                content: list[ContentBlock] = [
+                    TextBlock(text=IMAGE_GONE.format(name=f"{b.name} " if b.name else ""))
+                    if isinstance(b, ImageBlock)
+                    else b
+                    for b in message.content
+                ]
+                self.messages[index] = Message(role=message.role, content=content)
+
     def abandon(self, note: str) -> None:
-        """Give every open call a result saying why it never ran, and drop what was pending."""
+        """Give every open call a result saying why it never ran, and drop what was pending
+        (images included)."""
         open_ids = self.open_calls()
         if open_ids:
             self.close_turn(
@@ -103,3 +132,4 @@ class RunState(BaseModel):
         self.pending_question = None
         self.pending_plan = None
         self.pending_results = []
+        self.drop_images()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any, get_type_hints, overload
+from typing import Any, Protocol, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -34,6 +34,9 @@ from agent.protocols import MemoryStore, RunContext, Scheduler
 
 log = logging.getLogger(__name__)
 
+# `True` for a tool that always changes the world; a predicate over a call's arguments for
+# one that does only for some calls (remembering privately vs sharing with the team).
+SideEffects = bool | Callable[[dict[str, Any]], bool]
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
@@ -56,6 +59,9 @@ class ToolContext:
     run: RunContext
     memory: MemoryStore | None = None
     scheduler: Scheduler | None = None
+    # The same for every attempt of one call (its tool-call id): pass it on to external APIs
+    # that accept an idempotency key, so a retried request is recognised as the earlier one.
+    idempotency_key: str = ""
 
 
 class _Args(BaseModel):
@@ -83,6 +89,10 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 class Tool:
     """A callable the model may use, with its argument model and metadata."""
 
+    side_effects: bool = False
+    # Decides per call for a tool whose side effects depend on its arguments.
+    _side_effects_when: Callable[[dict[str, Any]], bool] | None = None
+
     def __init__(
         self,
         fn: Callable[..., Awaitable[Any]],
@@ -90,7 +100,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         category: str = "general",
-        side_effects: bool = False,
+        side_effects: SideEffects = False,
         timeout: float | None = None,
         retries: int | None = None,
         describe: Callable[[dict[str, Any]], str] | None = None,
@@ -104,7 +114,9 @@ class Tool:
         summary, param_docs = _parse_docstring(fn.__doc__ or "")
         self.description = description or summary or self.name
         self.category = category
-        self.side_effects = side_effects
+        # May this tool change the world? A predicate decides per call (by its arguments).
+        self.side_effects = bool(side_effects)
+        self._side_effects_when = side_effects if callable(side_effects) else None
         self.timeout = timeout
         self.retries = retries
         self._describe = describe
@@ -113,6 +125,12 @@ class Tool:
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         self._spec = ToolSpec(name=self.name, description=self.description, input_schema=schema)
+
+    def needs_approval(self, args: dict[str, Any]) -> bool:
+        """Whether this call changes the world, and so runs only after a person's yes."""
+        if self._side_effects_when is not None:
+            return self._side_effects_when(args)
+        return self.side_effects
 
     def _build_args_model(self, param_docs: dict[str, str]) -> type[BaseModel]:
         hints = get_type_hints(self.fn, include_extras=True)
@@ -176,7 +194,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     category: str = "general",
-    side_effects: bool = False,
+    side_effects: SideEffects = False,
     timeout: float | None = None,
     retries: int | None = None,
     describe: Callable[[dict[str, Any]], str] | None = None,
@@ -190,7 +208,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     category: str = "general",
-    side_effects: bool = False,
+    side_effects: SideEffects = False,
     timeout: float | None = None,
     retries: int | None = None,
     describe: Callable[[dict[str, Any]], str] | None = None,
@@ -227,6 +245,12 @@ def _tools_in(obj: Any) -> list[Tool]:
     raise ToolLoadError(f"{obj!r} is not a tool, a list of tools, a module or a registry")
 
 
+class ToolSource(Protocol):
+    """More tools for one conversation (MCP servers' tools), asked for at each run segment."""
+
+    def tools_for(self, context: RunContext) -> Iterable[Tool]: ...
+
+
 class ToolRegistry:
     """The tools an agent may use, by unique name."""
 
@@ -234,6 +258,16 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         for item in tools:
             self.register(item)
+
+    def with_tools(self, extra: Iterable[Tool]) -> ToolRegistry:
+        """A new registry: these tools plus `extra`; an extra one never replaces a built-in."""
+        combined = ToolRegistry(self._tools.values())
+        for item in extra:
+            if item.name in combined:
+                log.warning("tool %s is already defined; ignoring the other one", item.name)
+            else:
+                combined.register(item)
+        return combined
 
     def register(self, item: Tool) -> Tool:
         if item.name in self._tools:

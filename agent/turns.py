@@ -4,21 +4,36 @@ Read-only calls run (concurrently) at once. Side-effecting calls run only when a
 plan covers them; otherwise they are gathered into one plan and the run suspends. `ask_user`
 suspends for an answer. Every tool_use ends up with exactly one tool_result before the next
 model call — some now, the rest when the human answers.
+
+An approved call runs at most once: with a journal, each attempt is recorded as started
+before it runs and as finished with its result after, so a replay (another process taking
+over a crashed run) reuses the result, and an attempt that started but never finished is
+not repeated silently — the turn is put to the user again, as a retry they may approve.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+import logging
+from dataclasses import dataclass, field, replace
 
 from agent.builtin_tools import ASK_USER, PROPOSE_PLAN
 from agent.execution import ExecutionPolicy, check_call, error_result, execute, notify
 from agent.messages import ToolResultBlock, ToolUseBlock
 from agent.observations import clean
 from agent.outcomes import PlanStep, RunTrace, ToolCallTrace
-from agent.protocols import ProgressCallback, ProgressEvent
-from agent.state import ApprovedPlan, PendingPlan, PendingQuestion, RunState, new_id
+from agent.protocols import JournalEntry, ProgressCallback, ProgressEvent, ToolJournal
+from agent.state import ApprovedPlan, PendingPlan, PendingQuestion, Retry, RunState, new_id
 from agent.tools import Tool, ToolContext, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+REJECTED = "The user rejected this action; it was not run."
+UNCERTAIN = (
+    "This action may or may not have happened: the service stopped while it was running, "
+    "so it is not known whether it took effect."
+)
+UNCERTAIN_REJECTED = f"{UNCERTAIN} The user chose not to try it again."
 
 
 @dataclass(kw_only=True)
@@ -31,8 +46,9 @@ class TurnResult:
 @dataclass(kw_only=True)
 class _Calls:
     read_only: list[ToolUseBlock] = field(default_factory=list)
-    covered: list[ToolUseBlock] = field(default_factory=list)  # by an approved plan
+    covered: list[tuple[ToolUseBlock, Tool, str]] = field(default_factory=list)  # + plan step id
     uncovered: list[tuple[ToolUseBlock, Tool]] = field(default_factory=list)
+    retries: dict[str, Retry] = field(default_factory=dict)  # uncovered calls of unknown fate
     asks: list[ToolUseBlock] = field(default_factory=list)
     proposals: list[ToolUseBlock] = field(default_factory=list)
 
@@ -44,17 +60,25 @@ class Actor:
     policy: ExecutionPolicy
     trace: RunTrace
     on_progress: ProgressCallback | None = None
+    journal: ToolJournal | None = None
 
     async def act(self, state: RunState, uses: list[ToolUseBlock]) -> TurnResult:
         turn = TurnResult()
         calls = self._sort(state, uses, turn)
         turn.results += await self.run_concurrently(calls.read_only, state.steps)
-        for use in calls.covered:  # approved earlier through propose_plan; in the model's order
-            turn.results.append(await self._run(use, state.steps))
+        # approved earlier through propose_plan; in the model's order, journaled by plan step
+        for use, checked, key in calls.covered:
+            result = await self._run_once(state, use, Retry(key=key, attempt=0))
+            if result is None:
+                calls.uncovered.append((use, checked))
+                calls.retries[use.id] = Retry(key=key, attempt=1)
+            else:
+                turn.results.append(result)
         turn.question = self._question(calls.asks, turn)
         if turn.question is not None:
             for use in [*(u for u, _ in calls.uncovered), *calls.proposals]:
-                self._reply(turn, use, "Not run: waiting for the user's answer first.", "skipped")
+                text = "Not run: waiting for the user's answer first."
+                self._reply(turn, use, UNCERTAIN if use.id in calls.retries else text, "skipped")
         else:
             turn.plan = self._plan(calls, turn)
         return turn
@@ -69,10 +93,10 @@ class Actor:
                 calls.proposals.append(use)
             elif isinstance(checked := check_call(self.registry, use), str):
                 self._reply(turn, use, checked, "invalid")
-            elif not checked.side_effects:
+            elif not checked.needs_approval(use.input):
                 calls.read_only.append(use)
-            elif _consume(state.approved_plan, checked, use):
-                calls.covered.append(use)
+            elif step := _consume(state.approved_plan, checked, use):
+                calls.covered.append((use, checked, step.call_id))
             else:
                 calls.uncovered.append((use, checked))
         return calls
@@ -115,7 +139,12 @@ class Actor:
         if not steps and not proposed:
             return None
         return PendingPlan(
-            id=new_id(), goal=goal, steps=steps, proposal_id=proposal_id, proposed=proposed
+            id=new_id(),
+            goal=goal,
+            steps=steps,
+            proposal_id=proposal_id,
+            proposed=proposed,
+            retries=calls.retries,
         )
 
     async def notify(self, event: ProgressEvent) -> None:
@@ -130,8 +159,12 @@ class Actor:
             state.close_turn(await self.settle_answer(state, answer))
             state.pending_question = None
         elif state.pending_plan is not None and approved is not None:
-            state.close_turn(await self.settle_plan(state, approved=approved, reason=reason))
-            state.pending_plan = None
+            results, again = await self.settle_plan(state, approved=approved, reason=reason)
+            if again is None:
+                state.close_turn(results)
+            else:  # some calls may or may not have run: the user decides whether to retry
+                state.pending_results = [*state.pending_results, *results]
+            state.pending_plan = again
 
     async def settle_answer(self, state: RunState, answer: str) -> list[ToolResultBlock]:
         assert state.pending_question is not None
@@ -145,7 +178,9 @@ class Actor:
 
     async def settle_plan(
         self, state: RunState, *, approved: bool, reason: str | None
-    ) -> list[ToolResultBlock]:
+    ) -> tuple[list[ToolResultBlock], PendingPlan | None]:
+        """Results for the plan's calls, and a plan to put to the user again for the calls
+        whose earlier attempt may or may not have happened (None when there are none)."""
         pending = state.pending_plan
         assert pending is not None
         results: list[ToolResultBlock] = []
@@ -154,11 +189,10 @@ class Actor:
             for step in pending.steps:
                 use = ToolUseBlock(id=step.call_id, name=step.tool, input=step.args)
                 self._record(use, "rejected", "rejected")
+                text = UNCERTAIN_REJECTED if step.call_id in pending.retries else REJECTED
                 results.append(
                     ToolResultBlock(
-                        tool_use_id=step.call_id,
-                        content=f"The user rejected this action; it was not run.{because}",
-                        is_error=True,
+                        tool_use_id=step.call_id, content=f"{text}{because}", is_error=True
                     )
                 )
             if pending.proposal_id:
@@ -169,10 +203,16 @@ class Actor:
                         is_error=True,
                     )
                 )
-            return results
+            return results, None
+        uncertain: dict[str, Retry] = {}
         for step in pending.steps:  # one at a time, in the order the model asked for them
             use = ToolUseBlock(id=step.call_id, name=step.tool, input=step.args)
-            results.append(await self._run(use, state.steps))
+            retry = pending.retries.get(step.call_id, Retry(key=step.call_id, attempt=0))
+            result = await self._run_once(state, use, retry)
+            if result is None:
+                uncertain[step.call_id] = Retry(key=retry.key, attempt=retry.attempt + 1)
+            else:
+                results.append(result)
         if pending.proposal_id:
             state.approved_plan = ApprovedPlan(
                 id=pending.id, goal=pending.goal, remaining=list(pending.proposed)
@@ -184,7 +224,15 @@ class Actor:
                     "they will run without asking again.",
                 )
             )
-        return results
+        if not uncertain:
+            return results, None
+        again = PendingPlan(
+            id=new_id(),
+            goal=pending.goal,
+            steps=[step for step in pending.steps if step.call_id in uncertain],
+            retries=uncertain,
+        )
+        return results, again
 
     async def run_concurrently(self, uses: list[ToolUseBlock], step: int) -> list[ToolResultBlock]:
         if not uses:
@@ -196,11 +244,41 @@ class Actor:
             tasks = [group.create_task(self._run(use, step)) for use in uses]
         return [task.result() for task in tasks]
 
-    async def _run(self, use: ToolUseBlock, step: int) -> ToolResultBlock:
+    async def _run(self, use: ToolUseBlock, step: int, key: str | None = None) -> ToolResultBlock:
+        context = replace(self.context, idempotency_key=key or use.id)
         result, call = await execute(
-            self.registry, use, self.context, self.policy, step=step, on_progress=self.on_progress
+            self.registry, use, context, self.policy, step=step, on_progress=self.on_progress
         )
         self.trace.record_call(call)
+        return result
+
+    async def _run_once(
+        self, state: RunState, use: ToolUseBlock, retry: Retry
+    ) -> ToolResultBlock | None:
+        """Run an approved call unless the journal has this attempt already: then reuse its
+        result, or return None if it started and never finished (it may have happened)."""
+        if self.journal is None:
+            return await self._run(use, state.steps, key=retry.key)
+        call = retry.key if retry.attempt == 0 else f"{retry.key}#{retry.attempt}"
+        earlier = await self.journal.begin(self.context.run, state.run_id, call)
+        if earlier is not None and not earlier.finished:
+            log.warning(
+                "run %s: %s was interrupted; asking before trying again", state.run_id, call
+            )
+            self._record(use, "", "deferred")
+            return None
+        if earlier is not None:
+            status = "error" if earlier.is_error else "ok"
+            self._record(use, earlier.content, status, is_error=earlier.is_error)
+            return ToolResultBlock(
+                tool_use_id=use.id, content=earlier.content, is_error=earlier.is_error
+            )
+        result = await self._run(use, state.steps, key=retry.key)
+        entry = JournalEntry(finished=True, content=result.content, is_error=result.is_error)
+        try:
+            await self.journal.finish(self.context.run, state.run_id, call, entry)
+        except Exception:  # it ran: go on with its result; a replay will ask before re-running
+            log.warning("run %s: could not journal the end of %s", state.run_id, call)
         return result
 
     def _check_proposal(self, use: ToolUseBlock) -> list[PlanStep] | str:
@@ -212,7 +290,7 @@ class Actor:
             inner = check_call(self.registry, ToolUseBlock(id="-", name=raw.tool, input=raw.args))
             if isinstance(inner, str):
                 return f"Step {index} of the plan is not valid: {inner}"
-            if inner.side_effects:
+            if inner.needs_approval(raw.args):
                 step = _step(
                     ToolUseBlock(id=f"{use.id}.{index}", name=raw.tool, input=raw.args), inner
                 )
@@ -250,13 +328,12 @@ def _step(use: ToolUseBlock, tool: Tool) -> PlanStep:
     )
 
 
-def _consume(plan: ApprovedPlan | None, tool: Tool, use: ToolUseBlock) -> bool:
-    """Whether an approved plan covers this call; a covered step is used up."""
+def _consume(plan: ApprovedPlan | None, tool: Tool, use: ToolUseBlock) -> PlanStep | None:
+    """The approved plan's step that covers this call, if any; a covered step is used up."""
     if plan is None:
-        return False
+        return None
     wanted = tool.normalize(use.input)
     for index, step in enumerate(plan.remaining):
         if step.tool == tool.name and tool.normalize(step.args) == wanted:
-            del plan.remaining[index]
-            return True
-    return False
+            return plan.remaining.pop(index)
+    return None

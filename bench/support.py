@@ -29,3 +29,9 @@ def percentile(values: list[float], q: float) -> float:
 def describe(values: list[float]) -> str:
     """Median and p95 in milliseconds."""
     return f"p50 {statistics.median(values) * 1000:.2f} ms, p95 {percentile(values, 0.95) * 1000:.2f} ms"
+
+
+def bench_line(name: str, *, ok: bool, **figures: object) -> None:
+    """The last line of every bench: its figures against the goals, greppable."""
+    shown = " ".join(f"{key}={value}" for key, value in figures.items())
+    print(f"BENCH {name} {shown} ok={'true' if ok else 'false'}", flush=True)

@@ -15,17 +15,25 @@ from collections.abc import AsyncIterator
 from typing import Literal
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 
+from adapters.base import OutboundMessage
 from agent.llm.usage import close_model
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
+from bot.channels import Channels
+from bot.commands import remembered_note
 from bot.compose import build_agent
 from bot.config import Settings
 from bot.embedded_redis import EmbeddedRedis
+from bot.gc_tuning import GcTuning
+from bot.health import Health
 from bot.http import HttpServer
 from bot.inbox import Inbox
 from bot.keys import Keys
 from bot.limits import Limits
+from bot.mcp_setup import build_toolbox, readiness
 from bot.memory_setup import open_memory
 from bot.models import build_chat_model
 from bot.platforms import Platforms
@@ -45,7 +53,7 @@ async def redis_connection(settings: Settings) -> AsyncIterator[aioredis.Redis]:
     if url is None:
         embedded = EmbeddedRedis(settings.redis.data_dir, server=settings.redis.server)
         url = await asyncio.to_thread(embedded.start)
-    client = aioredis.Redis.from_url(url, health_check_interval=30)
+    client = redis_client(url, settings)
     client.parley_url = url  # type: ignore[attr-defined]
     try:
         yield client
@@ -55,6 +63,23 @@ async def redis_connection(settings: Settings) -> AsyncIterator[aioredis.Redis]:
             log.info("stopping the embedded Redis")
             await asyncio.to_thread(embedded.stop)
             log.info("stopped")
+
+
+def redis_client(url: str, settings: Settings) -> aioredis.Redis:
+    """A client whose pool is bounded: a burst waits for a free connection instead of failing.
+
+    A command whose connection broke is tried once more on a fresh one, so the connections
+    a Redis restart left stale fail nothing; while Redis is away the error comes at once and
+    the loops back off themselves.
+    """
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=settings.redis.max_connections,
+        timeout=settings.redis.pool_timeout,
+        health_check_interval=30,
+        retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=1),
+    )
+    return aioredis.Redis.from_pool(pool)
 
 
 async def serve(settings: Settings, role: Role = "all") -> None:
@@ -74,6 +99,8 @@ async def run_role(
     keys = Keys(settings.redis.key_prefix)
     gateway = role in ("all", "gateway")
     workers = role in ("all", "worker")
+    # MCP servers run with workers; a broken config file stops us before anything is opened
+    toolbox = build_toolbox(settings) if workers else None
     inbox = Inbox(redis, keys, dedup_ttl=settings.runtime.dedup_ttl)
     limits = Limits(redis, keys.prefix, settings.limits)
     http = HttpServer(
@@ -82,9 +109,13 @@ async def run_role(
         metrics_host=settings.http.metrics_host,
         metrics_port=settings.http.metrics_port,
     )
+    health = Health()
     http.add_check("redis", _redis_check(redis))
+    http.add_check("loops", health.readiness)
+    http.add_liveness_check("loops", health.liveness)
     platforms = Platforms(settings, redis, keys, inbox.submit if gateway else None)
-    memory: MemoryStore | None = await open_memory(settings, redis) if workers else None
+    store = await open_memory(settings, redis) if workers else None
+    memory: MemoryStore | None = store
     model = build_chat_model(settings, redis) if workers else None
 
     runtime = None
@@ -92,14 +123,23 @@ async def run_role(
         assert model is not None
 
         def make_agent(scheduler: Scheduler):  # type: ignore[no-untyped-def]
-            return build_agent(settings, redis, model=model, memory=memory, scheduler=scheduler)
+            return build_agent(
+                settings,
+                redis,
+                model=model,
+                memory=memory,
+                scheduler=scheduler,
+                tool_source=toolbox,
+                channels=Channels(platforms.adapters),
+            )
 
         after_run = None
         if settings.memory.extract and memory is not None:
             extractor = FactExtractor(model, memory)
 
-            async def after_run(outcome: Outcome) -> None:
-                await extractor.extract(outcome.state.messages, outcome.state.context)
+            async def after_run(outcome: Outcome) -> OutboundMessage | None:
+                state = outcome.state
+                return remembered_note(await extractor.extract(state.messages, state.context))
 
         runtime = build_runtime(
             redis,
@@ -111,8 +151,12 @@ async def run_role(
             charge=limits.charge_event,
             usage=limits.usage_text,
             after_run=after_run,
+            health=health,
         )
 
+    # Start-up is over: what exists now lives as long as the process.
+    gc_tuning = GcTuning(freeze=settings.runtime.gc_freeze, threshold=settings.runtime.gc_threshold)
+    gc_tuning.install()
     try:
         if gateway:
             platforms.register_routes(http)
@@ -120,6 +164,9 @@ async def run_role(
         if gateway:
             await platforms.start_receiving(stop)
             http.add_check("platforms", platforms.check)
+        if toolbox is not None:
+            toolbox.launch()  # in the background: a slow or broken server never holds us up
+            http.add_check("mcp", readiness(toolbox))
         if runtime is not None:
             worker_task = asyncio.create_task(runtime.run(stop))
         log.info("Parley is running (%s); press Ctrl-C to stop", role)
@@ -132,15 +179,24 @@ async def run_role(
     finally:
         await http.stop()
         await platforms.close()
+        if toolbox is not None:
+            await toolbox.stop()
+        try:
+            await limits.flush()  # the last second's charges
+        except Exception as exc:
+            log.warning("could not write the last token charges (%s)", type(exc).__name__)
         if model is not None:
             await close_model(model)
+        gc_tuning.uninstall()
+        if store is not None:
+            await store.embedder.close()
         log.info("%s stopped", role)
 
 
 def _redis_check(redis: aioredis.Redis):  # type: ignore[no-untyped-def]
     async def check() -> tuple[bool, str]:
         try:
-            async with asyncio.timeout(2):
+            async with asyncio.timeout(1):
                 await redis.ping()
         except Exception as exc:
             return False, type(exc).__name__

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
-from bot.config import ConfigError, Settings
+from bot.config import ConfigError, Settings, check_env_file
 from bot.logs import configure_logging
 
 COMMANDS = {
@@ -16,6 +18,7 @@ COMMANDS = {
     "console": "chat with the agent in this terminal, no chat platform needed",
     "doctor": "check the configuration and every service Parley talks to",
 }
+TERMINAL = ("console", "doctor")  # commands whose output is a conversation or a table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,34 +26,66 @@ def build_parser() -> argparse.ArgumentParser:
         prog="parley",
         description="Parley: a Slack and Telegram agent with memory, tools and approvals.",
     )
-    parser.add_argument("--env-file", default=".env", help="settings file (default: .env)")
+    parser.add_argument("--version", action="version", version=f"parley {parley_version()}")
+    add_env_file(parser, default=None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
-        commands.add_parser(name, help=help_text, description=help_text)
+        add_env_file(commands.add_parser(name, help=help_text, description=help_text))
     memory = commands.add_parser(
         "memory", help="manage long-term memory", description="manage long-term memory"
     )
     memory_commands = memory.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
-    memory_commands.add_parser(
-        "reindex",
-        help="rebuild the memory index for the configured embedding model",
-        description="rebuild the memory index for the configured embedding model",
+    add_env_file(
+        memory_commands.add_parser(
+            "reindex",
+            help="rebuild the memory index for the configured embedding model",
+            description="rebuild the memory index for the configured embedding model",
+        )
+    )
+    mcp = commands.add_parser(
+        "mcp", help="MCP servers (PARLEY_MCP_CONFIG)", description="MCP servers (PARLEY_MCP_CONFIG)"
+    )
+    mcp_commands = mcp.add_subparsers(dest="mcp_command", metavar="ACTION", required=True)
+    mcp_commands.add_parser(
+        "list",
+        help="start each server and show its state and tools with their approval class",
+        description="start each server and show its state and tools with their approval class",
     )
     return parser
+
+
+def add_env_file(parser: argparse.ArgumentParser, default: object = argparse.SUPPRESS) -> None:
+    # Accepted before or after the subcommand; SUPPRESS keeps a later parser from resetting it.
+    parser.add_argument(
+        "--env-file", default=default, metavar="FILE", help="settings file (default: .env)"
+    )
+
+
+def parley_version() -> str:
+    try:
+        return version("parley")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = args.command or "run"
     try:
-        settings = Settings.load(args.env_file)
+        if args.env_file is not None:
+            check_env_file(Path(args.env_file), required=True)
+        settings = Settings.load(args.env_file or ".env")
     except ConfigError as exc:
         print(f"parley: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log.level, settings.log.format, secrets_of(settings))
     no_platform = settings.slack.bot_token is None and settings.telegram.token is None
     if command == "run" and no_platform and sys.stdin.isatty():
         command = "console"  # nothing to serve: chat in the terminal instead
+    # The console's chat and doctor's table own the terminal; their logs go to a file.
+    log_file = settings.redis.data_dir / f"{command}.log" if command in TERMINAL else None
+    configure_logging(settings.log.level, settings.log.format, secrets_of(settings), file=log_file)
+    if log_file is not None and command == "console":
+        print(f"(logs go to {log_file})", file=sys.stderr)
     try:
         return asyncio.run(dispatch(command, args, settings))
     except KeyboardInterrupt:
@@ -70,7 +105,9 @@ def secrets_of(settings: Settings) -> list[str]:
 
 
 async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -> int:
+    from agent.mcp import McpConfigError
     from bot.embedded_redis import EmbeddedRedisError
+    from bot.http import PortInUse
     from memory import MemoryIndexMismatch
 
     try:
@@ -80,6 +117,8 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
             return await run_doctor(settings)
         if command == "memory":
             return await memory_command(args, settings)
+        if command == "mcp":
+            return await mcp_command(settings)
         if command == "console":
             from bot.console import run_console
 
@@ -91,9 +130,12 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
         )
         await serve(settings, role=role)
         return 0
-    except (EmbeddedRedisError, MemoryIndexMismatch) as exc:
+    except (EmbeddedRedisError, MemoryIndexMismatch, McpConfigError) as exc:
         print(f"parley: {exc}", file=sys.stderr)
         return 1
+    except PortInUse as exc:
+        print(f"parley: {exc}", file=sys.stderr)
+        return 2
 
 
 async def memory_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -104,6 +146,22 @@ async def memory_command(args: argparse.Namespace, settings: Settings) -> int:
         count = await reindex(settings, redis)
     print(f"memory index rebuilt: {count} memories re-embedded")
     return 0
+
+
+async def mcp_command(settings: Settings) -> int:
+    from bot.mcp_setup import build_toolbox, listing
+
+    toolbox = build_toolbox(settings)
+    if toolbox is None:
+        print("no MCP servers: PARLEY_MCP_CONFIG is not set")
+        return 0
+    await toolbox.start()
+    try:
+        for line in listing(toolbox):
+            print(line)
+        return 0 if all(s.state == "ready" for s in toolbox.status().values()) else 1
+    finally:
+        await toolbox.stop()
 
 
 if __name__ == "__main__":

@@ -5,20 +5,42 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from adapters.base import InboundMessage
-from agent.protocols import MemoryStore, RunContext
+from adapters.base import Button, InboundAction, InboundMessage, OutboundMessage
+from agent.protocols import MemoryRecord, MemoryStore, RunContext
 from bot.sessions import Session
+
+# The decision id Forget buttons carry; their value is the memory id.
+MEMORY_ACTION = "mem"
+MEMORIES_PAGE = 10
+NO_MEMORY = "My memory isn't available right now."
 
 HELP = """I'm Parley. Tell me what you need and I'll work on it: I can use tools, I remember \
 what you tell me (ask me to remember something), and I always ask before I do anything \
-with side effects, like setting a reminder.
+with side effects, like setting a reminder.{where}
 
 Commands:
-• /memories — what I remember about you
-• /forget N — forget memory number N; /forget all — forget everything about you
-• /cancel — stop what I'm doing or drop the pending question
-• /status — what I'm doing and your usage today
-• /help — this message"""
+• {p}memories — what I remember here ({p}memories 2 for the next page)
+• {p}forget N — forget memory number N; {p}forget all — forget everything you told me
+• {p}cancel — stop what I'm doing or drop the pending question
+• {p}status — what I'm doing and your usage today
+• {p}help — this message"""
+
+# How each platform writes a command, and where to talk to Parley there.
+COMMAND_PREFIX = {"slack": "/parley ", "telegram": "/", "console": "/"}
+WHERE = {
+    "slack": "\n\nMention me in a channel (I answer in a thread) or message me directly.",
+    "telegram": "\n\nIn a group, mention me or reply to one of my messages.",
+}
+
+
+def command_text(platform: str, name: str) -> str:
+    """How a person types command `name` on `platform`: /parley help, /help."""
+    return f"{COMMAND_PREFIX.get(platform, '/')}{name}"
+
+
+def help_text(platform: str) -> str:
+    return HELP.format(p=COMMAND_PREFIX.get(platform, "/"), where=WHERE.get(platform, ""))
+
 
 STATUS_TEXT = {
     "idle": "I'm not working on anything for you right now.",
@@ -33,9 +55,23 @@ class CommandResult:
     text: str
     cancel: bool = False  # end the run or pending decision
     private: bool = False  # show only to the person who asked, where the platform can
+    buttons: tuple[Button, ...] = ()  # Forget buttons, under MEMORY_ACTION
 
 
 UsageText = Callable[[InboundMessage], Awaitable[str]]
+
+
+def remembered_note(kept: list[MemoryRecord]) -> OutboundMessage | None:
+    """The "I'll remember: …" note after extraction kept facts, with a Forget button each."""
+    if not kept:
+        return None
+    if len(kept) == 1:
+        text = f"I'll remember: {kept[0].text}"
+        buttons: tuple[Button, ...] = (Button(label="Forget", value=kept[0].id),)
+    else:
+        text = "I'll remember:\n" + "\n".join(f"{n}. {m.text}" for n, m in enumerate(kept, 1))
+        buttons = tuple(Button(label=f"Forget {n}", value=m.id) for n, m in enumerate(kept, 1))
+    return OutboundMessage(text=text, buttons=buttons, decision_id=MEMORY_ACTION)
 
 
 class Commands:
@@ -47,10 +83,11 @@ class Commands:
         self, event: InboundMessage, context: RunContext, session: Session
     ) -> CommandResult:
         command = (event.command or "").lower()
+        platform = event.conversation.platform
         if command in ("help", "start"):
-            return CommandResult(text=HELP)
+            return CommandResult(text=help_text(platform), private=True)
         if command == "memories":
-            return CommandResult(text=await self._memories(context), private=True)
+            return await self._memories(context, event.args)
         if command == "forget":
             return CommandResult(text=await self._forget(context, event.args), private=True)
         if command == "cancel":
@@ -62,33 +99,61 @@ class Commands:
             if self.usage is not None:
                 lines.append(await self.usage(event))
             return CommandResult(text="\n".join(lines), private=True)
-        return CommandResult(text=f"I don't know the command /{command}. Try /help.")
-
-    async def _memories(self, context: RunContext) -> str:
-        if self.memory is None:
-            return "My memory isn't available right now."
-        memories = await self.memory.list_memories(context)
-        if not memories:
-            return "I don't remember anything about you yet."
-        lines = [f"{index}. {memory.text}" for index, memory in enumerate(memories, 1)]
-        return (
-            "Here's what I remember about you:\n"
-            + "\n".join(lines)
-            + ("\n\nSay /forget N to forget one, or /forget all.")
+        return CommandResult(
+            text=f"I don't know the command {command_text(platform, command)}. "
+            f"Try {command_text(platform, 'help')}."
         )
+
+    async def _memories(self, context: RunContext, args: str) -> CommandResult:
+        if self.memory is None:
+            return CommandResult(text=NO_MEMORY, private=True)
+        page = int(args) if args.strip().isdigit() and int(args) > 0 else 1
+        offset = (page - 1) * MEMORIES_PAGE
+        found = await self.memory.list_memories(context, offset=offset, limit=MEMORIES_PAGE)
+        if not found.records:
+            text = "I don't remember anything here yet." if page == 1 else f"No page {page}."
+            return CommandResult(text=text, private=True)
+        lines = [
+            f"{number}. {memory.text} ({memory.scope_label})"
+            for number, memory in enumerate(found.records, offset + 1)
+        ]
+        more = f" Say /memories {page + 1} for more." if found.has_more else ""
+        text = (
+            f"Here's what I remember here, newest first ({found.total} in all):\n"
+            + "\n".join(lines)
+            + f"\n\nPress Forget or say /forget N to drop one, or /forget all.{more}"
+        )
+        buttons = tuple(
+            Button(label=f"Forget {number}", value=memory.id)
+            for number, memory in enumerate(found.records, offset + 1)
+        )
+        return CommandResult(text=text, private=True, buttons=buttons)
 
     async def _forget(self, context: RunContext, args: str) -> str:
         if self.memory is None:
-            return "My memory isn't available right now."
+            return NO_MEMORY
         target = args.strip().lower()
         if target == "all":
             count = await self.memory.forget(context)
-            return f"Done — I forgot {count} thing{'s' if count != 1 else ''} about you."
-        if not target.isdigit():
+            return f"Done — I forgot {count} thing{'s' if count != 1 else ''} you told me."
+        if not target.isdigit() or int(target) < 1:
             return "Tell me which one: /forget N (see /memories), or /forget all."
-        memories = await self.memory.list_memories(context)
         index = int(target)
-        if not 1 <= index <= len(memories):
+        found = await self.memory.list_memories(context, offset=index - 1, limit=1)
+        if not found.records:
             return f"I don't have a memory number {index}; see /memories."
-        await self.memory.forget(context, memories[index - 1].id)
-        return f"Forgotten: “{memories[index - 1].text}”"
+        return await self._forget_one(context, found.records[0].id, found.records[0].text)
+
+    async def _forget_one(self, context: RunContext, memory_id: str, text: str) -> str:
+        assert self.memory is not None
+        if not await self.memory.forget(context, memory_id):
+            return "Only whoever told me that can make me forget it."
+        return f"Forgotten: “{text}”"
+
+    async def forget_pressed(self, action: InboundAction, context: RunContext) -> str:
+        """A Forget button under /memories (or under "I'll remember: …") was pressed."""
+        if self.memory is None:
+            return NO_MEMORY
+        if not await self.memory.forget(context, action.choice):
+            return "That memory is already gone, or isn't yours to forget."
+        return "Forgotten."

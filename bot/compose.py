@@ -7,10 +7,11 @@ import logging
 import redis.asyncio as aioredis
 
 from agent.builtin_tools import builtin_registry
+from agent.channels import ChannelReader, read_channel_tool
 from agent.llm.base import ChatModel
 from agent.loop import Agent, AgentConfig
 from agent.protocols import MemoryStore, Scheduler
-from agent.tools import ToolRegistry
+from agent.tools import ToolRegistry, ToolSource
 from bot.config import Settings
 from bot.models import build_chat_model
 
@@ -35,8 +36,10 @@ def agent_config(settings: Settings) -> AgentConfig:
     )
 
 
-def build_tools(settings: Settings) -> ToolRegistry:
+def build_tools(settings: Settings, channels: ChannelReader | None = None) -> ToolRegistry:
     registry = builtin_registry()
+    if channels is not None:
+        registry.register(read_channel_tool(channels))
     extra = registry.load_entry_points()
     if settings.agent.skills_dir is not None:
         extra += registry.load_skills_dir(settings.agent.skills_dir)
@@ -53,11 +56,14 @@ def build_agent(
     memory: MemoryStore | None = None,
     scheduler: Scheduler | None = None,
     tools: ToolRegistry | None = None,
+    tool_source: ToolSource | None = None,
+    channels: ChannelReader | None = None,
 ) -> Agent:
     return Agent(
         model or build_chat_model(settings, redis),
-        tools or build_tools(settings),
+        tools or build_tools(settings, channels),
         memory=memory,
         scheduler=scheduler,
         config=agent_config(settings),
+        tool_source=tool_source,
     )

@@ -3,7 +3,10 @@
 A message starts a run, answers a pending question, or — while an approval waits — rejects
 the plan with the message as the reason. A button press decides a pending question or
 approval if the presser may. Every reply goes through the outbox with a key derived from the
-inbox entry, so processing the same entry twice never posts twice.
+inbox entry and what the reply is for, so processing the same entry twice never posts twice.
+
+Whatever happens while replying, the session is stored: a reply the platform did not take
+is the outbox's to deliver later, and an unexpected error leaves the conversation idle.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from adapters.base import (
     ChatAdapter,
@@ -26,30 +29,46 @@ from adapters.base import (
 )
 from adapters.text import too_long
 from agent.loop import Agent
-from agent.outcomes import AwaitingAnswer, Failed, Finished, Outcome
+from agent.messages import Usage
+from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
 from agent.protocols import ProgressEvent, RunContext
 from bot import metrics
-from bot.commands import Commands
-from bot.decisions import Decision, DecisionStore
+from bot.attachments import Gathered, Gatherer
+from bot.commands import MEMORY_ACTION, Commands
+from bot.decisions import Decision, DecisionStore, decision_id_for
 from bot.decisions import Status as DecisionStatus
 from bot.locks import Lease
 from bot.logs import log_context
 from bot.outbox import Outbox
-from bot.render import APPROVE, REJECT, decided_message, mention, outcome_message, stale_click_text
+from bot.render import (
+    APPROVE,
+    REJECT,
+    decided_message,
+    mention,
+    outcome_message,
+    stale_click_text,
+    typed_mentions,
+)
 from bot.sessions import Resolution, Session, SessionStore
 from bot.streaming import AnswerStream, live_message
 
 log = logging.getLogger(__name__)
 
 FEEDBACK_NOTE = "Understood — I won't go ahead with that plan. I'll take your message into account."
+NOT_YOURS_TO_CANCEL = "Only {who} or an approver can cancel what I'm waiting on here."
 WAIT_FOR_REQUESTER = "I'm waiting for {who} to answer first; ask me again once that's settled."
 ERROR_TEXT = "Sorry — something went wrong on my side. Please try again."
+UNCERTAIN_TEXT = (
+    "I was interrupted while doing this, so I can't tell whether it happened:\n{steps}\n"
+    "I won't try again unless you approve it once more."
+)
+INTERRUPTED = "Interrupted: the run failed before this call's result was known."
 PROGRESS_DELAY = 0.5  # seconds a run works before the chat shows that it is working
 
 # Admission check before a run: returns a refusal text, or None to go ahead.
 Admission = Callable[[InboundMessage], Awaitable[str | None]]
 # Called with the event and the tokens an agent call used.
-Charge = Callable[[InboundMessage | InboundAction, int], Awaitable[None]]
+Charge = Callable[[InboundMessage | InboundAction, Usage], Awaitable[None]]
 
 
 def run_context(event: Inbound) -> RunContext:
@@ -67,26 +86,31 @@ def run_context(event: Inbound) -> RunContext:
 
 @dataclass(kw_only=True)
 class Reply:
-    """Sends for one inbox entry, each under its own outbox key."""
+    """Sends for one inbox entry, each under an outbox key named for what it is (`slot`), so
+    a replay that takes another path through the entry still meets its own keys."""
 
     outbox: Outbox
     adapter: ChatAdapter
     entry_id: str
     conversation: ConversationKey
-    sequence: int = 0
+    # Mentions that may ping in these replies: the ones the person typed, and that person.
+    allowed_mentions: frozenset[str] = frozenset()
 
-    async def send(self, message: OutboundMessage) -> MessageRef | None:
-        self.sequence += 1
-        key = f"{self.entry_id}:{self.sequence}"
-        return await self.outbox.send(self.adapter, key, self.conversation, message)
+    async def send(self, message: OutboundMessage, slot: str) -> MessageRef | None:
+        return await self.outbox.send(
+            self.adapter, self.key_for(slot), self.conversation, self.allow(message)
+        )
 
-    def next_key(self) -> str:
-        """The outbox key the next send will use."""
-        return f"{self.entry_id}:{self.sequence + 1}"
+    def key_for(self, slot: str) -> str:
+        """The outbox key a send in `slot` uses (a stream delivers under it too)."""
+        return f"{self.entry_id}:{slot}"
 
-    async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
-        self.sequence += 1
-        await self.outbox.edit(self.adapter, f"{self.entry_id}:{self.sequence}", ref, message)
+    async def edit(self, ref: MessageRef, message: OutboundMessage, slot: str) -> None:
+        await self.outbox.edit(self.adapter, self.key_for(slot), ref, self.allow(message))
+
+    def allow(self, message: OutboundMessage) -> OutboundMessage:
+        allowed = message.allowed_mentions | self.allowed_mentions
+        return replace(message, allowed_mentions=allowed)
 
 
 @dataclass(kw_only=True)
@@ -98,6 +122,7 @@ class Turn:
     reply: Reply
     lease: Lease
     stream: AnswerStream | None = None  # the answer being shown while it is written
+    note: OutboundMessage | None = None  # from the after-run hook, shown after the answer
 
 
 @dataclass(kw_only=True)
@@ -112,7 +137,9 @@ class Conductor:
     max_message_chars: int = 4000
     admission: Admission | None = None
     charge: Charge | None = None
-    after_run: Callable[[Outcome], Awaitable[None]] | None = None
+    # Runs after a finished or failed run; what it returns is posted after the answer.
+    after_run: Callable[[Outcome], Awaitable[OutboundMessage | None]] | None = None
+    gatherer: Gatherer | None = None
     stream_interval: float | None = None  # seconds between live updates; None: no streaming
     _progress_shown: set[str] = field(default_factory=set)
 
@@ -129,6 +156,7 @@ class Conductor:
             adapter=adapter,
             entry_id=entry_id,
             conversation=event.conversation,
+            allowed_mentions=typed_mentions(event),
         )
         turn = Turn(event=event, session=session, reply=reply, lease=lease)
         run_id = (
@@ -142,15 +170,29 @@ class Conductor:
                 await self._on_action(turn, event)
             else:
                 await self._on_message(turn, event)
-        finally:
-            if event.conversation.id in self._progress_shown:
-                self._progress_shown.discard(event.conversation.id)
-                try:
-                    await adapter.progress(event.conversation, None)
-                except Exception:
-                    log.warning("could not clear progress in %s", event.conversation.id)
-        session.last_entry = entry_id
-        await self.sessions.save(lease, session)
+        except Exception:
+            # Don't leave the conversation "working" on a run whose outcome is lost; the
+            # entry stays unhandled, so the worker may try it again (then dead-letters it).
+            if session.status == "running":
+                if session.state is not None:
+                    session.state.abandon(INTERRUPTED)
+                self._settle(session)
+            await self._finish(turn, None)
+            raise
+        await self._finish(turn, entry_id)
+
+    async def _finish(self, turn: Turn, entry_id: str | None) -> None:
+        """Clear the progress display and store the session (with the entry, once handled)."""
+        conversation = turn.event.conversation
+        if conversation.id in self._progress_shown:
+            self._progress_shown.discard(conversation.id)
+            try:
+                await turn.reply.adapter.progress(conversation, None)
+            except Exception:
+                log.warning("could not clear progress in %s", conversation.id)
+        if entry_id is not None:
+            turn.session.last_entry = entry_id
+        await self.sessions.save(turn.lease, turn.session)
 
     # --- messages ---------------------------------------------------------------------------
 
@@ -159,26 +201,42 @@ class Conductor:
         context = run_context(event)
         if event.command:
             result = await self.commands.handle(event, context, session)
-            if result.cancel:
-                await self._cancel(event, session, reply)
             private_to = event.actor.user_id if result.private else None
-            await reply.send(OutboundMessage(text=result.text, private_to=private_to))
+            answer = OutboundMessage(
+                text=result.text,
+                private_to=private_to,
+                buttons=result.buttons,
+                decision_id=MEMORY_ACTION if result.buttons else None,
+            )
+            if result.cancel and (not_yours := await self._cancel(event, session, reply)):
+                answer = not_yours
+            await reply.send(answer, "reply")
             return
         if not event.mentioned and session.state is None:
             return  # a thread message in a conversation Parley is not part of
         if len(event.text) > self.max_message_chars:
             text = too_long(len(event.text), self.max_message_chars)
-            await reply.send(OutboundMessage(text=text))
+            await reply.send(OutboundMessage(text=text), "reply")
             return
         if self.admission is not None and (refusal := await self.admission(event)):
-            await reply.send(OutboundMessage(text=refusal))
+            await reply.send(OutboundMessage(text=refusal), "reply")
             return
 
         decision = await self._pending(session)
         if decision is None or session.state is None:
             history = session.state
+            gathered = await self._gather(turn, event, following=history is not None)
+            if not gathered.usable:
+                return
             outcome = await self._call(
-                turn, lambda p: self.agent.run(event.text, context, history=history, on_progress=p)
+                turn,
+                lambda p: self.agent.run(
+                    gathered.objective,
+                    context,
+                    history=history,
+                    on_progress=p,
+                    attachments=gathered.blocks,
+                ),
             )
             await self._deliver(outcome, turn)
             return
@@ -186,7 +244,8 @@ class Conductor:
             who = mention(
                 event.conversation.platform, decision.requester_id, decision.requester_name
             )
-            await reply.send(OutboundMessage(text=WAIT_FOR_REQUESTER.format(who=who)))
+            text = WAIT_FOR_REQUESTER.format(who=who)
+            await reply.send(OutboundMessage(text=text, allowed_mentions=frozenset({who})), "reply")
             return
         by = mention(event.conversation.platform, event.actor.user_id, event.actor.name)
         if decision.kind == "question":
@@ -196,12 +255,30 @@ class Conductor:
         else:
             decided = await self.decisions.decide(decision.id, "rejected", by)
             await self._show_decided(decided, reply)
-            await reply.send(OutboundMessage(text=FEEDBACK_NOTE))
+            await reply.send(OutboundMessage(text=FEEDBACK_NOTE), "feedback")
             resolution = Resolution(entry_id=reply.entry_id, approved=False, reason=event.text)
         await self._resume(turn, resolution)
 
-    async def _cancel(self, event: InboundMessage, session: Session, reply: Reply) -> None:
+    async def _gather(self, turn: Turn, event: InboundMessage, *, following: bool) -> Gathered:
+        """Thread context and files for a new run; a file that can't be used is said so."""
+        if self.gatherer is None:
+            return Gathered(objective=event.text)
+        gathered = await self.gatherer.gather(event, turn.reply.adapter, following=following)
+        if gathered.notes:
+            await turn.reply.send(OutboundMessage(text=" ".join(gathered.notes)), "files")
+        return gathered
+
+    async def _cancel(
+        self, event: InboundMessage, session: Session, reply: Reply
+    ) -> OutboundMessage | None:
+        """Cancel the run or its pending decision; a refusal if this person may not."""
         decision = await self._pending(session)
+        if decision is not None and not self._may_decide(event, decision):
+            who = mention(
+                event.conversation.platform, decision.requester_id, decision.requester_name
+            )
+            text = NOT_YOURS_TO_CANCEL.format(who=who)
+            return OutboundMessage(text=text, allowed_mentions=frozenset({who}))
         if decision is not None:
             by = mention(event.conversation.platform, event.actor.user_id, event.actor.name)
             await self._show_decided(
@@ -210,12 +287,18 @@ class Conductor:
         if session.state is not None:
             session.state.abandon("Not run: the user cancelled.")
         self._settle(session)
+        return None
 
     # --- button presses ---------------------------------------------------------------------
 
     async def _on_action(self, turn: Turn, event: InboundAction) -> None:
         session, reply = turn.session, turn.reply
-        notify = reply.adapter.notify
+        notify = self._notify
+        if event.decision_id == MEMORY_ACTION:  # a Forget button: no run involved
+            text = await self.commands.forget_pressed(event, run_context(event))
+            await notify(event, text)
+            await reply.send(OutboundMessage(text=text, private_to=event.actor.user_id), "reply")
+            return
         decision = await self.decisions.get(event.decision_id)
         if decision is None or decision.conversation_id != event.conversation.id:
             await notify(event, stale_click_text(None), alert=True)
@@ -279,6 +362,14 @@ class Conductor:
             ),
         )
         await self._deliver(outcome, turn)
+
+    async def _notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
+        """Answer a button press; a failure only costs the presser a toast."""
+        adapter = self.adapters[action.conversation.platform]
+        try:
+            await adapter.notify(action, text, alert=alert)
+        except Exception:
+            log.warning("could not answer a button press in %s", action.conversation.id)
 
     def _may_decide(self, event: Inbound, decision: Decision) -> bool:
         """The requester always; in a shared chat, configured approvers (ids or groups) too."""
@@ -361,10 +452,13 @@ class Conductor:
         for call in outcome.trace.resumed_calls:
             metrics.TOOL_CALLS.labels(call.tool, call.status).inc()
         if self.charge is not None:
-            await self.charge(event, outcome.trace.usage.total)
+            try:
+                await self.charge(event, outcome.trace.usage)
+            except Exception:  # the answer matters more than the bookkeeping
+                log.exception("could not charge a run's usage")
         if self.after_run is not None and isinstance(outcome, Finished | Failed):
             try:
-                await self.after_run(outcome)
+                turn.note = await self.after_run(outcome)
             except Exception:
                 log.exception("after-run hook failed")
         return outcome
@@ -374,18 +468,21 @@ class Conductor:
         session.state = outcome.state
         session.resolving = None
         if isinstance(outcome, Finished | Failed):
-            if turn.stream is not None:
-                reply.sequence += 1  # the stream delivers under the key the send would use
-                await turn.stream.finish(outcome_message(outcome))
-            else:
-                await reply.send(outcome_message(outcome))
             self._settle(session)
+            answer = reply.allow(outcome_message(outcome))
+            if turn.stream is not None:
+                await turn.stream.finish(answer)  # under the key the send would use
+            else:
+                await reply.send(answer, "outcome")
+            if turn.note is not None:
+                await reply.send(turn.note, "note")
             return
         if turn.stream is not None:
             await turn.stream.discard()
         kind = "question" if isinstance(outcome, AwaitingAnswer) else "approval"
         message = outcome_message(outcome)
         decision = self.decisions.new(
+            id=decision_id_for(event.conversation.id, reply.entry_id),
             kind=kind,
             conversation_id=event.conversation.id,
             requester_id=outcome.state.context.user_id,
@@ -395,12 +492,24 @@ class Conductor:
             is_direct=outcome.state.context.is_direct,
         )
         await self.decisions.save(decision)
-        ref = await reply.send(outcome_message(outcome, decision.id))
+        session.decision_id = decision.id
+        session.status = "awaiting_answer" if kind == "question" else "awaiting_approval"
+        if isinstance(outcome, AwaitingApproval) and outcome.plan.uncertain:
+            steps = "\n".join(f"• {step.description}" for step in outcome.plan.uncertain)
+            await reply.send(OutboundMessage(text=UNCERTAIN_TEXT.format(steps=steps)), "uncertain")
+        ref = await reply.send(outcome_message(outcome, decision.id), "outcome")
         if ref is not None:
             decision.message_id = ref.message_id
             await self.decisions.save(decision)
-        session.decision_id = decision.id
-        session.status = "awaiting_answer" if kind == "question" else "awaiting_approval"
+
+    async def delivered(self, message: OutboundMessage, ref: MessageRef) -> None:
+        """A parked message went out late: attach a decision prompt to its decision."""
+        if message.decision_id is None:
+            return
+        decision = await self.decisions.get(message.decision_id)
+        if decision is not None and decision.message_id is None:
+            decision.message_id = ref.message_id
+            await self.decisions.save(decision)
 
     def _answer_stream(self, turn: Turn) -> AnswerStream | None:
         if self.stream_interval is None:
@@ -420,7 +529,7 @@ class Conductor:
             adapter=reply.adapter,
             conversation=event.conversation,
             redis=self.outbox.redis,
-            redis_key=self.outbox.keys.outbox(reply.next_key()),
+            redis_key=self.outbox.keys.outbox(reply.key_for("outcome")),
             ttl_ms=self.outbox.ttl_ms,
             interval=self.stream_interval,
         )
@@ -453,10 +562,10 @@ class Conductor:
             return
         message = decided_message(decision)
         if answer is not None:
-            message = OutboundMessage(text=f"{message.text}: {answer}")
+            message = replace(message, text=f"{message.text}: {answer}")
         ref = MessageRef(conversation=reply.conversation, message_id=decision.message_id)
         try:
-            await reply.edit(ref, message)
+            await reply.edit(ref, message, f"decided:{decision.id}")
         except Exception:
             log.warning("could not update the decision message in %s", reply.conversation.id)
 
@@ -472,6 +581,6 @@ class Conductor:
             conversation=event.conversation,
         )
         try:
-            await reply.send(OutboundMessage(text=ERROR_TEXT))
+            await reply.send(OutboundMessage(text=ERROR_TEXT), "reply")
         except Exception:
             log.exception("could not report an error in %s", event.conversation.id)

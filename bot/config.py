@@ -8,10 +8,20 @@ variable is listed, with its default, in `.env.example`.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
+from dotenv.parser import parse_stream
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    DirectoryPath,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 CommaList = Annotated[list[str], NoDecode]
@@ -42,6 +52,8 @@ class RedisSettings(_Section):
     data_dir: Path = Field(Path(".parley"), alias="PARLEY_DATA_DIR")
     server: Path | None = Field(None, alias="PARLEY_REDIS_SERVER")
     key_prefix: str = Field("parley", alias="PARLEY_REDIS_PREFIX", pattern=r"^[A-Za-z0-9_.-]+$")
+    max_connections: int = Field(100, alias="PARLEY_REDIS_MAX_CONNECTIONS", ge=2)
+    pool_timeout: float = Field(10.0, alias="PARLEY_REDIS_POOL_TIMEOUT", gt=0)
 
 
 class AnthropicSettings(_Section):
@@ -61,13 +73,20 @@ class OllamaSettings(_Section):
 
 class LLMSettings(_Section):
     timeout: float = Field(30.0, alias="PARLEY_LLM_TIMEOUT", gt=0)
+    suspect_after: float = Field(10.0, alias="PARLEY_LLM_SUSPECT_AFTER", gt=0)
     breaker_failures: int = Field(3, alias="PARLEY_BREAKER_FAILURES", ge=1)
     breaker_cooldown: float = Field(30.0, alias="PARLEY_BREAKER_COOLDOWN", gt=0)
     breaker_max_cooldown: float = Field(600.0, alias="PARLEY_BREAKER_MAX_COOLDOWN", gt=0)
     breaker_auth_cooldown: float = Field(3600.0, alias="PARLEY_BREAKER_AUTH_COOLDOWN", gt=0)
-    # JSON: {"model": [input $/Mtok, output $/Mtok], ...}; unknown models cost 0.
+    # JSON: {"model": [input $/Mtok, output $/Mtok], ...}; unknown models cost 0. Cache
+    # reads bill at 0.1x and cache writes at 1.25x the input price, as Anthropic's do.
     prices: dict[str, tuple[float, float]] = Field(
-        default_factory=lambda: {"claude-sonnet-4-5": (3.0, 15.0)}, alias="PARLEY_LLM_PRICES"
+        default_factory=lambda: {
+            "claude-sonnet-4-5": (3.0, 15.0),
+            "claude-haiku-4-5": (1.0, 5.0),
+            "claude-opus-4-5": (5.0, 25.0),
+        },
+        alias="PARLEY_LLM_PRICES",
     )
 
 
@@ -81,16 +100,32 @@ class AgentSettings(_Section):
     tool_output_limit: int = Field(4000, alias="PARLEY_TOOL_OUTPUT_LIMIT", ge=200)
     tool_backoff: float = Field(0.5, alias="PARLEY_TOOL_BACKOFF", gt=0)
     tool_backoff_max: float = Field(8.0, alias="PARLEY_TOOL_BACKOFF_MAX", gt=0)
-    skills_dir: Path | None = Field(None, alias="PARLEY_SKILLS_DIR")
+    skills_dir: DirectoryPath | None = Field(None, alias="PARLEY_SKILLS_DIR")
     max_message_chars: int = Field(4000, alias="PARLEY_MAX_MESSAGE_CHARS", ge=1)
+
+
+class McpSettings(_Section):
+    config: Path | None = Field(None, alias="PARLEY_MCP_CONFIG")
+    start_timeout: float = Field(20.0, alias="PARLEY_MCP_START_TIMEOUT", gt=0)
+    call_timeout: float = Field(60.0, alias="PARLEY_MCP_CALL_TIMEOUT", gt=0)
+    retry_max: float = Field(300.0, alias="PARLEY_MCP_RETRY_MAX", gt=0)
 
 
 class MemorySettings(_Section):
     embedder: Literal["local", "ollama"] = Field("local", alias="PARLEY_EMBEDDER")
     recall_k: int = Field(5, alias="PARLEY_RECALL_K", ge=1)
-    recall_max_distance: float = Field(0.75, alias="PARLEY_RECALL_MAX_DISTANCE", gt=0, le=2)
+    recall_max_distance: float = Field(0.85, alias="PARLEY_RECALL_MAX_DISTANCE", gt=0, le=2)
+    recall_margin: float = Field(0.125, alias="PARLEY_RECALL_MARGIN", ge=0, le=2)
+    recall_recency_weight: float = Field(0.0, alias="PARLEY_RECALL_RECENCY_WEIGHT", ge=0, le=1)
+    recall_generic_distance: float = Field(0.35, alias="PARLEY_RECALL_GENERIC_DISTANCE", ge=0, le=2)
     merge_distance: float = Field(0.1, alias="PARLEY_MEMORY_MERGE_DISTANCE", ge=0, le=2)
-    max_per_scope: int = Field(1000, alias="PARLEY_MEMORY_MAX_PER_SCOPE", ge=1)
+    max_per_user: int = Field(1000, alias="PARLEY_MEMORY_MAX_PER_USER", ge=1)
+    max_per_chat: int = Field(10_000, alias="PARLEY_MEMORY_MAX_PER_CHAT", ge=1)
+    max_per_team: int = Field(100_000, alias="PARLEY_MEMORY_MAX_PER_TEAM", ge=1)
+    index: Literal["flat", "hnsw"] = Field("hnsw", alias="PARLEY_MEMORY_INDEX")
+    hybrid_policy: Literal["auto", "adhoc_bf", "batches"] = Field(
+        "auto", alias="PARLEY_MEMORY_HYBRID_POLICY"
+    )
     extract: bool = Field(False, alias="PARLEY_MEMORY_EXTRACT")
 
 
@@ -149,6 +184,18 @@ class RuntimeSettings(_Section):
     dedup_ttl: float = Field(86_400.0, alias="PARLEY_DEDUP_TTL", gt=0)
     session_ttl: float = Field(30 * 86_400.0, alias="PARLEY_SESSION_TTL", gt=0)
     drain_timeout: float = Field(30.0, alias="PARLEY_DRAIN_TIMEOUT", gt=0)
+    delivery_attempts: int = Field(3, alias="PARLEY_DELIVERY_ATTEMPTS", ge=1)
+    redeliver_for: float = Field(6 * 3600.0, alias="PARLEY_REDELIVER_FOR", gt=0)
+    max_attempts: int = Field(3, alias="PARLEY_MAX_ATTEMPTS", ge=1)
+    gc_freeze: bool = Field(True, alias="PARLEY_GC_FREEZE")
+    gc_threshold: Annotated[tuple[int, int, int], NoDecode] = Field(
+        (10_000, 20, 20), alias="PARLEY_GC_THRESHOLD"
+    )
+
+    @field_validator("gc_threshold", mode="before")
+    @classmethod
+    def _three_ints(cls, value: Any) -> Any:
+        return _split_commas(value) if isinstance(value, str) else value
 
 
 class LimitsSettings(_Section):
@@ -160,6 +207,13 @@ class LimitsSettings(_Section):
 class StreamingSettings(_Section):
     enabled: bool = Field(True, alias="PARLEY_STREAMING")
     interval: float = Field(1.0, alias="PARLEY_STREAM_INTERVAL", gt=0, le=30)
+
+
+class AttachmentSettings(_Section):
+    max_file_mb: float = Field(20.0, alias="PARLEY_MAX_FILE_MB", gt=0)
+    max_files: int = Field(5, alias="PARLEY_MAX_FILES", ge=1, le=20)
+    file_tokens: int = Field(8000, alias="PARLEY_FILE_TOKENS", ge=100)
+    thread_tokens: int = Field(2000, alias="PARLEY_THREAD_CONTEXT_TOKENS", ge=0)
 
 
 class LogSettings(_Section):
@@ -182,6 +236,7 @@ class Settings(BaseModel):
     ollama: OllamaSettings
     llm: LLMSettings
     agent: AgentSettings
+    mcp: McpSettings
     memory: MemorySettings
     telegram: TelegramSettings
     slack: SlackSettings
@@ -191,10 +246,13 @@ class Settings(BaseModel):
     limits: LimitsSettings
     log: LogSettings
     streaming: StreamingSettings
+    attachments: AttachmentSettings
 
     @classmethod
     def load(cls, env_file: str | Path | None = ".env", **overrides: Any) -> Settings:
         """Read every section; raise ConfigError naming each bad variable."""
+        if env_file is not None:
+            check_env_file(Path(env_file))
         sections: dict[str, Any] = {}
         problems: list[str] = []
         for name, field in cls.model_fields.items():
@@ -210,6 +268,26 @@ class Settings(BaseModel):
         if problems:
             raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
         return cls(**sections)
+
+
+def check_env_file(path: Path, *, required: bool = False) -> None:
+    """A settings file must be readable text of KEY=value lines; say where it is not."""
+    if not path.exists():
+        if required:
+            raise ConfigError(f"settings file {path} does not exist")
+        return
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"settings file {path} cannot be read as UTF-8 text ({exc})") from None
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            line = text.splitlines()[binding.original.line - 1].strip()
+            shown = line if len(line) <= 60 else f"{line[:57]}..."
+            raise ConfigError(
+                f"settings file {path}, line {binding.original.line}: cannot read {shown!r} "
+                "(expected NAME=value)"
+            )
 
 
 def _describe(exc: ValidationError) -> list[str]:

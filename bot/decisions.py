@@ -6,6 +6,8 @@ it ("already approved by Ana", "expired") instead of meeting silence.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import secrets
 import time
 from typing import Literal
@@ -54,6 +56,13 @@ def new_decision_id() -> str:
     return secrets.token_urlsafe(9)
 
 
+def decision_id_for(conversation_id: str, entry_id: str) -> str:
+    """The id of the decision an inbox entry asks for: the same when the entry is replayed,
+    so the buttons of a prompt posted before a crash still point at the pending decision."""
+    digest = hashlib.sha256(f"{conversation_id}/{entry_id}".encode()).digest()
+    return base64.urlsafe_b64encode(digest[:9]).decode()
+
+
 class DecisionStore:
     def __init__(self, redis: aioredis.Redis, keys: Keys, *, ttl: float) -> None:
         self.redis = redis
@@ -61,10 +70,10 @@ class DecisionStore:
         self.ttl = ttl
         self._decide = redis.register_script(_DECIDE)
 
-    def new(self, **fields: object) -> Decision:
+    def new(self, id: str | None = None, **fields: object) -> Decision:
         now = time.time()
         return Decision(
-            id=new_decision_id(),
+            id=id or new_decision_id(),
             created_at=now,
             expires_at=now + self.ttl,
             **fields,  # type: ignore[arg-type]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -258,12 +260,75 @@ async def check_telegram(settings: Settings) -> Check:
     )
 
 
+async def check_http(settings: Settings) -> Check:
+    """Both listeners' addresses must be free, or `parley run` stops at start."""
+    listeners = [
+        (settings.http.host, settings.http.port, "PARLEY_HTTP_PORT"),
+        (settings.http.metrics_host, settings.http.metrics_port, "PARLEY_METRICS_PORT"),
+    ]
+    for host, port, setting in listeners:
+        if port == 0:
+            continue
+        try:
+            with socket.create_server((host, port)):
+                pass
+        except OSError as exc:
+            detail = (
+                f"{host}:{port} is already in use"
+                if exc.errno == errno.EADDRINUSE
+                else f"cannot listen on {host}:{port} ({exc.strerror})"
+            )
+            return Check(
+                name="http",
+                status="fail",
+                detail=detail,
+                hint=f"stop whatever listens there (or Parley already runs), or set {setting}",
+            )
+    ports = " and ".join(f"{h}:{p}" for h, p, _ in listeners)
+    return Check(name="http", status="ok", detail=f"{ports} are free to listen on")
+
+
+async def check_mcp(settings: Settings) -> Check:
+    from agent.mcp import McpConfigError
+    from bot.mcp_setup import build_toolbox, summary
+
+    try:
+        toolbox = build_toolbox(settings)
+    except McpConfigError as exc:
+        return Check(
+            name="mcp", status="fail", detail=str(exc), hint="fix the file PARLEY_MCP_CONFIG names"
+        )
+    if toolbox is None:
+        return Check(
+            name="mcp",
+            status="not configured",
+            detail="PARLEY_MCP_CONFIG is not set",
+            hint="point it at an mcpServers JSON file to give Parley MCP tools",
+        )
+    try:
+        await toolbox.start(within=min(settings.mcp.start_timeout, CHECK_TIMEOUT))
+        servers = toolbox.status().values()
+        tools = sum(len(s.tools) for s in servers)
+        if all(s.state == "ready" for s in servers):
+            return Check(name="mcp", status="ok", detail=f"{summary(toolbox)}, {tools} tools")
+        return Check(
+            name="mcp",
+            status="warn",
+            detail=summary(toolbox),
+            hint="`parley mcp list` shows each server; the bot runs without the ones that are down",
+        )
+    finally:
+        await toolbox.stop()
+
+
 CHECKS: list[Callable[[Settings], Awaitable[Check]]] = [
+    check_http,
     check_redis,
     check_anthropic,
     check_ollama,
     check_slack,
     check_telegram,
+    check_mcp,
 ]
 
 

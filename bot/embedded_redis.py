@@ -92,11 +92,13 @@ class EmbeddedRedis:
         server: Path | None = None,
         persistent: bool = True,
         startup_timeout: float = 30.0,
+        port: int = 0,
     ) -> None:
         self.data_dir = Path(data_dir).resolve() / "redis"
         self.server = server or find_server()
         self.persistent = persistent
         self.startup_timeout = startup_timeout
+        self.requested_port = port  # 0: a free one
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._lock: IO[str] | None = None
@@ -137,7 +139,7 @@ class EmbeddedRedis:
             raise EmbeddedRedisError(f"no Redis Stack server is installed; {SETUP_HINT}")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
-        self.port = free_port()
+        self.port = self.requested_port or free_port()
         log.info("starting embedded Redis Stack on 127.0.0.1:%d in %s", self.port, self.data_dir)
         self._process = subprocess.Popen(
             self.command(),

@@ -8,6 +8,7 @@ registered. The internal one (`PARLEY_METRICS_HOST:PARLEY_METRICS_PORT`) serves 
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,6 +19,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 log = logging.getLogger(__name__)
 
 ReadinessCheck = Callable[[], Awaitable[tuple[bool, str]]]
+
+
+class PortInUse(Exception):
+    """The configured address is taken; the message names the setting to change."""
 
 
 class HttpServer:
@@ -31,6 +36,7 @@ class HttpServer:
         self.app = web.Application(client_max_size=1024 * 1024)
         self.internal = web.Application()
         self.checks: dict[str, ReadinessCheck] = {}
+        self.liveness_checks: dict[str, ReadinessCheck] = {}
         self.internal.router.add_get("/healthz", self._healthz)
         self.internal.router.add_get("/readyz", self._readyz)
         self.internal.router.add_get("/metrics", self._metrics)
@@ -44,23 +50,23 @@ class HttpServer:
     def add_check(self, name: str, check: ReadinessCheck) -> None:
         self.checks[name] = check
 
+    def add_liveness_check(self, name: str, check: ReadinessCheck) -> None:
+        """A check `/healthz` fails on: something only a restart of the process mends."""
+        self.liveness_checks[name] = check
+
     async def _healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        alive, results = await _run_checks(self.liveness_checks)
+        return web.json_response(
+            {"status": "ok" if alive else "failing", "checks": results},
+            status=200 if alive else 503,
+        )
 
     async def _metrics(self, request: web.Request) -> web.Response:
         body = generate_latest(REGISTRY)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        results = {}
-        ready = True
-        for name, check in self.checks.items():
-            try:
-                ok, detail = await check()
-            except Exception as exc:  # a failing check means "not ready", never a crash
-                ok, detail = False, type(exc).__name__
-            results[name] = {"ok": ok, "detail": detail}
-            ready = ready and ok
+        ready, results = await _run_checks(self.checks)
         return web.json_response(
             {"status": "ready" if ready else "not ready", "checks": results},
             status=200 if ready else 503,
@@ -69,30 +75,51 @@ class HttpServer:
     async def start(self) -> None:
         try:
             self.metrics_port = await self._listen(
-                self.internal, self.metrics_host, self.metrics_port
+                self.internal, self.metrics_host, self.metrics_port, "PARLEY_METRICS_PORT"
             )
             log.info("health and metrics on %s:%d", self.metrics_host, self.metrics_port)
             if len(self.app.router.routes()) == 0:
                 log.info("no webhook routes: the public HTTP listener stays closed")
                 return
-            self.port = await self._listen(self.app, self.host, self.port)
+            self.port = await self._listen(self.app, self.host, self.port, "PARLEY_HTTP_PORT")
             log.info("webhooks listening on %s:%d", self.host, self.port)
         except BaseException:
             await self.stop()
             raise
 
-    async def _listen(self, app: web.Application, host: str, port: int) -> int:
+    async def _listen(self, app: web.Application, host: str, port: int, setting: str) -> int:
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         self._runners.append(runner)
         site = web.TCPSite(runner, host, port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise PortInUse(
+                f"{host}:{port} is already in use; stop whatever listens there "
+                f"or set {setting} to a free port"
+            ) from None
         return _bound_port(site) if port == 0 else port
 
     async def stop(self) -> None:
         runners, self._runners = self._runners, []
         for runner in reversed(runners):
             await runner.cleanup()
+
+
+async def _run_checks(checks: dict[str, ReadinessCheck]) -> tuple[bool, dict[str, Any]]:
+    results = {}
+    passed = True
+    for name, check in checks.items():
+        try:
+            ok, detail = await check()
+        except Exception as exc:  # a failing check means "not ready", never a crash
+            ok, detail = False, type(exc).__name__
+        results[name] = {"ok": ok, "detail": detail}
+        passed = passed and ok
+    return passed, results
 
 
 def _bound_port(site: web.TCPSite) -> int:

@@ -16,11 +16,16 @@ class Keys:
 
     # --- inbox -------------------------------------------------------------------------
     def dedup(self, event_id: str) -> str:
-        return f"{self.prefix}:dedup:{event_id}"
+        # Tagged with the inbox's name: one script checks the id and appends to the stream.
+        return f"{self.prefix}:dedup:{{{self.inbox}}}:{event_id}"
 
     @property
     def inbox(self) -> str:
         return f"{self.prefix}:inbox"
+
+    @property
+    def dead_letters(self) -> str:
+        return f"{self.prefix}:deadletter"
 
     # --- one conversation -------------------------------------------------------------------
     def conversation(self, conversation_id: str, part: str) -> str:
@@ -38,6 +43,13 @@ class Keys:
     def backlog(self, conversation_id: str) -> str:
         return self.conversation(conversation_id, "backlog")
 
+    def journal(self, conversation_id: str, run_id: str) -> str:
+        """Approved tool calls of one run: started, finished and their results."""
+        return self.conversation(conversation_id, f"journal:{run_id}")
+
+    def attempts(self, conversation_id: str) -> str:
+        return self.conversation(conversation_id, "attempts")
+
     # --- decisions, delivery, reminders, leases ------------------------------------------
     def decision(self, decision_id: str) -> str:
         return f"{self.prefix}:decision:{decision_id}"
@@ -47,6 +59,14 @@ class Keys:
 
     def outbox(self, key: str) -> str:
         return f"{self.prefix}:outbox:{key}"
+
+    @property
+    def undelivered(self) -> str:
+        """Outbox keys of parked messages, scored by when to try them next."""
+        return f"{self.prefix}:undelivered"
+
+    def undelivered_message(self, key: str) -> str:
+        return f"{self.prefix}:undelivered:{key}"
 
     @property
     def reminders_due(self) -> str:
@@ -67,13 +87,18 @@ class Keys:
 PATTERNS: dict[str, str] = {
     "dedup:*": "ttl",
     "inbox": "retention: MAXLEN-trimmed stream",
+    "deadletter": "retention: MAXLEN-trimmed stream",
     "conv:*:lock": "ttl",
     "conv:*:fence": "ttl",
     "conv:*:session": "ttl",
     "conv:*:backlog": "ttl",
+    "conv:*:journal:*": "ttl",
+    "conv:*:attempts": "ttl",
     "decision:*": "ttl",
     "decisions:pending:*": "retention: members leave when decided or pruned when expired",
     "outbox:*": "ttl",
+    "undelivered": "retention: members leave when delivered or given up",
+    "undelivered:*": "ttl",
     "{reminders}:due": "retention: members leave when claimed",
     "{reminders}:claimed": "retention: members leave when delivered",
     "reminder:*": "ttl",
@@ -81,6 +106,7 @@ PATTERNS: dict[str, str] = {
     "breaker:*": "ttl",
     "usage:*": "ttl",
     "rate:*": "ttl",
-    "memory:doc:*": "retention: at most PARLEY_MEMORY_MAX_PER_SCOPE per scope",
+    "memory:doc:*": "retention: PARLEY_MEMORY_MAX_PER_USER / _CHAT / _TEAM per scope",
     "memory:meta": "retention: one key",
+    "memory:counts": "retention: one hash, a field per scope",
 }

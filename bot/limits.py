@@ -2,12 +2,19 @@
 
 When the global daily budget is spent, nobody's message reaches the model until the next UTC
 day: the kill switch that keeps a runaway loop or a flood from running up the bill.
+
+Charges are added up in the process and written at most once a second (and at stop), one
+pipeline for all of them: a round trip per objective saved under load, at the price of other
+processes seeing this one's spending up to a second late. This process counts its unwritten
+charges in its own checks.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,6 +22,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
 from adapters.base import Inbound, InboundMessage
+from agent.messages import Usage
 from bot import metrics
 from bot.config import LimitsSettings
 
@@ -51,6 +59,8 @@ class UsageToday:
     user_budget: int
     everyone: int
     budget: int
+    user_cost: float = 0.0  # estimated dollars at the configured prices
+    everyone_cost: float = 0.0
 
 
 def user_key(event: Inbound) -> str:
@@ -72,6 +82,9 @@ class Limits:
         self.settings = settings
         self.clock = clock
         self.window = window
+        self.flush_every = 1.0  # seconds
+        self._unwritten: defaultdict[str, float] = defaultdict(float)  # key → tokens or $
+        self._written_at = -math.inf
 
     def _day(self) -> str:
         return time.strftime("%Y%m%d", time.gmtime(self.clock()))
@@ -100,10 +113,12 @@ class Limits:
                 f"{now}:{uuid.uuid4().hex[:6]}",
             )
             everyone, mine, allowed = await pipe.execute()
-        if int(everyone or 0) >= self.settings.daily_tokens:
+        everyone = int(everyone or 0) + self._unwritten.get(self._usage_key("*all*"), 0)
+        mine = int(mine or 0) + self._unwritten.get(self._usage_key(user), 0)
+        if everyone >= self.settings.daily_tokens:
             metrics.LIMITED.labels("global_budget").inc()
             return Verdict(ok=False, message=GLOBAL_BUDGET_SPENT, limit="global_budget")
-        if int(mine or 0) >= self.settings.user_daily_tokens:
+        if mine >= self.settings.user_daily_tokens:
             metrics.LIMITED.labels("user_budget").inc()
             return Verdict(ok=False, message=USER_BUDGET_SPENT, limit="user_budget")
         if not allowed:
@@ -111,24 +126,50 @@ class Limits:
             return Verdict(ok=False, message=RATE_LIMITED, limit="rate")
         return Verdict(ok=True)
 
-    async def charge(self, user: str, tokens: int) -> None:
+    async def charge(self, user: str, tokens: int, cost: float = 0.0) -> None:
         if tokens <= 0:
             return
-        async with self.redis.pipeline(transaction=False) as pipe:  # two slots in a cluster
-            for key in (self._usage_key(user), self._usage_key("*all*")):
-                pipe.incrby(key, tokens)
-                pipe.expire(key, 2 * DAY)
-            await pipe.execute()
+        for key in (self._usage_key(user), self._usage_key("*all*")):
+            self._unwritten[key] += tokens
+            if cost > 0:
+                self._unwritten[f"{key}:cost"] += cost
+        if time.monotonic() - self._written_at >= self.flush_every:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write the charges not yet in Redis, in one round trip."""
+        unwritten, self._unwritten = self._unwritten, defaultdict(float)
+        self._written_at = time.monotonic()
+        if not unwritten:
+            return
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:  # any slots in a cluster
+                for key, amount in unwritten.items():
+                    if key.endswith(":cost"):
+                        pipe.incrbyfloat(key, amount)
+                    else:
+                        pipe.incrby(key, int(amount))
+                    pipe.expire(key, 2 * DAY)
+                await pipe.execute()
+        except BaseException:
+            for key, amount in unwritten.items():  # kept for the next attempt
+                self._unwritten[key] += amount
+            raise
 
     async def usage(self, user: str) -> UsageToday:
+        await self.flush()  # /status shows exact figures
         async with self.redis.pipeline(transaction=False) as pipe:
             self._queue_usage(pipe, user)
-            everyone, mine = await pipe.execute()
+            pipe.get(f"{self._usage_key('*all*')}:cost")
+            pipe.get(f"{self._usage_key(user)}:cost")
+            everyone, mine, everyone_cost, my_cost = await pipe.execute()
         return UsageToday(
             user=int(mine or 0),
             user_budget=self.settings.user_daily_tokens,
             everyone=int(everyone or 0),
             budget=self.settings.daily_tokens,
+            user_cost=float(my_cost or 0),
+            everyone_cost=float(everyone_cost or 0),
         )
 
     # --- the shapes the conductor and commands take -----------------------------------------
@@ -137,12 +178,18 @@ class Limits:
         verdict = await self.admit(user_key(event))
         return None if verdict.ok else verdict.message
 
-    async def charge_event(self, event: Inbound, tokens: int) -> None:
-        await self.charge(user_key(event), tokens)
+    async def charge_event(self, event: Inbound, usage: Usage) -> None:
+        await self.charge(user_key(event), usage.total, usage.cost)
 
     async def usage_text(self, event: InboundMessage) -> str:
         today = await self.usage(user_key(event))
         share = 100 * today.user / today.user_budget if today.user_budget else 0
         return (
-            f"Today you've used {today.user:,} of your {today.user_budget:,} tokens ({share:.0f}%)."
+            f"Today you've used {today.user:,} of your {today.user_budget:,} tokens ({share:.0f}%), "
+            f"about {dollars(today.user_cost)} at list prices."
         )
+
+
+def dollars(amount: float) -> str:
+    """Cents for real money, more digits for the small change of a few calls."""
+    return f"${amount:,.2f}" if amount >= 1 or amount == 0 else f"${amount:.4f}"

@@ -2,7 +2,9 @@
 
 The lease is renewed while the holder works. Every write of conversation state checks, in
 the same Lua script, that the writer still holds the lock, so a worker that stalled past its
-lease cannot overwrite what a newer holder wrote.
+lease cannot overwrite what a newer holder wrote. While Redis is away the renewal keeps
+trying until the lease would have run out; a lock that could not be released then is
+released on this process's next try for that conversation, so no outage leaves it stuck.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 
 import redis.asyncio as aioredis
 
+from bot.health import REDIS_DOWN, redis_away
 from bot.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -68,8 +72,16 @@ class ConversationLocks:
         self._acquire = redis.register_script(_ACQUIRE)
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
+        # Leases whose release failed (Redis was away), released before the next try.
+        self._unreleased: dict[str, Lease] = {}
 
     async def try_acquire(self, conversation_id: str) -> Lease | None:
+        if (stale := self._unreleased.pop(conversation_id, None)) is not None:
+            try:
+                await self.release(stale)
+            except BaseException:
+                self._unreleased[conversation_id] = stale
+                raise
         keys = [self.keys.lock(conversation_id), self.keys.fence(conversation_id)]
         token = await self._acquire(keys=keys, args=[self.owner, self.lease_ms, self.fence_ttl_ms])
         if token is None:
@@ -93,14 +105,25 @@ class ConversationLocks:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
-            with contextlib.suppress(Exception):
+            try:
                 await self.release(lease)
+            except Exception as exc:  # the lease runs out anyway; never fail the caller here
+                if redis_away(exc):
+                    self._unreleased[conversation_id] = lease
 
     async def _keep(self, lease: Lease) -> None:
         key = self.keys.lock(lease.conversation_id)
+        renewed = time.monotonic()
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
-            if not await self._renew(keys=[key], args=[lease.value, self.lease_ms]):
+            try:
+                kept = await self._renew(keys=[key], args=[lease.value, self.lease_ms])
+            except REDIS_DOWN:
+                if time.monotonic() - renewed < self.lease_ms / 1000:
+                    continue  # Redis may be back before the lease runs out
+                kept = False
+            if not kept:
                 lease.lost = True
                 log.warning("lost the lock of %s", lease.conversation_id)
                 return
+            renewed = time.monotonic()

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Iterable
 from contextvars import ContextVar
+from pathlib import Path
 
 # Set by the workers so every line of a run carries its conversation and run ids.
 log_context: ContextVar[dict[str, str] | None] = ContextVar("parley_log_context", default=None)
@@ -65,8 +66,16 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-def configure_logging(level: str, fmt: str, secrets: Iterable[str] = ()) -> None:
-    handler = logging.StreamHandler()
+def configure_logging(
+    level: str, fmt: str, secrets: Iterable[str] = (), *, file: Path | None = None
+) -> None:
+    """Log to stderr, or to `file` where the terminal belongs to a conversation or a table."""
+    handler: logging.Handler
+    if file is None:
+        handler = logging.StreamHandler()
+    else:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(file, encoding="utf-8")
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RedactingFilter(secrets))
     root = logging.getLogger()

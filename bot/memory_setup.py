@@ -8,7 +8,14 @@ import logging
 import redis.asyncio as aioredis
 
 from bot.config import Settings
-from memory import Embedder, RedisMemoryStore, local_embedder, ollama_embedder, open_store
+from memory import (
+    Embedder,
+    MemoryConfig,
+    RedisMemoryStore,
+    local_embedder,
+    ollama_embedder,
+    open_store,
+)
 
 log = logging.getLogger(__name__)
 
@@ -19,25 +26,40 @@ async def build_embedder(settings: Settings) -> Embedder:
     return await asyncio.to_thread(local_embedder)
 
 
+def memory_config(settings: Settings) -> MemoryConfig:
+    memory = settings.memory
+    return MemoryConfig(
+        k=memory.recall_k,
+        max_distance=memory.recall_max_distance,
+        margin=memory.recall_margin,
+        recency_weight=memory.recall_recency_weight,
+        generic_distance=memory.recall_generic_distance,
+        merge_distance=memory.merge_distance,
+        max_per_user=memory.max_per_user,
+        max_per_chat=memory.max_per_chat,
+        max_per_team=memory.max_per_team,
+        algorithm=memory.index,
+        hybrid_policy=memory.hybrid_policy,
+    )
+
+
 async def open_memory(
     settings: Settings, redis: aioredis.Redis, embedder: Embedder | None = None
 ) -> RedisMemoryStore:
-    memory = settings.memory
     return await open_store(
         redis,
         embedder or await build_embedder(settings),
         prefix=settings.redis.key_prefix,
-        k=memory.recall_k,
-        max_distance=memory.recall_max_distance,
-        merge_distance=memory.merge_distance,
-        max_per_scope=memory.max_per_scope,
+        config=memory_config(settings),
     )
 
 
 async def reindex(settings: Settings, redis: aioredis.Redis) -> int:
+    embedder = await build_embedder(settings)
     store = RedisMemoryStore(
-        redis,
-        await build_embedder(settings),
-        prefix=settings.redis.key_prefix,
+        redis, embedder, prefix=settings.redis.key_prefix, config=memory_config(settings)
     )
-    return await store.reindex()
+    try:
+        return await store.reindex()
+    finally:
+        await embedder.close()

@@ -13,6 +13,11 @@ MESSAGES_IN = Counter(
 MESSAGES_DROPPED = Counter(
     "parley_messages_dropped_total", "Platform events not queued", ["platform", "reason"]
 )
+DEAD_LETTERS = Counter(
+    "parley_dead_letters_total",
+    "Inbox entries moved to the dead-letter stream",
+    ["reason"],  # undecodable, failed
+)
 RUNS = Counter("parley_runs_total", "Agent runs by outcome", ["outcome"])
 RUN_STEPS = Histogram(
     "parley_run_steps", "Think steps per run", buckets=(1, 2, 3, 4, 6, 8, 12, 20, 50)

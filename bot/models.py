@@ -47,4 +47,6 @@ def build_chat_model(settings: Settings, redis: aioredis.Redis) -> ChatModel:
         ),
     )
     # A little past the SDK's own timeout, so the SDK's error is the one we usually see.
-    return FallbackModel(hosted, local, breaker, timeout=llm.timeout + 1.0)
+    return FallbackModel(
+        hosted, local, breaker, timeout=llm.timeout + 1.0, suspect_after=llm.suspect_after
+    )

@@ -58,6 +58,7 @@ class Platforms:
                 allowed_users=tuple(config.allowed_users),
                 max_message_chars=self.settings.agent.max_message_chars,
                 poll_timeout=config.poll_timeout,
+                max_file_bytes=int(self.settings.attachments.max_file_mb * 1024 * 1024),
             ),
             handler=self.handler,
         )
@@ -130,4 +131,7 @@ class Platforms:
 
     async def check(self) -> tuple[bool, str]:
         names = ", ".join(sorted(self.adapters)) or "none configured"
+        if self.telegram is not None and self.telegram.polling:
+            ok, detail = self.telegram.polling_health()
+            return ok, f"{names}; telegram polling: {detail}"
         return True, names

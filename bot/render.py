@@ -1,16 +1,44 @@
-"""Agent outcomes and decisions as platform-neutral messages."""
+"""Agent outcomes and decisions as platform-neutral messages.
+
+An approval prompt shows what will actually run: each call's tool and arguments, verbatim in
+a code block (which every platform escapes, so no mention or link in an argument goes live),
+long values visibly cut. What the model says about the calls is only a secondary line,
+defanged, because a prompt-injected model can describe one thing and call another.
+"""
 
 from __future__ import annotations
 
-from adapters.base import Button, OutboundMessage
+import json
+import re
+from typing import Any
+
+from adapters.base import Button, Inbound, InboundMessage, OutboundMessage
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
 from bot.decisions import Decision
 
 APPROVE, REJECT = "approve", "reject"
+ARG_LIMIT = 300  # characters of one argument value shown to the approver
+NOTE_LIMIT = 200  # characters of the model's own description of a call or plan
+
+_KEY = re.compile(r"^[\w.-]{1,64}$")
+# Slack mentions (<!channel>, <@U1>), @username and @everyone, Markdown links ([x](url))
+_LIVE = re.compile(r"<(?=[!@#])|(?<![\w.])@(?=\w)|\](?=\()")
+WORD_JOINER = "\u2060"
+_FENCE_BREAK = re.compile(r"(?<=`)(?=`)")  # between two backticks: no ``` can end the block
 
 
 def mention(platform: str, user_id: str, name: str) -> str:
     return f"<@{user_id}>" if platform == "slack" else (name or user_id)
+
+
+_TYPED_MENTION = re.compile(r"<[@!][^<>\s]+>")
+
+
+def typed_mentions(event: Inbound) -> frozenset[str]:
+    """Mentions that may ping in replies to `event`: those its author typed, and the author."""
+    typed = _TYPED_MENTION.findall(event.text) if isinstance(event, InboundMessage) else []
+    author = mention(event.conversation.platform, event.actor.user_id, event.actor.name)
+    return frozenset([*typed, author])
 
 
 def outcome_message(outcome: Outcome, decision_id: str | None = None) -> OutboundMessage:
@@ -28,12 +56,38 @@ def outcome_message(outcome: Outcome, decision_id: str | None = None) -> Outboun
 
 def approval_text(outcome: AwaitingApproval) -> str:
     steps = outcome.plan.steps
-    lines = [f"**Plan:** {outcome.plan.goal}", ""] if outcome.plan.goal else []
-    lines.append(
+    lines = [
         "I'd like to do this — may I?" if len(steps) == 1 else "I'd like to do these steps — may I?"
-    )
-    lines += [f"{index}. {step.description}" for index, step in enumerate(steps, 1)]
+    ]
+    for index, step in enumerate(steps, 1):
+        lines += ["", f"{index}. `{step.tool}`", "```", *_argument_lines(step.args), "```"]
+        if step.description:
+            lines.append(f"↳ described as: {defang(step.description)}")
+    if outcome.plan.goal:
+        lines += ["", f"Goal, as described: {defang(outcome.plan.goal)}"]
     return "\n".join(lines)
+
+
+def _argument_lines(args: dict[str, Any]) -> list[str]:
+    """One `name: value` line per argument, values as JSON so a newline cannot end the block."""
+    if not args:
+        return ["(no arguments)"]
+    lines = []
+    for key, value in args.items():
+        name = key if _KEY.match(key) else json.dumps(key, ensure_ascii=False)
+        shown = json.dumps(value, ensure_ascii=False, default=str)
+        if len(shown) > ARG_LIMIT:
+            shown = f"{shown[:ARG_LIMIT]}… [{len(shown) - ARG_LIMIT} more characters not shown]"
+        lines.append(f"{name}: {_FENCE_BREAK.sub(WORD_JOINER, shown)}")
+    return lines
+
+
+def defang(text: str) -> str:
+    """The model's free text on one line, with mentions and links that cannot fire."""
+    flat = " ".join(text.split())
+    if len(flat) > NOTE_LIMIT:
+        flat = flat[: NOTE_LIMIT - 1] + "…"
+    return _LIVE.sub(lambda m: m.group(0) + WORD_JOINER, flat).replace("`", "'")
 
 
 def approval_message(outcome: AwaitingApproval, decision_id: str | None) -> OutboundMessage:
@@ -57,7 +111,7 @@ def decided_message(decision: Decision) -> OutboundMessage:
         "cancelled": f"🚫 Cancelled by {who}",
         "expired": "⌛ Expired — ask me again if you still need this.",
     }.get(decision.status, decision.status)
-    return OutboundMessage(text=f"{decision.text}\n\n{outcome}")
+    return OutboundMessage(text=f"{decision.text}\n\n{outcome}", allowed_mentions=frozenset({who}))
 
 
 def stale_click_text(decision: Decision | None) -> str:

@@ -1,4 +1,7 @@
-"""The worker side assembled: inbox, conductor, workers and the reminder loop on one Redis."""
+"""The worker side assembled: inbox, conductor, workers and the reminder loop on one Redis.
+
+Each long-running loop beats a heartbeat in `health`, which `/readyz` and `/healthz` read.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +13,19 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
-from adapters.base import ChatAdapter
+from adapters.base import ChatAdapter, OutboundMessage
 from agent.loop import Agent
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
 from bot import metrics
+from bot.attachments import Gatherer
 from bot.commands import Commands, UsageText
 from bot.conductor import Admission, Charge, Conductor
 from bot.config import Settings
 from bot.decisions import DecisionStore
+from bot.health import Health, Heartbeat, pause
 from bot.inbox import Inbox
+from bot.journal import RedisToolJournal
 from bot.keys import Keys
 from bot.locks import ConversationLocks
 from bot.outbox import Outbox
@@ -43,39 +49,61 @@ class Runtime:
     conductor: Conductor
     worker: Worker
     drain_timeout: float
+    health: Health
+    poll: float = 1.0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Work until `stop` is set, then drain in-flight runs and return."""
-        consumer = asyncio.create_task(self.worker.run())
-        reminders = asyncio.create_task(self.scheduler.run(stop))
-        gauges = asyncio.create_task(self._sample_gauges(stop))
+        gauges_beat = self.health.register("gauges", every=GAUGE_EVERY + 30.0)
+        redelivery_beat = self.health.register("redelivery", every=self.poll + 30.0)
+        loops = [
+            (self.worker.reading, self.worker.run()),
+            (self.scheduler.heartbeat, self.scheduler.run(stop)),
+            (gauges_beat, self._sample_gauges(stop, gauges_beat)),
+            (redelivery_beat, self._redeliver(stop, redelivery_beat)),
+        ]
+        tasks: list[asyncio.Task[None]] = []
+        for heartbeat, loop in loops:
+            task = asyncio.create_task(loop)
+            self.health.watch(heartbeat, task)
+            tasks.append(task)
         try:
             await stop.wait()
         finally:
             self.worker.stop()
             await self.worker.drain(self.drain_timeout)
-            for task in (consumer, reminders, gauges):
+            for task in tasks:
                 task.cancel()
-            for task in (consumer, reminders, gauges):
+            for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            await self.worker.leave()
 
-    async def _sample_gauges(self, stop: asyncio.Event) -> None:
+    async def _redeliver(self, stop: asyncio.Event, heartbeat: Heartbeat) -> None:
+        """Deliver parked replies once their platform answers again."""
+        while not stop.is_set():
+            try:
+                await self.outbox.redeliver(self.conductor.adapters, self.conductor.delivered)
+            except Exception as exc:  # Redis away, or one bad parked message: try again later
+                await pause(stop, heartbeat.failed(exc))
+                continue
+            heartbeat.beat()
+            await pause(stop, self.poll)
+
+    async def _sample_gauges(self, stop: asyncio.Event, heartbeat: Heartbeat) -> None:
         while not stop.is_set():
             try:
                 for kind in ("question", "approval"):
                     count = await self.decisions.count_pending(kind)
                     metrics.PENDING_DECISIONS.labels(kind).set(count)
-            except (ConnectionError, OSError, aioredis.ConnectionError):
-                log.debug("could not sample pending decisions")
-            await sleep_unless(stop, 5.0)
+            except Exception as exc:
+                await pause(stop, heartbeat.failed(exc))
+                continue
+            heartbeat.beat()
+            await pause(stop, GAUGE_EVERY)
 
 
-async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:
-    """Sleep, but wake as soon as `stop` is set (a loop's only pause, so stopping is prompt)."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await stop.wait()
+GAUGE_EVERY = 5.0  # seconds between two samples of the gauges
 
 
 def build_runtime(
@@ -88,20 +116,31 @@ def build_runtime(
     admission: Admission | None = None,
     charge: Charge | None = None,
     usage: UsageText | None = None,
-    after_run: Callable[[Outcome], Awaitable[None]] | None = None,
+    after_run: Callable[[Outcome], Awaitable[OutboundMessage | None]] | None = None,
     poll: float = 1.0,
+    health: Health | None = None,
 ) -> Runtime:
     runtime_settings = settings.runtime
+    health = health or Health()
     keys = Keys(settings.redis.key_prefix)
-    outbox = Outbox(redis, keys, ttl=runtime_settings.dedup_ttl)
-    scheduler = ReminderScheduler(redis, keys, outbox, adapters, poll=poll)
+    outbox = Outbox(
+        redis,
+        keys,
+        ttl=runtime_settings.dedup_ttl,
+        attempts=runtime_settings.delivery_attempts,
+        give_up_after=runtime_settings.redeliver_for,
+    )
+    scheduler = ReminderScheduler(redis, keys, outbox, adapters, poll=poll, health=health)
     sessions = SessionStore(redis, keys, ttl=runtime_settings.session_ttl)
     decisions = DecisionStore(redis, keys, ttl=runtime_settings.decision_ttl)
     locks = ConversationLocks(
         redis, keys, lease=runtime_settings.lock_lease, fence_ttl=runtime_settings.session_ttl
     )
+    agent = make_agent(scheduler)
+    if agent.journal is None:  # approved side effects run at most once across processes
+        agent.journal = RedisToolJournal(redis, keys, ttl=runtime_settings.session_ttl)
     conductor = Conductor(
-        agent=make_agent(scheduler),
+        agent=agent,
         adapters=adapters,
         sessions=sessions,
         decisions=decisions,
@@ -113,6 +152,12 @@ def build_runtime(
         charge=charge,
         after_run=after_run,
         stream_interval=settings.streaming.interval if settings.streaming.enabled else None,
+        gatherer=Gatherer(
+            max_bytes=int(settings.attachments.max_file_mb * 1024 * 1024),
+            max_files=settings.attachments.max_files,
+            file_tokens=settings.attachments.file_tokens,
+            thread_tokens=settings.attachments.thread_tokens,
+        ),
     )
     worker = Worker(
         redis,
@@ -123,6 +168,8 @@ def build_runtime(
         concurrency=runtime_settings.concurrency,
         reclaim_idle=runtime_settings.reclaim_idle,
         backlog_ttl=runtime_settings.session_ttl,
+        max_attempts=runtime_settings.max_attempts,
+        health=health,
     )
     return Runtime(
         keys=keys,
@@ -134,4 +181,6 @@ def build_runtime(
         conductor=conductor,
         worker=worker,
         drain_timeout=runtime_settings.drain_timeout,
+        poll=poll,
+        health=health,
     )

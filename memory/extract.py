@@ -1,4 +1,8 @@
-"""Optional end-of-run extraction: the model names durable facts worth remembering."""
+"""Optional end-of-run extraction: the model names durable facts worth remembering.
+
+What it keeps is stored as "extracted", so in a full scope it may only displace its own
+earlier picks; the bot tells the user what it kept, with a Forget button each.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import logging
 
 from agent.llm.base import ChatModel, LLMError
 from agent.messages import ChatRequest, Message
-from agent.protocols import MemoryStore, RunContext
+from agent.protocols import MemoryFull, MemoryRecord, MemoryStore, RunContext
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +29,7 @@ class FactExtractor:
         self.store = store
         self.max_facts = max_facts
 
-    async def extract(self, messages: list[Message], context: RunContext) -> list[str]:
+    async def extract(self, messages: list[Message], context: RunContext) -> list[MemoryRecord]:
         transcript = "\n".join(f"{m.role}: {m.text}" for m in messages if m.text.strip())[-12_000:]
         if not transcript:
             return []
@@ -36,10 +40,13 @@ class FactExtractor:
         except LLMError:
             log.warning("fact extraction skipped: the model is unavailable")
             return []
-        facts = parse_facts(response.message.text)[: self.max_facts]
-        for fact in facts:
-            await self.store.remember(fact, context, kind="fact")
-        return facts
+        kept = []
+        for fact in parse_facts(response.message.text)[: self.max_facts]:
+            try:
+                kept.append(await self.store.remember(fact, context, origin="extracted"))
+            except MemoryFull:
+                break  # full of remembered facts: nothing of ours to make room with
+        return kept
 
 
 def parse_facts(text: str) -> list[str]:

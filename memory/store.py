@@ -1,70 +1,82 @@
 """Long-term memories in one RedisVL index, scoped so nobody reads another person's.
 
-Each memory is a hash: text, kind, scope tag, author, source conversation, created and
-last-used times, and its vector (HNSW, cosine). The index remembers which embedding model
-filled it; a different model or dimension at start is refused with the command that
-rebuilds it (`parley memory reindex`).
+Each memory is a hash: text, kind, scope tag, author, source conversation, origin, created
+and last-used times, and its vector. A hash of counts per scope is kept beside them, since
+counting a 100k-memory scope through the index costs ~30 ms and recall needs the count
+before every search. The index remembers which embedding model and vector
+algorithm filled it; a different one at start is refused with the command that rebuilds it
+(`parley memory reindex`).
+
+Nothing someone asked Parley to remember is ever dropped to make room: a full scope refuses
+new memories (`MemoryFull`) until someone forgets some. Only memories that end-of-run
+extraction picked by itself may be evicted, and only to make room for another such pick.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import redis.asyncio as aioredis
 from redisvl.exceptions import RedisSearchError
 from redisvl.index import AsyncSearchIndex
-from redisvl.query import CountQuery, FilterQuery, VectorQuery
-from redisvl.query.filter import Tag
-from redisvl.schema import IndexSchema
+from redisvl.query import FilterQuery
+from redisvl.query.filter import FilterExpression, Tag
 
-from agent.protocols import MemoryKind, MemoryRecord, RunContext, Share
+from agent.protocols import (
+    MemoryFull,
+    MemoryKind,
+    MemoryPage,
+    MemoryRecord,
+    Origin,
+    RunContext,
+    Share,
+)
+from memory import metrics
 from memory.embedders import Embedder
+from memory.generic import GenericQuestions
+from memory.index import FIELDS, Algorithm, HybridPolicy, nearest, schema
 
 log = logging.getLogger(__name__)
 
-FIELDS = ["id", "text", "kind", "scope", "author", "source", "created_at", "last_used_at"]
-RECENCY_WEIGHT = 0.05  # at most this much distance is forgiven to a memory used just now
-RECENCY_DAYS = 30.0
+MAX_PAGE = 100
+FIELDS_VERSION = "2"  # 2: the origin tag
 
 
 class MemoryIndexMismatch(RuntimeError):
-    """The index was built with another embedding model or dimension."""
+    """The index was built with another embedding model, dimension or algorithm."""
 
 
-def schema(prefix: str, dims: int) -> IndexSchema:
-    return IndexSchema.from_dict(
-        {
-            "index": {
-                "name": f"{prefix}:memory",
-                "prefix": f"{prefix}:memory:doc",
-                "storage_type": "hash",
-            },
-            "fields": [
-                {"name": "text", "type": "text"},
-                {"name": "kind", "type": "tag"},
-                {"name": "scope", "type": "tag", "attrs": {"separator": "|"}},
-                {"name": "author", "type": "tag", "attrs": {"separator": "|"}},
-                {"name": "source", "type": "tag", "attrs": {"separator": "|"}},
-                {"name": "created_at", "type": "numeric", "attrs": {"sortable": True}},
-                {"name": "last_used_at", "type": "numeric", "attrs": {"sortable": True}},
-                {
-                    "name": "embedding",
-                    "type": "vector",
-                    "attrs": {
-                        "dims": dims,
-                        "algorithm": "hnsw",
-                        "distance_metric": "cosine",
-                        "datatype": "float32",
-                    },
-                },
-            ],
-        }
-    )
+@dataclass(frozen=True, kw_only=True)
+class MemoryConfig:
+    """How recall ranks and cuts, what each scope may hold, and how the index is built.
+
+    The recall defaults are what bench/bench_recall.py picks on the labelled set in
+    tests/memory/eval.
+    """
+
+    k: int = 5
+    max_distance: float = 0.85  # a memory farther than this from the query is not relevant
+    margin: float = 0.125  # ... nor one this much farther than the best match
+    recency_weight: float = 0.0  # distance forgiven to a just-used memory (the set: no gain)
+    recency_days: float = 30.0
+    generic_distance: float = 0.35  # this close to "what do you know about me?": list instead
+    merge_distance: float = 0.1
+    max_per_user: int = 1000
+    max_per_chat: int = 10_000
+    max_per_team: int = 100_000
+    algorithm: Algorithm = "hnsw"
+    hybrid_policy: HybridPolicy = "auto"
+
+    def limit_for(self, scope: str) -> int:
+        kind = scope.split(":", 1)[0]
+        return {"user": self.max_per_user, "chat": self.max_per_chat}.get(kind, self.max_per_team)
 
 
 def _record(doc: dict[str, Any], distance: float | None = None) -> MemoryRecord:
@@ -78,6 +90,7 @@ def _record(doc: dict[str, Any], distance: float | None = None) -> MemoryRecord:
         created_at=float(doc.get("created_at") or 0),
         last_used_at=float(doc.get("last_used_at") or 0),
         distance=distance,
+        origin="extracted" if doc.get("origin") == "extracted" else "remembered",
     )
 
 
@@ -90,31 +103,39 @@ class RedisMemoryStore:
         embedder: Embedder,
         *,
         prefix: str = "parley",
-        k: int = 5,
-        max_distance: float = 0.75,
-        merge_distance: float = 0.1,
-        max_per_scope: int = 1000,
+        config: MemoryConfig = MemoryConfig(),
     ) -> None:
         self.redis = redis
         self.embedder = embedder
         self.prefix = prefix
-        self.k = k
-        self.max_distance = max_distance
-        self.merge_distance = merge_distance
-        self.max_per_scope = max_per_scope
-        self.index = AsyncSearchIndex(schema(prefix, embedder.dims), redis_client=redis)
+        self.config = config
+        self.k = config.k
+        self.index = AsyncSearchIndex(
+            schema(prefix, embedder.dims, config.algorithm), redis_client=redis
+        )
         self.meta_key = f"{prefix}:memory:meta"
+        self.counts_key = f"{prefix}:memory:counts"
+        self.generic = GenericQuestions(embedder, config.generic_distance)
+
+    def _identity(self) -> dict[Any, Any]:
+        return {
+            "model": self.embedder.model_id,
+            "dims": str(self.embedder.dims),
+            "algorithm": self.config.algorithm,
+            "fields": FIELDS_VERSION,
+        }
 
     async def open(self) -> RedisMemoryStore:
-        """Create the index if missing; refuse one built for another embedding model."""
+        """Create the index if missing; refuse one built for another model or algorithm."""
         meta = {_text(k): _text(v) for k, v in (await self.redis.hgetall(self.meta_key)).items()}
         if meta:
-            model = meta.get("model", "")
-            dims = int(meta.get("dims", "0"))
-            if (model, dims) != (self.embedder.model_id, self.embedder.dims):
+            found = {**meta, "algorithm": meta.get("algorithm", "hnsw")}
+            wanted = self._identity()
+            if any(found.get(key) != wanted[key] for key in ("model", "dims", "algorithm")):
                 raise MemoryIndexMismatch(
-                    f"the memory index holds {model} vectors ({dims}-d), but the configured "
-                    f"embedder is {self.embedder.model_id} ({self.embedder.dims}-d); "
+                    f"the memory index holds {found.get('model')} vectors ({found.get('dims')}-d, "
+                    f"{found['algorithm']}), but the configuration asks for "
+                    f"{wanted['model']} ({wanted['dims']}-d, {wanted['algorithm']}); "
                     "run `parley memory reindex` to rebuild it"
                 )
         if not await self.index.exists():
@@ -123,62 +144,129 @@ class RedisMemoryStore:
             except RedisSearchError:
                 if not await self.index.exists():  # not another process winning the race
                     raise
-        await self.redis.hset(
-            self.meta_key, mapping={"model": self.embedder.model_id, "dims": self.embedder.dims}
-        )
+        elif meta.get("fields") != FIELDS_VERSION:
+            await self._add_origin()
+        if meta.get("fields") != FIELDS_VERSION:
+            await self.recount()  # counts arrived with this version
+        await self.redis.hset(self.meta_key, mapping=self._identity())
         return self
+
+    async def _add_origin(self) -> None:
+        """Indexes from before `origin` existed gain the field in place; their memories have
+        none, which counts as remembered (never evicted)."""
+        try:
+            await self.redis.execute_command(
+                "FT.ALTER", self.index.name, "SCHEMA", "ADD", "origin", "TAG"
+            )
+            log.info("memory index %s gained the origin field", self.index.name)
+        except aioredis.ResponseError as exc:
+            if "duplicate" not in str(exc).lower():
+                raise
 
     def _key(self, memory_id: str) -> str:
         return f"{self.prefix}:memory:doc:{memory_id}"
+
+    async def count(self, scopes: list[str]) -> int:
+        """How many memories these scopes hold, from the counts hash."""
+        values = await self.redis.hmget(self.counts_key, scopes)
+        return sum(max(0, int(value)) for value in values if value is not None)
+
+    async def recount(self) -> None:
+        """Rebuild the counts from the documents themselves."""
+        counts: dict[str, int] = {}
+        keys = [
+            k async for k in self.redis.scan_iter(match=f"{self.prefix}:memory:doc:*", count=1000)
+        ]
+        for start in range(0, len(keys), 1000):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for key in keys[start : start + 1000]:
+                    pipe.hget(key, "scope")
+                for scope in await pipe.execute():
+                    if scope is not None:
+                        counts[_text(scope)] = counts.get(_text(scope), 0) + 1
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self.counts_key)
+            if counts:
+                pipe.hset(self.counts_key, mapping=counts)  # type: ignore[arg-type]
+            await pipe.execute()
+
+    async def _delete(self, keys: list[str]) -> int:
+        """Delete memories and take them off their scopes' counts."""
+        if not keys:
+            return 0
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hget(key, "scope")
+            scopes = await pipe.execute()
+        present = [
+            (key, _text(scope))
+            for key, scope in zip(keys, scopes, strict=True)
+            if scope is not None
+        ]
+        if not present:
+            return 0
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for key, scope in present:
+                pipe.delete(key)
+                pipe.hincrby(self.counts_key, scope, -1)
+            deleted = [int(result) for result in (await pipe.execute())[0::2]]
+        gone = [scope for (_, scope), n in zip(present, deleted, strict=True) if not n]
+        if gone:  # deleted by someone else meanwhile: they took it off the count already
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for scope in gone:
+                    pipe.hincrby(self.counts_key, scope, 1)
+                await pipe.execute()
+        return sum(deleted)
 
     # --- recall -----------------------------------------------------------------------------
 
     async def recall(
         self, query: str, context: RunContext, k: int | None = None
     ) -> list[MemoryRecord]:
+        """The memories relevant to `query`; for a generic question ("what do you know about
+        me?") the newest ones, since such a question is close to none in particular."""
         k = k or self.k
         scopes = context.readable_scopes()
         # Most conversations start with nothing to remember: counting is far cheaper than
         # embedding the query only to find no neighbours.
-        if not await self.index.query(CountQuery(filter_expression=Tag("scope") == scopes)):
+        size = await self.count(scopes)
+        if not size:
             return []
         vector = await self.embedder.embed(query)
-        found = await self.nearest(vector, scopes, k * 2)
-        now = time.time()
-        ranked = []
-        for doc in found:
-            distance = float(doc["vector_distance"])
-            if distance > self.max_distance:
-                continue
-            age_days = max(0.0, now - float(doc.get("last_used_at") or 0)) / 86_400
-            score = distance - RECENCY_WEIGHT * math.exp(-age_days / RECENCY_DAYS)
-            ranked.append((score, _record(doc, distance)))
-        ranked.sort(key=lambda pair: pair[0])
-        chosen = [record for _, record in ranked[:k]]
+        if await self.generic.matches(vector):
+            return (await self._page(scopes, 0, k)).records
+        chosen = self.rank(await self.nearest(vector, scopes, k * 2, size), k, time.time())
         if chosen:
+            now = time.time()
             async with self.redis.pipeline(transaction=False) as pipe:
                 for record in chosen:
                     pipe.hset(self._key(record.id), "last_used_at", now)
                 await pipe.execute()
         return chosen
 
-    async def nearest(self, vector: list[float], scopes: list[str], k: int) -> list[dict[str, Any]]:
-        """The k memories of these scopes closest to the vector.
+    def rank(self, found: list[dict[str, Any]], k: int, now: float) -> list[MemoryRecord]:
+        """Cut what is too far (absolutely, or relative to the best match), then order by
+        distance with a small bonus for recent use."""
+        config = self.config
+        distances = [float(doc["vector_distance"]) for doc in found]
+        if not distances:
+            return []
+        cutoff = min(config.max_distance, min(distances) + config.margin)
+        ranked = []
+        for doc, distance in zip(found, distances, strict=True):
+            if distance > cutoff:
+                continue
+            age_days = max(0.0, now - float(doc.get("last_used_at") or 0)) / 86_400
+            bonus = config.recency_weight * math.exp(-age_days / config.recency_days)
+            ranked.append((distance - bonus, _record(doc, distance)))
+        ranked.sort(key=lambda pair: pair[0])
+        return [record for _, record in ranked[:k]]
 
-        Retention caps every scope, so the scopes' memories are few: comparing the vector with
-        each of them (ad hoc brute force) is exact and stays fast however large the index
-        grows, where walking the HNSW graph under a selective filter gets slower with it.
-        """
-        return await self.index.query(
-            VectorQuery(
-                vector=vector,
-                vector_field_name="embedding",
-                return_fields=FIELDS,
-                filter_expression=Tag("scope") == scopes,
-                num_results=k,
-                hybrid_policy="ADHOC_BF",
-            )
-        )
+    async def nearest(
+        self, vector: list[float], scopes: list[str], k: int, size: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The k memories of these scopes closest to the vector (`size`: how many they hold)."""
+        return await nearest(self.index, vector, scopes, k, self.config.hybrid_policy, size)
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -189,33 +277,41 @@ class RedisMemoryStore:
         *,
         kind: MemoryKind = "fact",
         share: Share = "private",
+        origin: Origin = "remembered",
     ) -> MemoryRecord:
         text = text.strip()
         scope = context.write_scope(share)
         vector = await self.embedder.embed(text)
         now = time.time()
-        nearest = await self.nearest(vector, [scope], 1)
-        if nearest and float(nearest[0]["vector_distance"]) <= self.merge_distance:
-            existing = _record(nearest[0])
-            memory_id, created = existing.id, existing.created_at
+        closest = await self.nearest(vector, [scope], 1)
+        if closest and float(closest[0]["vector_distance"]) <= self.config.merge_distance:
+            existing = _record(closest[0])
+            memory_id, created, fresh = existing.id, existing.created_at, False
+            if existing.origin == "remembered":
+                origin = "remembered"  # asked for once: stays protected
             log.info("memory %s updated instead of duplicated", memory_id)
         else:
-            memory_id, created = uuid.uuid4().hex[:12], now
-        await self.redis.hset(
-            self._key(memory_id),
-            mapping={
-                "id": memory_id,
-                "text": text,
-                "kind": kind,
-                "scope": scope,
-                "author": context.user_id,
-                "source": context.conversation_id,
-                "created_at": created,
-                "last_used_at": now,
-                "embedding": np.asarray(vector, dtype=np.float32).tobytes(),
-            },
-        )
-        await self._enforce_retention(scope)
+            await self._make_room(scope, origin)
+            memory_id, created, fresh = uuid.uuid4().hex[:12], now, True
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(
+                self._key(memory_id),
+                mapping={
+                    "id": memory_id,
+                    "text": text,
+                    "kind": kind,
+                    "scope": scope,
+                    "author": context.user_id,
+                    "source": context.conversation_id,
+                    "origin": origin,
+                    "created_at": created,
+                    "last_used_at": now,
+                    "embedding": np.asarray(vector, dtype=np.float32).tobytes(),
+                },
+            )
+            if fresh:
+                pipe.hincrby(self.counts_key, scope, 1)
+            await pipe.execute()
         return MemoryRecord(
             id=memory_id,
             text=text,
@@ -225,69 +321,128 @@ class RedisMemoryStore:
             source_conversation=context.conversation_id,
             created_at=created,
             last_used_at=now,
+            origin=origin,
         )
 
-    async def _enforce_retention(self, scope: str) -> None:
-        in_scope = Tag("scope") == scope
-        count = await self.index.query(CountQuery(filter_expression=in_scope))
-        excess = int(count) - self.max_per_scope
-        if excess <= 0:
+    async def _make_room(self, scope: str, origin: Origin) -> None:
+        """Refuse a new memory in a full scope, unless an extracted one makes room for it."""
+        limit = self.config.limit_for(scope)
+        if await self.count([scope]) < limit:
             return
-        oldest = await self.index.query(
-            FilterQuery(
-                filter_expression=in_scope,
-                return_fields=["id"],
-                num_results=excess,
-                sort_by=("last_used_at", "ASC"),
+        label = _label(scope)
+        if origin == "extracted":
+            oldest = await self.index.query(
+                FilterQuery(
+                    filter_expression=(Tag("scope") == scope) & (Tag("origin") == "extracted"),
+                    return_fields=["id"],
+                    num_results=1,
+                    sort_by=("last_used_at", "ASC"),
+                )
             )
-        )
-        keys = [self._key(str(doc["id"]).rsplit(":", 1)[-1]) for doc in oldest]
-        if keys:
-            await self.redis.delete(*keys)
-            log.info("evicted %d least recently used memories from %s", len(keys), scope)
+            if oldest:
+                await self._delete([self._key(str(oldest[0]["id"]).rsplit(":", 1)[-1])])
+                metrics.EVICTED.labels(label).inc()
+                log.info("a full %s scope dropped its least used extracted memory", label)
+                return
+        metrics.FULL.labels(label).inc()
+        log.warning("a %s memory scope is full (%d memories); refused a new one", label, limit)
+        raise MemoryFull(scope, limit)
 
     # --- what people can see and remove ---------------------------------------------------
 
-    async def list_memories(self, context: RunContext) -> list[MemoryRecord]:
-        found = await self.index.query(
-            FilterQuery(
-                filter_expression=(Tag("scope") == context.readable_scopes())
-                & (Tag("author") == context.user_id),
-                return_fields=FIELDS,
-                num_results=1000,
-                sort_by=("created_at", "ASC"),
-            )
+    async def list_memories(
+        self, context: RunContext, *, offset: int = 0, limit: int = 20
+    ) -> MemoryPage:
+        return await self._page(context.readable_scopes(), offset, limit)
+
+    async def _page(self, scopes: list[str], offset: int, limit: int) -> MemoryPage:
+        offset, limit = max(0, offset), max(1, min(limit, MAX_PAGE))
+        in_scopes = Tag("scope") == scopes
+        query = FilterQuery(
+            filter_expression=in_scopes,
+            return_fields=FIELDS,
+            num_results=limit,
+            sort_by=("created_at", "DESC"),
+        ).paging(offset, limit)
+        found = await self.index.query(query)
+        total = await self.count(scopes)
+        return MemoryPage(records=[_record(doc) for doc in found], total=total, offset=offset)
+
+    def _removable(self, context: RunContext) -> FilterExpression:
+        """Visible here, and either private to this user or written by them."""
+        return (Tag("scope") == context.readable_scopes()) & (
+            (Tag("author") == context.user_id) | (Tag("scope") == context.user_scope)
         )
-        return [_record(doc) for doc in found]
 
     async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
-        mine = await self.list_memories(context)
-        chosen = [m for m in mine if memory_id is None or m.id == memory_id]
-        if chosen:
-            await self.redis.delete(*(self._key(m.id) for m in chosen))
-        return len(chosen)
+        removable = self._removable(context)
+        if memory_id is not None:
+            doc = await self.redis.hmget(self._key(memory_id), ["scope", "author"])
+            scope, author = (_text(v) if v is not None else "" for v in doc)
+            mine = author == context.user_id or scope == context.user_scope
+            if scope not in context.readable_scopes() or not mine:
+                return 0
+            return await self._delete([self._key(memory_id)])
+        removed = 0
+        query = FilterQuery(filter_expression=removable, return_fields=["id"], num_results=MAX_PAGE)
+        while True:  # each round deletes what it found, so the next starts at the top again
+            found = await self.index.query(query)
+            if not found:
+                return removed
+            keys = [self._key(str(doc["id"]).rsplit(":", 1)[-1]) for doc in found]
+            removed += await self._delete(keys)
 
     # --- maintenance ------------------------------------------------------------------------
 
-    async def reindex(self) -> int:
-        """Rebuild the index for the configured embedder, re-embedding every memory."""
+    async def reindex(self, batch: int = 64) -> int:
+        """Rebuild the index for the configured embedder and algorithm, re-embedding every
+        memory; the documents themselves are never deleted."""
+        if await self.index.exists():
+            await self.index.delete(drop=False)
+        else:  # built with another schema name? drop whatever index covers our documents
+            try:
+                await self.redis.execute_command("FT.DROPINDEX", self.index.name)
+            except aioredis.ResponseError:
+                pass
         keys = [key async for key in self.redis.scan_iter(match=f"{self.prefix}:memory:doc:*")]
-        await self.redis.execute_command("FT.DROPINDEX", self.index.name)  # documents stay
-        texts = [await self.redis.hget(key, "text") for key in keys]
-        pairs = [(k, _text(t)) for k, t in zip(keys, texts, strict=True) if t is not None]
-        for start in range(0, len(pairs), 64):
-            batch = pairs[start : start + 64]
-            vectors = await self.embedder.embed_many([text for _, text in batch])
+        total = 0
+        for start in range(0, len(keys), batch):
+            chunk = keys[start : start + batch]
+            texts = await self._texts(chunk)
+            present = [(key, text) for key, text in zip(chunk, texts, strict=True) if text]
+            if not present:
+                continue
+            vectors = await self.embedder.embed_many([text for _, text in present])
             async with self.redis.pipeline(transaction=False) as pipe:
-                for (key, _), vector in zip(batch, vectors, strict=True):
+                for (key, _), vector in zip(present, vectors, strict=True):
                     pipe.hset(key, "embedding", np.asarray(vector, dtype=np.float32).tobytes())
                 await pipe.execute()
-        await self.redis.delete(self.meta_key)
+            total += len(present)
         await self.index.create(overwrite=True)
-        await self.redis.hset(
-            self.meta_key, mapping={"model": self.embedder.model_id, "dims": self.embedder.dims}
-        )
-        return len(pairs)
+        await self.recount()
+        await self.redis.hset(self.meta_key, mapping=self._identity())
+        await self._indexed()
+        return total
+
+    async def _indexed(self, poll: float = 0.2) -> None:
+        """Wait for RediSearch's background scan of existing documents: until it ends,
+        recall would miss memories. It announces nothing, so ask it."""
+        while True:
+            info = await self.index.info()
+            if float(info.get("percent_indexed", 1)) >= 1 and not int(info.get("indexing", 0)):
+                return
+            await asyncio.sleep(poll)
+
+    async def _texts(self, keys: list[Any]) -> list[str | None]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hget(key, "text")
+            values = await pipe.execute()
+        return [None if value is None else _text(value) for value in values]
+
+
+def _label(scope: str) -> str:
+    return {"user": "private", "chat": "channel"}.get(scope.split(":", 1)[0], "team")
 
 
 def _text(value: bytes | str) -> str:

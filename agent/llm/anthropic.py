@@ -1,7 +1,13 @@
 """Anthropic's Messages API behind the ChatModel protocol.
 
-SDK retries are off: the fallback decides what a failure means. The system prompt and the
-tool definitions carry `cache_control`, so repeated think steps of a run pay for them once.
+SDK retries are off: the fallback decides what a failure means.
+
+Prompt caching covers the conversation, not only the system prompt: the cached prefix is
+tools → the stable head of the system prompt → every earlier turn, with breakpoints on the
+last tool, the system head, the last prior turn and the newest turn (the API's maximum of
+four). What changes from call to call (time, recalled memories, summary, objective) would
+break that prefix, so it travels after the last breakpoint, at the end of the newest user
+turn, wrapped in <context>.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from agent.llm.streaming import StreamEvent, TextDelta, ToolUseStarted
 from agent.messages import (
     ChatRequest,
     ChatResponse,
+    ImageBlock,
     Message,
     StopReason,
     TextBlock,
@@ -59,14 +66,17 @@ class AnthropicModel:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         try:
-            response = await self.client.messages.create(**self.wire_request(request))
+            # The raw response's JSON, not the SDK's parsed Message: building those models
+            # only to dump them again cost about a fifth of the CPU of a call.
+            raw = await self.client.messages.with_raw_response.create(**self.wire_request(request))
+            data = raw.http_response.json()
         except anthropic.APIStatusError as exc:
             raise classify(exc) from exc
         except anthropic.APITimeoutError as exc:
             raise ProviderUnavailable(self.name, "timed out") from exc
         except anthropic.APIConnectionError as exc:
             raise ProviderUnavailable(self.name, "connection failed") from exc
-        return from_wire(response.model_dump(), self.model)
+        return from_wire(data, self.model)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         """The Messages API's server-sent events as deltas, then the whole response.
@@ -118,13 +128,24 @@ class AnthropicModel:
         ]
         if tools:
             tools[-1] = {**tools[-1], "cache_control": _CACHE}
+        messages = [to_wire(m) for m in request.messages]
+        stable = request.system[: request.system_stable or len(request.system)]
+        changing = request.system[len(stable) :].strip()
+        for message in messages[-2:]:  # the last prior turn and the newest one
+            message["content"][-1] = {**message["content"][-1], "cache_control": _CACHE}
+        system = [{"type": "text", "text": stable, "cache_control": _CACHE}] if stable else []
+        if changing and messages and messages[-1]["role"] == "user":
+            context = f"<context>\n{changing}\n</context>"
+            messages[-1]["content"].append({"type": "text", "text": context})
+        elif changing:
+            system.append({"type": "text", "text": changing})
         wire: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.max_tokens,
-            "messages": [to_wire(m) for m in request.messages],
+            "messages": messages,
         }
-        if request.system:
-            wire["system"] = [{"type": "text", "text": request.system, "cache_control": _CACHE}]
+        if system:
+            wire["system"] = system
         if tools:
             wire["tools"] = tools
         return wire
@@ -152,6 +173,9 @@ def to_wire(message: Message) -> dict[str, Any]:
                     "is_error": block.is_error,
                 }
             )
+        elif isinstance(block, ImageBlock):
+            source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+            content.append({"type": "image", "source": source})
     # The API rejects empty content; a lone placeholder keeps the turn structure valid.
     return {"role": message.role, "content": content or [{"type": "text", "text": "…"}]}
 

@@ -5,6 +5,13 @@ provider is answered by the fallback. A 400 is a bug in our request and is raise
 falls back too, but is logged at error level and keeps the hosted provider out for a long
 cooldown. While the shared breaker is open, the hosted provider is not even tried.
 
+A hanging provider costs one request its timeout, not every request in flight: a call that
+has heard nothing from the provider for `suspect_after` seconds either becomes the breaker's
+one probe or gives up and asks the fallback, and while a probe is out (or after a failure)
+every other request goes straight to the fallback. A probe of a provider that has already
+failed counts as failed once it is silent for `suspect_after`, so the breaker opens after
+one full timeout rather than `failures` of them.
+
 `stream` decides the same way before the first token: a hosted stream that fails to start,
 or goes quiet for longer than the timeout, or dies midway is answered by the local model's
 stream — after a `StreamReset`, so the caller replaces the partial text instead of
@@ -16,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import AsyncGenerator
 
 from agent.llm import metrics
@@ -27,12 +35,23 @@ from agent.llm.base import (
     ProviderRejected,
     ProviderUnavailable,
 )
-from agent.llm.breaker import CircuitBreaker
+from agent.llm.breaker import Admission, CircuitBreaker
 from agent.llm.streaming import StreamEvent, StreamReset, stream_of
 from agent.llm.usage import close_model
 from agent.messages import ChatRequest, ChatResponse
 
 log = logging.getLogger(__name__)
+
+_SKIPPED = {"open": "circuit breaker open", "probing": "waiting for a probe to answer"}
+
+
+class _GaveUp(Exception):
+    """The hosted call was silent past the suspicion threshold: another call probes, or this
+    one was the probe of a provider that had already failed (`failed` is then True)."""
+
+    def __init__(self, *, failed: bool = False) -> None:
+        super().__init__()
+        self.failed = failed
 
 
 class FallbackModel:
@@ -43,27 +62,45 @@ class FallbackModel:
         breaker: CircuitBreaker,
         *,
         timeout: float,
+        suspect_after: float | None = None,
     ) -> None:
         self.primary = primary
         self.fallback = fallback
         self.breaker = breaker
         self.timeout = timeout
+        self.suspect_after = min(suspect_after or timeout, timeout)
         self.name = f"{primary.name}+{fallback.name}"
+        self._last_answer = -math.inf  # event-loop time of the provider's latest answer
+        self._abandoned: set[asyncio.Task[ChatResponse]] = set()  # cancelled, not yet done
+
+    def _forget(self, call: asyncio.Task[ChatResponse]) -> None:
+        self._abandoned.discard(call)
+        if not call.cancelled():
+            call.exception()
 
     async def close(self) -> None:
+        for call in list(self._abandoned):
+            call.cancel()
+        await asyncio.gather(*self._abandoned, return_exceptions=True)
         await close_model(self.primary)
         await close_model(self.fallback)
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         causes: list[Exception] = []
         admission = await self.breaker.admit()
-        if admission == "open":
-            causes.append(ProviderUnavailable(self.primary.name, "circuit breaker open"))
-            reason = "breaker_open"
+        if admission in _SKIPPED:
+            causes.append(ProviderUnavailable(self.primary.name, _SKIPPED[admission]))
+            reason = "breaker_open" if admission == "open" else "probing"
         else:
             try:
-                async with asyncio.timeout(self.timeout):
-                    response = await self.primary.complete(request)
+                response, admission = await self._hosted(request, admission)
+            except _GaveUp as exc:
+                causes.append(ProviderUnavailable(self.primary.name, "not answering"))
+                reason = "suspect"
+                if exc.failed:
+                    log.warning("%s still not answering; using the fallback", self.primary.name)
+                    await self.breaker.record_failure()
+                    reason = "probe_silent"
             except ProviderRejected:
                 # the provider is up; the request is wrong
                 await self.breaker.record_success(admission)
@@ -97,12 +134,45 @@ class FallbackModel:
             causes.append(exc)
             raise AllProvidersFailed(causes) from exc
 
+    async def _hosted(
+        self, request: ChatRequest, admission: Admission
+    ) -> tuple[ChatResponse, Admission]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        call = asyncio.create_task(self.primary.complete(request))
+        try:
+            async with asyncio.timeout(self.timeout):
+                if self.suspect_after < self.timeout:
+                    await asyncio.wait({call}, timeout=self.suspect_after)
+                    if not call.done() and self._last_answer < started:
+                        if admission == "probe":
+                            raise _GaveUp(failed=True)  # a failed provider gets no more patience
+                        remaining = self.timeout - (loop.time() - started)
+                        if not await self.breaker.suspect(remaining + 1.0):
+                            raise _GaveUp
+                        admission = "probe"
+                response = await call
+        except (ProviderRejected, ProviderAuthError):
+            self._last_answer = loop.time()
+            raise
+        finally:
+            if not call.done():
+                # The SDK may take a while to notice; don't make the fallback wait for it.
+                call.cancel()
+                self._abandoned.add(call)
+                call.add_done_callback(self._forget)
+            elif not call.cancelled():
+                call.exception()  # retrieved here; raised above when it mattered
+        self._last_answer = loop.time()
+        return response, admission
+
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         causes: list[Exception] = []
         admission = await self.breaker.admit()
-        if admission == "open":
-            causes.append(ProviderUnavailable(self.primary.name, "circuit breaker open"))
-            reason = "breaker_open"
+        if admission in ("open", "probing"):
+            # open, or another request is the one probe out: stream from the fallback
+            causes.append(ProviderUnavailable(self.primary.name, f"circuit breaker {admission}"))
+            reason = "breaker_open" if admission == "open" else "probing"
         else:
             streamed = False
             async with contextlib.aclosing(stream_of(self.primary, request)) as events:

@@ -1,11 +1,14 @@
 """A local Ollama model behind the ChatModel protocol.
 
 `num_ctx` is always sent: Ollama's small default context silently drops the start of long
-prompts (the system prompt with the memories first).
+prompts (the system prompt with the memories first). Images go on a message's `images` only
+when the model says it has the "vision" capability (`/api/show`, asked once); otherwise the
+model is told plainly that it cannot see them.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -26,6 +29,10 @@ from agent.messages import (
     Usage,
 )
 
+log = logging.getLogger(__name__)
+
+NO_VISION = "[The user attached an image{name}, but this local model cannot see images.]"
+
 
 class OllamaModel:
     def __init__(self, *, host: str, model: str, num_ctx: int, timeout: float = 300.0) -> None:
@@ -33,10 +40,22 @@ class OllamaModel:
         self.model = model
         self.num_ctx = num_ctx
         self.client = ollama.AsyncClient(host=host, timeout=timeout)
+        self._vision: bool | None = None
+
+    async def sees_images(self) -> bool:
+        """Whether the model has the "vision" capability; a known answer is not asked again."""
+        if self._vision is None:
+            try:
+                shown = await self.client.show(self.model)
+            except (ollama.ResponseError, ConnectionError, httpx.TransportError) as exc:
+                log.warning("could not ask Ollama about %s (%s)", self.model, type(exc).__name__)
+                return False
+            self._vision = "vision" in (shown.capabilities or [])
+        return self._vision
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         try:
-            response = await self.client.chat(**self._kwargs(request))
+            response = await self.client.chat(**(await self._kwargs(request)))
         except ollama.ResponseError as exc:
             raise self._classify(exc) from exc
         except (ConnectionError, httpx.TransportError) as exc:
@@ -49,7 +68,7 @@ class OllamaModel:
         calls: list[dict[str, Any]] = []
         last: dict[str, Any] = {}
         try:
-            chunks = await self.client.chat(**self._kwargs(request), stream=True)
+            chunks = await self.client.chat(**(await self._kwargs(request)), stream=True)
             async for chunk in chunks:
                 data = chunk.model_dump()
                 message = data.get("message") or {}
@@ -67,10 +86,12 @@ class OllamaModel:
         whole = {**last, "message": {"content": "".join(text), "tool_calls": calls}}
         yield from_wire(whole, self.model)
 
-    def _kwargs(self, request: ChatRequest) -> dict[str, Any]:
+    async def _kwargs(self, request: ChatRequest) -> dict[str, Any]:
+        has_images = any(m.images for m in request.messages)
+        vision = has_images and await self.sees_images()
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": to_wire(request),
+            "messages": to_wire(request, vision=vision),
             "options": {"num_ctx": self.num_ctx, "num_predict": request.max_tokens},
         }
         if request.tools:
@@ -108,7 +129,7 @@ class OllamaModel:
         return ProviderRejected(self.name, f"HTTP {exc.status_code}: {message[:300]}")
 
 
-def to_wire(request: ChatRequest) -> list[dict[str, Any]]:
+def to_wire(request: ChatRequest, *, vision: bool = False) -> list[dict[str, Any]]:
     names: dict[str, str] = {}
     wire: list[dict[str, Any]] = []
     if request.system:
@@ -136,8 +157,15 @@ def to_wire(request: ChatRequest) -> list[dict[str, Any]]:
                         "tool_name": names.get(block.tool_use_id, ""),
                     }
                 )
-        if text:
-            wire.append({"role": "user", "content": text})
+        images = message.images
+        if images and not vision:
+            notes = [NO_VISION.format(name=f" ({i.name})" if i.name else "") for i in images]
+            text = "\n".join([*notes, text]) if text else "\n".join(notes)
+        if text or (images and vision):
+            entry = {"role": "user", "content": text}
+            if images and vision:
+                entry["images"] = [image.data for image in images]
+            wire.append(entry)
     return wire
 
 

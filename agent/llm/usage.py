@@ -53,6 +53,23 @@ class MeteredModel:
             raise
         finally:
             metrics.MODEL_LATENCY.labels(self.name).observe(time.monotonic() - started)
+        return self._meter(response, started)
+
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        """The inner model's stream, metered like `complete` once its response arrives."""
+        started = time.monotonic()
+        try:
+            async with contextlib.aclosing(stream_of(self.inner, request)) as events:
+                async for event in events:
+                    yield self._meter(event, started) if isinstance(event, ChatResponse) else event
+        except LLMError as exc:
+            metrics.MODEL_CALLS.labels(self.name, type(exc).__name__).inc()
+            raise
+        finally:
+            metrics.MODEL_LATENCY.labels(self.name).observe(time.monotonic() - started)
+
+    def _meter(self, response: ChatResponse, started: float) -> ChatResponse:
+        """Count a call's tokens and cost; the response comes back with its cost filled in."""
         metrics.MODEL_CALLS.labels(self.name, "ok").inc()
         usage = response.usage
         for kind, count in (
@@ -66,6 +83,8 @@ class MeteredModel:
         cost = estimate_cost(self.prices, response.model, usage)
         if cost:
             metrics.MODEL_COST.labels(self.name, response.model).inc(cost)
+            usage = usage.model_copy(update={"cost": cost})
+            response = response.model_copy(update={"usage": usage})
         log.debug(
             "%s %s: %d in, %d out, %.2f s, $%.5f",
             self.name,
@@ -76,42 +95,3 @@ class MeteredModel:
             cost,
         )
         return response
-
-    async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
-        """The inner model's stream, metered like `complete` once its response arrives."""
-        started = time.monotonic()
-        try:
-            async with contextlib.aclosing(stream_of(self.inner, request)) as events:
-                async for event in events:
-                    if isinstance(event, ChatResponse):
-                        self._meter(event, started)
-                    yield event
-        except LLMError as exc:
-            metrics.MODEL_CALLS.labels(self.name, type(exc).__name__).inc()
-            raise
-        finally:
-            metrics.MODEL_LATENCY.labels(self.name).observe(time.monotonic() - started)
-
-    def _meter(self, response: ChatResponse, started: float) -> None:
-        metrics.MODEL_CALLS.labels(self.name, "ok").inc()
-        usage = response.usage
-        for kind, count in (
-            ("input", usage.input_tokens),
-            ("output", usage.output_tokens),
-            ("cache_read", usage.cache_read_tokens),
-            ("cache_write", usage.cache_write_tokens),
-        ):
-            if count:
-                metrics.MODEL_TOKENS.labels(self.name, kind).inc(count)
-        cost = estimate_cost(self.prices, response.model, usage)
-        if cost:
-            metrics.MODEL_COST.labels(self.name, response.model).inc(cost)
-        log.debug(
-            "%s %s streamed: %d in, %d out, %.2f s, $%.5f",
-            self.name,
-            response.model,
-            usage.input_tokens,
-            usage.output_tokens,
-            time.monotonic() - started,
-            cost,
-        )

@@ -275,7 +275,9 @@ async def test_the_slash_command_answers_privately(redis) -> None:
         assert post.ephemeral_to == "UANA" and "not working on anything" in post.body
         await s.form(fs.slash_command("UANA", "help"))
         await until(lambda: len(s.fake.posts) == 2)
-        assert "/memories" in s.fake.posts[1].body
+        help_post = s.fake.posts[1]
+        assert help_post.ephemeral_to == "UANA"  # help is for the one who asked
+        assert "/parley memories" in help_post.body and "• /memories" not in help_post.body
 
 
 async def test_ack_is_fast_while_the_model_is_slow(redis) -> None:

@@ -329,12 +329,12 @@ async def test_non_text_and_over_long_messages_are_answered_at_the_edge(
 ) -> None:
     model = ScriptedModel([])
     async with bot(redis, telegram, model, max_message_chars=100) as (harness, _):
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, photo=True))
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, sticker=True))
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="x" * 101))
         await until(lambda: len(telegram.chat(ANA)) == 2)
         await harness.settle()
         texts = [p.text for p in telegram.chat(ANA)]
-        assert "only read text" in texts[0] and "too long" in texts[1]
+        assert "not this kind of message" in texts[0] and "too long" in texts[1]
         assert model.requests == []
 
 

@@ -1,4 +1,4 @@
-"""In-process implementations of the memory and scheduler protocols for agent tests.
+"""In-process implementations of the memory, scheduler and journal protocols for agent tests.
 
 The real ones live in `memory/` (RedisVL) and `bot/`; the agent only sees the protocols.
 """
@@ -9,7 +9,15 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-from agent.protocols import MemoryKind, MemoryRecord, RunContext, Share
+from agent.protocols import (
+    JournalEntry,
+    MemoryKind,
+    MemoryPage,
+    MemoryRecord,
+    Origin,
+    RunContext,
+    Share,
+)
 
 
 @dataclass
@@ -34,6 +42,7 @@ class ListMemory:
         *,
         kind: MemoryKind = "fact",
         share: Share = "private",
+        origin: Origin = "remembered",
     ) -> MemoryRecord:
         now = time.time()
         record = MemoryRecord(
@@ -45,12 +54,18 @@ class ListMemory:
             source_conversation=context.conversation_id,
             created_at=now,
             last_used_at=now,
+            origin=origin,
         )
         self.records.append(record)
         return record
 
-    async def list_memories(self, context: RunContext) -> list[MemoryRecord]:
-        return [r for r in self.records if r.scope in context.readable_scopes()]
+    async def list_memories(
+        self, context: RunContext, *, offset: int = 0, limit: int = 20
+    ) -> MemoryPage:
+        visible = [r for r in reversed(self.records) if r.scope in context.readable_scopes()]
+        return MemoryPage(
+            records=visible[offset : offset + limit], total=len(visible), offset=offset
+        )
 
     async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
         doomed = [
@@ -69,3 +84,21 @@ class ListScheduler:
     async def schedule_reminder(self, text: str, due_at: float, context: RunContext) -> str:
         self.reminders.append((text, due_at, context))
         return f"r{len(self.reminders)}"
+
+
+@dataclass
+class DictJournal:
+    """A ToolJournal over a dict keyed by (run id, call)."""
+
+    entries: dict[tuple[str, str], JournalEntry] = field(default_factory=dict)
+
+    async def begin(self, context: RunContext, run_id: str, call: str) -> JournalEntry | None:
+        earlier = self.entries.get((run_id, call))
+        if earlier is None:
+            self.entries[(run_id, call)] = JournalEntry(finished=False)
+        return earlier
+
+    async def finish(
+        self, context: RunContext, run_id: str, call: str, entry: JournalEntry
+    ) -> None:
+        self.entries[(run_id, call)] = entry

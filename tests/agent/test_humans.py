@@ -108,7 +108,8 @@ async def test_ask_user_answer_is_used_for_recall(ctx: RunContext) -> None:
     asked = await agent.run("Book a table", ctx)
     assert isinstance(asked, AwaitingAnswer)
     await agent.resume(roundtrip(asked.state), answer="Lyon")
-    assert memory.queries == ["Book a table", "Book a table\nLyon"]
+    # the objective, the user's latest turn and the latest observation (the answered question)
+    assert memory.queries == ["Book a table", "Book a table\nLyon\nThe user answered: Lyon"]
 
 
 async def test_two_call_plan_approved_runs_both_once_in_order(ctx: RunContext) -> None:

@@ -188,12 +188,49 @@ async def test_recall_before_every_model_call(ctx: RunContext, memory: ListMemor
     outcome = await Agent(model, registry(), memory=memory).run("How far is it?", ctx)
     assert isinstance(outcome, Finished)
     assert len(memory.queries) == len(model.requests) == 3
-    assert all(q == "How far is it?" for q in memory.queries)
+    # the query follows the work: the objective, then the latest tool observation
+    assert memory.queries[0] == "How far is it?"
+    assert memory.queries[1].startswith("How far is it?\n") and "UTC" in memory.queries[1]
+    assert memory.queries[2].startswith("How far is it?\n") and "2" in memory.queries[2]
     for request in model.requests:
         assert "<remembered>\n- [m1] (preference) Ada prefers metric units\n</remembered>" in (
             request.system
         )
         assert "Bob's secret plan" not in request.system
+
+
+async def test_an_unchanged_recall_query_is_not_searched_again(
+    ctx: RunContext, memory: ListMemory
+) -> None:
+    await memory.remember("Ada prefers metric units", ctx, kind="preference")
+    model = ScriptedModel(
+        [
+            turn(call("calculator", expression="6*7")),
+            turn(call("calculator", expression="42")),  # the same observation again
+            reply("42"),
+        ]
+    )
+    outcome = await Agent(model, registry(), memory=memory).run("What is six times seven?", ctx)
+    assert isinstance(outcome, Finished)
+    assert len(model.requests) == 3 and len(memory.queries) == 2
+    assert all("Ada prefers metric units" in r.system for r in model.requests)
+
+
+async def test_the_observation_in_the_recall_query_is_bounded(ctx: RunContext) -> None:
+    from agent.messages import Message, ToolResultBlock
+    from agent.recalling import OBSERVATION_CHARS, recall_query
+    from agent.state import RunState
+
+    state = RunState(context=ctx, objective="Summarise the log", last_user_text="Summarise the log")
+    state.messages = [
+        Message.user("Summarise the log"),
+        Message(role="user", content=[ToolResultBlock(tool_use_id="t", content="x" * 50_000)]),
+    ]
+    query = recall_query(state)
+    assert query.startswith("Summarise the log\n")
+    assert len(query) == len("Summarise the log\n") + OBSERVATION_CHARS
+    state.messages.append(Message.user("and the errors only"))
+    assert recall_query(state) == "Summarise the log"  # a plain user turn: no observation
 
 
 async def test_recall_failure_does_not_stop_the_run(ctx: RunContext) -> None:

@@ -108,8 +108,8 @@ def test_registry_register_get_list_has_and_duplicates() -> None:
     registry.register(forecast)
     assert registry.get("forecast") is forecast
     assert [t.name for t in registry.list("weather")] == ["forecast"]
-    assert {t.name for t in registry.list("memory")} == {"remember", "forget"}
-    assert len(registry.specs()) == len(registry.list()) == 8
+    assert {t.name for t in registry.list("memory")} == {"remember", "list_memories", "forget"}
+    assert len(registry.specs()) == len(registry.list()) == 9
     with pytest.raises(ValueError, match="already registered"):
         registry.register(forecast)
     with pytest.raises(KeyError):

@@ -5,18 +5,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
 
-from adapters.base import Inbound
+from adapters.base import Inbound, OutboundMessage
 from agent.builtin_tools import builtin_registry
 from agent.loop import Agent, AgentConfig
+from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
-from agent.tools import ToolRegistry
+from agent.tools import ToolRegistry, ToolSource
 from bot.config import Settings
+from bot.health import Health
 from bot.runtime import Runtime, build_runtime
 from bot.worker import GROUP
 from tests.agent.scripted import ScriptedModel
@@ -60,6 +62,9 @@ async def running(
     tools: ToolRegistry | None = None,
     memory: MemoryStore | None = None,
     config: Settings | None = None,
+    tool_source: ToolSource | None = None,
+    health: Health | None = None,
+    after_run: Callable[[Outcome], Awaitable[OutboundMessage | None]] | None = None,
 ) -> AsyncIterator[Harness]:
     adapter = adapter or RecordingAdapter()
     registry = tools or builtin_registry()
@@ -74,6 +79,7 @@ async def running(
             config=AgentConfig(
                 backoff_base=0.01, backoff_max=0.02, stream=config.streaming.enabled
             ),
+            tool_source=tool_source,
         )
 
     runtime = build_runtime(
@@ -82,7 +88,9 @@ async def running(
         {adapter.platform: adapter},
         make_agent,
         memory=memory,
+        after_run=after_run,
         poll=0.05,
+        health=health,
     )
     runtime.worker.block_ms = 50
     stop = asyncio.Event()

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import os
+import re
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -9,7 +13,15 @@ from bot.cli import COMMANDS, main
 
 
 @pytest.mark.parametrize(
-    "argv", [[], *([name] for name in COMMANDS), ["memory"], ["memory", "reindex"]]
+    "argv",
+    [
+        [],
+        *([name] for name in COMMANDS),
+        ["memory"],
+        ["memory", "reindex"],
+        ["mcp"],
+        ["mcp", "list"],
+    ],
 )
 def test_every_command_has_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
@@ -33,3 +45,91 @@ def test_bad_configuration_exits_with_the_variable_named(
     monkeypatch.setenv("PARLEY_HTTP_PORT", "eighty")
     assert main(["--env-file", "/dev/null", "doctor"]) == 2
     assert "PARLEY_HTTP_PORT" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert re.fullmatch(r"parley \d+\.\d+\.\d+\S*\n", capsys.readouterr().out)
+
+
+def test_env_file_may_follow_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = tmp_path / "custom.env"
+    env.write_text("PARLEY_HTTP_PORT=eighty\n")
+    assert main(["doctor", "--env-file", str(env)]) == 2
+    assert "PARLEY_HTTP_PORT" in capsys.readouterr().err
+
+
+def test_a_missing_env_file_named_on_the_command_line_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--env-file", str(tmp_path / "nope.env"), "doctor"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nope.env does not exist" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"PARLEY_LOG_LEVEL=INFO\nthis is not a setting\n", "line 2: cannot read 'this is not"),
+        (b'A=1\nB="unterminated\n', "line 2"),
+        (b"\xff\xfe\x00garbage\n", "cannot be read as UTF-8"),
+    ],
+)
+def test_a_malformed_env_file_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, expected: str
+) -> None:
+    env = tmp_path / ".env"
+    env.write_bytes(content)
+    assert main(["--env-file", str(env), "doctor"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and expected in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+
+
+def test_a_missing_skills_dir_names_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PARLEY_SKILLS_DIR", str(tmp_path / "no-such-skills"))
+    assert main(["--env-file", "/dev/null", "doctor"]) == 2
+    err = capsys.readouterr().err
+    assert "PARLEY_SKILLS_DIR" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("setting", ["PARLEY_HTTP_PORT", "PARLEY_METRICS_PORT"])
+def test_a_busy_port_is_one_clear_line_and_doctor_says_so(redis_url: str, setting: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        env = {
+            **os.environ,
+            "REDIS_URL": redis_url,
+            "PARLEY_HTTP_HOST": "127.0.0.1",
+            "PARLEY_HTTP_PORT": "0",
+            "PARLEY_METRICS_PORT": "0",
+            setting: str(port),
+            "OLLAMA_HOST": "http://127.0.0.1:1",
+            # Slack over HTTP, so the gateway opens its public webhook listener.
+            "SLACK_BOT_TOKEN": "xoxb-test",
+            "SLACK_SIGNING_SECRET": "secret",
+            "SLACK_API_URL": "http://127.0.0.1:1/api/",
+        }
+        run = [sys.executable, "-m", "bot.cli", "--env-file", "/dev/null"]
+        started = subprocess.run(
+            [*run, "gateway"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert started.returncode == 2, started.stderr
+        last = started.stderr.strip().splitlines()[-1]
+        assert last == (
+            f"parley: 127.0.0.1:{port} is already in use; stop whatever listens there "
+            f"or set {setting} to a free port"
+        )
+        assert "Traceback" not in started.stderr
+        doctor = subprocess.run(
+            [*run, "doctor"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert doctor.returncode == 1
+        assert f"fail            http       127.0.0.1:{port} is already in use" in doctor.stdout
+        assert f"set {setting}" in doctor.stdout

@@ -84,3 +84,37 @@ async def test_no_reachable_provider_says_what_to_configure(redis_url: str) -> N
     assert code == 2
     assert "ANTHROPIC_API_KEY" in out and "ollama pull qwen2.5:7b" in out
     assert "Traceback" not in out
+
+
+async def test_memories_and_forget_in_the_console(redis, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    async with FakeAnthropic() as hosted, FakeOllama() as local:
+        hosted.script(
+            fa.tool("remember", text="My bike is a green Brompton"),
+            fa.text("Noted."),
+            fa.tool("remember", text="I take the 8:10 train"),
+            fa.text("Noted too."),
+        )
+        code, out = await console(
+            {
+                "REDIS_URL": redis_url,
+                "ANTHROPIC_API_KEY": "sk-ant-test",
+                "ANTHROPIC_BASE_URL": hosted.url,
+                "OLLAMA_HOST": local.url,
+            },
+            [
+                "remember my bike is a green Brompton",
+                "and that I take the 8:10 train",
+                "/memories",
+                "/forget 1",
+                "/memories",
+                "/quit",
+            ],
+        )
+    assert code == 0, out
+    first, _, rest = out.partition("Forgotten:")
+    assert "1. I take the 8:10 train (private)\n2. My bike is a green Brompton (private)" in first
+    assert "8:10 train" in rest.splitlines()[0]
+    assert (
+        "1. My bike is a green Brompton (private)" in rest and "8:10" not in rest.split("\n", 1)[1]
+    )
+    assert len(hosted.message_calls) == 4  # the commands never reached the model

@@ -5,12 +5,15 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 from collections.abc import Iterator
 
 import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
+from agent.llm.usage import MeteredModel
+from agent.messages import Usage
 from bot.app import _redis_check
 from bot.config import Settings
 from bot.http import HttpServer
@@ -153,3 +156,44 @@ async def test_status_shows_usage_and_limits_reach_the_user(redis: aioredis.Redi
         texts = harness.adapter.texts(chat)
         assert texts[:3] == ["one", "two", RATE_LIMITED]
         assert "Today you've used 30 of your 500,000 tokens" in texts[3]
+
+
+async def test_status_shows_todays_estimated_cost_with_cache_prices(
+    redis: aioredis.Redis,
+) -> None:
+    guard = limits(redis, Clock())
+    usage = Usage(input_tokens=1000, output_tokens=100, cache_read_tokens=10_000)
+    usage = usage + Usage(cache_write_tokens=2000)
+    model = MeteredModel(ScriptedModel([reply("one", usage=usage)]), {"scripted-1": (3.0, 15.0)})
+    async with running(redis, model) as harness:
+        conductor = harness.runtime.conductor
+        conductor.charge = guard.charge_event
+        conductor.commands.usage = guard.usage_text
+        chat = dm()
+        await harness.submit(message(chat, "a"))
+        await harness.settle()
+        await harness.submit(message(chat, "/status", command="status"))
+        await harness.settle()
+        status = harness.adapter.texts(chat)[-1]
+    # (1000 input + 0.1 x 10,000 read + 1.25 x 2000 written) x $3 + 100 output x $15, per Mtok
+    assert "used 13,100 of your 500,000 tokens" in status
+    assert "about $0.0150 at list prices" in status
+
+
+async def test_charges_are_written_once_a_second_and_counted_meanwhile(
+    redis: aioredis.Redis,
+) -> None:
+    guard = limits(redis, Clock(), PARLEY_USER_DAILY_TOKENS=1000)
+    key = "parley:usage:" + time.strftime("%Y%m%d", time.gmtime(Clock()())) + ":telegram:1"
+    await guard.charge("telegram:1", 100, 0.5)  # the first is written at once
+    assert int(await redis.get(key)) == 100
+    await guard.charge("telegram:1", 950, 0.25)  # within the second: held in the process
+    await guard.charge("telegram:2", 10)
+    assert int(await redis.get(key)) == 100
+    assert (await guard.admit("telegram:1")).message == USER_BUDGET_SPENT  # yet counted
+    usage = await guard.usage("telegram:1")  # /status writes first, so it is exact
+    assert (usage.user, usage.everyone, usage.user_cost) == (1060 - 10, 1060, 0.75)
+    assert int(await redis.get(key)) == 1050
+    guard.flush_every = 0.0
+    await guard.charge("telegram:1", 1)
+    assert int(await redis.get(key)) == 1051

@@ -374,12 +374,15 @@ async def test_every_key_is_bounded(redis: aioredis.Redis) -> None:
         await harness.settle()
         await harness.submit(click(chat, harness.adapter.in_conversation(chat)[-1], "approve"))
         await harness.settle()
+        await redis.xadd(harness.runtime.keys.inbox, {"event": b"not an event"})  # dead-lettered
+        await harness.settle()
 
     import fnmatch
 
     prefix = "parley:"
     keys = [k.decode() async for k in redis.scan_iter("*")]
     assert keys, "a realistic run leaves keys"
+    assert f"{prefix}deadletter" in keys
     for key in keys:
         assert key.startswith(prefix), key
         rest = key[len(prefix) :]

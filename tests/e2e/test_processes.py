@@ -4,6 +4,7 @@ servers: crashes, restarts, scale-out and draining."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -14,10 +15,12 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic, last_user_text, tool_results
+from tests.fakes.mcp_process import ROOT
 from tests.fakes.telegram import FakeTelegram
 
 pytestmark = pytest.mark.e2e
@@ -47,13 +50,17 @@ def script(body: dict[str, Any]) -> fa.Item:
     """The scripted model: what it answers depends on what the user wrote."""
     results = tool_results(body)
     if results:
-        found = re.search(r"recorded \w+|scheduled|[Rr]eminder", str(results[0].get("content")))
+        found = re.search(
+            r"recorded \w+|scheduled|[Rr]eminder|deleted .*", str(results[0].get("content"))
+        )
         return fa.text(f"done: {found.group(0) if found else 'something went wrong'}")
     text = last_user_text(body)
     if text.startswith("slow"):
         return fa.text(f"slow answer to {text}", delay=3.0)
     if text.startswith("approve"):
         return fa.tool("record_run", marker=text.split()[-1])
+    if text.startswith("mcp delete"):
+        return fa.tool("files__delete_item", item=text.split()[-1])
     if text.startswith("remind"):
         return fa.tool("create_reminder", text="stand up", in_seconds=1)
     return fa.text(f"echo: {text}")
@@ -258,3 +265,56 @@ async def test_sigterm_during_a_run_loses_nothing(world) -> None:
         await until(lambda: bool(telegram.chat(42)), within=30)
         await asyncio.sleep(1)
     assert texts(telegram, 42) == ["slow answer to slow but sure"]
+
+
+async def test_mcp_servers_start_with_the_worker_and_stop_on_sigterm(world, tmp_path) -> None:
+    cluster, telegram, _ = world
+    ledger, pids = tmp_path / "mcp-ledger", tmp_path / "mcp-pids"
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "files": {
+                        "command": sys.executable,
+                        "args": ["-m", "tests.fakes.mcp_server"],
+                        "cwd": str(ROOT),
+                        "env": {"MCP_LEDGER": "${LEDGER}", "MCP_PIDFILE": str(pids)},
+                    },
+                    "gone": {"command": "/nonexistent/mcp-server"},
+                }
+            }
+        )
+    )
+    port = free_port()
+    process = await cluster.start(
+        "run", PARLEY_MCP_CONFIG=str(config), LEDGER=str(ledger), PARLEY_METRICS_PORT=str(port)
+    )
+    await cluster.ready(process)
+
+    async def mcp_detail() -> str:
+        async with (
+            aiohttp.ClientSession() as client,
+            client.get(f"http://127.0.0.1:{port}/readyz") as response,
+        ):
+            return str((await response.json())["checks"]["mcp"]["detail"])
+
+    deadline = time.monotonic() + 30
+    while not (await mcp_detail()).startswith("1/2 servers ready; gone down"):
+        assert time.monotonic() < deadline, await mcp_detail()
+        await asyncio.sleep(0.2)
+
+    telegram.push(telegram.message(chat_id=42, user_id=42, text="mcp delete invoice7"))
+    await until(lambda: bool(telegram.chat(42)))
+    approval = telegram.chat(42)[0]
+    assert "files__delete_item" in approval.text and "invoice7" in approval.text
+    assert not ledger.exists()
+    telegram.click(approval, "Approve", user_id=42)
+    await until(lambda: len(telegram.chat(42)) == 2)
+    assert texts(telegram, 42)[1] == "done: deleted 1 x invoice7"
+    assert ledger.read_text().splitlines() == ["delete_item invoice7 1"]
+
+    (pid,) = [int(line) for line in pids.read_text().split()]
+    assert await cluster.stop(process) == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the server Parley started has exited with it

@@ -11,6 +11,14 @@ and headers) or `hang()` (never answers, for timeouts). Items may also be functi
 parsed request body that return an item. Every request is recorded (`fake.requests`,
 `fake.calls("/v1/messages")`). `GET /v1/models/{id}` answers for `parley doctor`.
 
+Usage follows the Messages API's prompt caching (`fake.cache`): the prompt is tools, then
+system, then messages, in content blocks; a block with `cache_control` is a breakpoint (more
+than four is a 400). A request reads the longest cached prefix that ends at a breakpoint or
+at one of the 20 block boundaries before it, and writes the prefixes up to its breakpoints
+that are at least `min_tokens` long (five-minute lifetime, refreshed by a read).
+`cache_read_input_tokens` and `cache_creation_input_tokens` count those; `input_tokens` only
+the rest. Tokens are estimated at four characters each. A scripted `usage` overrides it all.
+
 A request with `"stream": true` gets the same item as server-sent events, in the real
 sequence (message_start, content_block_start / _delta / _stop with text_delta and
 input_json_delta, message_delta with usage and stop_reason, message_stop), the text cut into
@@ -21,6 +29,7 @@ dies with an `event: error` of that type.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import time
@@ -92,6 +101,70 @@ def broken(value: str, error_type: str = "overloaded_error", *, pace: float = 0.
 
 Scripted = Item | Callable[[dict[str, Any]], Item]
 
+MAX_BREAKPOINTS = 4
+LOOKBACK_BLOCKS = 20
+CACHE_LIFETIME = 300.0
+
+
+class PromptCache:
+    """The API's prompt cache and the usage figures it produces, for one fake server."""
+
+    def __init__(self, *, min_tokens: int = 1024) -> None:
+        self.min_tokens = min_tokens
+        self.entries: dict[str, float] = {}  # prefix hash → expiry (monotonic)
+
+    @staticmethod
+    def blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
+        """The prompt's content blocks in cache order: (canonical text, is a breakpoint)."""
+        found: list[tuple[str, bool]] = []
+
+        def add(where: str, block: Any) -> None:
+            mark = isinstance(block, dict) and "cache_control" in block
+            if isinstance(block, dict):
+                block = {k: v for k, v in block.items() if k != "cache_control"}
+            found.append((where + json.dumps(block, sort_keys=True), mark))
+
+        for tool in body.get("tools") or []:
+            add("tool:", tool)
+        system = body.get("system")
+        for block in [system] if isinstance(system, str) else system or []:
+            add("system:", block)
+        for message in body.get("messages") or []:
+            content = message.get("content")
+            for index, block in enumerate([content] if isinstance(content, str) else content):
+                add(f"{message.get('role')}{index}:", block)
+        return found
+
+    def usage(self, body: dict[str, Any]) -> dict[str, int]:
+        blocks = self.blocks(body)
+        now = time.monotonic()
+        self.entries = {k: t for k, t in self.entries.items() if t > now}
+        digest = hashlib.sha256(str(body.get("model")).encode())
+        hashes, totals, total = [], [], 0
+        for text, _ in blocks:
+            digest.update(text.encode())
+            hashes.append(digest.copy().hexdigest())
+            total += max(1, len(text) // 4)
+            totals.append(total)
+        marks = [i for i, (_, mark) in enumerate(blocks) if mark]
+        read = 0
+        for mark in marks:
+            for i in range(mark, max(-1, mark - LOOKBACK_BLOCKS), -1):
+                if hashes[i] in self.entries:
+                    self.entries[hashes[i]] = now + CACHE_LIFETIME
+                    read = max(read, totals[i])
+                    break
+        written = read
+        for mark in marks:
+            if totals[mark] >= self.min_tokens and totals[mark] > read:
+                self.entries[hashes[mark]] = now + CACHE_LIFETIME
+                written = max(written, totals[mark])
+        return {
+            "input_tokens": total - written,
+            "cache_creation_input_tokens": written - read,
+            "cache_read_input_tokens": read,
+        }
+
 
 class FakeAnthropic(FakeServer):
     def __init__(self) -> None:
@@ -102,6 +175,7 @@ class FakeAnthropic(FakeServer):
         self.add("POST", "/v1/messages", self._messages)
         self.add("GET", "/v1/models/*", self._model)
         self._hung: set[asyncio.Future[None]] = set()
+        self.cache = PromptCache()
         # (the request's newest user text, when its first delta went out): for latency figures
         self.first_tokens: list[tuple[str, float]] = []
 
@@ -114,6 +188,13 @@ class FakeAnthropic(FakeServer):
 
     async def _messages(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
         body = recorded.body if isinstance(recorded.body, dict) else {}
+        breakpoints = sum(mark for _, mark in PromptCache.blocks(body))
+        if breakpoints > MAX_BREAKPOINTS:
+            return self._error(
+                400,
+                f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+                f"Found {breakpoints}.",
+            )
         if self.queue:
             item = self.queue.popleft()
         elif self.responder is not None:
@@ -131,24 +212,15 @@ class FakeAnthropic(FakeServer):
                 await waiter
             finally:
                 self._hung.discard(waiter)
-        headers = {"request-id": f"req_{next(_ids):08d}", **item.headers}
         if item.kind == "error":
-            payload = {
-                "type": "error",
-                "error": {
-                    "type": ERROR_TYPES.get(item.status, "api_error"),
-                    "message": item.content[0]["message"] or f"fake error {item.status}",
-                },
-                "request_id": headers["request-id"],
-            }
-            return web.json_response(payload, status=item.status, headers=headers)
+            message = item.content[0]["message"] or f"fake error {item.status}"
+            return self._error(item.status, message, item.headers)
+        headers = {"request-id": f"req_{next(_ids):08d}"}
         if body.get("stream"):
             return await self._sse(request, item, body, headers)
         usage = {
-            "input_tokens": 25,
-            "output_tokens": 7,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            **self.cache.usage(body),
+            "output_tokens": sum(len(json.dumps(c)) for c in item.content) // 4 + 1,
             **item.usage,
         }
         payload = {
@@ -174,13 +246,7 @@ class FakeAnthropic(FakeServer):
         async def send(event: str, data: dict[str, Any]) -> None:
             await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
 
-        usage: dict[str, Any] = {
-            "input_tokens": 25,
-            "output_tokens": 1,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            **item.usage,
-        }
+        usage: dict[str, Any] = {**self.cache.usage(body), "output_tokens": 1, **item.usage}
         message: dict[str, Any] = {
             "id": f"msg_{next(_ids):08d}",
             "type": "message",
@@ -249,6 +315,16 @@ class FakeAnthropic(FakeServer):
         await response.write_eof()
         return response
 
+    @staticmethod
+    def _error(status: int, message: str, extra: dict[str, str] | None = None) -> web.Response:
+        headers = {"request-id": f"req_{next(_ids):08d}", **(extra or {})}
+        payload = {
+            "type": "error",
+            "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message},
+            "request_id": headers["request-id"],
+        }
+        return web.json_response(payload, status=status, headers=headers)
+
     async def _model(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
         auth = recorded.headers.get("Authorization", "") + recorded.headers.get("X-Api-Key", "")
         if "bad" in auth:
@@ -277,14 +353,19 @@ class FakeAnthropic(FakeServer):
 
 
 def last_user_text(body: dict[str, Any]) -> str:
-    """The text of the newest user turn of a Messages request."""
+    """What the user wrote in the newest user turn of a Messages request (without the
+    <context> block Parley appends there for the prompt cache's sake)."""
     for message in reversed(body.get("messages") or []):
         if message.get("role") != "user":
             continue
         content = message.get("content")
         if isinstance(content, str):
             return content
-        texts = [c.get("text", "") for c in content if c.get("type") == "text"]
+        texts = [
+            c.get("text", "")
+            for c in content
+            if c.get("type") == "text" and not c.get("text", "").startswith("<context>")
+        ]
         if texts:
             return " ".join(texts)
     return ""

@@ -4,10 +4,12 @@
     fake.script(reply("Hi"), call("calculator", expression="1+1"), failure(500))
     fake.responder = lambda body: reply("default")   # when the script is empty
 
-Chat items answer `/api/chat` in order; `embed` answers with deterministic vectors of
-`dimensions` floats derived from each input's hash. Requests are recorded. A chat request
-with `"stream": true` gets newline-delimited JSON chunks (a few characters of content each,
-tool calls in the last content chunk, then a `done` chunk with the counts), as Ollama sends.
+`/api/show` lists a model's capabilities: "completion" and "tools", plus "vision" for the
+models in `fake.vision`. Chat items answer `/api/chat` in order; `embed` answers with
+deterministic vectors of `dimensions` floats derived from each input's hash. Requests are
+recorded. A chat request with `"stream": true` gets newline-delimited JSON chunks (a few
+characters of content each, tool calls in the last content chunk, then a `done` chunk with
+the counts), as Ollama sends.
 """
 
 from __future__ import annotations
@@ -53,11 +55,13 @@ class FakeOllama(FakeServer):
         super().__init__(name="ollama")
         self.models = models if models is not None else ["qwen2.5:7b"]
         self.dimensions = dimensions
+        self.vision: set[str] = set()
         self.queue: deque[Scripted] = deque()
         self.responder: Callable[[dict[str, Any]], ChatItem] | None = None
         self.add("POST", "/api/chat", self._chat)
         self.add("GET", "/api/tags", self._tags)
         self.add("POST", "/api/embed", self._embed)
+        self.add("POST", "/api/show", self._show)
 
     def script(self, *items: Scripted) -> None:
         self.queue.extend(items)
@@ -136,6 +140,24 @@ class FakeOllama(FakeServer):
                     }
                     for m in self.models
                 ]
+            }
+        )
+
+    async def _show(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
+        body = recorded.body if isinstance(recorded.body, dict) else {}
+        model = str(body.get("model") or "")
+        if model not in self.models and f"{model}:latest" not in self.models:
+            return web.json_response({"error": f"model '{model}' not found"}, status=404)
+        capabilities = ["completion", "tools"] + (["vision"] if model in self.vision else [])
+        return web.json_response(
+            {
+                "modelfile": "",
+                "parameters": "",
+                "template": "",
+                "details": {"format": "gguf", "family": "fake"},
+                "model_info": {},
+                "capabilities": capabilities,
+                "modified_at": "2026-11-01T00:00:00Z",
             }
         )
 

@@ -3,6 +3,7 @@
     fake = FakeSlack()
     await fake.start()                       # SLACK_API_URL = fake.api_url
     fake.fail_next("chat.postMessage", retry_after=1)   # a 429 with Retry-After
+    fake.answer_error("chat.postMessage", "channel_not_found")   # an API error answer
     fake.groups["SADMINS"] = ["UBOSS"]       # usergroups.users.list
 
 It answers auth.test, chat.postMessage, chat.update, chat.postEphemeral, chat.delete,
@@ -12,7 +13,14 @@ refusals: a channel stream without `recipient_team_id` or `recipient_user_id`,
 streaming any more; `fake.refuse_stream("chat.appendStream", "ratelimited")` scripts one),
 assistant.threads.setStatus / setSuggestedPrompts / setTitle, usergroups.users.list and apps.connections.open (whose URL is
 this server's `/socket` WebSocket: `await fake.socket_send(envelope)` pushes a Socket Mode
-envelope to the connected app and `fake.socket_acks` collects its acks). `fake.posts`
+envelope to the connected app and `fake.socket_acks` collects its acks), and for context
+and files: conversations.replies (`fake.thread(channel, thread_ts, ...)` plus what the bot
+posted in that thread; paged with `fake.page_size`), conversations.members
+(`fake.members[channel]`), conversations.list (`fake.channel_names[id] = name`),
+conversations.history (`fake.history[channel]`, filtered by `oldest`), users.info (`fake.users[id] = "Display Name"`) and file
+downloads at `url_private` (`fake.add_file(data, name, mimetype)` returns the file object an
+event carries; a request without `Authorization: Bearer <fake.bot_token>` gets Slack's
+sign-in web page, as the real one does). `fake.posts`
 holds what the bot posted, edits applied. Helpers build signed Events API requests.
 """
 
@@ -58,10 +66,20 @@ class Post:
 
 
 class FakeSlack(FakeServer):
-    def __init__(self) -> None:
+    def __init__(self, bot_token: str = "xoxb-test-token") -> None:
         super().__init__(name="slack")
+        self.bot_token = bot_token
+        self.threads: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.members: dict[str, list[str]] = {}
+        self.channel_names: dict[str, str] = {}  # id -> name, for conversations.list
+        self.history: dict[str, list[dict[str, Any]]] = {}  # channel -> top-level messages
+        self.users: dict[str, str] = {}
+        self.files: dict[str, tuple[bytes, str]] = {}  # path -> (bytes, mimetype)
+        self.page_size = 200
+        self._file_ids = itertools.count(1)
         self.posts: list[Post] = []
         self.failures: dict[str, list[int]] = {}
+        self.errors: dict[str, list[tuple[str, int]]] = {}
         self.groups: dict[str, list[str]] = {}
         self.socket_acks: list[dict[str, Any]] = []
         self.external_users: set[str] = set()
@@ -72,10 +90,52 @@ class FakeSlack(FakeServer):
         self._ts = itertools.count(100)
         self.add("POST", "/api/*", self._method)
         self.add("GET", "/api/*", self._method)
+        self.add("GET", "/files-pri/*", self._file)
 
     @property
     def api_url(self) -> str:
         return f"{self.url}/api/"
+
+    def thread(
+        self, channel: str, root_ts: str, *messages: tuple[str, str]
+    ) -> list[dict[str, Any]]:
+        """A thread of (user, text) messages: the first is the root (at `root_ts`), the rest
+        follow a microsecond apart. Returns the messages, with their ts."""
+        seconds, _, micros = root_ts.partition(".")
+        made = []
+        for index, (user, text) in enumerate(messages):
+            ts = f"{seconds}.{int(micros) + index:06d}"
+            message = {"type": "message", "user": user, "text": text, "ts": ts}
+            message["thread_ts"] = root_ts
+            made.append(message)
+        self.threads.setdefault((channel, root_ts), []).extend(made)
+        return made
+
+    def add_file(self, data: bytes, name: str, mimetype: str) -> dict[str, Any]:
+        file_id = f"F{next(self._file_ids):08d}"
+        path = f"/files-pri/{TEAM}-{file_id}/{name}"
+        self.files[path] = (data, mimetype)
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rpartition(".")[2],
+            "size": len(data),
+            "mode": "hosted",
+            "url_private": f"{self.url}{path}",
+            "url_private_download": f"{self.url}{path.replace(file_id + '/', file_id + '/download/')}",
+        }
+
+    async def _file(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Authorization") != f"Bearer {self.bot_token}":
+            page = "<!DOCTYPE html><html><body>Sign in to Slack</body></html>"
+            return web.Response(text=page, content_type="text/html")
+        path = request.path.replace("/download/", "/", 1)
+        if path not in self.files:
+            return web.Response(status=404, text="file not found")
+        data, mimetype = self.files[path]
+        return web.Response(body=data, content_type=mimetype)
 
     def fail_next(self, method: str, *, retry_after: int) -> None:
         self.failures.setdefault(method, []).append(retry_after)
@@ -83,6 +143,10 @@ class FakeSlack(FakeServer):
     def refuse_stream(self, method: str, error: str) -> None:
         """The next call of a chat streaming method answers `ok: false` with `error`."""
         self.refusals.setdefault(method, []).append(error)
+
+    def answer_error(self, method: str, error: str, *, status: int = 200, times: int = 1) -> None:
+        """Answer the next `times` calls of `method` with `{"ok": false, "error": error}`."""
+        self.errors.setdefault(method, []).extend([(error, status)] * times)
 
     def method_calls(self, method: str) -> list[Recorded]:
         return self.calls(f"/api/{method}")
@@ -116,6 +180,9 @@ class FakeSlack(FakeServer):
                 status=429,
                 headers={"Retry-After": str(retry_after)},
             )
+        if errors := self.errors.get(method):
+            error, status = errors.pop(0)
+            return web.json_response({"ok": False, "error": error}, status=status)
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
@@ -266,6 +333,64 @@ class FakeSlack(FakeServer):
         if not params.get("title") or not params.get("thread_ts"):
             return {"ok": False, "error": "invalid_arguments"}
         return {"ok": True}
+
+    async def _m_conversations_replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = str(params.get("channel") or ""), str(params.get("ts") or "")
+        if (channel, ts) not in self.threads and not self.in_channel(channel, ts):
+            return {"ok": False, "error": "thread_not_found"}
+        bot_posts = [
+            {"type": "message", "user": BOT_USER, "bot_id": "BBOT", "text": p.text, "ts": p.ts,
+             "thread_ts": ts}
+            for p in self.in_channel(channel, ts)
+            if p.ephemeral_to is None
+        ]  # fmt: skip
+        messages = sorted(
+            [*self.threads.get((channel, ts), []), *bot_posts], key=lambda m: float(m["ts"])
+        )
+        start = int(params.get("cursor") or 0)
+        page = messages[start : start + self.page_size]
+        more = start + self.page_size < len(messages)
+        return {
+            "ok": True,
+            "messages": page,
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + self.page_size) if more else ""},
+        }
+
+    async def _m_conversations_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        channels = [{"id": i, "name": n, "is_channel": True} for i, n in self.channel_names.items()]
+        return {"ok": True, "channels": channels, "response_metadata": {"next_cursor": ""}}
+
+    async def _m_conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel") or "")
+        if channel not in self.history:
+            return {"ok": False, "error": "channel_not_found"}
+        if BOT_USER not in self.members.get(channel, []):
+            return {"ok": False, "error": "not_in_channel"}
+        oldest = float(params.get("oldest") or 0)
+        found = [m for m in self.history[channel] if float(m["ts"]) > oldest]
+        found.sort(key=lambda m: float(m["ts"]), reverse=True)  # Slack answers newest first
+        return {"ok": True, "messages": found, "has_more": False, "response_metadata": {}}
+
+    async def _m_conversations_members(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel") or "")
+        if channel not in self.members:
+            return {"ok": False, "error": "channel_not_found"}
+        return {"ok": True, "members": self.members[channel], "response_metadata": {}}
+
+    async def _m_users_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        user = str(params.get("user") or "")
+        if user not in self.users:
+            return {"ok": False, "error": "user_not_found"}
+        name = self.users[user]
+        return {
+            "ok": True,
+            "user": {
+                "id": user,
+                "name": name.lower().replace(" ", "."),
+                "profile": {"display_name": name, "real_name": name},
+            },
+        }
 
     async def _m_usergroups_users_list(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "users": self.groups.get(str(params.get("usergroup")), [])}

@@ -5,11 +5,18 @@
     fake.push(fake.message(chat_id=42, user_id=42, text="hi"))       # served by getUpdates
     fake.push(fake.callback(chat_id=42, user_id=42, message_id=7, data="d:abc:approve"))
     fake.fail_next("sendMessage", retry_after=1)                      # a 429 with retry_after
+    fake.answer_error("sendMessage", 502, "Bad Gateway", times=2)      # any error answer
 
-It serves getMe, getUpdates (long poll honouring offset and timeout), setWebhook,
+    file_id = fake.add_file(b"...", path="photos/a.jpg")   # for getFile and the file URL
+
+Like the real Bot API, getUpdates keeps each update until a later call's offset confirms it
+(`fake.updates` holds the unconfirmed ones), so an update confirmed before it was stored is
+gone for good. It serves getMe, getUpdates (long poll honouring offset and timeout), setWebhook,
 deleteWebhook, setMyCommands, sendMessage, editMessageText, answerCallbackQuery and
 sendChatAction, sendMessageDraft (private chats only; every draft text is kept in
-`fake.drafts[(chat_id, draft_id)]`) and deleteMessage, and keeps what the bot posted per chat (`fake.chat(42)`: the messages with
+`fake.drafts[(chat_id, draft_id)]`), deleteMessage, getFile (400 for an unknown id or a file
+over 20 MB, as the Bot API does) and `GET /file/bot<token>/<file_path>`, and keeps what the
+bot posted per chat (`fake.chat(42)`: the messages with
 their current text and keyboard, edits applied) and every call (`fake.calls("/bot…/x")`,
 or `fake.method_calls("sendMessage")`). Update builders return Bot API JSON dicts, which can
 also be POSTed to a webhook.
@@ -57,10 +64,14 @@ class FakeTelegram(FakeServer):
         self.failures: dict[str, list[int]] = {}
         self.drafts: dict[tuple[int, int], list[str]] = {}
         self.deleted: list[Posted] = []
+        self.errors: dict[str, list[tuple[int, str]]] = {}
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
         self._new_update = asyncio.Event()
+        self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, bytes)
+        self._file_ids = itertools.count(1)
         self.add("POST", f"/bot{token}/*", self._dispatch_method)
+        self.add("GET", f"/file/bot{token}/*", self._file)
 
     # --- scripting --------------------------------------------------------------------------
 
@@ -71,6 +82,28 @@ class FakeTelegram(FakeServer):
 
     def fail_next(self, method: str, *, retry_after: int) -> None:
         self.failures.setdefault(method, []).append(retry_after)
+
+    def answer_error(self, method: str, status: int, description: str, *, times: int = 1) -> None:
+        """Answer the next `times` calls of `method` with the Bot API's error body."""
+        self.errors.setdefault(method, []).extend([(status, description)] * times)
+
+    def add_file(self, data: bytes, *, path: str | None = None) -> str:
+        file_id = f"BQACAgIAAx{next(self._file_ids):06d}"
+        self.files[file_id] = (path or f"documents/{file_id}", data)
+        return file_id
+
+    def photo_sizes(self, *sizes: tuple[str, int, int]) -> list[dict[str, Any]]:
+        """PhotoSize objects for (file_id, width, height), with the files' real sizes."""
+        return [
+            {
+                "file_id": file_id,
+                "file_unique_id": f"u{file_id}",
+                "width": width,
+                "height": height,
+                "file_size": len(self.files[file_id][1]) if file_id in self.files else 1,
+            }
+            for file_id, width, height in sizes
+        ]
 
     def user(self, user_id: int, name: str = "Ana", username: str | None = None) -> dict[str, Any]:
         user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": name}
@@ -89,7 +122,11 @@ class FakeTelegram(FakeServer):
         chat_type: str = "private",
         thread_id: int | None = None,
         reply_to_bot: bool = False,
-        photo: bool = False,
+        photo: bool | list[dict[str, Any]] = False,
+        document: dict[str, Any] | None = None,
+        caption: str | None = None,
+        sticker: bool = False,
+        reply_to: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
         if chat_type != "private":
@@ -107,8 +144,29 @@ class FakeTelegram(FakeServer):
             entities = _entities(text)
             if entities:
                 message["entities"] = entities
-        if photo:
+        if photo is True:
             message["photo"] = [{"file_id": "p1", "file_unique_id": "u1", "width": 1, "height": 1}]
+        elif photo:
+            message["photo"] = photo
+        if document is not None:
+            message["document"] = {"file_unique_id": f"u{document['file_id']}", **document}
+        if caption is not None:
+            message["caption"] = caption
+            caption_entities = _entities(caption)
+            if caption_entities:
+                message["caption_entities"] = caption_entities
+        if sticker:
+            message["sticker"] = {
+                "file_id": "s1",
+                "file_unique_id": "us1",
+                "type": "regular",
+                "width": 512,
+                "height": 512,
+                "is_animated": False,
+                "is_video": False,
+            }
+        if reply_to is not None:
+            message["reply_to_message"] = reply_to
         if thread_id is not None:
             message["message_thread_id"] = thread_id
             message["is_topic_message"] = True
@@ -204,6 +262,12 @@ class FakeTelegram(FakeServer):
         method = request.path.rsplit("/", 1)[-1]
         params = await _params(recorded, request)
         recorded.body = params
+        errors = self.errors.get(method)
+        if errors:
+            status, description = errors.pop(0)
+            return web.json_response(
+                {"ok": False, "error_code": status, "description": description}, status=status
+            )
         pending = self.failures.get(method)
         if pending:
             retry_after = pending.pop(0)
@@ -227,6 +291,29 @@ class FakeTelegram(FakeServer):
             return result
         return web.json_response({"ok": True, "result": result})
 
+    async def _m_getFile(self, params: dict[str, Any]) -> Any:
+        file_id = str(params.get("file_id") or "")
+        if file_id not in self.files:
+            return _bad_request("Bad Request: invalid file_id")
+        path, data = self.files[file_id]
+        if len(data) > 20 * 1024 * 1024:
+            return _bad_request("Bad Request: file is too big")
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_size": len(data),
+            "file_path": path,
+        }
+
+    async def _file(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
+        path = request.path.removeprefix(f"/file/bot{self.token}/")
+        for file_path, data in self.files.values():
+            if file_path == path:
+                return web.Response(body=data, content_type="application/octet-stream")
+        return web.json_response(
+            {"ok": False, "error_code": 404, "description": "Not Found"}, status=404
+        )
+
     async def _m_getMe(self, params: dict[str, Any]) -> Any:
         return {
             "id": BOT_ID,
@@ -242,6 +329,8 @@ class FakeTelegram(FakeServer):
         offset = int(params.get("offset") or 0)
         timeout = float(params.get("timeout") or 0)
         deadline = time.monotonic() + timeout
+        # An offset confirms every update below it: those are forgotten.
+        self.updates = [u for u in self.updates if u["update_id"] >= offset]
         while True:
             ready = [u for u in self.updates if u["update_id"] >= offset]
             if ready or time.monotonic() >= deadline:
@@ -381,6 +470,12 @@ async def _multipart(raw: bytes, content_type: str) -> dict[str, Any]:
             payload = part.get_payload(decode=True) or b""
             out[str(name)] = payload.decode()
     return out
+
+
+def _bad_request(description: str) -> web.Response:
+    return web.json_response(
+        {"ok": False, "error_code": 400, "description": description}, status=400
+    )
 
 
 def _markup(value: Any) -> dict[str, Any] | None:

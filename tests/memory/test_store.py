@@ -70,7 +70,8 @@ async def test_private_memories_never_reach_someone_else(store: RedisMemoryStore
     for context in (BOB_DM, BOB_IN_CHANNEL, ANA_IN_CHANNEL):
         found = await store.recall("what is Ana's salary? is she job hunting?", context)
         assert all("salary" not in m.text for m in found), context
-    assert await store.list_memories(BOB_DM) == []
+    assert (await store.list_memories(BOB_DM)).records == []
+    assert (await store.list_memories(ANA_IN_CHANNEL)).records == []
 
 
 async def test_team_memories_reach_team_members(store: RedisMemoryStore) -> None:
@@ -97,39 +98,30 @@ async def test_near_duplicates_merge(store: RedisMemoryStore) -> None:
     second = await store.remember("I prefer tea over coffee.", ANA_DM)
     other = await store.remember("I live in Lisbon", ANA_DM)
     assert second.id == first.id and other.id != first.id
-    assert [m.text for m in await store.list_memories(ANA_DM)] == [
-        "I prefer tea over coffee.",
+    assert [m.text for m in (await store.list_memories(ANA_DM)).records] == [
         "I live in Lisbon",
+        "I prefer tea over coffee.",
     ]
-
-
-async def test_retention_evicts_the_least_recently_used(
-    redis: aioredis.Redis, embedder: Embedder
-) -> None:
-    store = await open_store(redis, embedder, max_per_scope=3)
-    for fact in ["I own a red bicycle", "My cat is called Miso", "I work night shifts"]:
-        await store.remember(fact, ANA_DM)
-    await store.recall("what is my cat's name?", ANA_DM)  # Miso was used recently
-    await store.remember("My favourite band is Radiohead", ANA_DM)
-    texts = {m.text for m in await store.list_memories(ANA_DM)}
-    assert len(texts) == 3
-    assert "My cat is called Miso" in texts and "My favourite band is Radiohead" in texts
 
 
 async def test_forget_one_or_all_but_only_your_own(store: RedisMemoryStore) -> None:
     await store.remember("I'm vegetarian", ANA_DM)
     await store.remember("I run on Sundays", ANA_DM)
     await store.remember("Standup moved to 10", BOB_DM, share="team")
-    mine = await store.list_memories(ANA_DM)
-    assert await store.forget(ANA_DM, mine[0].id) == 1
+    mine = (await store.list_memories(ANA_DM)).records
+    assert [m.text for m in mine] == ["Standup moved to 10", "I run on Sundays", "I'm vegetarian"]
+    assert [m.scope_label for m in mine] == ["team", "private", "private"]
+    assert await store.forget(ANA_DM, mine[2].id) == 1
     assert await store.recall("what do I eat?", ANA_DM) == [] or all(
         "vegetarian" not in m.text for m in await store.recall("what do I eat?", ANA_DM)
     )
-    team_memory = (await store.list_memories(BOB_DM))[0]
+    team_memory = (await store.list_memories(BOB_DM)).records[0]
     assert await store.forget(ANA_DM, team_memory.id) == 0  # Bob's, not Ana's
+    assert await store.forget(ANA_DM, "no-such-id") == 0
     assert await store.forget(ANA_DM) == 1
-    assert await store.list_memories(ANA_DM) == []
-    assert [m.text for m in await store.list_memories(BOB_DM)] == ["Standup moved to 10"]
+    # Ana still sees the team's memory Bob wrote; she cannot remove it
+    assert [m.text for m in (await store.list_memories(ANA_DM)).records] == ["Standup moved to 10"]
+    assert [m.text for m in (await store.list_memories(BOB_DM)).records] == ["Standup moved to 10"]
 
 
 async def test_reindex_after_a_dimension_change(
@@ -177,35 +169,90 @@ async def test_end_of_run_extraction(store: RedisMemoryStore) -> None:
         [Message.user("I'm training for the May marathon"), Message.assistant("Good luck!")],
         ANA_DM,
     )
-    assert facts == ["Ana is training for a marathon in May"]
-    assert [m.text for m in await store.list_memories(ANA_DM)] == facts
+    assert [(m.text, m.origin) for m in facts] == [
+        ("Ana is training for a marathon in May", "extracted")
+    ]
+    assert [m.text for m in (await store.list_memories(ANA_DM)).records] == [facts[0].text]
     assert parse_facts("nothing here") == [] and parse_facts("[1, 'x']") == []
 
 
 async def test_memories_and_forget_commands(redis: aioredis.Redis, store: RedisMemoryStore) -> None:
     from tests.bot.harness import running
-    from tests.bot.recording import dm, message
+    from tests.bot.recording import click, dm, message
 
     chat = dm("UANA", platform="telegram")
     context = RunContext(
         conversation_id=chat.id, platform="telegram", user_id="UANA", chat_id="UANA"
     )
-    await store.remember("I'm vegetarian", context)
-    await store.remember("I live in Lisbon", context)
+    for fact in ["I'm vegetarian", "I live in Lisbon", "I cycle to work", "My cat is Miso"]:
+        await store.remember(fact, context)
     async with running(redis, ScriptedModel([]), memory=store) as harness:
-        await harness.submit(message(chat, "/memories", user="UANA", command="memories"))
+
+        async def command(text: str, name: str, args: str = "") -> None:
+            await harness.submit(message(chat, text, user="UANA", command=name, args=args))
+            await harness.settle()
+
+        await command("/memories", "memories")
+        listing = harness.adapter.in_conversation(chat)[-1]
+        await command("/forget 3", "forget", "3")
+        harness_posts = harness.adapter.in_conversation(chat)
+        press = click(chat, listing, listing.message.buttons[0].value, user="UANA")
+        await harness.submit(dataclasses.replace(press, is_direct=True))
         await harness.settle()
-        await harness.submit(message(chat, "/forget 1", user="UANA", command="forget", args="1"))
-        await harness.settle()
-        await harness.submit(message(chat, "/memories", user="UANA", command="memories"))
-        await harness.settle()
-        await harness.submit(
-            message(chat, "/forget all", user="UANA", command="forget", args="all")
-        )
-        await harness.settle()
+        await command("/memories", "memories")
+        await command("/forget all", "forget", "all")
         texts = harness.adapter.texts(chat)
-    assert "1. I'm vegetarian\n2. I live in Lisbon" in texts[0]
-    assert "Forgotten" in texts[1] and "vegetarian" in texts[1]
-    assert "1. I live in Lisbon" in texts[2] and "vegetarian" not in texts[2]
-    assert "forgot 1 thing" in texts[3]
-    assert await store.list_memories(context) == []
+    assert (
+        "1. My cat is Miso (private)\n2. I cycle to work (private)\n"
+        "3. I live in Lisbon (private)\n4. I'm vegetarian (private)"
+    ) in texts[0]
+    assert [b.label for b in listing.message.buttons] == [f"Forget {n}" for n in range(1, 5)]
+    assert listing.message.private_to == "UANA"
+    assert "Forgotten" in texts[1] and "Lisbon" in texts[1] and len(harness_posts) == 2
+    assert texts[2] == "Forgotten."  # the button under "My cat is Miso"
+    assert "1. I cycle to work (private)\n2. I'm vegetarian (private)" in texts[3]
+    assert "Miso" not in texts[3] and "Lisbon" not in texts[3]
+    assert "forgot 2 things" in texts[4]
+    assert (await store.list_memories(context)).records == []
+
+
+async def test_extraction_says_what_it_kept_with_a_forget_button(
+    redis: aioredis.Redis, store: RedisMemoryStore
+) -> None:
+    from adapters.base import OutboundMessage
+    from agent.outcomes import Outcome
+    from bot.commands import remembered_note
+    from tests.bot.harness import running
+    from tests.bot.recording import click, dm, message
+
+    extracting = ScriptedModel(
+        [reply('["Ana is training for a marathon in May", "Ana prefers trail shoes"]')]
+    )
+    extractor = FactExtractor(extracting, store)
+
+    async def after_run(outcome: Outcome) -> OutboundMessage | None:
+        state = outcome.state
+        return remembered_note(await extractor.extract(state.messages, state.context))
+
+    chat = dm("UANA", platform="telegram")
+    model = ScriptedModel([reply("Good luck with the training!")])
+    async with running(redis, model, memory=store, after_run=after_run) as harness:
+        await harness.submit(message(chat, "I'm training for the May marathon", user="UANA"))
+        await harness.settle()
+        answer, note = harness.adapter.in_conversation(chat)
+        assert answer.message.text == "Good luck with the training!"
+        assert note.message.text == (
+            "I'll remember:\n1. Ana is training for a marathon in May\n2. Ana prefers trail shoes"
+        )
+        assert [b.label for b in note.message.buttons] == ["Forget 1", "Forget 2"]
+        press = click(chat, note, note.message.buttons[1].value, user="UANA")
+        await harness.submit(dataclasses.replace(press, is_direct=True))
+        await harness.settle()
+    context = RunContext(
+        conversation_id=chat.id, platform="telegram", user_id="UANA", chat_id="UANA"
+    )
+    left = (await store.list_memories(context)).records
+    assert [(m.text, m.origin) for m in left] == [
+        ("Ana is training for a marathon in May", "extracted")
+    ]
+    assert remembered_note([]) is None

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from agent.builtin_tools import builtin_registry
 from agent.llm.anthropic import AnthropicModel
@@ -50,6 +51,7 @@ def fallback(
     *,
     timeout: float = 5.0,
     policy: BreakerPolicy = POLICY,
+    suspect_after: float | None = None,
 ) -> FallbackModel:
     model = FallbackModel(
         AnthropicModel(
@@ -58,6 +60,7 @@ def fallback(
         OllamaModel(host=local.url, model="qwen2.5:7b", num_ctx=4096),
         CircuitBreaker(redis, KEY, "anthropic", policy),
         timeout=timeout + 1,
+        suspect_after=suspect_after,
     )
     made.append(model)
     return model
@@ -128,23 +131,37 @@ async def test_auth_failure_falls_back_logs_an_error_and_opens_for_long(
 
 
 async def test_the_breaker_opens_after_consecutive_failures_and_backs_off(redis) -> None:
-    breaker = CircuitBreaker(
-        redis, KEY, "anthropic", BreakerPolicy(failures=2, cooldown=10, max_cooldown=25)
-    )
+    policy = BreakerPolicy(failures=2, cooldown=10, max_cooldown=25)
+    breaker = CircuitBreaker(redis, KEY, "anthropic", policy)
     await breaker.record_failure()
-    assert await breaker.admit() == "closed"
+    assert await breaker.admit() == "probe"  # suspect: one request at a time tries it
+    assert await breaker.admit() == "probing"
     await breaker.record_failure()
     assert await breaker.admit() == "open"
     first = float(await redis.hget(KEY, "open_until")) - time.time()
-    await redis.hset(KEY, "open_until", 0)  # cooldown over
+    await redis.hset(KEY, "open_until", 0)  # cooldown over, seen by a process new to it
+    breaker = CircuitBreaker(redis, KEY, "anthropic", policy)
     assert await breaker.admit() == "probe"
+    assert await breaker.admit() == "probing"
     await breaker.record_failure()  # the probe failed: open again, longer
     second = float(await redis.hget(KEY, "open_until")) - time.time()
     await redis.hset(KEY, "open_until", 0)
+    breaker = CircuitBreaker(redis, KEY, "anthropic", policy)
     assert await breaker.admit() == "probe"
     await breaker.record_failure()
     third = float(await redis.hget(KEY, "open_until")) - time.time()
     assert 9 < first <= 10 and 19 < second <= 20 and 24 < third <= 25
+
+
+async def test_an_open_breaker_is_known_without_asking_redis_each_time(redis) -> None:
+    breaker = CircuitBreaker(redis, KEY, "anthropic", POLICY)
+    await breaker.record_failure(cooldown=60)
+    assert await breaker.admit() == "open"
+    before = await redis.info("commandstats")
+    for _ in range(20):
+        assert await breaker.admit() == "open"
+    after = await redis.info("commandstats")
+    assert after == before | {"cmdstat_info": after["cmdstat_info"]}
 
 
 async def test_a_success_between_failures_resets_the_count(redis) -> None:
@@ -154,11 +171,11 @@ async def test_a_success_between_failures_resets_the_count(redis) -> None:
     assert not await redis.exists(KEY)
     await breaker.record_failure()
     admission = await breaker.admit()
-    assert admission == "closed"
+    assert admission == "probe"
     await breaker.record_success(admission)
     assert await breaker.admit() == "clean"
     await breaker.record_failure()
-    assert await breaker.admit() == "closed"  # one failure since the success, not two
+    assert await breaker.admit() == "probe"  # one failure since the success, not two
 
 
 async def test_half_open_lets_one_probe_through_and_success_closes(
@@ -237,3 +254,153 @@ async def test_a_tool_call_round_trips_through_the_agent_on_ollama(
     assert isinstance(outcome, Finished) and outcome.answer == "It is 42."
     tool_message = local.calls("/api/chat")[1].body["messages"][-1]
     assert tool_message["role"] == "tool" and "42" in tool_message["content"]
+
+
+async def test_the_breaker_lets_calls_through_while_its_redis_is_unreachable(
+    hosted, local, models
+) -> None:
+    import socket
+
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    away = aioredis.Redis(port=port, retry=Retry(NoBackoff(), 0))
+    try:
+        hosted.script(fa.text("from claude"), fa.error(529))
+        local.responder = lambda body: fo.reply("from ollama")
+        model = fallback(away, hosted, local, models)
+        assert (await model.complete(request())).provider == "anthropic"
+        assert (await model.complete(request())).provider == "ollama"  # still falls back
+    finally:
+        await away.aclose()
+
+
+async def _warm(model: FallbackModel, hosted: FakeAnthropic) -> None:
+    """One answered call first: the SDK's first request does slow one-off set-up work."""
+    hosted.script(fa.text("warm"))
+    assert (await model.complete(request())).provider == "anthropic"
+    hosted.requests.clear()
+
+
+def paid_the_timeout() -> float:
+    """Think steps that waited for the hosted timeout before the fallback answered."""
+    return sum(
+        REGISTRY.get_sample_value("parley_model_fallbacks_total", {"reason": reason}) or 0.0
+        for reason in ("unavailable", "timeout")  # the SDK's timeout, or our own
+    )
+
+
+async def _timed(model: FallbackModel) -> tuple[float, str]:
+    started = time.monotonic()
+    response = await model.complete(request())
+    return time.monotonic() - started, response.provider
+
+
+async def test_a_hanging_provider_holds_one_request_of_many_for_its_timeout(
+    redis, hosted, local, models
+) -> None:
+    hosted.responder = lambda body: fa.hang()
+    local.responder = lambda body: fo.reply("from ollama")
+    # a timeout well clear of the ~1 s of CPU the 100 calls take on a busy machine
+    model = fallback(
+        redis, hosted, local, models, timeout=2.5, policy=BreakerPolicy(), suspect_after=0.2
+    )
+    await _warm(model, hosted)
+
+    async def conversation() -> list[tuple[float, str]]:
+        return [await _timed(model) for _ in range(5)]
+
+    before = paid_the_timeout()
+    results = [r for rs in await asyncio.gather(*(conversation() for _ in range(20))) for r in rs]
+    assert len(results) == 100 and all(provider == "ollama" for _, provider in results)
+    assert paid_the_timeout() - before == 1  # the probe; the other 19 first calls gave up
+    assert sum(elapsed >= 2.5 for elapsed, _ in results) >= 1
+    # then one probe at a time, each given up after 0.2 s, until three failures open it
+    assert 20 <= len(hosted.message_calls) <= 22
+
+
+async def test_after_a_timeout_probes_go_one_at_a_time_with_less_patience(
+    redis, hosted, local, models
+) -> None:
+    hosted.responder = lambda body: fa.hang()
+    local.responder = lambda body: fo.reply("from ollama")
+    model = fallback(
+        redis, hosted, local, models, timeout=2.0, policy=BreakerPolicy(), suspect_after=0.1
+    )
+    await _warm(model, hosted)
+    before = paid_the_timeout()
+    durations = await asyncio.gather(*(_timed(model) for _ in range(5)))
+    assert paid_the_timeout() - before == 1
+    assert len(hosted.message_calls) == 5  # the first five went out together
+    for probe in (1, 2):  # the shipped threshold: the second and third failure open it
+        durations = await asyncio.gather(*(_timed(model) for _ in range(5)))
+        assert all(provider == "ollama" for _, provider in durations)
+        assert paid_the_timeout() - before == 1  # the probe gave up after 0.1 s
+        assert len(hosted.message_calls) == 5 + probe
+    assert await model.breaker.state() == "open"
+    elapsed, provider = await _timed(model)
+    assert provider == "ollama" and len(hosted.message_calls) == 7
+    assert paid_the_timeout() - before == 1
+
+
+async def test_a_slow_answer_from_the_probe_is_used_and_clears_the_suspicion(
+    redis, hosted, local, models
+) -> None:
+    hosted.script(fa.text("slow but fine", delay=0.5), fa.text("quick"))
+    model = fallback(redis, hosted, local, models, timeout=5.0, suspect_after=0.1)
+    response = await model.complete(request())
+    assert response.provider == "anthropic" and response.message.text == "slow but fine"
+    assert await model.breaker.admit() == "clean"
+    assert (await model.complete(request())).message.text == "quick"
+
+
+async def test_suspicion_is_shared_by_every_process(
+    redis, redis_url, hosted, local, models
+) -> None:
+    hosted.responder = lambda body: fa.hang()
+    local.responder = lambda body: fo.reply("from ollama")
+    other_client = aioredis.Redis.from_url(redis_url)
+    try:
+        one, two = (
+            fallback(
+                client,
+                hosted,
+                local,
+                models,
+                timeout=2.0,
+                policy=BreakerPolicy(),
+                suspect_after=0.2,
+            )
+            for client in (redis, other_client)
+        )
+        for model in (one, two):
+            await _warm(model, hosted)
+        before = paid_the_timeout()
+        results = await asyncio.gather(*(_timed(m) for m in (one, two) for _ in range(4)))
+        assert paid_the_timeout() - before == 1
+        assert all(provider == "ollama" for _, provider in results)
+    finally:
+        await other_client.aclose()
+
+
+async def test_a_clean_breaker_costs_one_round_trip_a_second_and_a_failure_ends_that(
+    redis,
+) -> None:
+    breaker = CircuitBreaker(redis, KEY, "anthropic", POLICY)
+    assert await breaker.admit() == "clean"
+    before = await redis.info("commandstats")
+    for _ in range(20):
+        assert await breaker.admit() == "clean"
+    after = await redis.info("commandstats")
+    assert after == before | {"cmdstat_info": after["cmdstat_info"]}
+    await breaker.record_failure()  # this process knows at once
+    assert await breaker.admit() == "probe"
+    await CircuitBreaker(redis, KEY, "anthropic", POLICY).record_success()
+    assert await breaker.admit() == "clean"
+    await CircuitBreaker(redis, KEY, "anthropic", POLICY).record_failure()  # elsewhere
+    assert await breaker.admit() == "clean"  # not seen yet
+    await asyncio.sleep(1.05)
+    assert await breaker.admit() == "probe"  # seen within a second

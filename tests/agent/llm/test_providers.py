@@ -112,9 +112,14 @@ async def test_anthropic_round_trips_tool_calls_and_caches_the_prefix(
         "id": "toolu_1",
         "name": "calculator",
         "input": {"expression": "6*7"},
+        "cache_control": {"type": "ephemeral"},  # the last prior turn
     }
     assert user["content"][0]["type"] == "tool_result" and user["content"][0]["content"] == "42"
-    assert user["content"][1] == {"type": "text", "text": "and be brief"}
+    assert user["content"][1] == {
+        "type": "text",
+        "text": "and be brief",
+        "cache_control": {"type": "ephemeral"},  # the newest turn
+    }
 
 
 @pytest.mark.parametrize(

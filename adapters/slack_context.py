@@ -1,0 +1,256 @@
+"""What a Slack message brings besides its text: files, and the thread it was written in.
+
+The gateway only records each file's `url_private` (Slack's ack must stay fast); a worker
+downloads it with the bot token (`files:read`), and only from Slack's own hosts, so the token
+never goes anywhere an event names. Thread history comes from `conversations.replies`,
+bounded in pages; authors' display names come from `users.info`, cached.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.base import (
+    Attachment,
+    ChannelRefused,
+    ContextMessage,
+    DownloadError,
+    FileTooLarge,
+)
+
+log = logging.getLogger(__name__)
+
+SLACK_FILE_HOSTS = ("slack.com", "slack-edge.com", "slack-files.com")
+DOWNLOAD_TIMEOUT = 60.0
+HISTORY_PAGES = 5  # of up to 200 messages each
+LIST_PAGES = 10  # of channels or members, 200 each
+CHANNEL_ID = re.compile(r"^<#([CG][A-Z0-9]+)(?:\|[^>]*)?>$|^([CG][A-Z0-9]{6,})$")
+NAME_SECONDS = 3600.0
+NAMES_KEPT = 5000
+SKIPPED_SUBTYPES = {"channel_join", "channel_leave", "group_join", "group_leave"}
+MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+
+
+def files_of(event: dict[str, Any]) -> tuple[Attachment, ...]:
+    """The files shared with a message, by reference; files Slack withheld are left out."""
+    found = []
+    for item in event.get("files") or ():
+        if not isinstance(item, dict):
+            continue
+        url = item.get("url_private_download") or item.get("url_private")
+        if not isinstance(url, str) or not url:
+            continue  # a tombstone, or hidden by the workspace's plan
+        size = item.get("size")
+        found.append(
+            Attachment(
+                ref=url,
+                name=str(item.get("name") or item.get("title") or "file"),
+                mime_type=str(item.get("mimetype") or ""),
+                size=size if isinstance(size, int) else None,
+            )
+        )
+    return tuple(found)
+
+
+def may_receive_token(url: str, api_url: str) -> bool:
+    """Whether a file URL is on Slack's hosts (or the configured API host, e.g. a test's)."""
+    host = (urlsplit(url).hostname or "").lower()
+    if urlsplit(url).scheme not in ("https", "http") or not host:
+        return False
+    if host == (urlsplit(api_url).hostname or "").lower():
+        return True
+    return urlsplit(url).scheme == "https" and any(
+        host == h or host.endswith("." + h) for h in SLACK_FILE_HOSTS
+    )
+
+
+async def download(token: str, api_url: str, attachment: Attachment, limit: int) -> bytes:
+    """The file's bytes; FileTooLarge past `limit`, DownloadError when Slack won't give it."""
+    if not may_receive_token(attachment.ref, api_url):
+        raise DownloadError("file URL is not on a Slack host")
+    timeout = aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT)
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(attachment.ref, headers=headers) as response,
+        ):
+            if response.status != 200:
+                raise DownloadError(f"Slack answered HTTP {response.status}")
+            wanted = attachment.mime_type
+            if response.content_type == "text/html" and wanted != "text/html":
+                # Slack's sign-in page: the token lacks files:read or the file is not shared
+                raise DownloadError("Slack sent a web page instead of the file")
+            if response.content_length is not None and response.content_length > limit:
+                raise FileTooLarge(response.content_length, limit)
+            data = bytearray()
+            async for chunk in response.content.iter_chunked(64 * 1024):
+                data += chunk
+                if len(data) > limit:
+                    raise FileTooLarge(None, limit)
+            return bytes(data)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise DownloadError(f"Slack download failed ({type(exc).__name__})") from exc
+
+
+@dataclass(kw_only=True)
+class ThreadReader:
+    """Earlier messages of a thread, with display names resolved once and cached."""
+
+    client: AsyncWebClient
+    _names: dict[str, tuple[float, str]] = field(default_factory=dict)
+
+    async def history(
+        self, channel: str, thread_ts: str, before: str, bot_user_id: str | None
+    ) -> list[ContextMessage]:
+        raw: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(HISTORY_PAGES):
+            response = await self.client.conversations_replies(
+                channel=channel, ts=thread_ts, limit=200, cursor=cursor
+            )
+            raw.extend(m for m in response.get("messages") or [] if isinstance(m, dict))
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                break
+        found = []
+        for message in raw:
+            ts = str(message.get("ts") or "")
+            if not ts or _ts(ts) >= _ts(before) or message.get("subtype") in SKIPPED_SUBTYPES:
+                continue
+            found.append((ts, await self._render(message, bot_user_id)))
+        found.sort(key=lambda item: _ts(item[0]))
+        return [message for _, message in found if message.text or message.author]
+
+    async def channel(
+        self, user: str, channel: str, oldest: float, bot_user_id: str | None
+    ) -> list[ContextMessage]:
+        """A channel's top-level messages since `oldest`, if both Parley and `user` are in it."""
+        try:
+            channel_id = await self._channel_id(channel)
+            members = await self._members(channel_id)
+            if bot_user_id not in members or user not in members:
+                raise ChannelRefused(
+                    f"{channel} can only be read when both Parley and the user are members of it."
+                )
+            raw: list[dict[str, Any]] = []
+            cursor: str | None = None
+            for _ in range(HISTORY_PAGES):
+                response = await self.client.conversations_history(
+                    channel=channel_id, oldest=f"{oldest:.6f}", limit=200, cursor=cursor
+                )
+                raw.extend(m for m in response.get("messages") or [] if isinstance(m, dict))
+                cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+                if not cursor:
+                    break
+        except SlackApiError as exc:
+            error = exc.response.get("error")
+            raise ChannelRefused(f"Slack would not let Parley read {channel} ({error}).") from exc
+        found = []
+        for message in raw:
+            ts = str(message.get("ts") or "")
+            if not ts or message.get("subtype") in SKIPPED_SUBTYPES:
+                continue
+            rendered = await self._render(message, bot_user_id)
+            found.append(
+                ContextMessage(
+                    author=rendered.author,
+                    text=rendered.text,
+                    from_bot=rendered.from_bot,
+                    at=float(ts),
+                )
+            )
+        found.sort(key=lambda m: m.at or 0.0)
+        return found
+
+    async def _channel_id(self, channel: str) -> str:
+        match = CHANNEL_ID.match(channel.strip())
+        if match:
+            return match.group(1) or match.group(2)
+        name = channel.strip().lstrip("#").lower()
+        cursor: str | None = None
+        for _ in range(LIST_PAGES):
+            response = await self.client.conversations_list(
+                types="public_channel,private_channel",
+                exclude_archived=True,
+                limit=200,
+                cursor=cursor,
+            )
+            for item in response.get("channels") or []:
+                if str(item.get("name") or "").lower() == name:
+                    return str(item["id"])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                break
+        raise ChannelRefused(f"There is no channel {channel} that Parley is in.")
+
+    async def _members(self, channel_id: str) -> set[str]:
+        members: set[str] = set()
+        cursor: str | None = None
+        for _ in range(LIST_PAGES):
+            response = await self.client.conversations_members(
+                channel=channel_id, limit=200, cursor=cursor
+            )
+            members.update(str(m) for m in response.get("members") or [])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                break
+        return members
+
+    async def _render(self, message: dict[str, Any], bot_user_id: str | None) -> ContextMessage:
+        user = message.get("user")
+        own = bool(bot_user_id) and user == bot_user_id
+        if own:
+            author = "Parley"
+        elif isinstance(user, str) and user:
+            author = await self.name(user)
+        else:
+            profile = message.get("bot_profile") or {}
+            author = str(message.get("username") or profile.get("name") or "a bot")
+        text = str(message.get("text") or "")
+        for mentioned in set(MENTION.findall(text)):
+            name = "Parley" if mentioned == bot_user_id else await self.name(mentioned)
+            text = re.sub(rf"<@{mentioned}(?:\|[^>]*)?>", f"@{name}", text)
+        names = [
+            str(f.get("name") or "file") for f in message.get("files") or () if isinstance(f, dict)
+        ]
+        if names:
+            text = (text + "\n" if text else "") + "[shared: " + ", ".join(names) + "]"
+        return ContextMessage(author=author, text=text.strip(), from_bot=own)
+
+    async def name(self, user: str) -> str:
+        now = time.monotonic()
+        cached = self._names.get(user)
+        if cached is not None and now - cached[0] < NAME_SECONDS:
+            return cached[1]
+        try:
+            response = await self.client.users_info(user=user)
+        except SlackApiError as exc:
+            log.info("no name for a user: %s", exc.response.get("error"))
+            return user
+        info = response.get("user") or {}
+        profile = info.get("profile") or {}
+        name = str(
+            profile.get("display_name") or profile.get("real_name") or info.get("name") or user
+        )
+        if len(self._names) >= NAMES_KEPT:
+            self._names.clear()
+        self._names[user] = (now, name)
+        return name
+
+
+def _ts(value: str) -> tuple[int, int]:
+    seconds, _, micros = value.partition(".")
+    try:
+        return int(seconds), int(micros or 0)
+    except ValueError:
+        return 0, 0

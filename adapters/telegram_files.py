@@ -1,0 +1,91 @@
+"""What a Telegram message brings besides its text: photos, documents, the message replied to.
+
+The gateway only records file ids (no download on the update's path); a worker fetches a
+file with `getFile` and the file URL when a run needs it. A photo comes in several sizes:
+the largest whose declared size is within the limit is taken.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import Bot, Message, PhotoSize, User
+from telegram.error import BadRequest, TelegramError
+
+from adapters.base import Attachment, ContextMessage, DownloadError, FileTooLarge
+
+log = logging.getLogger(__name__)
+
+BOT_API_FILE_LIMIT = 20 * 1024 * 1024  # getFile refuses bigger files on the public Bot API
+DOWNLOAD_TIMEOUT = 60.0
+
+
+def attachments_of(message: Message, limit: int, *, quoted: bool = False) -> list[Attachment]:
+    """The message's photo (largest size within `limit`) and document, as references."""
+    found: list[Attachment] = []
+    if message.photo:
+        photo = _largest_within(message.photo, limit)
+        found.append(
+            Attachment(
+                ref=photo.file_id,
+                name="photo.jpg",
+                mime_type="image/jpeg",
+                size=photo.file_size,
+                quoted=quoted,
+            )
+        )
+    document = message.document
+    if document is not None:
+        found.append(
+            Attachment(
+                ref=document.file_id,
+                name=document.file_name or "file",
+                mime_type=document.mime_type or "",
+                size=document.file_size,
+                quoted=quoted,
+            )
+        )
+    return found
+
+
+def replied_to(
+    message: Message, me: User | None, limit: int
+) -> tuple[list[ContextMessage], list[Attachment]]:
+    """The message this one replies to: its text (with author) and its files."""
+    quoted = message.reply_to_message
+    if quoted is None:
+        return [], []
+    author = quoted.from_user
+    from_bot = author is not None and me is not None and author.id == me.id
+    name = (
+        author.full_name
+        if author is not None
+        else (quoted.sender_chat and quoted.sender_chat.title)
+    )
+    text = quoted.text or quoted.caption or ""
+    context = [ContextMessage(author=str(name or "someone"), text=text, from_bot=from_bot)]
+    return (context if text else []), attachments_of(quoted, limit, quoted=True)
+
+
+async def download(bot: Bot, attachment: Attachment, limit: int) -> bytes:
+    """The file's bytes through getFile; FileTooLarge or DownloadError when it can't be had."""
+    try:
+        file = await bot.get_file(attachment.ref)
+        if file.file_size is not None and file.file_size > limit:
+            raise FileTooLarge(file.file_size, limit)
+        data = bytes(await file.download_as_bytearray(read_timeout=DOWNLOAD_TIMEOUT))
+    except BadRequest as exc:
+        if "too big" in str(exc).lower():
+            raise FileTooLarge(attachment.size, limit) from exc
+        raise DownloadError(f"getFile refused ({type(exc).__name__})") from exc
+    except TelegramError as exc:
+        raise DownloadError(f"Telegram download failed ({type(exc).__name__})") from exc
+    if len(data) > limit:
+        raise FileTooLarge(len(data), limit)
+    return data
+
+
+def _largest_within(sizes: tuple[PhotoSize, ...], limit: int) -> PhotoSize:
+    fitting = [s for s in sizes if s.file_size is None or s.file_size <= limit]
+    candidates = fitting or list(sizes[:1])
+    return max(candidates, key=lambda s: s.width * s.height)

@@ -1,0 +1,326 @@
+"""Connections to MCP servers, each kept alive by its own supervisor task.
+
+A supervisor connects (stdio or Streamable HTTP, through the `mcp` SDK), lists the tools,
+then waits: for a `tools/list_changed` notification (it lists again), for a failed call or
+ping (it reconnects), or for `stop`. A server that cannot start or dies is retried with
+exponential backoff; a call to a server that is down wakes its supervisor at once and waits
+up to the start timeout for it, so a dead stdio server is restarted on next use. One
+server's trouble never touches another's.
+
+Errors::
+
+    ConnectionError    (builtin) the server is not reachable; the agent's executor retries
+                       read-only calls on it
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import httpx2
+import mcp.types as mt
+from mcp import ClientSession
+from mcp.client.session import IncomingMessage
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from agent.mcp.config import McpConfig, ServerConfig
+from agent.mcp.tools import McpTool
+from agent.protocols import RunContext
+from agent.tools import Tool, ToolError
+
+log = logging.getLogger(__name__)
+
+State = Literal["starting", "ready", "down", "stopped"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timing:
+    start_timeout: float = 20.0
+    call_timeout: float = 60.0
+    retry_base: float = 1.0
+    retry_max: float = 300.0
+    ping_interval: float = 30.0
+    stop_timeout: float = 10.0  # the SDK gives a stdio server 2 s after EOF, then 2 s after SIGTERM
+
+
+class McpServer:
+    """One configured server: its connection, state and current tools."""
+
+    def __init__(self, name: str, config: ServerConfig, timing: Timing = Timing()) -> None:
+        self.name = name
+        self.config = config
+        self.timing = timing
+        self.state: State = "starting"
+        self.error: str | None = None
+        self.tools: list[McpTool] = []
+        self._session: ClientSession | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._signal = asyncio.Event()  # something for the supervisor to look at
+        self._change = asyncio.Event()  # set (and replaced) whenever the state changes
+        self._attempt = 0  # connection attempts so far
+        self._failed = 0  # the latest attempt that failed
+        self._connecting = False
+        self._broken = False
+        self._relist = False
+        self._closing = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._supervise(), name=f"mcp:{self.name}")
+
+    async def wait_ready(self, within: float) -> bool:
+        """Wait (at most `within`) for a live session, from the attempt under way or the next.
+
+        Returns False as soon as that attempt fails, rather than waiting out the backoff.
+        """
+        target = self._attempt if self._connecting else self._attempt + 1
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                while not self._usable() and self._failed < target and not self._closing:
+                    await self._change.wait()
+        return self._usable()
+
+    def _usable(self) -> bool:
+        return self.state == "ready" and not self._broken and self._session is not None
+
+    def _set_state(self, state: State) -> None:
+        self.state = state
+        self._change.set()
+        self._change = asyncio.Event()
+
+    async def stop(self) -> None:
+        """Close the session and let the transport stop the server; cancel if that hangs."""
+        self._closing = True
+        self._signal.set()
+        task, self._task = self._task, None
+        if task is not None:
+            try:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.timing.stop_timeout):
+                        await asyncio.shield(task)
+            finally:
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+        self._set_state("stopped")
+
+    async def _supervise(self) -> None:
+        failures = 0
+        while not self._closing:
+            try:
+                await self._connect_and_serve()
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # an SDK failure may arrive as an ExceptionGroup
+                self.error = _describe(exc)
+            if self._closing:
+                break
+            was_ready = self.state == "ready"
+            failures = 1 if was_ready else failures + 1
+            self._session, self._connecting, self._failed = None, False, self._attempt
+            self._signal.clear()  # before "down": a call from now on wakes the wait below
+            self._set_state("down")
+            delay = min(self.timing.retry_max, self.timing.retry_base * 2 ** (failures - 1))
+            if was_ready or failures == 1:
+                log.warning(
+                    "MCP server %s is down (%s); retrying in %.0f s or on next use",
+                    self.name,
+                    self.error or "connection closed",
+                    delay,
+                )
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._signal.wait()  # woken early by a call that needs the server
+        self._set_state("stopped")
+
+    async def _connect_and_serve(self) -> None:
+        self._attempt += 1
+        self._connecting = True
+        self._broken = self._relist = False
+        self._set_state("starting")
+        async with AsyncExitStack() as stack:
+            async with asyncio.timeout(self.timing.start_timeout):
+                read, write = await stack.enter_async_context(self._transport(stack))
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, message_handler=self._on_message)
+                )
+                await session.initialize()
+                await self._list_tools(session)
+            recovering = self.error is not None
+            self._session, self.error, self._connecting = session, None, False
+            self._set_state("ready")
+            log.info(
+                "MCP server %s %s: %d tools",
+                self.name,
+                "is back" if recovering else "ready",
+                len(self.tools),
+            )
+            await self._serve(session)
+
+    def _transport(self, stack: AsyncExitStack) -> Any:
+        config = self.config
+        if config.command is not None:
+            params = StdioServerParameters(
+                command=config.command,
+                args=config.args,
+                env={**config.env} or None,
+                cwd=config.cwd,
+            )
+            return stdio_client(params, errlog=_errlog(stack))
+        assert config.url is not None
+        client = httpx2.AsyncClient(
+            headers=config.headers,
+            timeout=httpx2.Timeout(self.timing.call_timeout, read=None),
+        )
+        stack.push_async_callback(client.aclose)
+        return streamable_http_client(config.url, http_client=client)
+
+    async def _serve(self, session: ClientSession) -> None:
+        while not self._closing:
+            self._signal.clear()  # then look at the flags: nothing set before this is missed
+            if self._broken:
+                return
+            if self._relist:
+                self._relist = False
+                await self._list_tools(session)
+                log.info("MCP server %s: tool list changed, now %d", self.name, len(self.tools))
+                continue
+            try:
+                async with asyncio.timeout(self.timing.ping_interval):
+                    await self._signal.wait()
+            except TimeoutError:
+                try:
+                    async with asyncio.timeout(self.timing.start_timeout):
+                        await session.send_ping()
+                except Exception as exc:
+                    self.error = f"no answer to ping ({type(exc).__name__})"
+                    return
+
+    async def _list_tools(self, session: ClientSession) -> None:
+        listed: list[mt.Tool] = []
+        params: mt.PaginatedRequestParams | None = None
+        for _ in range(100):  # pages
+            page = await session.list_tools(params=params)
+            listed += page.tools
+            if not page.next_cursor:
+                break
+            params = mt.PaginatedRequestParams(cursor=page.next_cursor)
+        self.tools = [
+            McpTool(
+                server=self.name,
+                remote=tool,
+                caller=self.call,
+                approval=self.config.approval,
+                timeout=self.config.timeout or self.timing.call_timeout,
+            )
+            for tool in listed
+            if self.config.offers(tool.name)
+        ]
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, mt.ToolListChangedNotification):
+            self._relist = True
+            self._signal.set()
+
+    # --- calls -------------------------------------------------------------------------------
+
+    async def call(self, tool: str, args: dict[str, Any]) -> mt.CallToolResult:
+        """Call a tool; raise ConnectionError when the server cannot be reached."""
+        if not self._usable():
+            self._signal.set()  # restart now rather than after the backoff
+            if not await self.wait_ready(self.timing.start_timeout):
+                raise ConnectionError(f"MCP server {self.name} is not available")
+        session = self._session
+        assert session is not None
+        try:
+            return await session.call_tool(tool, args)
+        except MCPError as exc:
+            if exc.code != mt.CONNECTION_CLOSED:  # an answer: the server is alive
+                raise ToolError(f"the server answered: {exc.message}") from None
+            self.error = "connection closed"
+        except (
+            anyio.ClosedResourceError,
+            anyio.BrokenResourceError,
+            httpx2.TransportError,
+            OSError,
+        ) as exc:
+            self.error = f"call failed ({type(exc).__name__})"
+        self._broken = True
+        self._signal.set()
+        raise ConnectionError(f"MCP server {self.name} went away")
+
+
+def _errlog(stack: AsyncExitStack) -> Any:
+    """Where a stdio server's stderr goes: ours, unless that is not a real file."""
+    try:
+        sys.stderr.fileno()
+        return sys.stderr
+    except (AttributeError, OSError, ValueError):
+        devnull = open(os.devnull, "w")  # noqa: SIM115 - closed with the connection
+        stack.callback(devnull.close)
+        return devnull
+
+
+def _describe(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "did not start in time"
+    if isinstance(exc, FileNotFoundError | PermissionError):
+        return f"cannot run its command ({type(exc).__name__})"
+    return type(exc).__name__
+
+
+class McpToolbox:
+    """Every configured server, started together; the tools a conversation may use."""
+
+    def __init__(self, config: McpConfig, timing: Timing = Timing()) -> None:
+        self.timing = timing
+        self.servers = {
+            name: McpServer(name, server, timing) for name, server in config.enabled().items()
+        }
+        for name, server in self.servers.items():
+            if server.config.approval == "never":
+                log.warning(
+                    "MCP server %s: approval is 'never', so its tools run without asking", name
+                )
+
+    def launch(self) -> None:
+        """Start every server in the background; their tools appear as each one is ready."""
+        for server in self.servers.values():
+            server.start()
+
+    async def start(self, within: float | None = None) -> None:
+        """Start every server in parallel; wait up to the start timeout (or `within`)."""
+        self.launch()
+        limit = self.timing.start_timeout if within is None else within
+        waits = [s.wait_ready(limit) for s in self.servers.values()]
+        ready = await asyncio.gather(*waits)
+        log.info("MCP servers: %d of %d ready", sum(ready), len(ready))
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(server.stop() for server in self.servers.values()))
+
+    def tools_for(self, context: RunContext) -> Iterable[Tool]:
+        for server in self.servers.values():
+            if server.config.allows(
+                context.platform, context.chat_id, context.user_id, context.team_id
+            ):
+                yield from server.tools
+
+    def status(self) -> dict[str, McpServer]:
+        return dict(self.servers)

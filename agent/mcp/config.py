@@ -1,0 +1,168 @@
+"""The `mcpServers` file: the format Claude Desktop, Cursor and others share, plus Parley's keys.
+
+    {"mcpServers": {
+        "files": {"command": "uvx", "args": ["mcp-server-git"], "env": {"TOKEN": "${GIT_TOKEN}"}},
+        "crm":   {"url": "https://crm.example/mcp", "headers": {"Authorization": "Bearer ${CRM}"},
+                  "tools": ["find_customer"], "approval": "always", "timeout": 20,
+                  "allow": ["slack:T123/C456", "telegram:42"]}
+    }}
+
+`${VAR}` in any string expands from the environment, so secrets stay out of the file; an
+unset variable is an error that names it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+log = logging.getLogger(__name__)
+
+Approval = Literal["auto", "always", "never"]
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ALLOW = re.compile(r"^[a-z]+:[^\s/]+(/[^\s/]+)?$")
+
+
+class McpConfigError(ValueError):
+    """The MCP configuration file cannot be used; the message says where and why."""
+
+
+class ServerConfig(BaseModel):
+    """One server: stdio (`command`) or Streamable HTTP (`url`).
+
+    Keys other clients write into the same file (`autoApprove`, `transportType`, ...) are
+    ignored with a warning, so one file can serve several clients.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    tools: list[str] | None = None  # an allowlist of the server's tool names
+    exclude: list[str] = Field(default_factory=list)
+    timeout: float | None = Field(None, gt=0)  # seconds per call; the global default if unset
+    approval: Approval = "auto"
+    allow: list[str] | None = None  # conversations offered this server's tools; all if unset
+    type: str | None = None  # "stdio", "http", ...: the transport follows command / url
+    disabled: bool = False
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> ServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError('give either "command" (stdio) or "url" (Streamable HTTP)')
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError('"url" must start with http:// or https://')
+        return self
+
+    @field_validator("allow")
+    @classmethod
+    def _allow_entries(cls, value: list[str] | None) -> list[str] | None:
+        for entry in value or []:
+            if not _ALLOW.match(entry):
+                raise ValueError(
+                    f'{entry!r} is not "<platform>:<chat or user id>" or "<platform>:<team>/<chat>"'
+                )
+        return value
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+    def offers(self, name: str) -> bool:
+        """Whether a tool of this server passes the allowlist and the exclusions."""
+        return (self.tools is None or name in self.tools) and name not in self.exclude
+
+    def allows(self, platform: str, chat_id: str, user_id: str, team_id: str | None) -> bool:
+        """Whether a conversation may use this server's tools."""
+        if self.allow is None:
+            return True
+        for entry in self.allow:
+            where, _, target = entry.partition(":")
+            if where != platform:
+                continue
+            team, _, chat = target.rpartition("/")
+            if team and team != team_id:
+                continue
+            if chat in ("*", chat_id) or (not team and chat == user_id):
+                return True
+        return False
+
+
+class McpConfig(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    servers: dict[str, ServerConfig] = Field(default_factory=dict, alias="mcpServers")
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, value: dict[str, ServerConfig]) -> dict[str, ServerConfig]:
+        for name in value:
+            if not name.strip():
+                raise ValueError("a server name must not be empty")
+        return value
+
+    def enabled(self) -> dict[str, ServerConfig]:
+        return {name: server for name, server in self.servers.items() if not server.disabled}
+
+
+def expand(value: Any, environ: Mapping[str, str], where: str = "") -> Any:
+    """`value` with every `${VAR}` in its strings replaced from `environ`."""
+    if isinstance(value, str):
+
+        def lookup(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in environ:
+                raise McpConfigError(f"{where or 'a value'} uses ${{{name}}}, which is not set")
+            return environ[name]
+
+        return _VARIABLE.sub(lookup, value)
+    if isinstance(value, list):
+        return [expand(item, environ, where) for item in value]
+    if isinstance(value, dict):
+        return {
+            key: expand(item, environ, f"{where}.{key}" if where else key)
+            for key, item in value.items()
+        }
+    return value
+
+
+def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> McpConfig:
+    """Read, expand and validate an `mcpServers` file; raise McpConfigError on any problem."""
+    file = Path(path)
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise McpConfigError(f"cannot read {file}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise McpConfigError(f"{file} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("mcpServers", {}), dict):
+        raise McpConfigError(f'{file} must hold an object with an "mcpServers" object')
+    expanded = expand(raw, os.environ if environ is None else environ)
+    try:
+        config = McpConfig.model_validate(expanded)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise McpConfigError(f"{file}: {problems}") from None
+    for name, server in config.servers.items():
+        if server.model_extra:
+            log.warning(
+                "MCP server %s: ignoring keys Parley does not use: %s",
+                name,
+                ", ".join(sorted(server.model_extra)),
+            )
+    return config

@@ -1,0 +1,150 @@
+"""An MCP server's tool as a Parley `Tool`: its name, schema check, approval class and results.
+
+The model sees `<server>__<tool>`, cut to Anthropic's tool-name rule; the tool keeps the
+server's own name for the call. Arguments are checked against the server's JSON schema before
+the call, and a failed check reads like any other invalid-arguments observation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp.types as mt
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
+
+from agent.mcp.config import Approval
+from agent.messages import ToolSpec
+from agent.tools import Tool, ToolContext, ToolError
+
+Caller = Callable[[str, dict[str, Any]], Awaitable[mt.CallToolResult]]
+
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+MAX_NAME = 64
+MAX_DESCRIPTION = 2000  # characters of a server's tool description the model sees
+
+
+def tool_name(server: str, tool: str) -> str:
+    """`<server>__<tool>` within ^[a-zA-Z0-9_-]{1,64}$; a digest keeps altered names apart."""
+    wanted = f"{server}__{tool}"
+    safe = _UNSAFE.sub("_", wanted)
+    if safe == wanted and len(safe) <= MAX_NAME:
+        return safe
+    digest = hashlib.sha1(wanted.encode()).hexdigest()[:8]
+    return f"{safe[: MAX_NAME - 9]}_{digest}"
+
+
+def is_side_effecting(tool: mt.Tool, approval: Approval) -> bool:
+    """`auto`: only a tool annotated readOnlyHint: true runs without approval."""
+    if approval == "always":
+        return True
+    if approval == "never":
+        return False
+    return not (tool.annotations is not None and tool.annotations.read_only_hint is True)
+
+
+def _problem(error: schema_errors.ValidationError) -> str:
+    """What is wrong, without echoing the (possibly secret) value that was given."""
+    if error.validator in ("required", "additionalProperties", "enum", "const"):
+        return str(error.message)[:200]
+    if error.validator == "type":
+        return f"must be of type {error.validator_value}"
+    return f"does not satisfy {error.validator}={json.dumps(error.validator_value)[:80]}"
+
+
+class McpTool(Tool):
+    """One remote tool. Built from the server's listing, not from a Python signature."""
+
+    def __init__(
+        self,
+        *,
+        server: str,
+        remote: mt.Tool,
+        caller: Caller,
+        approval: Approval = "auto",
+        timeout: float | None = None,
+    ) -> None:
+        # Tool.__init__ derives everything from a Python signature; here the server supplies it.
+        self.server = server
+        self.remote_name = remote.name
+        self.name = tool_name(server, remote.name)
+        description = (remote.description or remote.title or remote.name).strip()
+        self.description = description[:MAX_DESCRIPTION]
+        self.category = f"mcp:{server}"
+        self.side_effects = is_side_effecting(remote, approval)
+        self.timeout = timeout
+        # a side-effecting call is never repeated on its own: it may have happened
+        self.retries = 0 if self.side_effects else None
+        self._describe = None
+        self._context_param = None
+        self._caller = caller
+        schema = dict(remote.input_schema or {"type": "object"})
+        schema.setdefault("type", "object")
+        schema.setdefault("properties", {})
+        self.schema = schema
+        cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+        self._validator = cls(schema)
+        self._spec = ToolSpec(name=self.name, description=self.description, input_schema=schema)
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+        if errors:
+            raise ValidationError.from_exception_data(
+                self.name,
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError("schema", _problem(error)),
+                        loc=tuple(error.absolute_path),
+                        input=None,
+                    )
+                    for error in errors[:5]
+                ],
+            )
+        return dict(args)
+
+    def normalize(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The arguments with the schema's top-level defaults filled in."""
+        filled = dict(self.validate(args))
+        for key, prop in self.schema.get("properties", {}).items():
+            if key not in filled and isinstance(prop, dict) and "default" in prop:
+                filled[key] = prop["default"]
+        return json.loads(json.dumps(filled, default=str))
+
+    async def __call__(self, args: dict[str, Any], context: ToolContext) -> Any:
+        result = await self._caller(self.remote_name, self.validate(args))
+        text = result_text(result)
+        if result.is_error:
+            raise ToolError(text or "the server reported an error")
+        return text or "done"
+
+    def __repr__(self) -> str:
+        return f"McpTool({self.name!r}, side_effects={self.side_effects})"
+
+
+def result_text(result: mt.CallToolResult) -> str:
+    """Text content as is; images, audio and resources summarised; else structured content."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, mt.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, mt.ImageContent | mt.AudioContent):
+            kind = "image" if isinstance(block, mt.ImageContent) else "audio"
+            size = len(block.data) * 3 // 4
+            parts.append(f"[{kind}: {block.mime_type}, about {size} bytes, not shown]")
+        elif isinstance(block, mt.EmbeddedResource):
+            inner = block.resource
+            if isinstance(inner, mt.TextResourceContents):
+                parts.append(f"[resource {inner.uri}]\n{inner.text}")
+            else:
+                mime = inner.mime_type or "binary"
+                parts.append(f"[resource {inner.uri}: {mime}, not shown]")
+        elif isinstance(block, mt.ResourceLink):
+            parts.append(f"[link to resource {block.uri}: {block.name}]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
+    return "\n".join(parts)

@@ -1,0 +1,80 @@
+"""Images for the model: checked with Pillow, passed on byte for byte when within limits.
+
+The limits are Anthropic's, the stricter provider: 8000 px on the longest side and 5 MB per
+image (of base64, so 3.75 MB of file). Only an image over one of them is scaled down, to
+1568 px, the size Anthropic would reduce it to anyway. Pillow works in a thread: decoding a
+large photo takes long enough to stall the event loop.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+from PIL import Image, UnidentifiedImageError
+
+from agent.messages import ImageType
+
+FORMATS: dict[str, ImageType] = {
+    "PNG": "image/png",
+    "JPEG": "image/jpeg",
+    "GIF": "image/gif",
+    "WEBP": "image/webp",
+}
+MAX_SIDE = 8000
+MAX_BYTES = 5 * 1024 * 1024 * 3 // 4
+SCALED_SIDE = 1568
+
+
+class BadImage(Exception):
+    """Not an image Parley can pass on: unknown format, damaged, or absurdly large."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FittedImage:
+    data: bytes
+    media_type: ImageType
+    width: int
+    height: int
+    scaled: bool = False
+
+
+def is_image(head: bytes) -> bool:
+    """Whether the first bytes of a file are those of a PNG, JPEG, GIF or WebP image."""
+    return head.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")) or (
+        head[:4] == b"RIFF" and head[8:12] == b"WEBP"
+    )
+
+
+def fit_image(data: bytes) -> FittedImage:
+    """The image as the model should get it; raises BadImage."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            media_type = FORMATS.get(image.format or "")
+            if media_type is None:
+                raise BadImage(f"unsupported format {image.format}")
+            image.load()  # a damaged file fails here, not at the provider
+            width, height = image.size
+            if max(width, height) <= MAX_SIDE and len(data) <= MAX_BYTES:
+                return FittedImage(data=data, media_type=media_type, width=width, height=height)
+            return _scaled(image)
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise BadImage(type(exc).__name__) from exc
+
+
+def _scaled(image: Image.Image) -> FittedImage:
+    image.thumbnail((SCALED_SIDE, SCALED_SIDE))
+    out = io.BytesIO()
+    if image.mode in ("RGBA", "LA", "P", "PA") or "transparency" in image.info:
+        image.save(out, format="PNG", optimize=True)
+        media_type: ImageType = "image/png"
+    else:
+        image.convert("RGB").save(out, format="JPEG", quality=85)
+        media_type = "image/jpeg"
+    return FittedImage(
+        data=out.getvalue(),
+        media_type=media_type,
+        width=image.width,
+        height=image.height,
+        scaled=True,
+    )

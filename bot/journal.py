@@ -1,0 +1,45 @@
+"""The journal of approved tool calls in Redis: one hash per run, a field per call attempt.
+
+A field is written once as "started" before the call runs (HSETNX, so of two processes only
+the first runs it) and overwritten with the result when it ends. A replay of the run reads
+the field instead of running the call again.
+"""
+
+from __future__ import annotations
+
+import json
+
+import redis.asyncio as aioredis
+
+from agent.protocols import JournalEntry, RunContext
+from bot.keys import Keys
+
+_STARTED = json.dumps({"finished": False})
+
+
+class RedisToolJournal:
+    def __init__(self, redis: aioredis.Redis, keys: Keys, *, ttl: float) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.ttl_ms = int(ttl * 1000)
+
+    async def begin(self, context: RunContext, run_id: str, call: str) -> JournalEntry | None:
+        key = self.keys.journal(context.conversation_id, run_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, call, _STARTED)
+            pipe.hget(key, call)
+            pipe.pexpire(key, self.ttl_ms)
+            created, raw, _ = await pipe.execute()
+        if created:
+            return None
+        return JournalEntry(**json.loads(raw))
+
+    async def finish(
+        self, context: RunContext, run_id: str, call: str, entry: JournalEntry
+    ) -> None:
+        key = self.keys.journal(context.conversation_id, run_id)
+        record = {"finished": entry.finished, "content": entry.content, "is_error": entry.is_error}
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, call, json.dumps(record))
+            pipe.pexpire(key, self.ttl_ms)
+            await pipe.execute()

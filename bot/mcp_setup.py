@@ -1,0 +1,68 @@
+"""MCP servers for a worker: loaded from PARLEY_MCP_CONFIG, started with the worker, shown to
+operators (`parley mcp list`, `parley doctor`, `/readyz` detail)."""
+
+from __future__ import annotations
+
+import logging
+
+from agent.mcp import McpToolbox, Timing, load_config
+from bot.config import Settings
+from bot.http import ReadinessCheck
+
+log = logging.getLogger(__name__)
+
+
+def timing(settings: Settings) -> Timing:
+    mcp = settings.mcp
+    return Timing(
+        start_timeout=mcp.start_timeout,
+        call_timeout=mcp.call_timeout,
+        retry_max=mcp.retry_max,
+    )
+
+
+def build_toolbox(settings: Settings) -> McpToolbox | None:
+    """The configured servers, not yet started; None when PARLEY_MCP_CONFIG is unset.
+
+    Raises McpConfigError when the file cannot be used: a worker does not start on a broken
+    configuration, the same as on any other invalid setting.
+    """
+    if settings.mcp.config is None:
+        return None
+    config = load_config(settings.mcp.config)
+    log.info("MCP servers configured: %s", ", ".join(config.enabled()) or "none")
+    return McpToolbox(config, timing(settings))
+
+
+def readiness(toolbox: McpToolbox) -> ReadinessCheck:
+    """Detail for /readyz. A server that is down degrades the bot but does not make it unready."""
+
+    async def check() -> tuple[bool, str]:
+        return True, summary(toolbox)
+
+    return check
+
+
+def summary(toolbox: McpToolbox) -> str:
+    servers = toolbox.status().values()
+    ready = [s for s in servers if s.state == "ready"]
+    down = [f"{s.name} {s.state} ({s.error or 'starting'})" for s in servers if s not in ready]
+    text = f"{len(ready)}/{len(servers)} servers ready"
+    return f"{text}; {', '.join(down)}" if down else text
+
+
+def listing(toolbox: McpToolbox) -> list[str]:
+    """`parley mcp list`: each server, its state and its tools with their approval class."""
+    lines: list[str] = []
+    for server in toolbox.status().values():
+        config = server.config
+        # never the env, headers or a URL's query: that is where secrets go
+        where = config.command or (config.url or "").partition("?")[0]
+        state = server.state + (f" ({server.error})" if server.error else "")
+        lines.append(f"{server.name}  [{config.transport}] {where}  {state}")
+        if config.allow is not None:
+            lines.append(f"    offered in: {', '.join(config.allow)}")
+        for tool in server.tools:
+            approval = "needs approval" if tool.side_effects else "read-only, runs freely"
+            lines.append(f"    {tool.name:<40} {approval}")
+    return lines

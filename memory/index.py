@@ -1,0 +1,103 @@
+"""The memory index's schema and its scoped nearest-neighbour query.
+
+Two vector algorithms: FLAT compares the query with every candidate (exact, cheap to build);
+HNSW walks a graph (approximate, costly to build, fast on large candidate sets). The hybrid
+policy says how a scope filter meets the vector search: ADHOC_BF computes the distance of each
+memory in the filtered scopes (exact, cost grows with the scope), BATCHES walks the HNSW graph
+and filters what it finds. `auto` uses ADHOC_BF up to ADHOC_LIMIT memories in the scopes
+and BATCHES above (RediSearch's own pick kept ADHOC_BF for a 20k scope in a 25k index, at
+15 ms). `bench/bench_memory.py` measures them; the defaults follow its figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from redisvl.index import AsyncSearchIndex
+from redisvl.query import VectorQuery
+from redisvl.query.filter import Tag
+from redisvl.schema import IndexSchema
+
+Algorithm = Literal["flat", "hnsw"]
+HybridPolicy = Literal["auto", "adhoc_bf", "batches"]
+
+ADHOC_LIMIT = 5000  # exact search stays under ~1 ms up to here (bench_memory)
+EF_CONSTRUCTION = 100
+EF_RUNTIME = 100
+FIELDS = [
+    "id",
+    "text",
+    "kind",
+    "scope",
+    "author",
+    "source",
+    "origin",
+    "created_at",
+    "last_used_at",
+]
+
+
+def schema(prefix: str, dims: int, algorithm: Algorithm = "hnsw", name: str = "") -> IndexSchema:
+    vector: dict[str, Any] = {
+        "dims": dims,
+        "algorithm": algorithm,
+        "distance_metric": "cosine",
+        "datatype": "float32",
+    }
+    if algorithm == "hnsw":
+        # RediSearch's default candidate list (10) misses true neighbours under a filter;
+        # a build list of 100 (default 200) halves indexing time (bench_memory).
+        vector.update(m=16, ef_construction=EF_CONSTRUCTION, ef_runtime=EF_RUNTIME)
+    return IndexSchema.from_dict(
+        {
+            "index": {
+                "name": name or f"{prefix}:memory",
+                "prefix": f"{prefix}:memory:doc",
+                "storage_type": "hash",
+            },
+            "fields": [
+                {"name": "text", "type": "text"},
+                {"name": "kind", "type": "tag"},
+                {"name": "scope", "type": "tag", "attrs": {"separator": "|"}},
+                {"name": "author", "type": "tag", "attrs": {"separator": "|"}},
+                {"name": "source", "type": "tag", "attrs": {"separator": "|"}},
+                {"name": "origin", "type": "tag"},
+                {"name": "created_at", "type": "numeric", "attrs": {"sortable": True}},
+                {"name": "last_used_at", "type": "numeric", "attrs": {"sortable": True}},
+                {"name": "embedding", "type": "vector", "attrs": vector},
+            ],
+        }
+    )
+
+
+def resolve(policy: HybridPolicy, size: int | None) -> str | None:
+    """The policy a query names: ADHOC_BF or BATCHES, or None to let RediSearch pick."""
+    if policy != "auto":
+        return policy
+    if size is None:
+        return None
+    return "adhoc_bf" if size <= ADHOC_LIMIT else "batches"
+
+
+async def nearest(
+    index: AsyncSearchIndex,
+    vector: list[float],
+    scopes: list[str],
+    k: int,
+    policy: HybridPolicy = "auto",
+    size: int | None = None,
+) -> list[dict[str, Any]]:
+    """The k memories of these scopes closest to the vector, with `vector_distance`.
+
+    `size` is how many memories the scopes hold, when the caller knows (for `auto`)."""
+    chosen = resolve(policy, size)
+    return await index.query(
+        VectorQuery(
+            vector=vector,
+            vector_field_name="embedding",
+            return_fields=FIELDS,
+            filter_expression=Tag("scope") == scopes,
+            num_results=k,
+            hybrid_policy=None if chosen is None else chosen.upper(),
+        )
+    )

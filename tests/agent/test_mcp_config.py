@@ -1,0 +1,97 @@
+"""The `mcpServers` file and tool naming."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from agent.mcp import McpConfigError, load_config, tool_name
+
+
+def write(tmp_path: Path, servers: object) -> Path:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return path
+
+
+def test_variables_expand_from_the_environment(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        {
+            "files": {"command": "uvx", "args": ["srv", "--root=${ROOT}"], "env": {"T": "${TOK}"}},
+            "crm": {"url": "https://crm.test/mcp", "headers": {"Authorization": "Bearer ${TOK}"}},
+        },
+    )
+    config = load_config(path, {"ROOT": "/srv", "TOK": "s3"})
+    files, crm = config.servers["files"], config.servers["crm"]
+    assert files.transport == "stdio" and files.args == ["srv", "--root=/srv"]
+    assert files.env == {"T": "s3"} and files.approval == "auto"
+    assert crm.transport == "http" and crm.headers == {"Authorization": "Bearer s3"}
+
+
+def test_an_unset_variable_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, {"crm": {"url": "https://x/mcp", "headers": {"A": "${NOPE}"}}})
+    with pytest.raises(McpConfigError, match=r"mcpServers\.crm\.headers\.A uses \$\{NOPE\}"):
+        load_config(path, {})
+
+
+@pytest.mark.parametrize(
+    ("server", "problem"),
+    [
+        ({"command": "a", "url": "http://b/mcp"}, "either"),
+        ({}, "either"),
+        ({"url": "ftp://b"}, "http"),
+        ({"command": "a", "approval": "sometimes"}, "approval"),
+        ({"command": "a", "allow": ["slack"]}, "platform"),
+    ],
+)
+def test_bad_servers_are_refused(tmp_path: Path, server: dict, problem: str) -> None:
+    with pytest.raises(McpConfigError, match=problem):
+        load_config(write(tmp_path, {"s": server}), {})
+
+
+def test_keys_of_other_clients_are_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write(tmp_path, {"s": {"command": "a", "autoApprove": [], "alow": ["x"]}})
+    assert load_config(path, {}).servers["s"].allow is None
+    assert "MCP server s: ignoring keys Parley does not use: alow, autoApprove" in caplog.text
+
+
+def test_unreadable_or_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(McpConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.json", {})
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(McpConfigError, match="not valid JSON"):
+        load_config(tmp_path / "bad.json", {})
+
+
+def test_disabled_servers_are_skipped(tmp_path: Path) -> None:
+    path = write(tmp_path, {"a": {"command": "x", "disabled": True}, "b": {"command": "y"}})
+    assert list(load_config(path, {}).enabled()) == ["b"]
+
+
+def test_tool_names_fit_the_model_rules_and_stay_distinct() -> None:
+    rule = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+    assert tool_name("files", "read_file") == "files__read_file"
+    odd = tool_name("my files", "read.file/v2")
+    long = tool_name("s" * 40, "t" * 40)
+    assert rule.match(odd) and rule.match(long) and len(long) == 64
+    assert odd.startswith("my_files__read_file_v2_")
+    assert tool_name("a b", "c") != tool_name("a_b", "c")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_documented_examples_are_valid(tmp_path: Path) -> None:
+    env = {"CRM_TOKEN": "t"}
+    example = load_config(ROOT / "deploy" / "mcp-servers.example.json", env)
+    assert set(example.servers) == {"time", "crm"}
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```json\n", 1)[1].split("```", 1)[0]
+    documented = load_config(write(tmp_path, json.loads(block)["mcpServers"]), env)
+    assert documented.servers["crm"].allow == ["slack:T0123/C0SALES", "telegram:123456789"]

@@ -1,0 +1,224 @@
+"""Sends the platform does not take: the real Telegram adapter against a fake Bot API that
+answers some calls with errors, on the real runtime. Nothing strands a conversation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import redis.asyncio as aioredis
+
+from adapters.base import ConversationKey
+from adapters.slack import SlackAdapter, SlackConfig
+from adapters.telegram import TelegramAdapter, TelegramConfig
+from agent.builtin_tools import builtin_registry
+from agent.tools import ToolRegistry, tool
+from bot.outbox import LOST_TEXT
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.harness import Harness, running, settings
+from tests.bot.recording import message
+from tests.fakes.slack import TEAM, FakeSlack
+from tests.fakes.telegram import FakeTelegram
+
+ANA = 42
+CONVERSATION = f"telegram:-:{ANA}:-"
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+def with_email() -> tuple[ToolRegistry, list[str]]:
+    sent: list[str] = []
+
+    @tool(side_effects=True, describe=lambda args: f"Email {args['to']}")
+    async def send_email(to: str) -> str:
+        """Send an email.
+
+        Args:
+            to: the address
+        """
+        sent.append(to)
+        return f"sent to {to}"
+
+    registry = builtin_registry()
+    registry.register(send_email)
+    return registry, sent
+
+
+@contextlib.asynccontextmanager
+async def bot(
+    redis: aioredis.Redis,
+    fake: FakeTelegram,
+    model: ScriptedModel,
+    tools: ToolRegistry | None = None,
+    **config: float,
+) -> AsyncIterator[Harness]:
+    adapter = TelegramAdapter(
+        config=TelegramConfig(token=fake.token, api_url=fake.url, poll_timeout=1)
+    )
+    async with running(
+        redis,
+        model,
+        adapter=adapter,  # type: ignore[arg-type]
+        tools=tools,
+        config=settings(**config),
+    ) as harness:
+        adapter.handler = harness.runtime.inbox.submit
+        await adapter.start()
+        await adapter.start_polling()
+        try:
+            yield harness
+        finally:
+            await adapter.stop()
+
+
+async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.02)
+
+
+def texts(fake: FakeTelegram) -> list[str]:
+    return [p.text for p in fake.chat(ANA)]
+
+
+async def status_text(harness: Harness, fake: FakeTelegram) -> str:
+    before = len(fake.chat(ANA))
+    fake.push(fake.message(chat_id=ANA, user_id=ANA, text="/status"))
+    await until(lambda: len(fake.chat(ANA)) > before)
+    await harness.settle()
+    return fake.chat(ANA)[-1].text
+
+
+async def test_a_send_that_fails_once_still_delivers_the_answer_once(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    telegram.answer_error("sendMessage", 502, "Bad Gateway")
+    async with bot(redis, telegram, ScriptedModel([reply("Hello Ana!")])) as harness:
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
+        await until(lambda: bool(telegram.chat(ANA)))
+        await harness.settle()
+        assert texts(telegram) == ["Hello Ana!"]
+        assert len(telegram.method_calls("sendMessage")) == 2  # the failure, then the answer
+        session = await harness.runtime.sessions.load(CONVERSATION)
+        assert session.status == "idle"
+        assert "not working on anything" in await status_text(harness, telegram)
+
+
+async def test_an_answer_the_platform_keeps_refusing_is_delivered_once_it_recovers(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    # more failures than the outbox's own attempts: the answer waits in Redis
+    telegram.answer_error("sendMessage", 502, "Bad Gateway", times=4)
+    async with bot(redis, telegram, ScriptedModel([reply("Worth the wait.")])) as harness:
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
+        await until(lambda: len(telegram.method_calls("sendMessage")) >= 3)
+        await harness.settle()
+        # the conversation is not stuck while the answer waits for the platform
+        session = await harness.runtime.sessions.load(CONVERSATION)
+        assert session.status == "idle" and session.last_entry is not None
+        await until(lambda: bool(telegram.chat(ANA)))
+        await asyncio.sleep(0.5)
+        assert texts(telegram) == ["Worth the wait."]
+        assert await redis.zcard(harness.runtime.keys.undelivered) == 0
+        assert "not working on anything" in await status_text(harness, telegram)
+
+
+async def test_an_undelivered_approval_prompt_is_not_orphaned(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    registry, sent = with_email()
+    model = ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Sent.")])
+    telegram.answer_error("sendMessage", 500, "Internal Server Error", times=4)
+    async with bot(redis, telegram, model, registry) as harness:
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="email Bo"))
+        await until(lambda: len(telegram.method_calls("sendMessage")) >= 3)
+        await harness.settle()
+        session = await harness.runtime.sessions.load(CONVERSATION)
+        assert session.status == "awaiting_approval" and session.decision_id is not None
+
+        await until(lambda: bool(telegram.chat(ANA)))
+        prompt = telegram.chat(ANA)[0]
+        assert "Email bo@example.com" in prompt.text and prompt.buttons
+        # the late prompt is tied to its decision, so the decision can show on it
+        decision_id = session.decision_id
+        deadline = time.monotonic() + 20
+        while (decision := await harness.runtime.decisions.get(decision_id)) is not None:
+            if decision.message_id is not None or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.02)
+        assert decision is not None and decision.message_id == str(prompt.message_id)
+        telegram.click(prompt, "Approve", user_id=ANA)
+        await until(lambda: len(telegram.chat(ANA)) == 2)
+        await harness.settle()
+        assert sent == ["bo@example.com"]
+        assert texts(telegram)[1] == "Sent."
+        assert "Approved by Ana" in prompt.text and not prompt.buttons
+        assert (await harness.runtime.sessions.load(CONVERSATION)).status == "idle"
+
+
+async def test_a_refusal_is_given_up_at_once_and_leaves_the_conversation_idle(
+    redis: aioredis.Redis, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    telegram.answer_error("sendMessage", 403, "Forbidden: bot was blocked by the user")
+    async with bot(redis, telegram, ScriptedModel([reply("You won't see this.")])) as harness:
+        with caplog.at_level(logging.WARNING, logger="bot.outbox"):
+            telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
+            await until(lambda: bool(telegram.method_calls("sendMessage")))
+            await harness.settle()
+            await asyncio.sleep(0.3)  # a redelivery pass would have run by now
+        assert len(telegram.method_calls("sendMessage")) == 1  # no retry of a refusal
+        assert texts(telegram) == []
+        assert any("giving up" in r.getMessage() for r in caplog.records)
+        assert "You won't see this" not in caplog.text  # no message text in logs
+        session = await harness.runtime.sessions.load(CONVERSATION)
+        assert session.status == "idle"
+        assert await redis.zcard(harness.runtime.keys.undelivered) == 0
+
+
+async def test_a_reply_that_never_goes_through_is_reported_in_the_chat(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    telegram.answer_error("sendMessage", 502, "Bad Gateway", times=4)
+    model = ScriptedModel([reply("Lost in transit.")])
+    async with bot(redis, telegram, model, PARLEY_REDELIVER_FOR=0.5) as harness:
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
+        await until(lambda: bool(telegram.chat(ANA)))
+        await harness.settle()
+        await asyncio.sleep(0.5)
+        assert texts(telegram) == [LOST_TEXT]
+        assert await redis.zcard(harness.runtime.keys.undelivered) == 0
+
+
+async def test_slack_errors_are_retried_or_given_up_by_kind(
+    redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    general = ConversationKey(platform="slack", chat_id="CGEN", team_id=TEAM)
+    gone = ConversationKey(platform="slack", chat_id="CGONE", team_id=TEAM)
+    model = ScriptedModel([reply("Here you are."), reply("Nobody will read this.")])
+    async with FakeSlack() as slack:
+        adapter = SlackAdapter(config=SlackConfig(bot_token="xoxb-test", api_url=slack.api_url))
+        async with running(redis, model, adapter=adapter) as harness:  # type: ignore[arg-type]
+            slack.answer_error("chat.postMessage", "internal_error", status=500)
+            await harness.submit(message(general, "hi", user="U1", direct=False))
+            await harness.settle()
+            assert [p.text for p in slack.in_channel("CGEN")] == ["Here you are."]
+
+            slack.answer_error("chat.postMessage", "channel_not_found")
+            with caplog.at_level(logging.WARNING, logger="bot.outbox"):
+                await harness.submit(message(gone, "hi", user="U1", direct=False))
+                await harness.settle()
+            assert slack.in_channel("CGONE") == []
+            assert len(slack.method_calls("chat.postMessage")) == 3  # 2 + 1: no retry
+            assert any("channel_not_found" in r.getMessage() for r in caplog.records)
+            for conversation in (general, gone):
+                session = await harness.runtime.sessions.load(conversation.id)
+                assert session.status == "idle"

@@ -1,0 +1,101 @@
+"""The Telegram polling lease: one gateway polls; a clean stop hands it over at once, and a
+Redis outage neither ends the lease loop nor leaves two pollers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from bot.config import Settings
+from bot.keys import Keys
+from bot.leases import Lease
+from bot.platforms import Platforms
+from tests.fakes.telegram import FakeTelegram
+from tests.private_redis import private_redis
+
+
+def gateway(redis: aioredis.Redis, telegram: FakeTelegram) -> Platforms:
+    settings = Settings.load(
+        env_file=None,
+        telegram={
+            "TELEGRAM_BOT_TOKEN": telegram.token,
+            "TELEGRAM_API_URL": telegram.url,
+            "PARLEY_TELEGRAM_POLL_TIMEOUT": 1,
+        },
+    )
+
+    async def handler(event: object) -> None:
+        return None
+
+    return Platforms(settings, redis, Keys(), handler)
+
+
+async def until(predicate: Callable[[], bool], within: float = 20.0) -> float:
+    started = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - started < within, "timed out waiting"
+        await asyncio.sleep(0.02)
+    return time.monotonic() - started
+
+
+async def test_a_clean_stop_hands_the_polling_lease_over_at_once(redis) -> None:
+    async with FakeTelegram() as telegram:
+        first, second = gateway(redis, telegram), gateway(redis, telegram)
+        try:
+            await first.start_receiving(asyncio.Event())
+            assert first.telegram is not None and second.telegram is not None
+            await until(lambda: first.telegram.polling)
+            await second.start_receiving(asyncio.Event())
+            await asyncio.sleep(1.5)
+            assert not second.telegram.polling  # one poller at a time
+            assert await redis.get("parley:lease:telegram-polling") is not None
+
+            await first.close()
+            assert not first.telegram.polling
+            waited = await until(lambda: second.telegram.polling)
+            assert waited < 2.5, f"the second gateway waited {waited:.1f} s for the lease"
+            ok, detail = await second.check()
+            assert ok and "telegram polling: last getUpdates" in detail
+        finally:
+            await first.close()
+            await second.close()
+        assert await redis.get("parley:lease:telegram-polling") is None
+
+
+async def test_the_lease_outlives_a_redis_outage(tmp_path: Path) -> None:
+    events: list[str] = []
+
+    async def acquired() -> None:
+        events.append("acquired")
+
+    async def lost() -> None:
+        events.append("lost")
+
+    async with private_redis(tmp_path) as server:
+        client = aioredis.Redis.from_url(server.url)
+        lease = Lease(client, "parley:lease:test", ttl=2.0, retry=0.2)
+        stop = asyncio.Event()
+        task = asyncio.create_task(lease.hold_while(stop, acquired, lost))
+        try:
+            await until(lambda: events == ["acquired"])
+            await server.down()  # shorter than the lease: still ours
+            await asyncio.sleep(0.5)
+            await server.up()
+            await asyncio.sleep(1.5)
+            assert events == ["acquired"] and lease.held and not task.done()
+
+            await server.down()  # longer than the lease: given up, then won again
+            await until(lambda: events == ["acquired", "lost"])
+            await server.up()
+            await until(lambda: events == ["acquired", "lost", "acquired"])
+            assert lease.held and not task.done()
+        finally:
+            stop.set()
+            await task
+            assert await client.get("parley:lease:test") is None
+            await client.aclose()
+        assert events == ["acquired", "lost", "acquired", "lost"]

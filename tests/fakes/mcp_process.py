@@ -1,0 +1,67 @@
+"""Starting the test MCP server (tests/fakes/mcp_server.py) the ways Parley connects to it.
+
+config = stdio_server(ledger)                # a ServerConfig Parley spawns itself
+with http_server("s3cret") as url: ...       # a Streamable HTTP server on 127.0.0.1
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from agent.mcp import ServerConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULE = "tests.fakes.mcp_server"
+
+
+def stdio_server(ledger: Path | None = None, **options: Any) -> ServerConfig:
+    env = {"MCP_LEDGER": str(ledger)} if ledger is not None else {}
+    env.update(options.pop("env", {}))
+    return ServerConfig(
+        command=sys.executable, args=["-m", MODULE], cwd=str(ROOT), env=env, **options
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def http_server(token: str, ledger: Path | None = None, port: int | None = None) -> Iterator[str]:
+    """A Streamable HTTP MCP server that wants `Authorization: Bearer <token>`; yields its URL."""
+    port = port or free_port()
+    env = {**os.environ, **({"MCP_LEDGER": str(ledger)} if ledger else {})}
+    process = subprocess.Popen(
+        [sys.executable, "-m", MODULE, "--http", str(port), "--token", token],
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, "the MCP HTTP server exited"
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the MCP HTTP server did not start"
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,151 @@
+"""A real MCP server built with the `mcp` SDK, for tests and the benchmark.
+
+    python -m tests.fakes.mcp_server                       # stdio
+    python -m tests.fakes.mcp_server --http PORT --token T # Streamable HTTP on 127.0.0.1/mcp
+
+Tools, by annotation: `lookup`, `picture`, `broken`, `slow`, `whoami`, `getenv` and `grow` are
+read-only (`readOnlyHint: true`); `delete_item` is destructive and `write_note` declares
+nothing. Calls that change the world append one line to the file named by `MCP_LEDGER` (when
+set), so a test can count how often they ran; with `MCP_PIDFILE` set, the server appends its
+process id there when it starts. `grow` adds a tool and announces the change
+with `notifications/tools/list_changed`. Over HTTP every request needs `Authorization:
+Bearer <token>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import (
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 56).decode()
+
+server = MCPServer("parley-test")
+
+
+def _ledger(line: str) -> None:
+    path = os.environ.get("MCP_LEDGER")
+    if path:
+        with open(path, "a", encoding="utf-8") as file:
+            file.write(line + "\n")
+
+
+@server.tool(annotations=READ_ONLY)
+def lookup(key: str, upper: bool = False) -> str:
+    """Look a key up in the test directory."""
+    value = f"value of {key}"
+    return value.upper() if upper else value
+
+
+@server.tool(annotations=READ_ONLY)
+def picture() -> list[Any]:
+    """A picture with a caption and an attached document."""
+    return [
+        TextContent(type="text", text="a small picture"),
+        ImageContent(type="image", data=PNG, mime_type="image/png"),
+        EmbeddedResource(
+            type="resource",
+            resource=TextResourceContents(
+                uri="file:///notes/a.txt", mime_type="text/plain", text="attached note"
+            ),
+        ),
+    ]
+
+
+@server.tool(annotations=READ_ONLY)
+def broken(reason: str) -> str:
+    """Always fails."""
+    raise ValueError(f"broken on purpose: {reason}")
+
+
+@server.tool(annotations=READ_ONLY)
+async def slow(seconds: float) -> str:
+    """Sleeps, then answers."""
+    await asyncio.sleep(seconds)
+    return "slept"
+
+
+@server.tool(annotations=READ_ONLY)
+def whoami() -> str:
+    """This server process's id (tests use it to stop the process they started)."""
+    return str(os.getpid())
+
+
+@server.tool(annotations=READ_ONLY)
+def getenv(name: str) -> str:
+    """An environment variable of this server process, or "(unset)"."""
+    return os.environ.get(name, "(unset)")
+
+
+@server.tool(annotations=DESTRUCTIVE)
+def delete_item(item: str, count: int = 1) -> str:
+    """Delete an item."""
+    _ledger(f"delete_item {item} {count}")
+    return f"deleted {count} x {item}"
+
+
+@server.tool()
+def write_note(note: str) -> str:
+    """Write a note (declares no annotations)."""
+    _ledger(f"write_note {note}")
+    return "noted"
+
+
+@server.tool(annotations=READ_ONLY)
+async def grow(ctx: Context) -> str:
+    """Add the tool `late` and tell the client that the tool list changed."""
+
+    def late() -> str:
+        """A tool added while running."""
+        return "late answer"
+
+    server.add_tool(late, annotations=READ_ONLY)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+def _http_app(token: str) -> Any:
+    app = server.streamable_http_app()
+    expected = f"Bearer {token}".encode()
+
+    async def checked(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"unauthorized"})
+            return
+        await app(scope, receive, send)
+
+    return checked
+
+
+def main() -> None:
+    if pidfile := os.environ.get("MCP_PIDFILE"):
+        with open(pidfile, "a", encoding="utf-8") as file:
+            file.write(f"{os.getpid()}\n")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, help="serve Streamable HTTP on this port")
+    parser.add_argument("--token", default="test-token")
+    args = parser.parse_args()
+    if args.http is None:
+        server.run()
+        return
+    import uvicorn
+
+    uvicorn.run(_http_app(args.token), host="127.0.0.1", port=args.http, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

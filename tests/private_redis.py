@@ -1,0 +1,51 @@
+"""A private Redis Stack server for one test, which the test may stop and start again.
+
+It keeps its data (AOF, flushed on a clean stop) and its port across a restart, so clients
+that knew it reconnect to the same data once it is back:
+
+    async with private_redis(tmp_path) as server:
+        client = aioredis.Redis.from_url(server.url)
+        await server.down()      # clients now get connection errors
+        await server.up()        # same port, same data
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from bot.embedded_redis import EmbeddedRedis, free_port
+
+
+class PrivateRedis:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self._server: EmbeddedRedis | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    async def up(self) -> None:
+        assert self._server is None
+        server = EmbeddedRedis(self.folder, persistent=True, port=self.port)
+        await asyncio.to_thread(server.start)
+        self._server = server
+
+    async def down(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+
+
+@contextlib.asynccontextmanager
+async def private_redis(folder: Path) -> AsyncIterator[PrivateRedis]:
+    server = PrivateRedis(folder)
+    await server.up()
+    try:
+        yield server
+    finally:
+        await server.down()
