@@ -471,7 +471,13 @@ class Conductor:
             self._settle(session)
             answer = reply.allow(outcome_message(outcome))
             if turn.stream is not None:
-                await turn.stream.finish(answer)  # under the key the send would use
+                try:
+                    await turn.stream.finish(answer)  # under the key the send would use
+                except Exception as exc:
+                    # The platform did not take it: parked for redelivery, or given up if
+                    # refused for good, exactly as the outbox does with any reply.
+                    key = reply.key_for("outcome")
+                    await self.outbox.undelivered(key, event.conversation, answer, exc)
             else:
                 await reply.send(answer, "outcome")
             if turn.note is not None:

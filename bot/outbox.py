@@ -141,7 +141,7 @@ class Outbox:
             raise
         except Exception as exc:
             try:
-                await self._failed(key, conversation, message, exc)
+                await self.undelivered(key, conversation, message, exc)
             except Exception:
                 # Redis is gone too: nothing went out, so the replay may send it.
                 await self._release(redis_key, claim)
@@ -203,7 +203,7 @@ class Outbox:
                 return await adapter.send(conversation, message)
         raise AssertionError("unreachable: tenacity re-raises the last failure")
 
-    async def _failed(
+    async def undelivered(
         self, key: str, conversation: ConversationKey, message: OutboundMessage, exc: Exception
     ) -> None:
         platform = conversation.platform

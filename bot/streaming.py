@@ -36,7 +36,12 @@ from bot import metrics
 log = logging.getLogger(__name__)
 
 _IN_FLIGHT = b"in-flight"
+_OUTBOX_MARKERS = (b"parked", b"failed", b"done")  # values the outbox leaves under a key
 Mode = Literal["unknown", "live", "replay", "delivered"]
+
+
+def _raw(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def live_message(
@@ -131,8 +136,8 @@ class AnswerStream:
         value = await self.redis.get(self.redis_key)
         if value is None:
             self.mode = "live"
-        elif value == _IN_FLIGHT:
-            self.mode = "delivered"
+        elif _raw(value).startswith(_IN_FLIGHT) or _raw(value) in _OUTBOX_MARKERS:
+            self.mode = "delivered"  # a send or finish died midway, or the outbox has it
         else:
             decoded = json.loads(value)
             if isinstance(decoded, dict):

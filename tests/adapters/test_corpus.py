@@ -15,6 +15,7 @@ import contextlib
 import copy
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -306,6 +307,9 @@ def test_every_telegram_payload_is_classified() -> None:
     assert classes["a photo or file for Parley to read"] >= 2
 
 
+VIEWING_NOTE = re.compile(r"\n\n\(I am looking at the channel <#[A-Z0-9]+>\.\)$")
+
+
 def _check_queued(case: Case, expected: Expected, event: Inbound) -> None:
     assert expected.queued is not None, f"{case.name}: {expected.why}, but queued {event}"
     assert isinstance(event, InboundMessage), case.name
@@ -319,7 +323,8 @@ def _check_queued(case: Case, expected: Expected, event: Inbound) -> None:
         "command": event.command,
     }
     if "text" in want:
-        got["text"] = event.text
+        # In Slack's assistant view the channel the user looks at rides along as a note.
+        got["text"] = VIEWING_NOTE.sub("", event.text)
     if "args" in want:
         got["args"] = event.args
     if "team_id" in want:
@@ -458,7 +463,6 @@ async def until(predicate: Callable[[], bool], within: float = 20.0) -> None:
 # Event types Parley does not act on, each with the reason a person would give.
 SLACK_IGNORED_EVENTS = {
     "app_home_opened": "someone opened Parley's home tab",
-    "assistant_thread_started": "an assistant thread opened, with nothing asked yet",
     "assistant_thread_context_changed": "an assistant thread's context changed",
     "reaction_added": "a reaction",
     "member_joined_channel": "someone joined a channel",
@@ -553,6 +557,8 @@ def slack_expected(payload: dict[str, Any]) -> Expected:
         if event.get("thread_ts") and mention not in str(event.get("text") or ""):
             return _slack_message(event, team, mentioned=False)
         return Expected("channel chatter (a mention comes as app_mention)")
+    if event.get("type") == "assistant_thread_started":
+        return Expected("an assistant thread opened: greeted", reply="Hi! I'm Parley.")
     reason = SLACK_IGNORED_EVENTS.get(event["type"])
     assert reason is not None, f"unclassified Slack event {event.get('type')!r}"
     return Expected(reason)
@@ -662,6 +668,10 @@ async def test_slack_corpus_through_signed_requests(
                 expectations[key] = (case, expected)
             if expected.reply is not None:
                 event = payload["event"]
+                if "assistant_thread" in event:  # greeted in the assistant thread itself
+                    opened = event["assistant_thread"]
+                    replies.append((opened["channel_id"], opened["thread_ts"], expected.reply))
+                    continue
                 thread = event.get("thread_ts") or (
                     None if event.get("channel_type") == "im" else event["ts"]
                 )

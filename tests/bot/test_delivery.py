@@ -17,6 +17,7 @@ from adapters.slack import SlackAdapter, SlackConfig
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.builtin_tools import builtin_registry
 from agent.tools import ToolRegistry, tool
+from bot.config import Settings
 from bot.outbox import LOST_TEXT
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings
@@ -58,6 +59,7 @@ async def bot(
     fake: FakeTelegram,
     model: ScriptedModel,
     tools: ToolRegistry | None = None,
+    streaming: bool = True,
     **config: float,
 ) -> AsyncIterator[Harness]:
     adapter = TelegramAdapter(
@@ -68,7 +70,7 @@ async def bot(
         model,
         adapter=adapter,  # type: ignore[arg-type]
         tools=tools,
-        config=settings(**config),
+        config=with_streaming(settings(**config), streaming),
     ) as harness:
         adapter.handler = harness.runtime.inbox.submit
         await adapter.start()
@@ -77,6 +79,11 @@ async def bot(
             yield harness
         finally:
             await adapter.stop()
+
+
+def with_streaming(config: Settings, enabled: bool) -> Settings:
+    streaming = config.streaming.model_copy(update={"enabled": enabled})
+    return config.model_copy(update={"streaming": streaming})
 
 
 async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
@@ -169,7 +176,8 @@ async def test_a_refusal_is_given_up_at_once_and_leaves_the_conversation_idle(
     redis: aioredis.Redis, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
 ) -> None:
     telegram.answer_error("sendMessage", 403, "Forbidden: bot was blocked by the user")
-    async with bot(redis, telegram, ScriptedModel([reply("You won't see this.")])) as harness:
+    model = ScriptedModel([reply("You won't see this.")])
+    async with bot(redis, telegram, model, streaming=False) as harness:
         with caplog.at_level(logging.WARNING, logger="bot.outbox"):
             telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
             await until(lambda: bool(telegram.method_calls("sendMessage")))
@@ -189,7 +197,7 @@ async def test_a_reply_that_never_goes_through_is_reported_in_the_chat(
 ) -> None:
     telegram.answer_error("sendMessage", 502, "Bad Gateway", times=4)
     model = ScriptedModel([reply("Lost in transit.")])
-    async with bot(redis, telegram, model, PARLEY_REDELIVER_FOR=0.5) as harness:
+    async with bot(redis, telegram, model, streaming=False, PARLEY_REDELIVER_FOR=0.5) as harness:
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
         await until(lambda: bool(telegram.chat(ANA)))
         await harness.settle()
