@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 
 from adapters.base import OutboundMessage
 from agent.messages import ChatRequest, ChatResponse
-from agent.protocols import MemoryRecord, RunContext
+from agent.protocols import MemoryPage, RunContext
 from bot.conductor import ERROR_TEXT
 from bot.embedded_redis import EmbeddedRedis
 from bot.inbox import encode
@@ -54,7 +54,9 @@ class BrokenMemory(ListMemory):
 
     failures: int = 0
 
-    async def list_memories(self, context: RunContext) -> list[MemoryRecord]:
+    async def list_memories(
+        self, context: RunContext, *, offset: int = 0, limit: int = 20
+    ) -> MemoryPage:
         self.failures += 1
         raise RuntimeError("the memory store failed")
 

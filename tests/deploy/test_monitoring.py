@@ -12,8 +12,10 @@ import yaml
 from prometheus_client import REGISTRY
 
 import agent.llm.metrics
+import bot.gc_tuning
 import bot.limits
 import bot.metrics
+import memory.metrics
 from agent import outcomes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +29,8 @@ METRIC = re.compile(r"\b(parley_[a-z0-9_]+|up)\b(?=\s*[{\[)\s]|$)")
 
 def families() -> dict[str, str]:
     """Parley's metric families (name -> type), including labelled ones with no samples yet."""
-    assert bot.metrics and agent.llm.metrics  # both modules register on the default registry
+    # these modules register their metrics on the default registry when imported
+    assert bot.metrics and agent.llm.metrics and memory.metrics and bot.gc_tuning
     return {f.name: f.type for f in REGISTRY.collect() if f.name.startswith("parley_")}
 
 

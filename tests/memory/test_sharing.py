@@ -19,7 +19,7 @@ async def scopes(store: RedisMemoryStore, text: str) -> list[str]:
     owner = RunContext(
         conversation_id=SLACK_DM.id, platform="slack", user_id="42", chat_id="DANA", team_id="T1"
     )
-    found = await store.list_memories(owner)
+    found = (await store.list_memories(owner, limit=100)).records
     return sorted({m.scope.split(":", 1)[0] for m in found if m.text == text})
 
 
