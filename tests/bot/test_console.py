@@ -11,24 +11,24 @@ from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.ollama import FakeOllama
 
 
-async def console(env: dict[str, str], lines: list[str]) -> tuple[int, str]:
+async def start_console(env: dict[str, str], *, stderr: int) -> asyncio.subprocess.Process:
+    """`parley console` as its own process, with only `env` for settings."""
     base = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("PARLEY_", "ANTHROPIC_", "OLLAMA_"))
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "--env-file",
-        "/dev/null",
-        "console",
+    return await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "bot.cli", "--env-file", "/dev/null", "console"),
         env={**base, **env},
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+        stderr=stderr,
     )
+
+
+async def console(env: dict[str, str], lines: list[str]) -> tuple[int, str]:
+    process = await start_console(env, stderr=asyncio.subprocess.STDOUT)
     out, _ = await asyncio.wait_for(process.communicate("\n".join(lines).encode() + b"\n"), 90)
     return process.returncode or 0, out.decode()
 

@@ -6,14 +6,13 @@ The console runs as a real process with pipes for stdin and stdout; Ctrl-C is a 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from tests.bot.test_console import start_console
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.ollama import FakeOllama
@@ -50,23 +49,7 @@ class Terminal:
 
 @asynccontextmanager
 async def terminal(env: dict[str, str]) -> AsyncIterator[Terminal]:
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("PARLEY_", "ANTHROPIC_", "OLLAMA_"))
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "--env-file",
-        "/dev/null",
-        "console",
-        env={**base, **env},
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await start_console(env, stderr=asyncio.subprocess.PIPE)
     try:
         yield Terminal(process)
     finally:
