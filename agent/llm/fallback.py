@@ -105,25 +105,9 @@ class FallbackModel:
                 # the provider is up; the request is wrong
                 await self.breaker.record_success(admission)
                 raise
-            except ProviderAuthError as exc:
-                log.error(
-                    "%s rejected our credentials (%s); using the fallback", exc.provider, exc.reason
-                )
-                await self.breaker.record_failure(cooldown=self.breaker.policy.auth_cooldown)
-                causes.append(exc)
-                reason = "auth"
-            except ProviderUnavailable as exc:
-                log.warning("%s unavailable (%s); using the fallback", exc.provider, exc.reason)
-                await self.breaker.record_failure(cooldown=exc.retry_after)
-                causes.append(exc)
-                reason = "unavailable"
-            except TimeoutError:
-                log.warning("%s timed out; using the fallback", self.primary.name)
-                await self.breaker.record_failure()
-                causes.append(
-                    ProviderUnavailable(self.primary.name, f"no answer in {self.timeout:.0f} s")
-                )
-                reason = "timeout"
+            except (ProviderAuthError, ProviderUnavailable, TimeoutError) as exc:
+                cause, reason = await self._failed(exc, f"no answer in {self.timeout:.0f} s")
+                causes.append(cause)
             else:
                 await self.breaker.record_success(admission)
                 return response
@@ -166,12 +150,28 @@ class FallbackModel:
         self._last_answer = loop.time()
         return response, admission
 
+    async def _failed(self, exc: Exception, silence: str) -> tuple[Exception, str]:
+        """Count a hosted failure in the breaker: the cause to keep and the fallback's reason."""
+        if isinstance(exc, ProviderAuthError):
+            log.error(
+                "%s rejected our credentials (%s); using the fallback", exc.provider, exc.reason
+            )
+            await self.breaker.record_failure(cooldown=self.breaker.policy.auth_cooldown)
+            return exc, "auth"
+        await self.breaker.record_failure(
+            cooldown=exc.retry_after if isinstance(exc, ProviderUnavailable) else None
+        )
+        if isinstance(exc, ProviderUnavailable):
+            log.warning("%s unavailable (%s); using the fallback", exc.provider, exc.reason)
+            return exc, "unavailable"
+        log.warning("%s: %s; using the fallback", self.primary.name, silence)
+        return ProviderUnavailable(self.primary.name, silence), "timeout"
+
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         causes: list[Exception] = []
         admission = await self.breaker.admit()
-        if admission in ("open", "probing"):
-            # open, or another request is the one probe out: stream from the fallback
-            causes.append(ProviderUnavailable(self.primary.name, f"circuit breaker {admission}"))
+        if admission in _SKIPPED:
+            causes.append(ProviderUnavailable(self.primary.name, _SKIPPED[admission]))
             reason = "breaker_open" if admission == "open" else "probing"
         else:
             streamed = False
@@ -188,29 +188,9 @@ class FallbackModel:
                 except ProviderRejected:
                     await self.breaker.record_success(admission)
                     raise
-                except ProviderAuthError as exc:
-                    log.error(
-                        "%s rejected our credentials (%s); using the fallback",
-                        exc.provider,
-                        exc.reason,
-                    )
-                    await self.breaker.record_failure(cooldown=self.breaker.policy.auth_cooldown)
-                    causes.append(exc)
-                    reason = "auth"
-                except ProviderUnavailable as exc:
-                    log.warning(
-                        "%s unavailable (%s); streaming from the fallback", exc.provider, exc.reason
-                    )
-                    await self.breaker.record_failure(cooldown=exc.retry_after)
-                    causes.append(exc)
-                    reason = "unavailable"
-                except TimeoutError:
-                    log.warning("%s stream stalled; streaming from the fallback", self.primary.name)
-                    await self.breaker.record_failure()
-                    causes.append(
-                        ProviderUnavailable(self.primary.name, f"silent for {self.timeout:.0f} s")
-                    )
-                    reason = "timeout"
+                except (ProviderAuthError, ProviderUnavailable, TimeoutError) as exc:
+                    cause, reason = await self._failed(exc, f"silent for {self.timeout:.0f} s")
+                    causes.append(cause)
                 else:
                     await self.breaker.record_success(admission)
                     return
