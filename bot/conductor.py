@@ -37,6 +37,7 @@ from bot.attachments import Gathered, Gatherer
 from bot.commands import MEMORY_ACTION, Commands
 from bot.decisions import Decision, DecisionStore, decision_id_for
 from bot.decisions import Status as DecisionStatus
+from bot.health import redis_away
 from bot.locks import Lease
 from bot.logs import log_context
 from bot.outbox import Outbox
@@ -474,6 +475,8 @@ class Conductor:
                 try:
                     await turn.stream.finish(answer)  # under the key the send would use
                 except Exception as exc:
+                    if redis_away(exc):
+                        raise  # the entry is handled again once Redis is back
                     # The platform did not take it: parked for redelivery, or given up if
                     # refused for good, exactly as the outbox does with any reply.
                     key = reply.key_for("outcome")

@@ -334,6 +334,8 @@ def _ref(conversation: ConversationKey, stored: bytes | str | None) -> MessageRe
         message_id = json.loads(stored)
     except ValueError:
         return None
+    if isinstance(message_id, dict):  # a streamed answer's half message, not a sent one
+        return None
     return MessageRef(conversation=conversation, message_id=str(message_id))
 
 

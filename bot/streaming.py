@@ -165,8 +165,9 @@ class AnswerStream:
         await self._cancel_flush()
         if self._shown or self.live.message_id is not None:
             await self.live.discard()
-            if self._recorded is not None:
-                await self.redis.delete(self.redis_key)
+        if self._recorded is not None or self.mode == "replay":
+            # the key belongs to the answer; the question or plan is sent under it instead
+            await self.redis.delete(self.redis_key)
         self._shown = ""
 
     async def finish(self, message: OutboundMessage) -> MessageRef | None:
@@ -188,8 +189,7 @@ class AnswerStream:
         try:
             ref = await self._deliver(message)
         except BaseException:
-            await self.redis.delete(self.redis_key)
-            metrics.DELIVERIES.labels(platform, "failed").inc()
+            await self.redis.delete(self.redis_key)  # the caller hands it to the outbox
             raise
         await self.redis.set(self.redis_key, json.dumps(ref.message_id), px=self.ttl_ms)
         metrics.DELIVERIES.labels(platform, "sent").inc()

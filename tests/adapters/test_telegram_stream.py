@@ -21,6 +21,7 @@ from agent.llm.ollama import OllamaModel
 from agent.protocols import ProgressEvent
 from bot.config import Settings
 from bot.keys import Keys
+from bot.outbox import Outbox
 from bot.streaming import AnswerStream
 from tests.bot.harness import Harness, running
 from tests.fakes import anthropic as fa
@@ -210,6 +211,42 @@ async def test_a_replay_after_a_crash_completes_the_half_message(
         assert await again.finish(OutboundMessage(text="Half, again")) == ref
         assert [p.text for p in telegram.chat(GROUP)] == ["Half of the answer, and the rest."]
         assert len(telegram.method_calls("sendMessage")) == 1
+    finally:
+        await adapter.stop()
+
+
+async def test_a_replay_that_ends_in_a_question_still_posts_the_question(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    await adapter.initialize()
+    conversation = ConversationKey(platform="telegram", chat_id=str(GROUP))
+    keys = Keys("parley")
+
+    def stream() -> AnswerStream:
+        live = adapter.live(conversation, user_id=str(ANA), team_id=None, is_direct=False)
+        return AnswerStream(
+            live=live,
+            adapter=adapter,
+            conversation=conversation,
+            redis=redis,
+            redis_key=keys.outbox("entry-1:outcome"),
+            ttl_ms=60_000,
+            interval=0.05,
+        )
+
+    try:
+        crashed = stream()
+        await crashed.on_progress(delta("Let me think"))
+        await crashed.settle()  # the worker died here, with a half message shown
+        replay = stream()
+        await replay.prepare()
+        await replay.discard()  # this time the run asks a question instead
+        outbox = Outbox(redis, keys, ttl=60)
+        question = OutboundMessage(text="Which day?")
+        ref = await outbox.send(adapter, "entry-1:outcome", conversation, question)
+        assert ref is not None
+        assert telegram.chat(GROUP)[-1].text == "Which day?"
     finally:
         await adapter.stop()
 
