@@ -267,15 +267,21 @@ class Outbox:
         if raw is None:  # expired, or delivered by a worker that died before cleaning up
             await self.redis.zrem(self.keys.undelivered, key)
             return False
-        parked = json.loads(raw)
-        conversation = ConversationKey.parse(parked["conversation"])
+        try:
+            parked = json.loads(raw)
+            conversation = ConversationKey.parse(parked["conversation"])
+            fields = dict(parked["message"])
+            fields["buttons"] = tuple(Button(**button) for button in fields["buttons"])
+            fields["allowed_mentions"] = frozenset(fields.get("allowed_mentions") or ())
+            message = OutboundMessage(**fields)
+        except (ValueError, LookupError, TypeError, AssertionError) as exc:
+            # one unreadable record must not hold up every other parked reply
+            log.error("dropping unreadable parked reply %s (%s)", key, type(exc).__name__)
+            await self._forget(key, _FAILED)
+            return False
         adapter = adapters.get(conversation.platform)
         if adapter is None:
             return False  # another process, one with this platform, will deliver it
-        fields = dict(parked["message"])
-        fields["buttons"] = tuple(Button(**button) for button in fields["buttons"])
-        fields["allowed_mentions"] = frozenset(fields.get("allowed_mentions") or ())
-        message = OutboundMessage(**fields)
         try:
             ref = await self._attempts(adapter, conversation, message, attempts=1)
         except Exception as exc:

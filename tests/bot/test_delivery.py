@@ -12,16 +12,17 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import redis.asyncio as aioredis
 
-from adapters.base import ConversationKey
+from adapters.base import ConversationKey, DeliveryFailed, OutboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.builtin_tools import builtin_registry
 from agent.tools import ToolRegistry, tool
 from bot.config import Settings
-from bot.outbox import LOST_TEXT
+from bot.keys import Keys
+from bot.outbox import LOST_TEXT, Outbox
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings
-from tests.bot.recording import message
+from tests.bot.recording import RecordingAdapter, dm, message
 from tests.fakes.slack import TEAM, FakeSlack
 from tests.fakes.telegram import FakeTelegram
 
@@ -230,3 +231,20 @@ async def test_slack_errors_are_retried_or_given_up_by_kind(
             for conversation in (general, gone):
                 session = await harness.runtime.sessions.load(conversation.id)
                 assert session.status == "idle"
+
+
+async def test_an_unreadable_parked_reply_does_not_hold_up_the_others(
+    redis: aioredis.Redis,
+) -> None:
+    keys = Keys()
+    outbox = Outbox(redis, keys, ttl=60, backoff=0.0)
+    adapter = RecordingAdapter()
+    chat = dm()
+    message = OutboundMessage(text="Back again.", allowed_mentions=frozenset({"<@U1>"}))
+    await outbox.undelivered("good:outcome", chat, message, DeliveryFailed("502", permanent=False))
+    await redis.set(keys.undelivered_message("bad:outcome"), b"{not json")
+    await redis.zadd(keys.undelivered, {"bad:outcome": 0, "good:outcome": 0})
+    assert await outbox.redeliver({"telegram": adapter}) == 1
+    assert adapter.texts(chat) == ["Back again."]
+    assert adapter.posted[0].message.allowed_mentions == frozenset({"<@U1>"})
+    assert await redis.zcard(keys.undelivered) == 0
