@@ -202,6 +202,10 @@ class Agent:
     async def _loop(
         self, state: RunState, actor: Actor, trace: RunTrace, recall: StepRecall
     ) -> Outcome:
+        specs, window = self._specs, self._window
+        if actor.registry is not self.tools:  # this conversation has tools of its own
+            specs = actor.registry.specs()
+            window = Window(tokens=self.config.context_tokens, tools=estimate_tools(specs))
         while True:
             # CHECK the guards before spending another model call
             if state.steps >= self.config.max_steps:
@@ -228,10 +232,6 @@ class Agent:
                     summary=summary,
                 )
 
-            specs, window = self._specs, self._window
-            if actor.registry is not self.tools:  # this conversation has tools of its own
-                specs = actor.registry.specs()
-                window = Window(tokens=self.config.context_tokens, tools=estimate_tools(specs))
             usage, calls = await fit(state, model=self.model, window=window, system_for=system_for)
             self._account(state, trace, usage)
             trace.summaries += calls
