@@ -123,6 +123,7 @@ class FallbackModel:
     ) -> tuple[ChatResponse, Admission]:
         loop = asyncio.get_running_loop()
         started = loop.time()
+        suspected = False  # this call made itself the probe while waiting
         call = asyncio.create_task(self.primary.complete(request))
         try:
             async with asyncio.timeout(self.timeout):
@@ -134,10 +135,12 @@ class FallbackModel:
                         remaining = self.timeout - (loop.time() - started)
                         if not await self.breaker.suspect(remaining + 1.0):
                             raise _GaveUp
-                        admission = "probe"
+                        admission, suspected = "probe", True
                 response = await call
-        except (ProviderRejected, ProviderAuthError):
+        except (ProviderRejected, ProviderAuthError) as exc:
             self._last_answer = loop.time()
+            if suspected and isinstance(exc, ProviderRejected):
+                await self.breaker.record_success("probe")  # it answered: not hanging after all
             raise
         finally:
             if not call.done():

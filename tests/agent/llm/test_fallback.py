@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import sys
 import time
@@ -354,6 +355,18 @@ async def test_a_slow_answer_from_the_probe_is_used_and_clears_the_suspicion(
     response = await model.complete(request())
     assert response.provider == "anthropic" and response.message.text == "slow but fine"
     assert await model.breaker.admit() == "clean"
+    assert (await model.complete(request())).message.text == "quick"
+
+
+async def test_a_slow_bad_request_from_the_probe_clears_the_suspicion(
+    redis, hosted, local, models
+) -> None:
+    slow_refusal = dataclasses.replace(fa.error(400, message="bad request"), delay=0.5)
+    hosted.script(slow_refusal, fa.text("quick"))
+    model = fallback(redis, hosted, local, models, timeout=5.0, suspect_after=0.1)
+    with pytest.raises(ProviderRejected):
+        await model.complete(request())
+    assert await model.breaker.admit() == "clean"  # nobody is sent to the fallback for it
     assert (await model.complete(request())).message.text == "quick"
 
 
