@@ -307,8 +307,9 @@ class SlackAdapter:
             return
         if self.handler is None:
             return
+        asked = text
         if direct:
-            text = await self.assistant.on_message(channel, event.get("thread_ts"), text)
+            text = self.assistant.with_context(channel, event.get("thread_ts"), text)
         await self._hand_over(
             InboundMessage(
                 event_id=f"slack:{body.get('event_id') or ts}",
@@ -321,6 +322,8 @@ class SlackAdapter:
                 attachments=files,
             )
         )
+        if direct:  # only once the event is stored, and bounded: Slack waits for the ack
+            await self.assistant.title(channel, event.get("thread_ts"), asked)
 
     def _strip_mention(self, text: str) -> str:
         return text.replace(f"<@{self.bot_user_id}>", "") if self.bot_user_id else text

@@ -9,10 +9,12 @@ fall through to the adapter's ordinary message handling.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 from slack_bolt.context.say.async_say import AsyncSay
 from slack_bolt.context.set_suggested_prompts.async_set_suggested_prompts import (
     AsyncSetSuggestedPrompts,
@@ -24,6 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 log = logging.getLogger(__name__)
 
 TITLE_CHARS = 60
+TITLE_TIMEOUT = 1.0  # seconds a thread title may take: it is set before Slack's ack
 MAX_THREADS = 10_000  # threads remembered per process; the oldest are forgotten first
 
 
@@ -72,23 +75,25 @@ class AssistantThreads:
             _bound(self.looking_at)
         return thread
 
-    async def on_message(self, channel: str, thread_ts: str | None, text: str) -> str:
-        """Title a new thread after its first objective; returns the text with the context."""
-        if thread_ts is None:
-            return text
-        thread = (channel, thread_ts)
-        if thread in self.untitled:
-            del self.untitled[thread]
-            try:
-                await self.client.assistant_threads_setTitle(
-                    channel_id=channel, thread_ts=thread_ts, title=_title(text)
-                )
-            except SlackApiError as exc:
-                log.info("no thread title: %s", exc.response.get("error"))
-        viewed = self.looking_at.get(thread)
+    def with_context(self, channel: str, thread_ts: str | None, text: str) -> str:
+        """The message text, with the channel the user is looking at when Slack said so."""
+        viewed = self.looking_at.get((channel, thread_ts)) if thread_ts else None
         if viewed is None:
             return text
         return f"{text}\n\n(I am looking at the channel <#{viewed}>.)"
+
+    async def title(self, channel: str, thread_ts: str | None, text: str) -> None:
+        """Title a new thread after its first objective (once; a title is only a nicety)."""
+        if thread_ts is None or (channel, thread_ts) not in self.untitled:
+            return
+        del self.untitled[(channel, thread_ts)]
+        try:
+            async with asyncio.timeout(TITLE_TIMEOUT):
+                await self.client.assistant_threads_setTitle(
+                    channel_id=channel, thread_ts=thread_ts, title=_title(text)
+                )
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.info("no thread title (%s)", type(exc).__name__)
 
 
 def _title(text: str) -> str:

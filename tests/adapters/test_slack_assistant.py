@@ -42,3 +42,19 @@ async def test_a_new_assistant_thread_is_greeted_titled_and_knows_where_the_user
         await s.harness.settle()
         assert "<#CRANDOM>" in last_text(model)
         assert len(s.fake.method_calls("assistant.threads.setTitle")) == 1  # titled once
+
+
+async def test_a_title_slack_refuses_costs_nothing_but_the_title(redis) -> None:
+    model = ScriptedModel([reply("Done.")])
+    async with slack_bot(redis, model) as s:
+        started = fs.assistant_thread_started("UANA", viewing="CGEN")
+        thread = started["assistant_thread"]["thread_ts"]
+        await s.event(started)
+        await until(lambda: bool(s.fake.in_channel("DANA")))
+        s.fake.answer_error("assistant.threads.setTitle", "internal_error", status=500)
+        response = await s.event(fs.dm_event("UANA", "Plan my week", thread_ts=thread))
+        assert response.status == 200  # stored and acknowledged all the same
+        await until(lambda: len(s.fake.in_channel("DANA")) == 2)
+        await s.harness.settle()
+        assert s.fake.in_channel("DANA")[-1].text == "Done."
+        assert await s.harness.redis.xlen(s.harness.runtime.keys.inbox) == 1
