@@ -66,6 +66,7 @@ HELP_LINE = (
 )
 HELP_LINE_DIRECT = "Tell me what you need in words — `/parley help` lists my commands."
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
+GROUP_LOOKUP_TIMEOUT = 1.0  # seconds
 GROUP_CACHE_SECONDS = 300.0
 
 
@@ -372,10 +373,12 @@ class SlackAdapter:
             cached = self._groups.get(group)
             if cached is None or now - cached[0] > GROUP_CACHE_SECONDS:
                 try:
-                    response = await self.client.usergroups_users_list(usergroup=group)
+                    # before the ack: bounded, and a failure only means "not an approver"
+                    async with asyncio.timeout(GROUP_LOOKUP_TIMEOUT):
+                        response = await self.client.usergroups_users_list(usergroup=group)
                     members = frozenset(str(u) for u in response.get("users") or [])
-                except SlackApiError as exc:
-                    log.warning("cannot read user group %s: %s", group, exc.response.get("error"))
+                except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+                    log.warning("cannot read user group %s (%s)", group, type(exc).__name__)
                     members = frozenset()
                 cached = (now, members)
                 self._groups[group] = cached
