@@ -251,12 +251,3 @@ class LiveMessage(Protocol):
 
     async def finish(self, message: OutboundMessage) -> MessageRef:
         """Deliver the final message: finish or replace the growing one, or post it."""
-
-
-class StreamingAdapter(ChatAdapter, Protocol):
-    """An adapter that can show answers while they are written (an optional capability)."""
-
-    def live(
-        self, conversation: ConversationKey, *, user_id: str, team_id: str | None, is_direct: bool
-    ) -> LiveMessage | None:
-        """A live message for an answer to `user_id`, or None where this place can't stream."""

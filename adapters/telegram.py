@@ -81,7 +81,7 @@ from adapters.base import (
 from adapters.telegram_files import attachments_of, download, replied_to
 from adapters.telegram_format import MESSAGE_LIMIT, split_html
 from adapters.telegram_http import AiohttpRequest
-from adapters.telegram_stream import TelegramLive
+from adapters.telegram_stream import TelegramLive, seconds
 from adapters.text import too_long
 
 log = logging.getLogger(__name__)
@@ -311,7 +311,7 @@ class TelegramAdapter:
         def wait(state: RetryCallState) -> float:
             exc = state.outcome.exception() if state.outcome else None
             if isinstance(exc, RetryAfter):
-                return min(_seconds(exc.retry_after), MAX_RETRY_AFTER)
+                return min(seconds(exc.retry_after), MAX_RETRY_AFTER)
             return float(backoff(state))
 
         return AsyncRetrying(
@@ -646,7 +646,7 @@ class TelegramAdapter:
             except RetryAfter as exc:
                 if attempt == self.config.retries:
                     raise
-                wait = min(_seconds(exc.retry_after), MAX_RETRY_AFTER)
+                wait = min(seconds(exc.retry_after), MAX_RETRY_AFTER)
                 log.warning("Telegram asked us to wait %.1f s", wait)
                 await asyncio.sleep(wait)
         raise AssertionError("unreachable")
@@ -707,8 +707,3 @@ def _transient(exc: BaseException) -> bool:
 
 def _named(update_id: object) -> str:
     return str(update_id) if isinstance(update_id, int) else "without an update_id"
-
-
-def _seconds(value: Any) -> float:
-    total = getattr(value, "total_seconds", None)
-    return float(total()) if callable(total) else float(value)

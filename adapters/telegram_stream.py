@@ -31,7 +31,8 @@ GROUP_EDIT_INTERVAL = 3.0
 _draft_ids = itertools.count(int(time.time()) % 1_000_000 * 1000 + 1)
 
 
-def _seconds(value: object) -> float:
+def seconds(value: object) -> float:
+    """A retry_after as seconds (python-telegram-bot gives an int or a timedelta)."""
     total = getattr(value, "total_seconds", None)
     return float(total()) if callable(total) else float(value)  # type: ignore[arg-type]
 
@@ -92,7 +93,7 @@ class TelegramLive:
                     disable_web_page_preview=True,
                 )
         except RetryAfter as exc:
-            wait = _seconds(exc.retry_after)
+            wait = seconds(exc.retry_after)
             self._not_before = time.monotonic() + wait
             log.info("Telegram asked for %.1f s between streamed updates", wait)
         except BadRequest as exc:

@@ -30,6 +30,7 @@ from redisvl.query import FilterQuery
 from redisvl.query.filter import FilterExpression, Tag
 
 from agent.protocols import (
+    SCOPE_LABELS,
     MemoryFull,
     MemoryKind,
     MemoryPage,
@@ -109,7 +110,6 @@ class RedisMemoryStore:
         self.embedder = embedder
         self.prefix = prefix
         self.config = config
-        self.k = config.k
         self.index = AsyncSearchIndex(
             schema(prefix, embedder.dims, config.algorithm), redis_client=redis
         )
@@ -225,7 +225,7 @@ class RedisMemoryStore:
     ) -> list[MemoryRecord]:
         """The memories relevant to `query`; for a generic question ("what do you know about
         me?") the newest ones, since such a question is close to none in particular."""
-        k = k or self.k
+        k = k or self.config.k
         scopes = context.readable_scopes()
         # Most conversations start with nothing to remember: counting is far cheaper than
         # embedding the query only to find no neighbours.
@@ -442,7 +442,7 @@ class RedisMemoryStore:
 
 
 def _label(scope: str) -> str:
-    return {"user": "private", "chat": "channel"}.get(scope.split(":", 1)[0], "team")
+    return SCOPE_LABELS.get(scope.split(":", 1)[0], "team")
 
 
 def _text(value: bytes | str) -> str:
