@@ -108,6 +108,9 @@ async def test_a_redis_outage_mid_traffic_loses_nothing_and_readiness_tells(
             enough.set()
             await producer
             await harness.settle(within=60)
+            # every loop the outage touched says it is back before the runtime stops
+            touched = ("reclaimer", "reminders", "redelivery")
+            await until(lambda: _all_ok(health, touched), within=30)
 
             replies = Counter(harness.adapter.texts())
             assert ERROR_TEXT not in replies
@@ -123,6 +126,14 @@ async def test_a_redis_outage_mid_traffic_loses_nothing_and_readiness_tells(
     assert len(worker_lines) == 2, worker_lines  # one when it degraded, one when it recovered
     assert worker_lines[0].startswith("worker degraded")
     assert worker_lines[1].startswith("worker recovered after")
+    for loop in ("reclaimer", "reminders", "redelivery"):  # every loop rode it out too
+        degraded = [line for line in lines if line.startswith(f"{loop} degraded")]
+        recovered = [line for line in lines if line.startswith(f"{loop} recovered after")]
+        assert len(degraded) == len(recovered) <= 1, (loop, lines)
+
+
+async def _all_ok(health: Health, names: tuple[str, ...]) -> bool:
+    return all(health.loops[name].state == "ok" for name in names)
 
 
 async def _at_least(items: list[str], count: int) -> bool:
