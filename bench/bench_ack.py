@@ -25,7 +25,7 @@ import redis.asyncio as aioredis
 
 from bench.bench_service import free_port, start, wait_http
 from bench.support import percentile, throwaway_redis
-from bot.keys import Keys
+from bot.runtime.keys import Keys
 from tests.fakes import anthropic as fa
 from tests.fakes import slack as fs
 from tests.fakes.anthropic import FakeAnthropic

@@ -21,7 +21,7 @@ from agent.llm.usage import close_model
 from agent.messages import ChatRequest, Message
 from bench.support import bench_line, throwaway_redis
 from bot.config import Settings
-from bot.models import build_chat_model
+from bot.wiring.models import build_chat_model
 from tests.fakes import anthropic as fa
 from tests.fakes import ollama as fo
 from tests.fakes.anthropic import FakeAnthropic

@@ -35,7 +35,7 @@ import redis.asyncio as aioredis
 
 from bench.support import bench_line, describe, percentile, throwaway_redis
 from bot.config import Settings
-from bot.memory_setup import open_memory
+from bot.wiring.memory_setup import open_memory
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram

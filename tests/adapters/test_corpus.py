@@ -34,9 +34,9 @@ from adapters.base import Inbound, InboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from adapters.text import too_long
-from bot.http import HttpServer
-from bot.inbox import Inbox, decode
-from bot.keys import Keys
+from bot.ops.http import HttpServer
+from bot.runtime.inbox import Inbox, decode
+from bot.runtime.keys import Keys
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import BOT_ID, BOT_USERNAME, FakeTelegram

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 
 from adapters import telegram as telegram_adapter
 from adapters.base import InboundMessage
-from bot.keys import Keys
+from bot.runtime.keys import Keys
 from tests.adapters.test_corpus import (
     WEBHOOK_SECRET,
     _inbox_events,

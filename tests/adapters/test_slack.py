@@ -17,7 +17,7 @@ from adapters.slack import SlackAdapter, SlackConfig
 from agent.builtin_tools import builtin_registry
 from agent.tools import tool
 from bot.config import Settings
-from bot.http import HttpServer
+from bot.ops.http import HttpServer
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.fakes import slack as fs

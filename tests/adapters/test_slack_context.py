@@ -14,8 +14,8 @@ from adapters.slack_context import download, may_receive_token
 from agent import Agent, Finished, builtin_registry
 from agent.channels import read_channel_tool
 from agent.protocols import RunContext
-from bot.attachments import Gatherer
-from bot.channels import Channels
+from bot.conversation.attachments import Gatherer
+from bot.conversation.channels import Channels
 from tests.adapters.samples import pdf, png
 from tests.adapters.test_slack import slack_bot
 from tests.agent.scripted import ScriptedModel, call, reply, turn

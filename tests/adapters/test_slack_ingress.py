@@ -19,9 +19,9 @@ import redis.asyncio as aioredis
 
 from adapters.slack import SlackAdapter, SlackConfig
 from agent.messages import ChatRequest, ChatResponse
-from bot.http import HttpServer
-from bot.inbox import Inbox, decode
-from bot.keys import Keys
+from bot.ops.http import HttpServer
+from bot.runtime.inbox import Inbox, decode
+from bot.runtime.keys import Keys
 from tests.agent.scripted import ScriptedModel, reply
 from tests.bot.harness import running
 from tests.fakes import slack as fs

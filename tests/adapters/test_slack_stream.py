@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from adapters.slack import SlackAdapter, SlackConfig
 from agent.llm.anthropic import AnthropicModel
 from bot.config import Settings
-from bot.http import HttpServer
+from bot.ops.http import HttpServer
 from tests.bot.harness import Harness, running
 from tests.fakes import anthropic as fa
 from tests.fakes import slack as fs
@@ -72,7 +72,7 @@ async def slack_bot(redis: aioredis.Redis, **streaming: Any) -> AsyncIterator[Bo
                 try:
                     yield bot
                 finally:
-                    await bot.http.close()
+                    await bot.ops.http.close()
                     await server.stop()
                     await adapter.stop()
         finally:

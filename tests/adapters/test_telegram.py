@@ -256,7 +256,7 @@ async def test_a_long_reply_is_split_and_markup_escaped(redis, telegram: FakeTel
 
 
 async def test_webhook_checks_the_secret_and_dedups(redis, telegram: FakeTelegram) -> None:
-    from bot.http import HttpServer
+    from bot.ops.http import HttpServer
 
     model = ScriptedModel([reply("via webhook")])
     async with bot(

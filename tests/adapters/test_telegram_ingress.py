@@ -16,9 +16,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from agent.messages import ChatRequest, ChatResponse
-from bot.http import HttpServer
-from bot.inbox import Inbox, decode
-from bot.keys import Keys
+from bot.ops.http import HttpServer
+from bot.runtime.inbox import Inbox, decode
+from bot.runtime.keys import Keys
 from tests.adapters.test_telegram import ANA, adapter_for, bot, until
 from tests.agent.scripted import ScriptedModel, reply
 from tests.bot.harness import running

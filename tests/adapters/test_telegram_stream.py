@@ -20,9 +20,9 @@ from agent.llm.fallback import FallbackModel
 from agent.llm.ollama import OllamaModel
 from agent.protocols import ProgressEvent
 from bot.config import Settings
-from bot.keys import Keys
-from bot.outbox import Outbox
-from bot.streaming import AnswerStream
+from bot.runtime.keys import Keys
+from bot.runtime.outbox import Outbox
+from bot.runtime.streaming import AnswerStream
 from tests.bot.harness import Harness, running
 from tests.fakes import anthropic as fa
 from tests.fakes import ollama as fo

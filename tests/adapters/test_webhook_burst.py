@@ -9,11 +9,11 @@ import aiohttp
 import redis.asyncio as aioredis
 
 from adapters.telegram import TelegramAdapter, TelegramConfig
-from bot.app import redis_client
 from bot.config import Settings
-from bot.http import HttpServer
-from bot.inbox import Inbox
-from bot.keys import Keys
+from bot.ops.http import HttpServer
+from bot.runtime.inbox import Inbox
+from bot.runtime.keys import Keys
+from bot.wiring.app import redis_client
 from tests.fakes.telegram import FakeTelegram
 
 BURST = 500

@@ -18,9 +18,9 @@ from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
 from agent.tools import ToolRegistry, ToolSource
 from bot.config import Settings
-from bot.health import Health
-from bot.runtime import Runtime, build_runtime
-from bot.worker import GROUP
+from bot.ops.health import Health
+from bot.runtime.worker import GROUP
+from bot.wiring.runtime import Runtime, build_runtime
 from tests.agent.scripted import ScriptedModel
 from tests.bot.recording import RecordingAdapter
 

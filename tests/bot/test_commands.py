@@ -6,8 +6,8 @@ import pytest
 
 from adapters.base import ConversationKey
 from agent.protocols import RunContext
-from bot.commands import Commands
-from bot.sessions import Session
+from bot.conversation.commands import Commands
+from bot.runtime.sessions import Session
 from tests.bot.recording import message
 
 

@@ -18,8 +18,8 @@ from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.builtin_tools import builtin_registry
 from agent.tools import ToolRegistry, tool
 from bot.config import Settings
-from bot.keys import Keys
-from bot.outbox import LOST_TEXT, Outbox
+from bot.runtime.keys import Keys
+from bot.runtime.outbox import LOST_TEXT, Outbox
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings
 from tests.bot.recording import RecordingAdapter, dm, message
@@ -179,7 +179,7 @@ async def test_a_refusal_is_given_up_at_once_and_leaves_the_conversation_idle(
     telegram.answer_error("sendMessage", 403, "Forbidden: bot was blocked by the user")
     model = ScriptedModel([reply("You won't see this.")])
     async with bot(redis, telegram, model, streaming=False) as harness:
-        with caplog.at_level(logging.WARNING, logger="bot.outbox"):
+        with caplog.at_level(logging.WARNING, logger="bot.runtime.outbox"):
             telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
             await until(lambda: bool(telegram.method_calls("sendMessage")))
             await harness.settle()
@@ -222,7 +222,7 @@ async def test_slack_errors_are_retried_or_given_up_by_kind(
             assert [p.text for p in slack.in_channel("CGEN")] == ["Here you are."]
 
             slack.answer_error("chat.postMessage", "channel_not_found")
-            with caplog.at_level(logging.WARNING, logger="bot.outbox"):
+            with caplog.at_level(logging.WARNING, logger="bot.runtime.outbox"):
                 await harness.submit(message(gone, "hi", user="U1", direct=False))
                 await harness.settle()
             assert slack.in_channel("CGONE") == []

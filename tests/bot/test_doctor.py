@@ -8,8 +8,8 @@ import pytest
 import redis
 
 from bot.config import Settings
-from bot.doctor import run_doctor
-from bot.embedded_redis import EmbeddedRedis, free_port
+from bot.ops.doctor import run_doctor
+from bot.ops.embedded_redis import EmbeddedRedis, free_port
 
 
 @pytest.fixture

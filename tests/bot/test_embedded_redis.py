@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from bot.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+from bot.ops.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 
 PORT_LINE = re.compile(rb"embedded Redis Stack on 127\.0\.0\.1:(\d+)")
 

@@ -15,11 +15,11 @@ from prometheus_client import REGISTRY
 from adapters.base import OutboundMessage
 from agent.messages import ChatRequest, ChatResponse
 from agent.protocols import MemoryPage, RunContext
-from bot.conductor import ERROR_TEXT
-from bot.embedded_redis import EmbeddedRedis
-from bot.inbox import encode
-from bot.keys import Keys
-from bot.worker import GROUP
+from bot.conversation.conductor import ERROR_TEXT
+from bot.ops.embedded_redis import EmbeddedRedis
+from bot.runtime.inbox import encode
+from bot.runtime.keys import Keys
+from bot.runtime.worker import GROUP
 from tests.agent.doubles import ListMemory
 from tests.agent.scripted import ScriptedModel, reply
 from tests.bot.harness import running, settings
@@ -212,7 +212,7 @@ async def test_a_reply_claim_stored_while_its_answer_was_lost_is_sent_by_the_rep
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from bot.outbox import Outbox
+    from bot.runtime.outbox import Outbox
 
     adapter = RecordingAdapter()
     chat, hello = dm(), OutboundMessage(text="hello")

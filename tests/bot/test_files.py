@@ -8,9 +8,9 @@ import pytest
 from PIL import Image
 
 from adapters.base import Actor, Attachment, ContextMessage, ConversationKey, InboundMessage
-from bot.attachments import Gatherer
-from bot.documents import Unsupported, read_text
-from bot.images import MAX_BYTES, SCALED_SIDE, BadImage, fit_image, is_image
+from bot.conversation.attachments import Gatherer
+from bot.conversation.documents import Unsupported, read_text
+from bot.conversation.images import MAX_BYTES, SCALED_SIDE, BadImage, fit_image, is_image
 from tests.adapters.samples import jpeg, png
 
 

@@ -7,7 +7,7 @@ import gc
 from prometheus_client import REGISTRY
 
 from bot.config import Settings
-from bot.gc_tuning import GcTuning
+from bot.ops.gc_tuning import GcTuning
 
 
 def pauses(generation: int) -> float:

@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bot.health import Backoff, Health
-from bot.http import HttpServer
+from bot.ops.health import Backoff, Health
+from bot.ops.http import HttpServer
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ async def test_degradation_and_recovery_are_logged_once_each(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     heartbeat = Health().register("worker", every=30)
-    caplog.set_level(logging.INFO, logger="bot.health")
+    caplog.set_level(logging.INFO, logger="bot.ops.health")
     delays = [heartbeat.failed(RedisConnectionError("refused")) for _ in range(8)]
     assert heartbeat.state == "degraded"
     assert heartbeat.reason == "Redis unreachable: ConnectionError"
@@ -107,7 +107,7 @@ def test_backoff_grows_to_its_cap_and_resets() -> None:
 
 
 def test_redis_away_is_seen_through_wrapping_errors() -> None:
-    from bot.health import redis_away
+    from bot.ops.health import redis_away
 
     def wrapped() -> Exception:
         try:
@@ -125,7 +125,7 @@ def test_redis_away_is_seen_through_wrapping_errors() -> None:
 
 def test_a_loop_bug_is_traced_once_per_degradation(caplog: pytest.LogCaptureFixture) -> None:
     heartbeat = Health().register("reclaimer", every=30)
-    caplog.set_level(logging.INFO, logger="bot.health")
+    caplog.set_level(logging.INFO, logger="bot.ops.health")
     for _ in range(3):
         heartbeat.failed(KeyError("field"))
     traced = [r for r in caplog.records if r.exc_info]

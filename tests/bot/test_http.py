@@ -5,7 +5,7 @@ from __future__ import annotations
 import aiohttp
 from aiohttp import web
 
-from bot.http import HttpServer
+from bot.ops.http import HttpServer
 
 
 async def hook(request: web.Request) -> web.Response:

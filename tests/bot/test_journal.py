@@ -157,9 +157,9 @@ async def test_a_finished_call_is_reused_when_the_answer_was_never_sent(
 
 
 async def test_replaying_a_delivered_approval_posts_nothing_new(redis: aioredis.Redis) -> None:
-    from bot.inbox import decode
-    from bot.locks import ConversationLocks
-    from bot.sessions import Resolution, Session
+    from bot.runtime.inbox import decode
+    from bot.runtime.locks import ConversationLocks
+    from bot.runtime.sessions import Resolution, Session
 
     mailer, chat = Mailer(), dm()
     mailer.release.set()

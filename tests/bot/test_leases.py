@@ -11,9 +11,9 @@ from pathlib import Path
 import redis.asyncio as aioredis
 
 from bot.config import Settings
-from bot.keys import Keys
-from bot.leases import Lease
-from bot.platforms import Platforms
+from bot.runtime.keys import Keys
+from bot.runtime.leases import Lease
+from bot.wiring.platforms import Platforms
 from tests.fakes.telegram import FakeTelegram
 from tests.private_redis import private_redis
 

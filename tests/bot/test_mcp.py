@@ -14,9 +14,9 @@ import redis.asyncio as aioredis
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from bot.cli import main
 from bot.config import Settings
-from bot.doctor import check_mcp
-from bot.http import HttpServer
-from bot.mcp_setup import readiness
+from bot.ops.doctor import check_mcp
+from bot.ops.http import HttpServer
+from bot.wiring.mcp_setup import readiness
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import running
 from tests.bot.recording import click, dm, message

@@ -14,11 +14,11 @@ import redis.asyncio as aioredis
 
 from agent.llm.usage import MeteredModel
 from agent.messages import Usage
-from bot.app import _redis_check
 from bot.config import Settings
-from bot.http import HttpServer
-from bot.limits import GLOBAL_BUDGET_SPENT, RATE_LIMITED, USER_BUDGET_SPENT, Limits
-from bot.logs import configure_logging, log_context
+from bot.conversation.limits import GLOBAL_BUDGET_SPENT, RATE_LIMITED, USER_BUDGET_SPENT, Limits
+from bot.ops.http import HttpServer
+from bot.ops.logs import configure_logging, log_context
+from bot.wiring.app import _redis_check
 from tests.agent.scripted import ScriptedModel, reply
 from tests.bot.harness import running
 from tests.bot.recording import dm, message

@@ -15,13 +15,13 @@ import pytest
 import redis.asyncio as aioredis
 
 from adapters.base import HandoverFailed
-from bot.app import _redis_check, redis_client
-from bot.conductor import ERROR_TEXT
-from bot.embedded_redis import EmbeddedRedis, free_port
-from bot.health import REDIS_DOWN, Health
-from bot.http import HttpServer
-from bot.keys import Keys
-from bot.locks import ConversationLocks
+from bot.conversation.conductor import ERROR_TEXT
+from bot.ops.embedded_redis import EmbeddedRedis, free_port
+from bot.ops.health import REDIS_DOWN, Health
+from bot.ops.http import HttpServer
+from bot.runtime.keys import Keys
+from bot.runtime.locks import ConversationLocks
+from bot.wiring.app import _redis_check, redis_client
 from tests.agent.scripted import ScriptedModel
 from tests.bot.harness import running, settings
 from tests.bot.recording import dm, message
@@ -68,7 +68,7 @@ async def until_ready_is(base: str, status: int, within: float) -> None:
 async def test_a_redis_outage_mid_traffic_loses_nothing_and_readiness_tells(
     private_redis: EmbeddedRedis, client: aioredis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="bot.health")
+    caplog.set_level(logging.INFO, logger="bot.ops.health")
     model = ScriptedModel([echo] * 400)
     health = Health()
     server = HttpServer("127.0.0.1", 0)
@@ -121,7 +121,7 @@ async def test_a_redis_outage_mid_traffic_loses_nothing_and_readiness_tells(
     finally:
         await server.stop()
 
-    lines = [r.getMessage() for r in caplog.records if r.name == "bot.health"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "bot.ops.health"]
     worker_lines = [line for line in lines if line.startswith("worker ")]
     assert len(worker_lines) == 2, worker_lines  # one when it degraded, one when it recovered
     assert worker_lines[0].startswith("worker degraded")

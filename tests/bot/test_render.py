@@ -6,7 +6,7 @@ from adapters.slack_format import messages
 from adapters.telegram_format import split_html
 from agent import Agent, AwaitingApproval, builtin_registry
 from agent.protocols import RunContext
-from bot.render import ARG_LIMIT, approval_message, approval_text
+from bot.conversation.render import ARG_LIMIT, approval_message, approval_text
 from tests.agent.scripted import ScriptedModel, call, turn
 
 CTX = RunContext(conversation_id="slack:T1:C1", platform="slack", user_id="U1", chat_id="C1")

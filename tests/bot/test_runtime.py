@@ -6,9 +6,9 @@ import time
 import redis.asyncio as aioredis
 
 from agent.tools import ToolRegistry, tool
-from bot.inbox import decode
-from bot.keys import PATTERNS
-from bot.locks import ConversationLocks
+from bot.runtime.inbox import decode
+from bot.runtime.keys import PATTERNS
+from bot.runtime.locks import ConversationLocks
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import running, settings
 from tests.bot.recording import RecordingAdapter, click, dm, message
@@ -334,9 +334,9 @@ async def test_reminders_are_posted_once_into_their_conversation(redis: aioredis
 
 
 async def test_entries_of_a_dead_worker_are_reclaimed(redis: aioredis.Redis) -> None:
-    from bot.inbox import Inbox
-    from bot.keys import Keys
-    from bot.worker import GROUP
+    from bot.runtime.inbox import Inbox
+    from bot.runtime.keys import Keys
+    from bot.runtime.worker import GROUP
 
     keys = Keys()
     inbox = Inbox(redis, keys, dedup_ttl=60)

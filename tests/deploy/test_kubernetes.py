@@ -13,8 +13,8 @@ from pydantic import SecretStr
 
 from bot.cli import COMMANDS
 from bot.config import Settings, all_variables
-from bot.keys import Keys
-from bot.worker import GROUP
+from bot.runtime.keys import Keys
+from bot.runtime.worker import GROUP
 from tests.deploy.k8s import (
     K8S,
     ROOT,

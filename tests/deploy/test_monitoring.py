@@ -12,9 +12,9 @@ import yaml
 from prometheus_client import REGISTRY
 
 import agent.llm.metrics
-import bot.gc_tuning
-import bot.limits
-import bot.metrics
+import bot.conversation.limits
+import bot.ops.gc_tuning
+import bot.ops.metrics
 import memory.metrics
 from agent import outcomes
 
@@ -30,7 +30,7 @@ METRIC = re.compile(r"\b(parley_[a-z0-9_]+|up)\b(?=\s*[{\[)\s]|$)")
 def families() -> dict[str, str]:
     """Parley's metric families (name -> type), including labelled ones with no samples yet."""
     # these modules register their metrics on the default registry when imported
-    assert bot.metrics and agent.llm.metrics and memory.metrics and bot.gc_tuning
+    assert bot.ops.metrics and agent.llm.metrics and memory.metrics and bot.ops.gc_tuning
     return {f.name: f.type for f in REGISTRY.collect() if f.name.startswith("parley_")}
 
 
@@ -125,7 +125,7 @@ def test_the_alert_rules_are_well_formed() -> None:
 def test_alert_label_values_are_ones_the_code_emits() -> None:
     expressions = " ".join(rule["expr"] for rule in rules())
     limits = set(re.findall(r'limit="(\w+)"', expressions))
-    source = Path(bot.limits.__file__).read_text()
+    source = Path(bot.conversation.limits.__file__).read_text()
     assert limits and all(f'LIMITED.labels("{value}")' in source for value in limits)
     for outcome in re.findall(r'outcome="(\w+)"', expressions):
         assert any(name.lower() == outcome for name in dir(outcomes)), outcome

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from bot.embedded_redis import EmbeddedRedis, embedded_supported, setup_hint
+from bot.ops.embedded_redis import EmbeddedRedis, embedded_supported, setup_hint
 
 ROOT = Path(__file__).resolve().parents[2]
 

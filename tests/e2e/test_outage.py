@@ -16,10 +16,10 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from adapters.base import Actor, ConversationKey, InboundMessage
-from bot.embedded_redis import EmbeddedRedis
-from bot.embedded_redis import free_port as free_redis_port
-from bot.inbox import Inbox
-from bot.keys import Keys
+from bot.ops.embedded_redis import EmbeddedRedis
+from bot.ops.embedded_redis import free_port as free_redis_port
+from bot.runtime.inbox import Inbox
+from bot.runtime.keys import Keys
 from tests.e2e.test_processes import Cluster, free_port, script, texts, until
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram

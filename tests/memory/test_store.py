@@ -221,7 +221,7 @@ async def test_extraction_says_what_it_kept_with_a_forget_button(
 ) -> None:
     from adapters.base import OutboundMessage
     from agent.outcomes import Outcome
-    from bot.commands import remembered_note
+    from bot.conversation.commands import remembered_note
     from tests.bot.harness import running
     from tests.bot.recording import click, dm, message
 

@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 from adapters.slack import SlackAdapter, SlackConfig
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.messages import ChatRequest, ChatResponse
-from bot.http import HttpServer
+from bot.ops.http import HttpServer
 from memory import Embedder, RedisMemoryStore, open_store
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running

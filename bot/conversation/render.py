@@ -14,7 +14,7 @@ from typing import Any
 
 from adapters.base import Button, Inbound, InboundMessage, OutboundMessage
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
-from bot.decisions import Decision
+from bot.runtime.decisions import Decision
 
 APPROVE, REJECT = "approve", "reject"
 ARG_LIMIT = 300  # characters of one argument value shown to the approver

@@ -31,7 +31,7 @@ from adapters.base import (
     OutboundMessage,
 )
 from agent.protocols import ProgressEvent
-from bot import metrics
+from bot.ops import metrics
 
 log = logging.getLogger(__name__)
 

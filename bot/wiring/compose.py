@@ -13,7 +13,7 @@ from agent.loop import Agent, AgentConfig
 from agent.protocols import MemoryStore, Scheduler
 from agent.tools import ToolRegistry, ToolSource
 from bot.config import Settings
-from bot.models import build_chat_model
+from bot.wiring.models import build_chat_model
 
 log = logging.getLogger(__name__)
 

@@ -58,7 +58,7 @@ async def check_redis(settings: Settings) -> Check:
 
 
 def _check_embedded_redis(settings: Settings) -> Check:
-    from bot.embedded_redis import SETUP_HINT, EmbeddedRedis
+    from bot.ops.embedded_redis import SETUP_HINT, EmbeddedRedis
 
     embedded = EmbeddedRedis(settings.redis.data_dir, server=settings.redis.server)
     if embedded.server is None or not embedded.server.exists():
@@ -290,7 +290,7 @@ async def check_http(settings: Settings) -> Check:
 
 async def check_mcp(settings: Settings) -> Check:
     from agent.mcp import McpConfigError
-    from bot.mcp_setup import build_toolbox, summary
+    from bot.wiring.mcp_setup import build_toolbox, summary
 
     try:
         toolbox = build_toolbox(settings)

@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator
 
 import redis.asyncio as aioredis
 
-from bot.health import REDIS_DOWN, redis_away
-from bot.keys import Keys
+from bot.ops.health import REDIS_DOWN, redis_away
+from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
 

@@ -32,16 +32,9 @@ from agent.loop import Agent
 from agent.messages import Usage
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
 from agent.protocols import ProgressEvent, RunContext
-from bot import metrics
-from bot.attachments import Gathered, Gatherer
-from bot.commands import MEMORY_ACTION, Commands
-from bot.decisions import Decision, DecisionStore, decision_id_for
-from bot.decisions import Status as DecisionStatus
-from bot.health import redis_away
-from bot.locks import Lease
-from bot.logs import log_context
-from bot.outbox import Outbox
-from bot.render import (
+from bot.conversation.attachments import Gathered, Gatherer
+from bot.conversation.commands import MEMORY_ACTION, Commands
+from bot.conversation.render import (
     APPROVE,
     REJECT,
     decided_message,
@@ -50,8 +43,15 @@ from bot.render import (
     stale_click_text,
     typed_mentions,
 )
-from bot.sessions import Resolution, Session, SessionStore
-from bot.streaming import AnswerStream, live_message
+from bot.ops import metrics
+from bot.ops.health import redis_away
+from bot.ops.logs import log_context
+from bot.runtime.decisions import Decision, DecisionStore, decision_id_for
+from bot.runtime.decisions import Status as DecisionStatus
+from bot.runtime.locks import Lease
+from bot.runtime.outbox import Outbox
+from bot.runtime.sessions import Resolution, Session, SessionStore
+from bot.runtime.streaming import AnswerStream, live_message
 
 log = logging.getLogger(__name__)
 

@@ -31,11 +31,11 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from adapters.base import Inbound
-from bot import metrics
-from bot.health import REDIS_DOWN, Health, pause, redis_away
-from bot.inbox import decode
-from bot.keys import Keys
-from bot.locks import ConversationLocks, Lease, LockLost
+from bot.ops import metrics
+from bot.ops.health import REDIS_DOWN, Health, pause, redis_away
+from bot.runtime.inbox import decode
+from bot.runtime.keys import Keys
+from bot.runtime.locks import ConversationLocks, Lease, LockLost
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from adapters.base import Button, InboundAction, InboundMessage, OutboundMessage
 from agent.protocols import MemoryRecord, MemoryStore, RunContext
-from bot.sessions import Session
+from bot.runtime.sessions import Session
 
 # The decision id Forget buttons carry; their value is the memory id.
 MEMORY_ACTION = "mem"

@@ -15,7 +15,7 @@ from typing import Literal
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
-from bot.keys import Keys
+from bot.runtime.keys import Keys
 
 Kind = Literal["question", "approval"]
 Status = Literal["pending", "approved", "rejected", "answered", "cancelled", "expired"]

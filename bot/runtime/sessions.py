@@ -16,8 +16,8 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from agent.state import RunState
-from bot.keys import Keys
-from bot.locks import Lease, LockLost
+from bot.runtime.keys import Keys
+from bot.runtime.locks import Lease, LockLost
 
 Status = Literal["idle", "running", "awaiting_answer", "awaiting_approval"]
 

@@ -17,21 +17,21 @@ from adapters.base import ChatAdapter, OutboundMessage
 from agent.loop import Agent
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
-from bot import metrics
-from bot.attachments import Gatherer
-from bot.commands import Commands, UsageText
-from bot.conductor import Admission, Charge, Conductor
 from bot.config import Settings
-from bot.decisions import DecisionStore
-from bot.health import Health, Heartbeat, pause
-from bot.inbox import Inbox
-from bot.journal import RedisToolJournal
-from bot.keys import Keys
-from bot.locks import ConversationLocks
-from bot.outbox import Outbox
-from bot.scheduler import ReminderScheduler
-from bot.sessions import SessionStore
-from bot.worker import Worker
+from bot.conversation.attachments import Gatherer
+from bot.conversation.commands import Commands, UsageText
+from bot.conversation.conductor import Admission, Charge, Conductor
+from bot.ops import metrics
+from bot.ops.health import Health, Heartbeat, pause
+from bot.runtime.decisions import DecisionStore
+from bot.runtime.inbox import Inbox
+from bot.runtime.journal import RedisToolJournal
+from bot.runtime.keys import Keys
+from bot.runtime.locks import ConversationLocks
+from bot.runtime.outbox import Outbox
+from bot.runtime.scheduler import ReminderScheduler
+from bot.runtime.sessions import SessionStore
+from bot.runtime.worker import Worker
 
 log = logging.getLogger(__name__)
 

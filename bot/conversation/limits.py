@@ -23,8 +23,8 @@ from redis.asyncio.client import Pipeline
 
 from adapters.base import Inbound, InboundMessage
 from agent.messages import Usage
-from bot import metrics
 from bot.config import LimitsSettings
+from bot.ops import metrics
 
 RATE_LIMITED = (
     "You're sending messages faster than I can keep up with — please wait a minute and try again."

@@ -44,8 +44,8 @@ from adapters.base import (
     MessageRef,
     OutboundMessage,
 )
-from bot import metrics
-from bot.keys import Keys
+from bot.ops import metrics
+from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
 

@@ -21,17 +21,17 @@ from adapters.base import Actor, ConversationKey, InboundMessage
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
 from agent.protocols import RunContext
 from agent.state import RunState
-from bot.app import redis_connection
-from bot.commands import Commands
-from bot.compose import build_agent
 from bot.config import Settings
-from bot.console_view import ConsoleView
-from bot.doctor import check_anthropic, check_ollama
-from bot.mcp_setup import build_toolbox
-from bot.memory_setup import open_memory
-from bot.models import build_chat_model
-from bot.render import approval_text
-from bot.sessions import Session
+from bot.conversation.commands import Commands
+from bot.conversation.render import approval_text
+from bot.ops.doctor import check_anthropic, check_ollama
+from bot.runtime.sessions import Session
+from bot.wiring.app import redis_connection
+from bot.wiring.compose import build_agent
+from bot.wiring.console_view import ConsoleView
+from bot.wiring.mcp_setup import build_toolbox
+from bot.wiring.memory_setup import open_memory
+from bot.wiring.models import build_chat_model
 
 NO_PROVIDER = """\
 Parley has no language model to talk to. Configure one of:

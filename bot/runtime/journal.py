@@ -12,7 +12,7 @@ import json
 import redis.asyncio as aioredis
 
 from agent.protocols import JournalEntry, RunContext
-from bot.keys import Keys
+from bot.runtime.keys import Keys
 
 _STARTED = json.dumps({"finished": False})
 

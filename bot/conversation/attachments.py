@@ -25,8 +25,14 @@ from adapters.base import (
 )
 from agent.context import CHARS_PER_TOKEN, estimate_text
 from agent.messages import ContentBlock, ImageBlock, TextBlock
-from bot.documents import UnreadableDocument, is_pdf, looks_textual, read_pdf, read_text
-from bot.images import BadImage, fit_image, is_image
+from bot.conversation.documents import (
+    UnreadableDocument,
+    is_pdf,
+    looks_textual,
+    read_pdf,
+    read_text,
+)
+from bot.conversation.images import BadImage, fit_image, is_image
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ import redis.asyncio as aioredis
 
 from adapters.base import ChatAdapter, ConversationKey, OutboundMessage
 from agent.protocols import RunContext
-from bot import metrics
-from bot.health import Health, pause
-from bot.keys import Keys
-from bot.outbox import Outbox
-from bot.render import mention
+from bot.conversation.render import mention
+from bot.ops import metrics
+from bot.ops.health import Health, pause
+from bot.runtime.keys import Keys
+from bot.runtime.outbox import Outbox
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import logging
 
 from agent.mcp import McpToolbox, Timing, load_config
 from bot.config import Settings
-from bot.http import ReadinessCheck
+from bot.ops.http import ReadinessCheck
 
 log = logging.getLogger(__name__)
 

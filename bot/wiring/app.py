@@ -22,22 +22,22 @@ from adapters.base import OutboundMessage
 from agent.llm.usage import close_model
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
-from bot.channels import Channels
-from bot.commands import remembered_note
-from bot.compose import build_agent
 from bot.config import Settings
-from bot.embedded_redis import EmbeddedRedis
-from bot.gc_tuning import GcTuning
-from bot.health import Health
-from bot.http import HttpServer
-from bot.inbox import Inbox
-from bot.keys import Keys
-from bot.limits import Limits
-from bot.mcp_setup import build_toolbox, readiness
-from bot.memory_setup import open_memory
-from bot.models import build_chat_model
-from bot.platforms import Platforms
-from bot.runtime import build_runtime
+from bot.conversation.channels import Channels
+from bot.conversation.commands import remembered_note
+from bot.conversation.limits import Limits
+from bot.ops.embedded_redis import EmbeddedRedis
+from bot.ops.gc_tuning import GcTuning
+from bot.ops.health import Health
+from bot.ops.http import HttpServer
+from bot.runtime.inbox import Inbox
+from bot.runtime.keys import Keys
+from bot.wiring.compose import build_agent
+from bot.wiring.mcp_setup import build_toolbox, readiness
+from bot.wiring.memory_setup import open_memory
+from bot.wiring.models import build_chat_model
+from bot.wiring.platforms import Platforms
+from bot.wiring.runtime import build_runtime
 from memory.extract import FactExtractor
 
 log = logging.getLogger(__name__)

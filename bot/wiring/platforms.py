@@ -15,9 +15,9 @@ import redis.asyncio as aioredis
 
 from adapters.base import ChatAdapter, InboundHandler
 from bot.config import Settings
-from bot.http import HttpServer
-from bot.keys import Keys
-from bot.leases import Lease
+from bot.ops.http import HttpServer
+from bot.runtime.keys import Keys
+from bot.runtime.leases import Lease
 
 log = logging.getLogger(__name__)
 
