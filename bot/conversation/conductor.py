@@ -145,7 +145,7 @@ class Conductor:
     _progress_shown: set[str] = field(default_factory=set)
 
     async def handle(self, entry_id: str, event: Inbound, lease: Lease) -> None:
-        session = await self.sessions.load(lease.conversation_id)
+        session = await self.sessions.load(lease.conversation_id, lease)
         if session.done_with(entry_id):
             return
         adapter = self.adapters.get(event.conversation.platform)

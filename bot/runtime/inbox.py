@@ -69,6 +69,23 @@ def decode(payload: str | bytes) -> Inbound:
     return InboundMessage(**event)
 
 
+def decode_entry(fields: dict[bytes, bytes]) -> tuple[Inbound, str]:
+    """A stream entry's event and conversation id; raises for anything a worker could not
+    handle."""
+    event = decode(fields[b"event"])
+    if not isinstance(event.event_id, str) or not isinstance(event.actor.user_id, str):
+        raise TypeError("event and user ids must be strings")
+    return event, event.conversation.id
+
+
+def queued_at_of(fields: dict[bytes, bytes]) -> float:
+    """When a stream entry was queued (0 if unknown: only the lag metric needs it)."""
+    try:
+        return float(fields.get(b"queued_at") or 0)
+    except ValueError:
+        return 0.0
+
+
 class Inbox:
     def __init__(self, redis: aioredis.Redis, keys: Keys, *, dedup_ttl: float) -> None:
         self.redis = redis

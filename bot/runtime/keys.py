@@ -83,6 +83,19 @@ class Keys:
         return f"{self.prefix}:lease:{name}"
 
 
+def backlog_member(entry_id: str) -> str:
+    """An inbox entry as a backlog member: zero-padded, so lexical order is entry order."""
+    ms, _, seq = entry_id.partition("-")
+    return f"{int(ms):015d}-{int(seq or 0):010d}"
+
+
+def entry_of(member: bytes | str) -> str:
+    """The inbox entry a backlog member stands for."""
+    text = member.decode() if isinstance(member, bytes) else member
+    ms, _, seq = text.partition("-")
+    return f"{int(ms)}-{int(seq)}"
+
+
 # key pattern (after the prefix) → what bounds it
 PATTERNS: dict[str, str] = {
     "dedup:*": "ttl",

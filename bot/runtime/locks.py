@@ -5,6 +5,11 @@ the same Lua script, that the writer still holds the lock, so a worker that stal
 lease cannot overwrite what a newer holder wrote. While Redis is away the renewal keeps
 trying until the lease would have run out; a lock that could not be released then is
 released on this process's next try for that conversation, so no outage leaves it stuck.
+
+Taking the lock is one round trip that also puts newly read entries on the conversation's
+backlog and reads what the holder needs first (the backlog's oldest entry and the stored
+session); releasing it says how many entries are still waiting. Only the holder writes the
+session, so its lease keeps the stored copy and a second read is never needed.
 """
 
 from __future__ import annotations
@@ -14,23 +19,34 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
 from bot.ops.health import REDIS_DOWN, redis_away
 from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
 
+Queue = Callable[[Pipeline], object]  # adds commands to a pipeline
+
+# KEYS: lock, fence, backlog, session. ARGV: owner, lease ms, fence ttl ms, backlog ttl ms,
+# then backlog members to add. Returns false, or {token, oldest backlog member, session}.
 _ACQUIRE = """
-if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local token = redis.call('incr', KEYS[2])
-  redis.call('pexpire', KEYS[2], ARGV[3])
-  redis.call('set', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
-  return token
+if #ARGV > 4 then
+  for i = 5, #ARGV do
+    redis.call('zadd', KEYS[3], 'NX', 0, ARGV[i])
+  end
+  redis.call('pexpire', KEYS[3], ARGV[4])
 end
-return false
+if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return false
+end
+local token = redis.call('incr', KEYS[2])
+redis.call('pexpire', KEYS[2], ARGV[3])
+redis.call('set', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
+return {token, redis.call('zrange', KEYS[3], 0, 0)[1] or false, redis.call('get', KEYS[4])}
 """
 
 _RENEW = """
@@ -40,11 +56,12 @@ end
 return 0
 """
 
+# KEYS: lock, backlog. Returns how many entries wait on the backlog.
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then
-  return redis.call('del', KEYS[1])
+  redis.call('del', KEYS[1])
 end
-return 0
+return redis.call('zcard', KEYS[2])
 """
 
 
@@ -53,21 +70,45 @@ class LockLost(Exception):
 
 
 class Lease:
-    """A held conversation lock: `value` proves it, `token` orders holders."""
+    """A held conversation lock: `value` proves it, `token` orders holders.
 
-    def __init__(self, conversation_id: str, value: str, token: int) -> None:
+    It also carries what the holder knows of its conversation: the session as last stored
+    (raw JSON, None if there is none) and the backlog's oldest member as last seen."""
+
+    def __init__(
+        self,
+        conversation_id: str,
+        value: str,
+        token: int,
+        *,
+        session: bytes | None = None,
+        head: bytes | None = None,
+    ) -> None:
         self.conversation_id = conversation_id
         self.value = value
         self.token = token
         self.lost = False
+        self.session = session
+        self.head = head
+        self.done: bytes | None = None  # the backlog member the last session save took off
+        self.remaining = 0  # entries left on the backlog at release
 
 
 class ConversationLocks:
-    def __init__(self, redis: aioredis.Redis, keys: Keys, *, lease: float, fence_ttl: float):
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        keys: Keys,
+        *,
+        lease: float,
+        fence_ttl: float,
+        backlog_ttl: float | None = None,
+    ) -> None:
         self.redis = redis
         self.keys = keys
         self.lease_ms = int(lease * 1000)
         self.fence_ttl_ms = int(fence_ttl * 1000)
+        self.backlog_ttl_ms = int((backlog_ttl or fence_ttl) * 1000)
         self.owner = uuid.uuid4().hex[:12]
         self._acquire = redis.register_script(_ACQUIRE)
         self._renew = redis.register_script(_RENEW)
@@ -75,41 +116,84 @@ class ConversationLocks:
         # Leases whose release failed (Redis was away), released before the next try.
         self._unreleased: dict[str, Lease] = {}
 
-    async def try_acquire(self, conversation_id: str) -> Lease | None:
+    async def try_acquire(self, conversation_id: str, add: Sequence[str] = ()) -> Lease | None:
+        """Put `add` (backlog members) on the backlog, then take the lock if it is free."""
         if (stale := self._unreleased.pop(conversation_id, None)) is not None:
             try:
                 await self.release(stale)
             except BaseException:
                 self._unreleased[conversation_id] = stale
                 raise
-        keys = [self.keys.lock(conversation_id), self.keys.fence(conversation_id)]
-        token = await self._acquire(keys=keys, args=[self.owner, self.lease_ms, self.fence_ttl_ms])
-        if token is None:
+        keys = [
+            self.keys.lock(conversation_id),
+            self.keys.fence(conversation_id),
+            self.keys.backlog(conversation_id),
+            self.keys.session(conversation_id),
+        ]
+        args: list[str | int] = [
+            self.owner,
+            self.lease_ms,
+            self.fence_ttl_ms,
+            self.backlog_ttl_ms,
+            *add,
+        ]
+        taken = await self._acquire(keys=keys, args=args)
+        if taken is None:
             return None
-        return Lease(conversation_id, f"{self.owner}:{int(token)}", int(token))
+        token, head, session = int(taken[0]), taken[1] or None, taken[2] or None
+        return Lease(conversation_id, f"{self.owner}:{token}", token, session=session, head=head)
 
-    async def release(self, lease: Lease) -> None:
-        await self._release(keys=[self.keys.lock(lease.conversation_id)], args=[lease.value])
+    async def release(self, lease: Lease, also: Queue | None = None) -> int:
+        """Let go of the lock; returns how many entries wait on its backlog."""
+        keys = [self.keys.lock(lease.conversation_id), self.keys.backlog(lease.conversation_id)]
+        if also is None:
+            remaining = await self._release(keys=keys, args=[lease.value])
+        else:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                also(pipe)
+                # EVAL: a registered script in a pipeline costs a SCRIPT EXISTS first.
+                pipe.eval(_RELEASE, len(keys), *keys, lease.value)
+                *_, remaining = await pipe.execute()
+        lease.remaining = int(remaining)
+        return lease.remaining
 
     @contextlib.asynccontextmanager
-    async def held(self, conversation_id: str) -> AsyncIterator[Lease | None]:
-        """Hold the lock (renewing it) for the block; yields None when someone else holds it."""
-        lease = await self.try_acquire(conversation_id)
+    async def held(
+        self, conversation_id: str, add: Sequence[str] = ()
+    ) -> AsyncIterator[Lease | None]:
+        """Hold the lock (renewing it) for the block; yields None when someone else holds it.
+        After the block, the lease's `remaining` says how many entries wait on the backlog."""
+        lease = await self.try_acquire(conversation_id, add)
         if lease is None:
             yield None
             return
+        try:
+            async with self.kept(lease):
+                yield lease
+        finally:
+            await self.let_go(lease)
+
+    @contextlib.asynccontextmanager
+    async def kept(self, lease: Lease) -> AsyncIterator[None]:
+        """Renew the lease while the block runs (`lease.lost` says if that failed)."""
         renewer = asyncio.create_task(self._keep(lease))
         try:
-            yield lease
+            yield
         finally:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
-            try:
-                await self.release(lease)
-            except Exception as exc:  # the lease runs out anyway; never fail the caller here
-                if redis_away(exc):
-                    self._unreleased[conversation_id] = lease
+
+    async def let_go(self, lease: Lease, also: Queue | None = None) -> bool:
+        """Release, never failing the caller (the lease runs out anyway); False if Redis did
+        not take it. `also` queues more commands into the release's round trip."""
+        try:
+            await self.release(lease, also)
+        except Exception as exc:
+            if redis_away(exc):
+                self._unreleased[lease.conversation_id] = lease
+            return False
+        return True
 
     async def _keep(self, lease: Lease) -> None:
         key = self.keys.lock(lease.conversation_id)

@@ -5,6 +5,10 @@
 
 `state` holds the RunState of the run in progress or suspended, or of the last finished run
 (its messages are the conversation's short-term history).
+
+Storing a session whose `last_entry` moved on also takes that entry off the conversation's
+backlog and reads the next one, in the same script: the worker needs no round trip of its
+own between two entries.
 """
 
 from __future__ import annotations
@@ -16,17 +20,22 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from agent.state import RunState
-from bot.runtime.keys import Keys
+from bot.runtime.keys import Keys, backlog_member
 from bot.runtime.locks import Lease, LockLost
 
 Status = Literal["idle", "running", "awaiting_answer", "awaiting_approval"]
 
+# KEYS: lock, session, backlog. ARGV: lease value, session, ttl ms, backlog member done ('' if
+# none). Returns false if the lease is lost, else {1, the backlog's oldest member}.
 _WRITE = """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
-  return 0
+  return false
 end
 redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])
-return 1
+if ARGV[4] ~= '' then
+  redis.call('zrem', KEYS[3], ARGV[4])
+end
+return {1, redis.call('zrange', KEYS[3], 0, 0)[1] or false}
 """
 
 
@@ -63,14 +72,32 @@ class SessionStore:
         self.ttl_ms = int(ttl * 1000)
         self._write = redis.register_script(_WRITE)
 
-    async def load(self, conversation_id: str) -> Session:
-        raw = await self.redis.get(self.keys.session(conversation_id))
+    async def load(self, conversation_id: str, lease: Lease | None = None) -> Session:
+        """The stored session; a lease on the conversation already has it (no round trip)."""
+        raw: bytes | str | None
+        if lease is not None and lease.conversation_id == conversation_id:
+            raw = lease.session
+        else:
+            raw = await self.redis.get(self.keys.session(conversation_id))
         return Session.model_validate_json(raw) if raw else Session()
 
     async def save(self, lease: Lease, session: Session) -> None:
-        """Store the session if `lease` still holds the conversation; else raise LockLost."""
+        """Store the session if `lease` still holds the conversation; else raise LockLost.
+
+        Its `last_entry` leaves the backlog, and the lease learns the backlog's next entry."""
         session.updated_at = time.time()
-        keys = [self.keys.lock(lease.conversation_id), self.keys.session(lease.conversation_id)]
-        args: list[str | int] = [lease.value, session.model_dump_json(), self.ttl_ms]
-        if not await self._write(keys=keys, args=args):
-            raise LockLost(lease.conversation_id)
+        conversation = lease.conversation_id
+        keys = [
+            self.keys.lock(conversation),
+            self.keys.session(conversation),
+            self.keys.backlog(conversation),
+        ]
+        raw = session.model_dump_json()
+        done = backlog_member(session.last_entry) if session.last_entry else ""
+        args: list[str | int] = [lease.value, raw, self.ttl_ms, done]
+        written = await self._write(keys=keys, args=args)
+        if not written:
+            raise LockLost(conversation)
+        lease.session = raw.encode()
+        lease.done = done.encode() or None
+        lease.head = written[1] or None

@@ -1,17 +1,16 @@
 """Workers: read the inbox stream in a consumer group and handle each conversation in order.
 
-Every entry read is first put on its conversation's backlog (a sorted set ordered by entry
-id). Whoever holds the conversation's lock drains that backlog oldest first, so entries of
-one conversation are handled one at a time and in order, whichever worker read them. An
-entry is acknowledged only after its effects are stored; entries left by a dead worker are
-claimed again (XAUTOCLAIM) once idle long enough, and put back on their backlog.
+Every entry read is put on its conversation's backlog (a sorted set ordered by entry id) as
+the worker tries that conversation's lock, in the same script. Whoever holds the lock drains
+the backlog oldest first, so entries of one conversation are handled one at a time and in
+order, whichever worker read them. An entry is acknowledged only after its effects are
+stored (the last one of a drain together with the lock's release); entries left by a dead
+worker are claimed again by the reclaimer (`bot/runtime/reclaimer.py`).
 
 Faults: while Redis is away every loop backs off and tries again, and conversations cut off
 mid-way are taken up again once it is back (their entries stay pending until acknowledged).
-An entry that cannot be decoded goes straight to the dead-letter stream; one whose handling
-raises is tried again, up to `max_attempts` times counted in Redis, then dead-lettered and
-the user told. A worker that stops cleanly with nothing pending leaves the consumer group,
-and the reclaimer removes consumers that left long ago with nothing pending.
+Entries that cannot be decoded or keep failing go to the dead-letter stream
+(`bot/runtime/failures.py`).
 """
 
 from __future__ import annotations
@@ -28,56 +27,26 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import ResponseError
 
 from adapters.base import Inbound
 from bot.ops import metrics
-from bot.ops.health import REDIS_DOWN, Health, pause, redis_away
-from bot.runtime.inbox import decode
-from bot.runtime.keys import Keys
+from bot.ops.health import Health, pause, redis_away
+from bot.runtime.failures import Failures, OnError, dead_letter, dead_lettered
+from bot.runtime.inbox import decode_entry, queued_at_of
+from bot.runtime.keys import Keys, backlog_member, entry_of
 from bot.runtime.locks import ConversationLocks, Lease, LockLost
+from bot.runtime.reclaimer import GROUP, Reclaimer
 
 log = logging.getLogger(__name__)
 
-GROUP = "workers"
+__all__ = ["GROUP", "Worker"]
+
 READ_CACHE = 10_000  # read events kept for their handling; the rest are read again
-DEAD_LETTER_MAXLEN = 10_000  # approximate; the oldest dead letters go first
-ERROR_CHARS = 500  # of an error's text kept with its dead letter
-RETRY_DELAY = 0.5  # seconds before a failed entry's second try; doubles, up to RETRY_DELAY_MAX
-RETRY_DELAY_MAX = 5.0
-FORGET_AFTER = 10  # reclaim intervals a consumer with nothing pending may idle before removal
+ROOM_CHECK = 1.0  # seconds between two heartbeats while the worker waits for room
 Handler = Callable[[str, Inbound, Lease], Awaitable[None]]
-OnError = Callable[[str, Inbound], Awaitable[None]]
 Processed = Literal["done", "retry", "lost"]
-
-# Remove a consumer from the group, but only while it has nothing pending (DELCONSUMER would
-# drop its pending entries, and nobody would handle them).
-_LEAVE = """
-if #redis.call('xpending', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then
-  return 0
-end
-redis.call('xgroup', 'delconsumer', KEYS[1], ARGV[1], ARGV[2])
-return 1
-"""
-
-
-def backlog_member(entry_id: str) -> str:
-    """Zero-padded so that lexical order is entry order."""
-    ms, _, seq = entry_id.partition("-")
-    return f"{int(ms):015d}-{int(seq or 0):010d}"
-
-
-def _queued_at(fields: dict[bytes, bytes]) -> float:
-    try:
-        return float(fields.get(b"queued_at") or 0)
-    except ValueError:
-        return 0.0  # only the lag metric needs it
-
-
-def entry_of(member: bytes | str) -> str:
-    text = member.decode() if isinstance(member, bytes) else member
-    ms, _, seq = text.partition("-")
-    return f"{int(ms)}-{int(seq)}"
 
 
 class Worker:
@@ -101,26 +70,31 @@ class Worker:
         self.keys = keys
         self.locks = locks
         self.handle = handle
-        self.on_error = on_error
         self.concurrency = concurrency
-        self.reclaim_idle = reclaim_idle
-        self.backlog_ttl_ms = int(backlog_ttl * 1000)
         self.block_ms = int(block * 1000)
         self.name = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self.max_attempts = max_attempts
-        self.forget_idle = FORGET_AFTER * reclaim_idle
         health = health or Health()
         self.reading = health.register("worker", every=max(30.0, 10 * block))
         self.reclaiming = health.register("reclaimer", every=max(0.05, reclaim_idle / 2) + 30.0)
         self._health = health
-        self._leave = redis.register_script(_LEAVE)
+        self.failures = Failures(
+            redis, keys, max_attempts=max_attempts, attempts_ttl=backlog_ttl, on_error=on_error
+        )
+        self.reclaimer = Reclaimer(
+            redis, keys, self.name, self._accept, self.reclaiming, reclaim_idle=reclaim_idle
+        )
         # Conversations cut off by an outage or a lost lock, taken up again after a good read.
         self._stalled: set[str] = set()
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._most_tasks = concurrency * 4  # reading pauses while this many wait or run
+        self._room = asyncio.Event()
+        self._room.set()
         self._stopping = asyncio.Event()
         # Events this worker read, so handling one needs no second read of the stream.
         self._read_events: OrderedDict[str, Inbound] = OrderedDict()
+        # Backlog members read but not yet on their backlog (the next lock try puts them).
+        self._arrived: dict[str, dict[str, None]] = {}
 
     async def ensure_group(self) -> None:
         try:
@@ -132,14 +106,16 @@ class Worker:
     async def run(self) -> None:
         """Consume until `stop()`; then let in-flight work finish (the caller bounds the wait)."""
         log.info("worker %s consuming %s", self.name, self.keys.inbox)
-        reclaimer = asyncio.create_task(self._reclaim_forever())
+        reclaimer = asyncio.create_task(self.reclaimer.run(self._stopping))
         self._health.watch(self.reclaiming, reclaimer)
         grouped = False
         try:
             while not self._stopping.is_set():
-                if len(self._tasks) >= self.concurrency * 4:
+                if not self._room.is_set():
                     self.reading.alive()
-                    await asyncio.sleep(0.005)
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(ROOM_CHECK):
+                            await self._room.wait()
                     continue
                 try:
                     if not grouped:
@@ -160,6 +136,7 @@ class Worker:
 
     def stop(self) -> None:
         self._stopping.set()
+        self._room.set()
 
     async def drain(self, grace: float) -> None:
         """Wait for in-flight work; cancel what is left (its entries stay for another worker)."""
@@ -170,6 +147,9 @@ class Worker:
             if pending:
                 log.warning("handing back %d unfinished conversations", len(pending))
                 await asyncio.gather(*pending, return_exceptions=True)
+
+    async def leave(self) -> None:
+        await self.reclaimer.leave()
 
     async def _read(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
         response = await self._read_group(">")
@@ -213,77 +193,53 @@ class Worker:
     async def _accept(
         self, entries: Sequence[tuple[bytes | str, dict[bytes, bytes] | None]]
     ) -> None:
-        """Put a batch of read entries on their conversations' backlogs (one round trip)."""
+        """Note read entries for their conversations' drains; dead-letter undecodable ones."""
         conversations: dict[str, None] = {}  # ordered, without repeats
         quarantined: list[str] = []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for entry_id, fields in entries:
-                entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-                if not fields:  # trimmed away: nothing to do
+        settled: list[tuple[str, dict[bytes, bytes] | None, Exception | None]] = []
+        for entry_id, fields in entries:
+            entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+            if not fields:  # trimmed away: nothing to do
+                settled.append((entry, None, None))
+                continue
+            try:
+                event, conversation = decode_entry(fields)
+            except Exception as undecodable:
+                settled.append((entry, fields, undecodable))
+                quarantined.append(entry)
+                continue
+            if queued_at := queued_at_of(fields):
+                metrics.QUEUE_LAG.observe(max(0.0, time.time() - queued_at))
+            self._read_events[entry] = event
+            self._arrived.setdefault(conversation, {})[backlog_member(entry)] = None
+            conversations[conversation] = None
+        if settled:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for entry, fields, error in settled:
+                    if error is not None:
+                        dead_letter(
+                            pipe, self.keys, entry, fields, "undecodable", error, attempts=0
+                        )
                     pipe.xack(self.keys.inbox, GROUP, entry)
-                    continue
-                try:
-                    event, conversation = self._decode(fields)
-                except Exception as exc:
-                    self._dead_letter(pipe, entry, fields, "undecodable", exc, attempts=0)
-                    pipe.xack(self.keys.inbox, GROUP, entry)
-                    quarantined.append(entry)
-                    continue
-                if queued_at := _queued_at(fields):
-                    metrics.QUEUE_LAG.observe(max(0.0, time.time() - queued_at))
-                backlog = self.keys.backlog(conversation)
-                pipe.zadd(backlog, {backlog_member(entry): 0}, nx=True)
-                pipe.pexpire(backlog, self.backlog_ttl_ms)
-                self._read_events[entry] = event
-                conversations[conversation] = None
-            await pipe.execute()
+                await pipe.execute()
         for entry in quarantined:
-            self._dead_lettered(entry, "undecodable")
+            dead_lettered(entry, "undecodable")
         while len(self._read_events) > READ_CACHE:
             self._read_events.popitem(last=False)
         for conversation in conversations:
             self._spawn(conversation)
 
-    @staticmethod
-    def _decode(fields: dict[bytes, bytes]) -> tuple[Inbound, str]:
-        """The event and its conversation id; raises for anything a worker could not handle."""
-        event = decode(fields[b"event"])
-        conversation = event.conversation.id
-        if not isinstance(event.event_id, str) or not isinstance(event.actor.user_id, str):
-            raise TypeError("event and user ids must be strings")
-        return event, conversation
-
-    def _dead_letter(
-        self,
-        pipe: Any,
-        entry: str,
-        fields: dict[bytes, bytes] | None,
-        reason: str,
-        exc: BaseException,
-        *,
-        attempts: int,
-    ) -> None:
-        """Queue, on `pipe`, the entry's move to the dead-letter stream (with what went wrong)."""
-        letter: dict[Any, Any] = {
-            "entry": entry,
-            "reason": reason,
-            "error": type(exc).__name__,
-            "message": str(exc)[:ERROR_CHARS],
-            "attempts": attempts,
-            "event": (fields or {}).get(b"event", b""),
-            "failed_at": f"{time.time():.3f}",
-        }
-        pipe.xadd(self.keys.dead_letters, letter, maxlen=DEAD_LETTER_MAXLEN, approximate=True)
-
-    @staticmethod
-    def _dead_lettered(entry: str, reason: str) -> None:
-        metrics.DEAD_LETTERS.labels(reason).inc()
-        log.warning("inbox entry %s moved to the dead-letter stream (%s)", entry, reason)
-
     def _spawn(self, conversation: str) -> None:
         task = asyncio.create_task(self._drain_conversation(conversation))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+        if len(self._tasks) >= self._most_tasks:
+            self._room.clear()
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if len(self._tasks) < self._most_tasks:
+            self._room.set()
 
     async def _drain_conversation(self, conversation: str) -> None:
         try:
@@ -292,58 +248,89 @@ class Worker:
             if not redis_away(exc):
                 log.exception("draining %s failed; the reclaimer will take it up", conversation)
                 return
-            # Its entries stay pending and on the backlog: taken up again after a good read
-            # (the reading loop says when Redis is away; one line per conversation is noise).
+            # Its entries stay pending (and on the backlog, or noted as arrived): taken up
+            # again after a good read (the reading loop says when Redis is away; one line per
+            # conversation is noise).
             self._stalled.add(conversation)
             log.debug("%s cut off (%s); will take it up again", conversation, type(exc).__name__)
 
     async def _drain(self, conversation: str) -> None:
-        backlog = self.keys.backlog(conversation)
-        async with self._slots, self.locks.held(conversation) as lease:
+        async with self._slots:
+            arrived = self._arrived.get(conversation, {})
+            adding = list(arrived)
+            lease = await self.locks.try_acquire(conversation, adding)
+            for member in adding:  # on the backlog now
+                arrived.pop(member, None)
+            if not arrived:
+                self._arrived.pop(conversation, None)
             if lease is None:
-                return  # its holder drains the backlog, our entry included
-            members: list[bytes] = await self.redis.zrange(backlog, 0, 0)  # type: ignore[assignment]
-            while members and not lease.lost:
-                entry = entry_of(members[0])
-                processed = await self._process(entry, lease)
-                if processed == "lost":
-                    lease.lost = True
-                    break
-                if processed == "retry":
-                    if self._stopping.is_set():
-                        return  # it stays pending for whoever runs next
-                    continue
-                # Acknowledge only now that its effects are stored, and look for the next.
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    pipe.xack(self.keys.inbox, GROUP, entry)
-                    pipe.zrem(backlog, members[0])
-                    pipe.zrange(backlog, 0, 0)
-                    *_, members = await pipe.execute()
-            if lease.lost:
-                self._stalled.add(conversation)  # whoever holds it now drains; else we do
+                return  # its holder drains the backlog, our entries included
+            stored: list[str] = []  # handled, acknowledged with the release
+            try:
+                async with self.locks.kept(lease):
+                    await self._work(lease, stored)
+            finally:
+                released = await self.locks.let_go(lease, self._acks(stored))
+        if lease.lost or not released:
+            self._stalled.add(conversation)  # whoever holds it now drains; else we do
+        elif lease.remaining and not self._stopping.is_set():
+            self._spawn(conversation)  # an entry arrived between our last look and the release
+
+    async def _work(self, lease: Lease, stored: list[str]) -> None:
+        """Handle the backlog, oldest first, while the lease holds."""
+        backlog = self.keys.backlog(lease.conversation_id)
+        head = lease.head
+        while head is not None and not lease.lost:
+            entry = entry_of(head)
+            processed = await self._process(entry, lease)
+            if processed == "lost":
+                lease.lost = True
                 return
-        # An entry may have arrived between our last look and the release.
-        if await self.redis.zcard(backlog) and not self._stopping.is_set():
-            self._spawn(conversation)
+            if processed == "retry":
+                if self._stopping.is_set():
+                    return  # it stays pending for whoever runs next
+                continue
+            stored.append(entry)
+            if lease.done == head:  # the session save took it off and read the next
+                head = lease.head
+                if head is not None:  # acknowledge now, not only at the end of a long drain
+                    await self.redis.xack(self.keys.inbox, GROUP, *stored)
+                    stored.clear()
+                continue
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.xack(self.keys.inbox, GROUP, *stored)
+                pipe.zrem(backlog, head)
+                pipe.zrange(backlog, 0, 0)
+                *_, found = await pipe.execute()
+            stored.clear()
+            head = found[0] if found else None
+
+    def _acks(self, stored: list[str]) -> Callable[[Pipeline], object] | None:
+        if not stored:
+            return None
+        return lambda pipe: pipe.xack(self.keys.inbox, GROUP, *stored)
 
     async def _process(self, entry: str, lease: Lease) -> Processed:
         """Handle one entry: done (acknowledge it), retry (keep it), or lost (the lock)."""
         event = self._read_events.pop(entry, None)
         fields: dict[bytes, bytes] | None = None
+        conversation = lease.conversation_id
         if event is None:  # read by another worker, or before a restart
             found = await self.redis.xrange(self.keys.inbox, min=entry, max=entry)
             if not found:
                 return "done"  # trimmed long ago
             fields = found[0][1]  # type: ignore[assignment]
             try:
-                event, _ = self._decode(fields or {})
+                event, _ = decode_entry(fields or {})
             except Exception as exc:
-                await self._quarantine(entry, fields, "undecodable", exc, lease, attempts=0)
+                await self.failures.quarantine(
+                    conversation, entry, fields, "undecodable", exc, attempts=0
+                )
                 return "done"
         try:
             await self.handle(entry, event, lease)
         except LockLost:
-            log.warning("lock of %s lost while handling %s", lease.conversation_id, entry)
+            log.warning("lock of %s lost while handling %s", conversation, entry)
             self._read_events[entry] = event
             return "lost"
         except asyncio.CancelledError:
@@ -352,129 +339,10 @@ class Worker:
             if redis_away(exc):  # not the entry's fault: it is tried again once Redis is back
                 self._read_events[entry] = event
                 raise
-            return await self._failed(entry, event, fields, exc, lease)
+            attempts, delay = await self.failures.count(conversation, entry, exc)
+            if delay:
+                self._read_events[entry] = event
+                await pause(self._stopping, delay)
+                return "retry"
+            await self.failures.give_up(conversation, entry, event, fields, exc, attempts=attempts)
         return "done"
-
-    async def _failed(
-        self,
-        entry: str,
-        event: Inbound,
-        fields: dict[bytes, bytes] | None,
-        exc: Exception,
-        lease: Lease,
-    ) -> Processed:
-        """Count a failed try in Redis (so restarts and other workers see it); retry or give up."""
-        key = self.keys.attempts(lease.conversation_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hincrby(key, entry, 1)
-            pipe.pexpire(key, self.backlog_ttl_ms)
-            attempts, _ = await pipe.execute()
-        error = type(exc).__name__
-        log.debug("handling %s failed", entry, exc_info=exc)
-        if attempts < self.max_attempts:
-            log.warning(
-                "handling %s failed (%s), try %d of %d", entry, error, attempts, self.max_attempts
-            )
-            self._read_events[entry] = event
-            await pause(self._stopping, min(RETRY_DELAY * 2 ** (attempts - 1), RETRY_DELAY_MAX))
-            return "retry"
-        if fields is None:
-            found = await self.redis.xrange(self.keys.inbox, min=entry, max=entry)
-            fields = found[0][1] if found else {}  # type: ignore[assignment]
-        await self._quarantine(entry, fields, "failed", exc, lease, attempts=attempts)
-        if self.on_error is not None:
-            try:
-                await self.on_error(entry, event)
-            except Exception:
-                log.exception("could not tell the user about %s", entry)
-        return "done"
-
-    async def _quarantine(
-        self,
-        entry: str,
-        fields: dict[bytes, bytes] | None,
-        reason: str,
-        exc: BaseException,
-        lease: Lease,
-        *,
-        attempts: int,
-    ) -> None:
-        """Dead-letter an entry met while draining (the caller acknowledges it)."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            self._dead_letter(pipe, entry, fields, reason, exc, attempts=attempts)
-            pipe.hdel(self.keys.attempts(lease.conversation_id), entry)
-            await pipe.execute()
-        self._dead_lettered(entry, reason)
-
-    async def _reclaim_forever(self) -> None:
-        interval = max(0.05, self.reclaim_idle / 2)
-        wait = interval
-        while not self._stopping.is_set():
-            await pause(self._stopping, wait)
-            if self._stopping.is_set():
-                return
-            try:
-                await self.reclaim()
-                await self.forget_departed()
-                await self._sample_queue()
-            except Exception as exc:
-                wait = min(interval, self.reclaiming.failed(exc))
-            else:
-                self.reclaiming.beat()
-                wait = interval
-
-    async def reclaim(self) -> int:
-        """Take over entries that another (dead or stuck) consumer left idle."""
-        start = "0-0"
-        claimed = 0
-        for _ in range(1000):  # pages of 100: the rest waits for the next pass
-            result = await self.redis.xautoclaim(
-                self.keys.inbox,
-                GROUP,
-                self.name,
-                min_idle_time=int(self.reclaim_idle * 1000),
-                start_id=start,
-                count=100,
-            )
-            start, entries = result[0], result[1]
-            if entries:
-                await self._accept(entries)
-                claimed += len(entries)
-            if start in (b"0-0", "0-0"):
-                break
-        if claimed:
-            log.info("reclaimed %d idle inbox entries", claimed)
-        return claimed
-
-    async def _sample_queue(self) -> None:
-        for group in await self.redis.xinfo_groups(self.keys.inbox):
-            if group.get("name") in (GROUP, GROUP.encode()):
-                lag = group.get("lag")
-                metrics.QUEUE_LENGTH.set(float(lag or 0))
-
-    async def forget_departed(self) -> int:
-        """Remove consumers with nothing pending that have not read for a long time."""
-        removed = 0
-        consumers: list[dict[Any, Any]] = await self.redis.xinfo_consumers(self.keys.inbox, GROUP)
-        for consumer in consumers:
-            raw = consumer.get("name")
-            name = raw.decode() if isinstance(raw, bytes) else str(raw)
-            idle = int(consumer.get("idle") or 0) / 1000
-            if name == self.name or consumer.get("pending") or idle < self.forget_idle:
-                continue
-            if await self._leave(keys=[self.keys.inbox], args=[GROUP, name]):
-                removed += 1
-                log.info("removed consumer %s, idle for %.0f s, from the group", name, idle)
-            if removed >= 100:
-                break
-        return removed
-
-    async def leave(self) -> None:
-        """On a clean stop: leave the group unless entries are still pending for this worker."""
-        try:
-            if await self._leave(keys=[self.keys.inbox], args=[GROUP, self.name]):
-                log.info("worker %s left the consumer group", self.name)
-            else:
-                log.info("worker %s leaves pending entries for the others to claim", self.name)
-        except REDIS_DOWN:
-            log.warning("worker %s could not leave the consumer group: Redis is away", self.name)

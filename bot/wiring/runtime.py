@@ -134,7 +134,11 @@ def build_runtime(
     sessions = SessionStore(redis, keys, ttl=runtime_settings.session_ttl)
     decisions = DecisionStore(redis, keys, ttl=runtime_settings.decision_ttl)
     locks = ConversationLocks(
-        redis, keys, lease=runtime_settings.lock_lease, fence_ttl=runtime_settings.session_ttl
+        redis,
+        keys,
+        lease=runtime_settings.lock_lease,
+        fence_ttl=runtime_settings.session_ttl,
+        backlog_ttl=runtime_settings.session_ttl,
     )
     agent = make_agent(scheduler)
     if agent.journal is None:  # approved side effects run at most once across processes

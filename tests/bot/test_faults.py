@@ -136,7 +136,7 @@ async def test_a_failing_entry_is_tried_max_attempts_times_across_a_restart_then
     assert 1 <= memory.failures < 3
 
     async with running(redis, model, memory=memory, config=config) as second:
-        second.runtime.worker.forget_idle = 0.5
+        second.runtime.worker.reclaimer.forget_idle = 0.5
         await second.submit(message(chat, "fine"))
         await second.settle(within=30)
         # the rest of the three tries here, then the user is told once and the queue moves on

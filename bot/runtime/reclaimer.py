@@ -1,0 +1,129 @@
+"""The consumer group's housekeeping: entries and consumers that dead workers left behind.
+
+Entries another consumer left idle for `reclaim_idle` seconds are claimed (XAUTOCLAIM) and
+handed to this worker. Consumers with nothing pending that have not read for a long time
+are removed from the group; a worker that stops cleanly with nothing pending leaves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from bot.ops import metrics
+from bot.ops.health import REDIS_DOWN, Heartbeat, pause
+from bot.runtime.keys import Keys
+
+log = logging.getLogger(__name__)
+
+GROUP = "workers"
+FORGET_AFTER = 10  # reclaim intervals a consumer with nothing pending may idle before removal
+Accept = Callable[[Sequence[tuple[Any, Any]]], Awaitable[None]]
+
+# Remove a consumer from the group, but only while it has nothing pending (DELCONSUMER would
+# drop its pending entries, and nobody would handle them).
+_LEAVE = """
+if #redis.call('xpending', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then
+  return 0
+end
+redis.call('xgroup', 'delconsumer', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
+
+class Reclaimer:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        keys: Keys,
+        name: str,
+        accept: Accept,
+        heartbeat: Heartbeat,
+        *,
+        reclaim_idle: float,
+    ) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.name = name
+        self.accept = accept
+        self.heartbeat = heartbeat
+        self.reclaim_idle = reclaim_idle
+        self.forget_idle = FORGET_AFTER * reclaim_idle
+        self._leave = redis.register_script(_LEAVE)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        interval = max(0.05, self.reclaim_idle / 2)
+        wait = interval
+        while not stopping.is_set():
+            await pause(stopping, wait)
+            if stopping.is_set():
+                return
+            try:
+                await self.reclaim()
+                await self.forget_departed()
+                await self._sample_queue()
+            except Exception as exc:
+                wait = min(interval, self.heartbeat.failed(exc))
+            else:
+                self.heartbeat.beat()
+                wait = interval
+
+    async def reclaim(self) -> int:
+        """Take over entries that another (dead or stuck) consumer left idle."""
+        start = "0-0"
+        claimed = 0
+        for _ in range(1000):  # pages of 100: the rest waits for the next pass
+            result = await self.redis.xautoclaim(
+                self.keys.inbox,
+                GROUP,
+                self.name,
+                min_idle_time=int(self.reclaim_idle * 1000),
+                start_id=start,
+                count=100,
+            )
+            start, entries = result[0], result[1]
+            if entries:
+                await self.accept(entries)
+                claimed += len(entries)
+            if start in (b"0-0", "0-0"):
+                break
+        if claimed:
+            log.info("reclaimed %d idle inbox entries", claimed)
+        return claimed
+
+    async def _sample_queue(self) -> None:
+        for group in await self.redis.xinfo_groups(self.keys.inbox):
+            if group.get("name") in (GROUP, GROUP.encode()):
+                lag = group.get("lag")
+                metrics.QUEUE_LENGTH.set(float(lag or 0))
+
+    async def forget_departed(self) -> int:
+        """Remove consumers with nothing pending that have not read for a long time."""
+        removed = 0
+        consumers: list[dict[Any, Any]] = await self.redis.xinfo_consumers(self.keys.inbox, GROUP)
+        for consumer in consumers:
+            raw = consumer.get("name")
+            name = raw.decode() if isinstance(raw, bytes) else str(raw)
+            idle = int(consumer.get("idle") or 0) / 1000
+            if name == self.name or consumer.get("pending") or idle < self.forget_idle:
+                continue
+            if await self._leave(keys=[self.keys.inbox], args=[GROUP, name]):
+                removed += 1
+                log.info("removed consumer %s, idle for %.0f s, from the group", name, idle)
+            if removed >= 100:
+                break
+        return removed
+
+    async def leave(self) -> None:
+        """On a clean stop: leave the group unless entries are still pending for this worker."""
+        try:
+            if await self._leave(keys=[self.keys.inbox], args=[GROUP, self.name]):
+                log.info("worker %s left the consumer group", self.name)
+            else:
+                log.info("worker %s leaves pending entries for the others to claim", self.name)
+        except REDIS_DOWN:
+            log.warning("worker %s could not leave the consumer group: Redis is away", self.name)
