@@ -387,7 +387,10 @@ class Conductor:
         event, session, reply = turn.event, turn.session, turn.reply
         session.status = "running"
         session.decision_id = None
-        await self.sessions.save(turn.lease, session)
+        if session.resolving is not None:
+            # A replay must resume the way this entry resolved the decision. A new run needs
+            # no save: a replay after a crash starts it again from the stored session.
+            await self.sessions.save(turn.lease, session)
 
         latest: list[str] = []
         said: list[int] = []  # the step whose status is the model's own words
