@@ -3,7 +3,9 @@
 Each memory is a hash: text, kind, scope tag, author, source conversation, origin, created
 and last-used times, and its vector. A hash of counts per scope is kept beside them, since
 counting a 100k-memory scope through the index costs ~30 ms and recall needs the count
-before every search. The index remembers which embedding model and vector
+before every search (a scope found non-empty is trusted so for `SIZE_KEPT` seconds: the
+count then only picks the query plan). Recall's last-used times are written together, at
+most once a second, and only to memories that still exist. The index remembers which embedding model and vector
 algorithm filled it; a different one at start is refused with the command that rebuilds it
 (`parley memory reindex`).
 
@@ -48,6 +50,17 @@ log = logging.getLogger(__name__)
 
 MAX_PAGE = 100
 FIELDS_VERSION = "2"  # 2: the origin tag
+SIZE_KEPT = 10.0  # seconds a non-empty scope's size is trusted
+SIZES_KEPT = 10_000  # scope sets whose size is remembered
+USED_EVERY = 1.0  # seconds between two writes of recall's last-used times
+
+# A last-used time for a memory that still exists (a forgotten one must not come back).
+_TOUCH = """
+if redis.call('exists', KEYS[1]) == 1 then
+  return redis.call('hset', KEYS[1], 'last_used_at', ARGV[1])
+end
+return 0
+"""
 
 
 class MemoryIndexMismatch(RuntimeError):
@@ -116,6 +129,9 @@ class RedisMemoryStore:
         self.meta_key = f"{prefix}:memory:meta"
         self.counts_key = f"{prefix}:memory:counts"
         self.generic = GenericQuestions(embedder, config.generic_distance)
+        self._sizes: dict[tuple[str, ...], tuple[float, int]] = {}  # → (trusted until, size)
+        self._used: dict[str, float] = {}  # memory key → last used, not yet written
+        self._used_written = -math.inf
 
     def _identity(self) -> dict[Any, Any]:
         return {
@@ -229,7 +245,7 @@ class RedisMemoryStore:
         scopes = context.readable_scopes()
         # Most conversations start with nothing to remember: counting is far cheaper than
         # embedding the query only to find no neighbours.
-        size = await self.count(scopes)
+        size = await self._size(scopes)
         if not size:
             return []
         vector = await self.embedder.embed(query)
@@ -238,11 +254,40 @@ class RedisMemoryStore:
         chosen = self.rank(await self.nearest(vector, scopes, k * 2, size), k, time.time())
         if chosen:
             now = time.time()
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for record in chosen:
-                    pipe.hset(self._key(record.id), "last_used_at", now)
-                await pipe.execute()
+            self._used.update((self._key(record.id), now) for record in chosen)
+            if time.monotonic() - self._used_written >= USED_EVERY:
+                await self.write_used()
         return chosen
+
+    async def _size(self, scopes: list[str]) -> int:
+        """How many memories the scopes hold: counted, or a recent non-zero count."""
+        key, now = tuple(scopes), time.monotonic()
+        trusted_until, size = self._sizes.get(key, (0.0, 0))
+        if now < trusted_until:
+            return size
+        size = await self.count(scopes)
+        self._sizes.pop(key, None)
+        if size:
+            self._sizes[key] = (now + SIZE_KEPT, size)
+            while len(self._sizes) > SIZES_KEPT:
+                del self._sizes[next(iter(self._sizes))]
+        return size
+
+    async def write_used(self) -> None:
+        """Write the last-used times recall noted, in one round trip."""
+        used, self._used = self._used, {}
+        self._used_written = time.monotonic()
+        if not used:
+            return
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for key, when in used.items():
+                    pipe.eval(_TOUCH, 1, key, when)
+                await pipe.execute()
+        except BaseException:
+            for key, when in used.items():  # kept for the next write
+                self._used.setdefault(key, when)
+            raise
 
     def rank(self, found: list[dict[str, Any]], k: int, now: float) -> list[MemoryRecord]:
         """Cut what is too far (absolutely, or relative to the best match), then order by
