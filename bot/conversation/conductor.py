@@ -96,10 +96,11 @@ class Reply:
     conversation: ConversationKey
     # Mentions that may ping in these replies: the ones the person typed, and that person.
     allowed_mentions: frozenset[str] = frozenset()
+    lease: Lease | None = None  # what was sent is recorded with its next session save
 
     async def send(self, message: OutboundMessage, slot: str) -> MessageRef | None:
         return await self.outbox.send(
-            self.adapter, self.key_for(slot), self.conversation, self.allow(message)
+            self.adapter, self.key_for(slot), self.conversation, self.allow(message), self.lease
         )
 
     def key_for(self, slot: str) -> str:
@@ -158,6 +159,7 @@ class Conductor:
             entry_id=entry_id,
             conversation=event.conversation,
             allowed_mentions=typed_mentions(event),
+            lease=lease,
         )
         turn = Turn(event=event, session=session, reply=reply, lease=lease)
         run_id = (
@@ -544,6 +546,8 @@ class Conductor:
             redis_key=self.outbox.keys.outbox(reply.key_for("outcome")),
             ttl_ms=self.outbox.ttl_ms,
             interval=self.stream_interval,
+            mode="live" if reply.entry_id in turn.lease.untried else "unknown",
+            later=turn.lease,
         )
 
     async def _pending(self, session: Session) -> Decision | None:

@@ -73,7 +73,10 @@ class Lease:
     """A held conversation lock: `value` proves it, `token` orders holders.
 
     It also carries what the holder knows of its conversation: the session as last stored
-    (raw JSON, None if there is none) and the backlog's oldest member as last seen."""
+    (raw JSON, None if there is none) and the backlog's oldest member as last seen; the
+    entries it put on the backlog on their first delivery and has not tried yet (no earlier
+    attempt can have left anything behind for them); and writes that may wait for its next
+    session save, so that they share its round trip (key → value, ttl in ms)."""
 
     def __init__(
         self,
@@ -92,6 +95,8 @@ class Lease:
         self.head = head
         self.done: bytes | None = None  # the backlog member the last session save took off
         self.remaining = 0  # entries left on the backlog at release
+        self.untried: set[str] = set()
+        self.records: dict[str, tuple[str, int]] = {}
 
 
 class ConversationLocks:

@@ -46,13 +46,11 @@ from adapters.base import (
 )
 from bot.ops import metrics
 from bot.runtime.keys import Keys
+from bot.runtime.locks import Lease
+from bot.runtime.records import DONE, FAILED, IN_FLIGHT, PARKED, record_sent, sent_ref
 
 log = logging.getLogger(__name__)
 
-_IN_FLIGHT = b"in-flight"
-_PARKED = b"parked"  # waiting in the undelivered set
-_FAILED = b"failed"  # refused for good
-_DONE = b"done"  # an edit that went through
 LOST_TEXT = (
     "An earlier reply of mine could not be delivered. Please ask me again if you still need it."
 )
@@ -111,13 +109,15 @@ class Outbox:
         key: str,
         conversation: ConversationKey,
         message: OutboundMessage,
+        later: Lease | None = None,
     ) -> MessageRef | None:
         """Post once per key; a replay returns the first post's ref (None if unknown).
 
         None also when the platform did not take the message: it is parked for redelivery,
-        or given up if the platform refused it for good."""
+        or given up if the platform refused it for good. With `later`, the post's record
+        waits for that lease's next session save (one round trip for both)."""
         redis_key = self.keys.outbox(key)
-        claim = self._unsent.get(redis_key) or _IN_FLIGHT + b":" + uuid.uuid4().hex.encode()
+        claim = self._unsent.get(redis_key) or IN_FLIGHT + b":" + uuid.uuid4().hex.encode()
         try:
             claimed = await self.redis.set(redis_key, claim, nx=True, px=self.ttl_ms)
         except BaseException:
@@ -131,9 +131,9 @@ class Outbox:
         self._unsent.pop(redis_key, None)
         if not claimed:
             metrics.DELIVERIES.labels(conversation.platform, "replayed").inc()
-            if previous is None or previous.startswith(_IN_FLIGHT):
+            if previous is None or previous.startswith(IN_FLIGHT):
                 log.warning("not re-sending %s: an earlier attempt may have posted it", key)
-            return _ref(conversation, previous)
+            return sent_ref(conversation, previous)
         try:
             ref = await self._attempts(adapter, conversation, message)
         except asyncio.CancelledError:
@@ -147,7 +147,7 @@ class Outbox:
                 await self._release(redis_key, claim)
                 raise
             return None
-        await self.redis.set(redis_key, json.dumps(ref.message_id), px=self.ttl_ms)
+        await record_sent(self.redis, redis_key, ref.message_id, self.ttl_ms, later)
         metrics.DELIVERIES.labels(conversation.platform, "sent").inc()
         return ref
 
@@ -169,14 +169,14 @@ class Outbox:
     ) -> None:
         """Edit once per key (an edit is harmless to repeat, but not worth a second call)."""
         redis_key = self.keys.outbox(key)
-        if not await self.redis.set(redis_key, _IN_FLIGHT, nx=True, px=self.ttl_ms):
+        if not await self.redis.set(redis_key, IN_FLIGHT, nx=True, px=self.ttl_ms):
             return
         try:
             await self._attempts(adapter, ref.conversation, message, edit=ref)
         except BaseException:
             await self.redis.delete(redis_key)
             raise
-        await self.redis.set(redis_key, _DONE, px=self.ttl_ms)
+        await self.redis.set(redis_key, DONE, px=self.ttl_ms)
 
     async def _attempts(
         self,
@@ -210,7 +210,7 @@ class Outbox:
         metrics.DELIVERIES.labels(platform, "failed").inc()
         if not isinstance(exc, DeliveryFailed | ConnectionError | TimeoutError):
             log.error("could not deliver %s to %s", key, conversation.id, exc_info=exc)
-            await self.redis.set(self.keys.outbox(key), _FAILED, px=self.ttl_ms)
+            await self.redis.set(self.keys.outbox(key), FAILED, px=self.ttl_ms)
             return
         if not _transient(exc):
             log.warning(
@@ -220,7 +220,7 @@ class Outbox:
                 platform,
                 _why(exc),
             )
-            await self.redis.set(self.keys.outbox(key), _FAILED, px=self.ttl_ms)
+            await self.redis.set(self.keys.outbox(key), FAILED, px=self.ttl_ms)
             return
         log.warning(
             "could not deliver %s to %s (%s); will keep trying", key, conversation.id, _why(exc)
@@ -235,7 +235,7 @@ class Outbox:
             "tries": 0,
         }
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self.keys.outbox(key), _PARKED, px=self.ttl_ms)
+            pipe.set(self.keys.outbox(key), PARKED, px=self.ttl_ms)
             pipe.set(self.keys.undelivered_message(key), json.dumps(parked), px=self.parked_ms)
             pipe.zadd(self.keys.undelivered, {key: time.time() + self.backoff})
             await pipe.execute()
@@ -277,7 +277,7 @@ class Outbox:
         except (ValueError, LookupError, TypeError, AssertionError) as exc:
             # one unreadable record must not hold up every other parked reply
             log.error("dropping unreadable parked reply %s (%s)", key, type(exc).__name__)
-            await self._forget(key, _FAILED)
+            await self._forget(key, FAILED)
             return False
         adapter = adapters.get(conversation.platform)
         if adapter is None:
@@ -315,7 +315,7 @@ class Outbox:
                 await pipe.execute()
             return
         log.warning("giving up on %s after %d tries (%s)", key, tries, _why(exc))
-        await self._forget(key, _FAILED)
+        await self._forget(key, FAILED)
         if _transient(exc):  # the message itself may be what fails: say that something is missing
             try:
                 await adapter.send(conversation, OutboundMessage(text=LOST_TEXT))
@@ -328,21 +328,6 @@ class Outbox:
             pipe.delete(self.keys.undelivered_message(key))
             pipe.zrem(self.keys.undelivered, key)
             await pipe.execute()
-
-
-def _ref(conversation: ConversationKey, stored: bytes | str | None) -> MessageRef | None:
-    """The ref a key's first send recorded; None when it is unknown (or nothing was posted)."""
-    if isinstance(stored, str):
-        stored = stored.encode()
-    if stored is None or stored.startswith(_IN_FLIGHT) or stored in (_PARKED, _FAILED, _DONE):
-        return None
-    try:
-        message_id = json.loads(stored)
-    except ValueError:
-        return None
-    if isinstance(message_id, dict):  # a streamed answer's half message, not a sent one
-        return None
-    return MessageRef(conversation=conversation, message_id=str(message_id))
 
 
 def _why(exc: BaseException) -> str:

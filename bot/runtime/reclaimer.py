@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from bot.ops import metrics
 from bot.ops.health import REDIS_DOWN, Heartbeat, pause
@@ -33,6 +34,15 @@ end
 redis.call('xgroup', 'delconsumer', KEYS[1], ARGV[1], ARGV[2])
 return 1
 """
+
+
+async def ensure_group(redis: aioredis.Redis, keys: Keys) -> None:
+    """Create the consumer group (and the stream) unless it exists."""
+    try:
+        await redis.xgroup_create(keys.inbox, GROUP, id="0", mkstream=True)
+    except ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
 
 
 class Reclaimer:

@@ -84,7 +84,8 @@ class SessionStore:
     async def save(self, lease: Lease, session: Session) -> None:
         """Store the session if `lease` still holds the conversation; else raise LockLost.
 
-        Its `last_entry` leaves the backlog, and the lease learns the backlog's next entry."""
+        Its `last_entry` leaves the backlog, and the lease learns the backlog's next entry.
+        The lease's waiting records are written first, in the same round trip."""
         session.updated_at = time.time()
         conversation = lease.conversation_id
         keys = [
@@ -95,7 +96,16 @@ class SessionStore:
         raw = session.model_dump_json()
         done = backlog_member(session.last_entry) if session.last_entry else ""
         args: list[str | int] = [lease.value, raw, self.ttl_ms, done]
-        written = await self._write(keys=keys, args=args)
+        if lease.records:
+            records, lease.records = lease.records, {}
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for key, (value, ttl_ms) in records.items():
+                    pipe.set(key, value, px=ttl_ms)
+                # EVAL: a registered script in a pipeline costs a SCRIPT EXISTS first.
+                pipe.eval(_WRITE, len(keys), *keys, *args)
+                *_, written = await pipe.execute()
+        else:
+            written = await self._write(keys=keys, args=args)
         if not written:
             raise LockLost(conversation)
         lease.session = raw.encode()

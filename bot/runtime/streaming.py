@@ -3,7 +3,8 @@
 The agent's `text_delta` events grow the answer; `AnswerStream` shows it through the
 adapter's `LiveMessage` at once and then at most every `interval` seconds. The final message
 goes out under the outbox key the reply would have used anyway, so a replay after a crash
-behaves like the outbox: the key's value says what happened before::
+behaves like the outbox: the key's value (`bot/runtime/records.py`) says what happened
+before::
 
     (none)              nothing shown yet: stream, then finish
     {"live": "<id>"}    a crashed attempt left a half message: replace it with the answer
@@ -32,11 +33,11 @@ from adapters.base import (
 )
 from agent.protocols import ProgressEvent
 from bot.ops import metrics
+from bot.runtime.locks import Lease
+from bot.runtime.records import IN_FLIGHT, MARKERS, record_sent
 
 log = logging.getLogger(__name__)
 
-_IN_FLIGHT = b"in-flight"
-_OUTBOX_MARKERS = (b"parked", b"failed", b"done")  # values the outbox leaves under a key
 Mode = Literal["unknown", "live", "replay", "delivered"]
 
 
@@ -72,7 +73,9 @@ class AnswerStream:
     ttl_ms: int
     interval: float
     text: str = ""
+    # "live" when no earlier attempt can have left anything under the key (saves a read)
     mode: Mode = "unknown"
+    later: Lease | None = None  # its record then waits for this lease's next session save
     _shown: str = ""
     _last_show: float = 0.0
     _recorded: str | None = None
@@ -136,7 +139,7 @@ class AnswerStream:
         value = await self.redis.get(self.redis_key)
         if value is None:
             self.mode = "live"
-        elif _raw(value).startswith(_IN_FLIGHT) or _raw(value) in _OUTBOX_MARKERS:
+        elif _raw(value).startswith(IN_FLIGHT) or _raw(value) in MARKERS:
             self.mode = "delivered"  # a send or finish died midway, or the outbox has it
         else:
             decoded = json.loads(value)
@@ -185,13 +188,13 @@ class AnswerStream:
                 return None
             return MessageRef(conversation=self.conversation, message_id=self._delivered)
         # the key is ours (read before the run; the conversation's lock keeps others out)
-        await self.redis.set(self.redis_key, _IN_FLIGHT, px=self.ttl_ms)
+        await self.redis.set(self.redis_key, IN_FLIGHT, px=self.ttl_ms)
         try:
             ref = await self._deliver(message)
         except BaseException:
             await self.redis.delete(self.redis_key)  # the caller hands it to the outbox
             raise
-        await self.redis.set(self.redis_key, json.dumps(ref.message_id), px=self.ttl_ms)
+        await record_sent(self.redis, self.redis_key, ref.message_id, self.ttl_ms, self.later)
         metrics.DELIVERIES.labels(platform, "sent").inc()
         return ref
 

@@ -37,11 +37,9 @@ from bot.runtime.failures import Failures, OnError, dead_letter, dead_lettered
 from bot.runtime.inbox import decode_entry, queued_at_of
 from bot.runtime.keys import Keys, backlog_member, entry_of
 from bot.runtime.locks import ConversationLocks, Lease, LockLost
-from bot.runtime.reclaimer import GROUP, Reclaimer
+from bot.runtime.reclaimer import GROUP, Reclaimer, ensure_group
 
 log = logging.getLogger(__name__)
-
-__all__ = ["GROUP", "Worker"]
 
 READ_CACHE = 10_000  # read events kept for their handling; the rest are read again
 ROOM_CHECK = 1.0  # seconds between two heartbeats while the worker waits for room
@@ -94,14 +92,10 @@ class Worker:
         # Events this worker read, so handling one needs no second read of the stream.
         self._read_events: OrderedDict[str, Inbound] = OrderedDict()
         # Backlog members read but not yet on their backlog (the next lock try puts them).
-        self._arrived: dict[str, dict[str, None]] = {}
+        self._arrived: dict[str, dict[str, bool]] = {}  # → on its first delivery
 
     async def ensure_group(self) -> None:
-        try:
-            await self.redis.xgroup_create(self.keys.inbox, GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        await ensure_group(self.redis, self.keys)
 
     async def run(self) -> None:
         """Consume until `stop()`; then let in-flight work finish (the caller bounds the wait)."""
@@ -126,7 +120,7 @@ class Worker:
                         await self._accept_own_pending()
                     self._take_up_stalled()
                     if entries:
-                        await self._accept(entries)
+                        await self._accept(entries, first=True)
                 except Exception as exc:
                     await pause(self._stopping, self.reading.failed(exc))
         finally:
@@ -191,9 +185,9 @@ class Worker:
             self._spawn(conversation)
 
     async def _accept(
-        self, entries: Sequence[tuple[bytes | str, dict[bytes, bytes] | None]]
+        self, entries: Sequence[tuple[bytes | str, dict[bytes, bytes] | None]], first: bool = False
     ) -> None:
-        """Note read entries for their conversations' drains; dead-letter undecodable ones."""
+        """Note entries for their drains (`first`: read with '>'); dead-letter bad ones."""
         conversations: dict[str, None] = {}  # ordered, without repeats
         quarantined: list[str] = []
         settled: list[tuple[str, dict[bytes, bytes] | None, Exception | None]] = []
@@ -211,7 +205,7 @@ class Worker:
             if queued_at := queued_at_of(fields):
                 metrics.QUEUE_LAG.observe(max(0.0, time.time() - queued_at))
             self._read_events[entry] = event
-            self._arrived.setdefault(conversation, {})[backlog_member(entry)] = None
+            self._arrived.setdefault(conversation, {})[backlog_member(entry)] = first
             conversations[conversation] = None
         if settled:
             async with self.redis.pipeline(transaction=False) as pipe:
@@ -248,23 +242,28 @@ class Worker:
             if not redis_away(exc):
                 log.exception("draining %s failed; the reclaimer will take it up", conversation)
                 return
-            # Its entries stay pending (and on the backlog, or noted as arrived): taken up
-            # again after a good read (the reading loop says when Redis is away; one line per
-            # conversation is noise).
+            # Its entries stay pending: taken up again after a good read (the reading loop
+            # says when Redis is away; one line per conversation is noise).
             self._stalled.add(conversation)
             log.debug("%s cut off (%s); will take it up again", conversation, type(exc).__name__)
 
     async def _drain(self, conversation: str) -> None:
         async with self._slots:
             arrived = self._arrived.get(conversation, {})
-            adding = list(arrived)
-            lease = await self.locks.try_acquire(conversation, adding)
+            adding = dict(arrived)
+            try:
+                lease = await self.locks.try_acquire(conversation, list(adding))
+            except BaseException:
+                arrived.update(dict.fromkeys(adding, False))  # may be on the backlog now
+                raise
             for member in adding:  # on the backlog now
                 arrived.pop(member, None)
             if not arrived:
                 self._arrived.pop(conversation, None)
             if lease is None:
                 return  # its holder drains the backlog, our entries included
+            # Put on the backlog under our lock on their first delivery: nobody tried them.
+            lease.untried = {entry_of(member) for member, first in adding.items() if first}
             stored: list[str] = []  # handled, acknowledged with the release
             try:
                 async with self.locks.kept(lease):
@@ -306,9 +305,7 @@ class Worker:
             head = found[0] if found else None
 
     def _acks(self, stored: list[str]) -> Callable[[Pipeline], object] | None:
-        if not stored:
-            return None
-        return lambda pipe: pipe.xack(self.keys.inbox, GROUP, *stored)
+        return (lambda pipe: pipe.xack(self.keys.inbox, GROUP, *stored)) if stored else None
 
     async def _process(self, entry: str, lease: Lease) -> Processed:
         """Handle one entry: done (acknowledge it), retry (keep it), or lost (the lock)."""
@@ -345,4 +342,6 @@ class Worker:
                 await pause(self._stopping, delay)
                 return "retry"
             await self.failures.give_up(conversation, entry, event, fields, exc, attempts=attempts)
+        finally:
+            lease.untried.discard(entry)
         return "done"

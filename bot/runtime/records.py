@@ -1,0 +1,52 @@
+"""What an outbox key holds, read and written by the outbox and by a streamed answer alike::
+
+    in-flight[:<claim>]   a send or finish started (a replay posts nothing: never twice)
+    parked | failed       waiting for redelivery | refused for good
+    done                  an edit that went through
+    "<id>" (JSON)         delivered: the message's id
+    {"live": "<id>"}      a streamed answer's half message, to be finished or replaced
+
+A delivered id can wait for the conversation lock holder's next session save (`later`), so
+that both share one round trip.
+"""
+
+from __future__ import annotations
+
+import json
+
+import redis.asyncio as aioredis
+
+from adapters.base import ConversationKey, MessageRef
+from bot.runtime.locks import Lease
+
+IN_FLIGHT = b"in-flight"
+PARKED = b"parked"  # waiting in the undelivered set
+FAILED = b"failed"  # refused for good
+DONE = b"done"  # an edit that went through
+MARKERS = (PARKED, FAILED, DONE)
+
+
+def sent_ref(conversation: ConversationKey, stored: bytes | str | None) -> MessageRef | None:
+    """The ref a key's first send recorded; None when it is unknown (or nothing was posted)."""
+    if isinstance(stored, str):
+        stored = stored.encode()
+    if stored is None or stored.startswith(IN_FLIGHT) or stored in MARKERS:
+        return None
+    try:
+        message_id = json.loads(stored)
+    except ValueError:
+        return None
+    if isinstance(message_id, dict):  # a streamed answer's half message, not a sent one
+        return None
+    return MessageRef(conversation=conversation, message_id=str(message_id))
+
+
+async def record_sent(
+    redis: aioredis.Redis, key: str, message_id: str, ttl_ms: int, later: Lease | None
+) -> None:
+    """Record the message a key delivered now, or with `later`'s next session save."""
+    value = json.dumps(message_id)
+    if later is None:
+        await redis.set(key, value, px=ttl_ms)
+    else:
+        later.records[key] = (value, ttl_ms)
