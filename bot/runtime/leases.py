@@ -1,11 +1,13 @@
 """A named lease in Redis: exactly one replica holds it at a time, and it moves on if that
 replica dies. Telegram polling runs only while this process holds its lease.
 
-The lease is redis-py's `Lock` with a timeout, renewed every third of it. A replica that
-stops cleanly releases it, and a standby tries every `retry` seconds, so polling moves on
-within about a second; after a crash it moves on once the timeout has run out. While Redis
-is unreachable the holder keeps the lease until its timeout would have passed (nobody else
-can take it meanwhile), and logs once when renewing fails and once when it works again.
+The lease is redis-py's `Lock` with a timeout, renewed every third of it (`reacquire`, which
+checks our token). A replica that stops cleanly releases it, and a standby tries every
+`retry` seconds, so polling moves on within about a second; after a crash it moves on once
+the timeout has run out. While Redis is unreachable the holder keeps the lease until its
+timeout would have passed (nobody else can take it meanwhile). Like every long-running loop
+it beats a heartbeat (`bot/ops/health.py`), which logs once when it degrades and once when
+it recovers, and backs off while Redis is away.
 """
 
 from __future__ import annotations
@@ -19,12 +21,20 @@ from collections.abc import Awaitable, Callable
 import redis.asyncio as aioredis
 from redis.exceptions import LockError, LockNotOwnedError, RedisError
 
+from bot.ops.health import Health, pause
+
 log = logging.getLogger(__name__)
 
 
 class Lease:
     def __init__(
-        self, redis: aioredis.Redis, key: str, *, ttl: float = 15.0, retry: float = 1.0
+        self,
+        redis: aioredis.Redis,
+        key: str,
+        *,
+        ttl: float = 15.0,
+        retry: float = 1.0,
+        health: Health | None = None,
     ) -> None:
         self.key = key
         self.ttl = ttl
@@ -32,7 +42,8 @@ class Lease:
         self.held = False
         self._lock = redis.lock(key, timeout=ttl, blocking=False, thread_local=False)
         self._renewed = 0.0
-        self._trouble: str | None = None
+        name = f"lease {key.rsplit(':', 1)[-1]}"
+        self.heartbeat = (health or Health()).register(name, every=ttl + 30.0)
 
     async def hold_while(
         self,
@@ -43,17 +54,15 @@ class Lease:
         """Try for the lease until `stop`; run the callbacks as it is won and lost."""
         try:
             while not stop.is_set():
+                wait = self.ttl / 3 if self.held else self.retry
                 try:
                     await self._step(on_acquired, on_lost)
                 except (RedisError, OSError) as exc:
-                    await self._unreachable(exc, on_lost)
+                    wait = min(wait, self.heartbeat.failed(exc))
+                    await self._unreachable(on_lost)
                 else:
-                    if self._trouble is not None:
-                        log.info("the lease %s is reachable again", self.key)
-                        self._trouble = None
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.ttl / 3 if self.held else self.retry):
-                        await stop.wait()
+                    self.heartbeat.beat()
+                await pause(stop, wait)
         finally:
             if self.held:
                 self.held = False
@@ -84,12 +93,7 @@ class Lease:
             log.info("holding the lease %s", self.key)
             await on_acquired()
 
-    async def _unreachable(
-        self, exc: BaseException, on_lost: Callable[[], Awaitable[None]]
-    ) -> None:
-        if self._trouble is None:
-            log.warning("cannot reach the lease %s (%s)", self.key, type(exc).__name__)
-        self._trouble = type(exc).__name__
+    async def _unreachable(self, on_lost: Callable[[], Awaitable[None]]) -> None:
         if self.held and time.monotonic() - self._renewed > self.ttl:
             self.held = False  # it has expired by now: another replica may hold it
             log.warning("lost the lease %s", self.key)

@@ -113,7 +113,7 @@ async def run_role(
     http.add_check("redis", _redis_check(redis))
     http.add_check("loops", health.readiness)
     http.add_liveness_check("loops", health.liveness)
-    platforms = Platforms(settings, redis, keys, inbox.submit if gateway else None)
+    platforms = Platforms(settings, redis, keys, inbox.submit if gateway else None, health)
     store = await open_memory(settings, redis) if workers else None
     memory: MemoryStore | None = store
     model = build_chat_model(settings, redis) if workers else None

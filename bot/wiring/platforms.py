@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 
 from adapters.base import ChatAdapter, InboundHandler
 from bot.config import Settings
+from bot.ops.health import Health
 from bot.ops.http import HttpServer
 from bot.runtime.keys import Keys
 from bot.runtime.leases import Lease
@@ -29,8 +30,10 @@ class Platforms:
         redis: aioredis.Redis,
         keys: Keys,
         handler: InboundHandler | None,
+        health: Health | None = None,
     ) -> None:
         self.settings = settings
+        self.health = health
         self.redis = redis
         self.keys = keys
         self.handler = handler
@@ -103,12 +106,14 @@ class Platforms:
         if self.telegram is not None:
             await self.telegram.start()
             if self.settings.telegram.mode == "polling":
-                lease = Lease(self.redis, self.keys.lease("telegram-polling"))
+                lease = Lease(self.redis, self.keys.lease("telegram-polling"), health=self.health)
                 task = asyncio.create_task(
                     lease.hold_while(
                         self._stop_lease, self.telegram.start_polling, self.telegram.stop_polling
                     )
                 )
+                if self.health is not None:
+                    self.health.watch(lease.heartbeat, task)
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         if self.slack is not None:

@@ -4,13 +4,16 @@ Redis outage neither ends the lease loop nor leaves two pollers."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
 
 from bot.config import Settings
+from bot.ops.health import Health
 from bot.runtime.keys import Keys
 from bot.runtime.leases import Lease
 from bot.wiring.platforms import Platforms
@@ -66,7 +69,10 @@ async def test_a_clean_stop_hands_the_polling_lease_over_at_once(redis) -> None:
         assert await redis.get("parley:lease:telegram-polling") is None
 
 
-async def test_the_lease_outlives_a_redis_outage(tmp_path: Path) -> None:
+async def test_the_lease_outlives_a_redis_outage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="bot.ops.health")
     events: list[str] = []
 
     async def acquired() -> None:
@@ -77,16 +83,24 @@ async def test_the_lease_outlives_a_redis_outage(tmp_path: Path) -> None:
 
     async with private_redis(tmp_path) as server:
         client = aioredis.Redis.from_url(server.url)
-        lease = Lease(client, "parley:lease:test", ttl=2.0, retry=0.2)
+        health = Health()
+        lease = Lease(client, "parley:lease:test", ttl=2.0, retry=0.2, health=health)
         stop = asyncio.Event()
         task = asyncio.create_task(lease.hold_while(stop, acquired, lost))
+        health.watch(lease.heartbeat, task)
         try:
             await until(lambda: events == ["acquired"])
             await server.down()  # shorter than the lease: still ours
+            await until(lambda: lease.heartbeat.state == "degraded")
+            assert (await health.readiness())[0]  # degraded is still ready
             await asyncio.sleep(0.5)
             await server.up()
-            await asyncio.sleep(1.5)
+            await until(lambda: lease.heartbeat.state == "ok")
+            await asyncio.sleep(1.0)
             assert events == ["acquired"] and lease.held and not task.done()
+            lines = [r.getMessage() for r in caplog.records if "lease test" in r.getMessage()]
+            assert len(lines) == 2, lines  # one when it degraded, one when it recovered
+            assert "degraded" in lines[0] and "recovered" in lines[1]
 
             await server.down()  # longer than the lease: given up, then won again
             await until(lambda: events == ["acquired", "lost"])
