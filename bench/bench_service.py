@@ -296,22 +296,19 @@ async def main() -> None:
             counter = aioredis.Redis.from_url(redis_url)
             for key in layouts_wanted:
                 name, layout = layouts[key]
-                # The first process takes the webhooks; readiness is on its metrics port.
-                metrics_port = free_port()
+                # The first process takes the webhooks; each has its own metrics port.
+                metrics_ports = [free_port() for _ in layout]
                 processes = [
                     await start(
                         role,
-                        {
-                            **env,
-                            "PARLEY_HTTP_PORT": str(p),
-                            "PARLEY_METRICS_PORT": str(metrics_port if p == port else 0),
-                        },
+                        {**env, "PARLEY_HTTP_PORT": str(p), "PARLEY_METRICS_PORT": str(m)},
                         logs,
                     )
-                    for role, p in layout
+                    for (role, p), m in zip(layout, metrics_ports, strict=True)
                 ]
                 try:
-                    await wait_http(metrics_port)
+                    for metrics_port in metrics_ports:
+                        await wait_http(metrics_port)
                     await asyncio.sleep(2)  # workers load the embedding model
                     await measure(telegram, url, 5, base)  # warm-up
                     base += 100
@@ -357,8 +354,8 @@ async def main() -> None:
                             for (role, _), (now, peak) in zip(layout, rss, strict=True)
                         )
                     )
-                    for role, p in layout:
-                        line, gc_p99 = describe_pauses(*await gc_pauses(p))
+                    for (role, _), m in zip(layout, metrics_ports, strict=True):
+                        line, gc_p99 = describe_pauses(*await gc_pauses(m))
                         print(f"{name}: GC pauses in {role}: {line}")
                         if key == "run":
                             figures["gc_p99_ms"] = gc_p99 * 1000
