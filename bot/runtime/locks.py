@@ -32,11 +32,15 @@ log = logging.getLogger(__name__)
 Queue = Callable[[Pipeline], object]  # adds commands to a pipeline
 
 # KEYS: lock, fence, backlog, session. ARGV: owner, lease ms, fence ttl ms, backlog ttl ms,
-# then backlog members to add. Returns false, or {token, oldest backlog member, session}.
+# then backlog members to add. Returns false, or {token, oldest backlog member, session, the
+# members this call added (none was on the backlog before)...}.
 _ACQUIRE = """
+local added = {}
 if #ARGV > 4 then
   for i = 5, #ARGV do
-    redis.call('zadd', KEYS[3], 'NX', 0, ARGV[i])
+    if redis.call('zadd', KEYS[3], 'NX', 0, ARGV[i]) == 1 then
+      added[#added + 1] = ARGV[i]
+    end
   end
   redis.call('pexpire', KEYS[3], ARGV[4])
 end
@@ -46,7 +50,8 @@ end
 local token = redis.call('incr', KEYS[2])
 redis.call('pexpire', KEYS[2], ARGV[3])
 redis.call('set', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
-return {token, redis.call('zrange', KEYS[3], 0, 0)[1] or false, redis.call('get', KEYS[4])}
+local head = redis.call('zrange', KEYS[3], 0, 0)[1] or false
+return {token, head, redis.call('get', KEYS[4]), unpack(added)}
 """
 
 _RENEW = """
@@ -95,6 +100,7 @@ class Lease:
         self.head = head
         self.done: bytes | None = None  # the backlog member the last session save took off
         self.remaining = 0  # entries left on the backlog at release
+        self.added: set[str] = set()  # backlog members its acquisition put there
         self.untried: set[str] = set()
         self.records: dict[str, tuple[str, int]] = {}
 
@@ -146,7 +152,9 @@ class ConversationLocks:
         if taken is None:
             return None
         token, head, session = int(taken[0]), taken[1] or None, taken[2] or None
-        return Lease(conversation_id, f"{self.owner}:{token}", token, session=session, head=head)
+        lease = Lease(conversation_id, f"{self.owner}:{token}", token, session=session, head=head)
+        lease.added = {_text(member) for member in taken[3:]}
+        return lease
 
     async def release(self, lease: Lease, also: Queue | None = None) -> int:
         """Let go of the lock; returns how many entries wait on its backlog."""
@@ -216,3 +224,7 @@ class ConversationLocks:
                 log.warning("lost the lock of %s", lease.conversation_id)
                 return
             renewed = time.monotonic()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -253,8 +253,8 @@ class Worker:
             adding = dict(arrived)
             try:
                 lease = await self.locks.try_acquire(conversation, list(adding))
-            except BaseException:
-                arrived.update(dict.fromkeys(adding, False))  # may be on the backlog now
+            except BaseException:  # taken up again later, unless it is on the backlog now
+                self._arrived.setdefault(conversation, {}).update(dict.fromkeys(adding, False))
                 raise
             for member in adding:  # on the backlog now
                 arrived.pop(member, None)
@@ -262,8 +262,9 @@ class Worker:
                 self._arrived.pop(conversation, None)
             if lease is None:
                 return  # its holder drains the backlog, our entries included
-            # Put on the backlog under our lock on their first delivery: nobody tried them.
-            lease.untried = {entry_of(member) for member, first in adding.items() if first}
+            # First delivered, then put on the backlog as we took the lock: nobody tried them.
+            first = {member for member, fresh in adding.items() if fresh}
+            lease.untried = {entry_of(member) for member in first & lease.added}
             stored: list[str] = []  # handled, acknowledged with the release
             try:
                 async with self.locks.kept(lease):

@@ -26,6 +26,7 @@ async def test_taking_the_lock_queues_entries_and_reads_the_oldest_and_the_sessi
     lease = await locks_on(redis).try_acquire(CHAT, members)
     assert lease is not None
     assert lease.head is not None and entry_of(lease.head) == "7-0"
+    assert lease.added == set(members)
     assert lease.session is not None
     assert Session.model_validate_json(lease.session).last_entry == "1-0"
     assert await redis.zrange(KEYS.backlog(CHAT), 0, -1) == [m.encode() for m in sorted(members)]
@@ -41,6 +42,9 @@ async def test_entries_go_on_the_backlog_even_while_someone_else_holds_the_lock(
     assert await locks.try_acquire(CHAT, [backlog_member("4-0")]) is None
     assert await redis.zcard(KEYS.backlog(CHAT)) == 2
     assert await locks.release(holder) == 2  # both wait: the holder knows to drain again
+    # Only what this acquisition put on the backlog counts as added by it.
+    again = await locks.try_acquire(CHAT, [backlog_member("3-0"), backlog_member("8-0")])
+    assert again is not None and again.added == {backlog_member("8-0")}
 
 
 async def test_storing_the_session_takes_its_entry_off_the_backlog_and_reads_the_next(
