@@ -21,6 +21,7 @@ from bot.config import Settings
 from bot.conversation.limits import GLOBAL_BUDGET_SPENT, RATE_LIMITED, USER_BUDGET_SPENT, Limits
 from bot.ops.http import HttpServer
 from bot.ops.logs import configure_logging, log_context
+from bot.runtime.worker import GROUP
 from bot.wiring.app import _redis_check
 from bot.wiring.models import build_chat_model
 from tests.agent.scripted import ScriptedModel, call, reply, turn
@@ -187,16 +188,27 @@ class Gated:
 
 
 async def test_queue_length_gauge_shows_what_no_worker_has_read(redis: aioredis.Redis) -> None:
-    # One slot: the worker reads until it holds four conversations, and leaves the rest queued.
+    # One slot and answers held back: the worker stops reading once it holds as many
+    # conversations as it takes on, and the rest stay queued, unread by any worker.
     model = Gated(ScriptedModel([reply(f"answer {n}") for n in range(8)]))
     config = settings(PARLEY_WORKER_CONCURRENCY=1)
     chats = [dm(str(1000 + n)) for n in range(8)]
+
+    async def unread() -> int:
+        groups = await redis.xinfo_groups(harness.runtime.keys.inbox)
+        return sum(int(g["lag"] or 0) for g in groups if g["name"] in (GROUP, GROUP.encode()))
+
     async with scraper(redis) as scrape:
         async with running(redis, model, config=config) as harness:
             for chat in chats:
                 await harness.submit(message(chat, "hello", user=chat.chat_id))
-            queued = await until(scrape, lambda s: value(s, "parley_queue_length") == 4)
-            assert value(queued, "parley_queue_length") == 4
+            deadline = time.monotonic() + 20
+            while True:
+                queued, lag = value(await scrape(), "parley_queue_length"), await unread()
+                if 0 < queued == lag or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.05)
+            assert 0 < queued == lag < len(chats)
             model.gate.set()
             await harness.settle(within=30)
             drained = await until(scrape, lambda s: value(s, "parley_queue_length") == 0)
