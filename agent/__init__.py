@@ -1,6 +1,13 @@
-"""The platform-free agent core: ReAct loop, tools, prompts and LLM providers."""
+"""The platform-free agent core: ReAct loop, tools, prompts and LLM providers.
+
+What a host program needs to embed the agent is importable from here: the `Agent` and its
+`AgentConfig`, tools (`tool`, `Tool`, `ToolRegistry`, `ToolContext`), who asks
+(`RunContext`), the provider protocol (`ChatModel`), the outcomes a run ends with, the
+`RunState` to keep while a run waits for a human, and `ScriptedModel` for the host's tests.
+"""
 
 from agent.builtin_tools import builtin_registry
+from agent.llm.base import ChatModel
 from agent.loop import Agent, AgentConfig, ResumeError
 from agent.outcomes import (
     AwaitingAnswer,
@@ -12,7 +19,9 @@ from agent.outcomes import (
     PlanStep,
     RunTrace,
 )
+from agent.protocols import RunContext
 from agent.state import PendingPlan, PendingQuestion, RunState
+from agent.testing import ScriptedModel
 from agent.tools import (
     Tool,
     ToolContext,
@@ -27,6 +36,7 @@ __all__ = [
     "AgentConfig",
     "AwaitingAnswer",
     "AwaitingApproval",
+    "ChatModel",
     "Failed",
     "Finished",
     "Outcome",
@@ -35,8 +45,10 @@ __all__ = [
     "Plan",
     "PlanStep",
     "ResumeError",
+    "RunContext",
     "RunState",
     "RunTrace",
+    "ScriptedModel",
     "Tool",
     "ToolContext",
     "ToolError",

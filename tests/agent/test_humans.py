@@ -16,9 +16,9 @@ from agent import (
 )
 from agent.messages import Message
 from agent.protocols import RunContext
+from agent.testing import ScriptedModel, call, reply, turn
 from agent.tools import ToolRegistry, tool
 from tests.agent.doubles import ListMemory, ListScheduler
-from tests.agent.scripted import ScriptedModel, call, reply, turn
 
 sent: list[tuple[str, str]] = []
 

@@ -9,9 +9,9 @@ from agent import Agent, AgentConfig, Failed, Finished, RunState, builtin_regist
 from agent.llm.base import AllProvidersFailed, ProviderRejected, ProviderUnavailable
 from agent.messages import ChatRequest, ChatResponse, Usage
 from agent.protocols import MemoryRecord, ProgressEvent, RunContext
+from agent.testing import ScriptedModel, call, reply, turn
 from agent.tools import ToolRegistry, TransientToolError, tool
 from tests.agent.doubles import ListMemory
-from tests.agent.scripted import ScriptedModel, call, reply, turn
 
 FAST = AgentConfig(backoff_base=0.01, backoff_max=0.1)
 
