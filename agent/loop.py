@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from agent.context import Window, estimate_tools, fit
 from agent.execution import ExecutionPolicy
 from agent.llm.base import ChatModel, LLMError
-from agent.messages import ChatRequest, ContentBlock, Message, TextBlock, Usage
+from agent.messages import ChatRequest, ContentBlock, Message, TextBlock, ToolSpec, Usage
 from agent.outcomes import (
     AwaitingAnswer,
     AwaitingApproval,
@@ -94,8 +94,8 @@ class Agent:
         self.config = config
         self.system_prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
         self.on_progress = on_progress
-        self._specs = tools.specs()
-        self._window = Window(tokens=config.context_tokens, tools=estimate_tools(self._specs))
+        # the offered tools and the window left beside them, for a registry at a version
+        self._tooling: tuple[ToolRegistry, int, list[ToolSpec], Window] | None = None
         self._policy = ExecutionPolicy(
             timeout=config.tool_timeout,
             retries=config.tool_retries,
@@ -202,10 +202,7 @@ class Agent:
     async def _loop(
         self, state: RunState, actor: Actor, trace: RunTrace, recall: StepRecall
     ) -> Outcome:
-        specs, window = self._specs, self._window
-        if actor.registry is not self.tools:  # this conversation has tools of its own
-            specs = actor.registry.specs()
-            window = Window(tokens=self.config.context_tokens, tools=estimate_tools(specs))
+        specs, window = self._offer(actor.registry)
         while True:
             # CHECK the guards before spending another model call
             if state.steps >= self.config.max_steps:
@@ -281,6 +278,17 @@ class Agent:
                 state.pending_plan, state.pending_results = turn.plan, turn.results
                 return AwaitingApproval(plan=turn.plan.plan(), state=state, trace=trace)
             state.close_turn(turn.results)
+
+    def _offer(self, registry: ToolRegistry) -> tuple[list[ToolSpec], Window]:
+        """The tools to offer this run, computed again only when the registry changed, so a
+        tool registered after the agent was built is offered too."""
+        cached = self._tooling
+        if cached is not None and cached[0] is registry and cached[1] == registry.version:
+            return cached[2], cached[3]
+        specs = registry.specs()
+        window = Window(tokens=self.config.context_tokens, tools=estimate_tools(specs))
+        self._tooling = (registry, registry.version, specs, window)
+        return specs, window
 
     @staticmethod
     def _account(state: RunState, trace: RunTrace, usage: Usage) -> None:

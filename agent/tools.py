@@ -252,10 +252,16 @@ class ToolSource(Protocol):
 
 
 class ToolRegistry:
-    """The tools an agent may use, by unique name."""
+    """The tools an agent may use, by unique name.
+
+    `version` counts registrations, so whoever derives something from the tools (their specs,
+    the context they take up) can tell when to derive it again.
+    """
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self.version = 0
+        self._specs: tuple[int, builtins.list[ToolSpec]] = (0, [])
         for item in tools:
             self.register(item)
 
@@ -273,6 +279,7 @@ class ToolRegistry:
         if item.name in self._tools:
             raise ValueError(f"a tool named {item.name!r} is already registered")
         self._tools[item.name] = item
+        self.version += 1
         return item
 
     def get(self, name: str) -> Tool:
@@ -288,7 +295,12 @@ class ToolRegistry:
         return [t for t in self._tools.values() if category is None or t.category == category]
 
     def specs(self) -> builtins.list[ToolSpec]:
-        return [t.spec() for t in self._tools.values()]
+        """The specs offered to the model; one shared list until the next registration."""
+        version, specs = self._specs
+        if version != self.version:
+            specs = [t.spec() for t in self._tools.values()]
+            self._specs = (self.version, specs)
+        return specs
 
     def __len__(self) -> int:
         return len(self._tools)

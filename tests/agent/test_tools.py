@@ -112,6 +112,15 @@ def test_registry_register_get_list_has_and_duplicates() -> None:
     assert len(registry.specs()) == len(registry.list()) == 9
     with pytest.raises(ValueError, match="already registered"):
         registry.register(forecast)
+
+
+def test_registry_specs_are_built_once_per_version() -> None:
+    registry = builtin_registry()
+    specs, version = registry.specs(), registry.version
+    assert registry.specs() is specs  # the hot path reuses them
+    registry.register(forecast)
+    assert registry.version == version + 1
+    assert [s.name for s in registry.specs()] == [*(s.name for s in specs), "forecast"]
     with pytest.raises(KeyError):
         registry.get("nope")
 
