@@ -7,6 +7,7 @@ What a host program needs to embed the agent is importable from here: the `Agent
 """
 
 from agent.builtin_tools import builtin_registry
+from agent.deferred import PendingPlan, PendingQuestion, Plan, PlanStep
 from agent.llm.base import ChatModel
 from agent.loop import Agent, AgentConfig, ResumeError
 from agent.outcomes import (
@@ -15,12 +16,10 @@ from agent.outcomes import (
     Failed,
     Finished,
     Outcome,
-    Plan,
-    PlanStep,
     RunTrace,
 )
 from agent.protocols import RunContext
-from agent.state import PendingPlan, PendingQuestion, RunState
+from agent.state import RunState
 from agent.testing import ScriptedModel
 from agent.tools import (
     Tool,
