@@ -3,7 +3,9 @@
 Within one think step: a timeout, 429, 529, 5xx or connection failure from the hosted
 provider is answered by the fallback. A 400 is a bug in our request and is raised. A 401/403
 falls back too, but is logged at error level and keeps the hosted provider out for a long
-cooldown. While the shared breaker is open, the hosted provider is not even tried.
+cooldown. While the breaker is open, the hosted provider is not even tried; the breaker lives
+in this process unless the host passes one whose state it shares (the service keeps it in
+Redis, `breaker_redis`).
 
 A hanging provider costs one request its timeout, not every request in flight: a call that
 has heard nothing from the provider for `suspect_after` seconds either becomes the breaker's
@@ -59,14 +61,15 @@ class FallbackModel:
         self,
         primary: ChatModel,
         fallback: ChatModel,
-        breaker: CircuitBreaker,
+        breaker: CircuitBreaker | None = None,
         *,
         timeout: float,
         suspect_after: float | None = None,
     ) -> None:
         self.primary = primary
         self.fallback = fallback
-        self.breaker = breaker
+        # in this process unless the host shares one (`breaker_redis.redis_breaker`)
+        self.breaker = breaker if breaker is not None else CircuitBreaker(primary.name)
         self.timeout = timeout
         self.suspect_after = min(suspect_after or timeout, timeout)
         self.name = f"{primary.name}+{fallback.name}"
