@@ -1,7 +1,7 @@
 """Tools: typed async functions the model can call, and the registry that holds them.
 
 A tool's JSON schema comes from its type hints (through a pydantic model built from the
-signature) and its docstring; a parameter annotated `ToolContext` is injected by the loop and
+signature) and its docstring (Google, NumPy or reST style); a parameter annotated `ToolContext` is injected by the loop and
 is not part of the schema. Tools that change the world declare `side_effects=True` and never
 run without a human approval.
 
@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, get_type_hints, overload
 
+import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from agent.messages import ToolSpec
@@ -69,21 +70,15 @@ class _Args(BaseModel):
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The summary and the per-parameter descriptions of a Google-style docstring."""
-    doc = inspect.cleandoc(doc)
-    summary, _, rest = doc.partition("\nArgs:\n")
-    params: dict[str, str] = {}
-    current: str | None = None
-    for line in rest.splitlines():
-        if line and not line.startswith(" "):
-            break  # the next section (Returns:, Raises:, ...)
-        match = re.match(r"^\s{2,8}(\w+)(?:\s*\([^)]*\))?:\s*(.*)$", line)
-        if match and (current is None or len(line) - len(line.lstrip()) <= 8):
-            current = match.group(1)
-            params[current] = match.group(2).strip()
-        elif current and line.strip():
-            params[current] += " " + line.strip()
-    return summary.strip(), params
+    """The description and the per-parameter descriptions of a Google, NumPy or reST
+    docstring (the style is detected)."""
+    parsed = docstring_parser.parse(doc)
+    params = {
+        param.arg_name: " ".join(line.strip() for line in param.description.splitlines())
+        for param in parsed.params
+        if param.description
+    }
+    return (parsed.description or "").strip(), params
 
 
 class Tool:
