@@ -1,9 +1,9 @@
 """Tools: typed async functions the model can call, and the registry that holds them.
 
 A tool's JSON schema comes from its type hints (through a pydantic model built from the
-signature) and its docstring (Google, NumPy or reST style); a parameter annotated `ToolContext` is injected by the loop and
-is not part of the schema. Tools that change the world declare `side_effects=True` and never
-run without a human approval.
+signature) and its docstring (Google, NumPy or reST style); parameters annotated
+`ToolContext` or `Dep[SomeType]` (`deps`) are injected and not part of the schema. Tools that
+change the world declare `side_effects=True` and never run without a human approval.
 
 Errors::
 
@@ -21,23 +21,24 @@ import logging
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol, get_type_hints, overload
+from typing import Any, Protocol, TypeVar, get_type_hints, overload
 
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from agent.deps import MissingDependency, ToolContext, dependency_type
 from agent.messages import ToolSpec
-from agent.protocols import MemoryStore, RunContext, Scheduler
+from agent.protocols import RunContext
 
 log = logging.getLogger(__name__)
 
 # `True` for a tool that always changes the world; a predicate over a call's arguments for
 # one that does only for some calls (remembering privately vs sharing with the team).
 SideEffects = bool | Callable[[dict[str, Any]], bool]
+T = TypeVar("T")
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
@@ -51,18 +52,6 @@ class TransientToolError(ToolError):
 
 class ToolLoadError(ToolError):
     """A third-party tool could not be loaded."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ToolContext:
-    """What the loop hands a tool that asks for it."""
-
-    run: RunContext
-    memory: MemoryStore | None = None
-    scheduler: Scheduler | None = None
-    # The same for every attempt of one call (its tool-call id): pass it on to external APIs
-    # that accept an idempotency key, so a retried request is recognised as the earlier one.
-    idempotency_key: str = ""
 
 
 class _Args(BaseModel):
@@ -116,6 +105,7 @@ class Tool:
         self.retries = retries
         self._describe = describe
         self._context_param: str | None = None
+        self.deps: dict[str, type[Any]] = {}  # parameters injected from the host's objects
         self.args_model = self._build_args_model(param_docs)
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
@@ -134,6 +124,9 @@ class Tool:
             annotation = hints.get(param.name, Any)
             if annotation is ToolContext:
                 self._context_param = param.name
+                continue
+            if (kind := dependency_type(annotation)) is not None:
+                self.deps[param.name] = kind
                 continue
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise TypeError(f"tool {self.name!r}: *args/**kwargs cannot be described")
@@ -171,6 +164,10 @@ class Tool:
         kwargs = self.validate(args)
         if self._context_param:
             kwargs[self._context_param] = context
+        for param, kind in self.deps.items():
+            if kind not in context.deps:
+                raise MissingDependency(self.name, kind)
+            kwargs[param] = context.deps[kind]
         return await self.fn(**kwargs)
 
     def __repr__(self) -> str:
@@ -255,6 +252,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self.deps: dict[type[Any], object] = {}  # the host's objects, for `Dep[...]`
         self.version = 0
         self._specs: tuple[int, builtins.list[ToolSpec]] = (0, [])
         for item in tools:
@@ -263,6 +261,7 @@ class ToolRegistry:
     def with_tools(self, extra: Iterable[Tool]) -> ToolRegistry:
         """A new registry: these tools plus `extra`; an extra one never replaces a built-in."""
         combined = ToolRegistry(self._tools.values())
+        combined.deps = dict(self.deps)
         for item in extra:
             if item.name in combined:
                 log.warning("tool %s is already defined; ignoring the other one", item.name)
@@ -276,6 +275,11 @@ class ToolRegistry:
         self._tools[item.name] = item
         self.version += 1
         return item
+
+    def provide(self, kind: type[T], instance: T) -> None:
+        """Hand `instance` to every tool parameter annotated `Dep[kind]`."""
+        self.deps[kind] = instance
+        self.version += 1
 
     def get(self, name: str) -> Tool:
         try:
