@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol, TypeVar, get_type_hints, overload
+from typing import Any, Protocol, TypedDict, TypeVar, Unpack, get_type_hints, overload
 
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -174,50 +174,35 @@ class Tool:
         return f"Tool({self.name!r}, side_effects={self.side_effects})"
 
 
+class ToolOptions(TypedDict, total=False):
+    """What `tool(...)` passes on to `Tool`."""
+
+    name: str | None
+    description: str | None
+    category: str
+    side_effects: SideEffects
+    timeout: float | None
+    retries: int | None
+    describe: Callable[[dict[str, Any]], str] | None
+
+
 @overload
 def tool(fn: Callable[..., Awaitable[Any]], /) -> Tool: ...
 
 
 @overload
 def tool(
-    fn: None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    category: str = "general",
-    side_effects: SideEffects = False,
-    timeout: float | None = None,
-    retries: int | None = None,
-    describe: Callable[[dict[str, Any]], str] | None = None,
+    fn: None = None, /, **options: Unpack[ToolOptions]
 ) -> Callable[[Callable[..., Awaitable[Any]]], Tool]: ...
 
 
 def tool(
-    fn: Callable[..., Awaitable[Any]] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    category: str = "general",
-    side_effects: SideEffects = False,
-    timeout: float | None = None,
-    retries: int | None = None,
-    describe: Callable[[dict[str, Any]], str] | None = None,
+    fn: Callable[..., Awaitable[Any]] | None = None, /, **options: Unpack[ToolOptions]
 ) -> Tool | Callable[[Callable[..., Awaitable[Any]]], Tool]:
     """Make a typed async function a tool: `@tool` or `@tool(side_effects=True, ...)`."""
 
     def wrap(func: Callable[..., Awaitable[Any]]) -> Tool:
-        return Tool(
-            func,
-            name=name,
-            description=description,
-            category=category,
-            side_effects=side_effects,
-            timeout=timeout,
-            retries=retries,
-            describe=describe,
-        )
+        return Tool(func, **options)
 
     return wrap(fn) if fn is not None else wrap
 
