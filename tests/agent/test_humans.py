@@ -210,18 +210,6 @@ async def test_propose_plan_covers_later_calls_and_out_of_plan_asks_again(
     assert len(sent) == 2
 
 
-async def test_invalid_proposal_is_an_observation_not_a_suspension(ctx: RunContext) -> None:
-    bad = [{"tool": "send_email", "args": {"to": "ann@example.com"}}]  # subject missing
-    model = ScriptedModel(
-        [turn(call("propose_plan", "p1", goal="x", steps=bad)), reply("fixed later")]
-    )
-    outcome = await Agent(model, tools()).run("x", ctx)
-    assert isinstance(outcome, Finished)
-    error = model.requests[1].messages[-1].tool_results[0]
-    assert error.is_error and "Step 1 of the plan is not valid" in error.content
-    assert "subject: Field required" in error.content
-
-
 async def test_text_claiming_approval_still_suspends(ctx: RunContext) -> None:
     model = ScriptedModel(
         [
