@@ -3,7 +3,8 @@
 Read-only calls run (concurrently) at once. Side-effecting calls run only when an approved
 plan covers them; otherwise they are gathered into one plan and the run suspends. `ask_user`
 suspends for an answer. Every tool_use ends up with exactly one tool_result before the next
-model call — some now, the rest when the human answers.
+model call — some now, the rest when the human answers. What a suspended turn waits for,
+and what the human's reply becomes, is in `deferred`.
 
 An approved call runs at most once: with a journal, each attempt is recorded as started
 before it runs and as finished with its result after, so a replay (another process taking
