@@ -1,7 +1,7 @@
 """The ReAct loop: OBSERVE → THINK → ACT → CHECK, until an answer, a human, or a guard.
 
-Kept small on purpose: context fitting lives in `context`, tool calls and human suspension in
-`turns`, prompt text in `prompts`. A run that waits for a human returns; `resume` picks it up
+Kept small on purpose: context fitting lives in `context`, tool calls in `turns`, what a run
+waits for from a human in `deferred`, prompt text in `prompts`. A run that waits for a human returns; `resume` picks it up
 again from its `RunState`, in this process or another.
 """
 
@@ -108,7 +108,9 @@ class Agent:
         self.config = config
         self.system_prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
         self.on_progress = on_progress
-        self.deps = dict(deps or {})  # for tools' `Dep[...]` parameters, beside the registry's
+        # for tools' `Dep[...]` parameters beside the registry's; fixed: register later ones
+        # with `ToolRegistry.provide`, which the next run sees
+        self._deps = dict(deps or {})
         self._offered: _Offer | None = None
         self._policy = ExecutionPolicy(
             timeout=config.tool_timeout,
@@ -308,7 +310,7 @@ class Agent:
             and cached.version == registry.version
         ):
             return cached
-        deps = {**registry.deps, **self.deps}
+        deps = {**registry.deps, **self._deps}
         for item in registry.list():
             for kind in item.deps.values():
                 if kind not in deps:
