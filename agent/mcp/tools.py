@@ -82,6 +82,7 @@ class McpTool(Tool):
         self.retries = 0 if self.side_effects else None
         self._describe = None
         self._context_param = None
+        self.deps = {}  # nothing from the host: the server has what it needs
         self._caller = caller
         schema = dict(remote.input_schema or {"type": "object"})
         schema.setdefault("type", "object")
