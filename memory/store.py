@@ -10,6 +10,8 @@ algorithm filled it; a different one at start is refused with the command that r
 Nothing someone asked Parley to remember is ever dropped to make room: a full scope refuses
 new memories (`MemoryFull`) until someone forgets some. Only memories that end-of-run
 extraction picked by itself may be evicted, and only to make room for another such pick.
+A Lua script checks the count, writes the memory and counts it in one step, so writers
+racing at the edge of a full scope cannot overshoot it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,25 @@ from memory.index import FIELDS, Algorithm, HybridPolicy, nearest, schema
 log = logging.getLogger(__name__)
 
 MAX_PAGE = 100
+INSERT_ATTEMPTS = 3  # concurrent extractions may take each other's victim
+EVICTED = 2
+# KEYS: the new memory, the counts hash, a memory it may replace (used when ARGV[3] is 1);
+# ARGV: scope, limit, 0 or 1, then the new memory's field/value pairs.
+# Returns 0 (full), 1 (stored) or 2 (stored in place of the other one).
+INSERT_IF_ROOM = """
+local count = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+local evicted = 0
+if count >= tonumber(ARGV[2]) then
+  if ARGV[3] ~= '1' or redis.call('DEL', KEYS[3]) == 0 then
+    return 0
+  end
+  redis.call('HINCRBY', KEYS[2], ARGV[1], -1)
+  evicted = 1
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+return 1 + evicted
+"""
 FIELDS_VERSION = "2"  # 2: the origin tag
 
 
@@ -116,6 +137,7 @@ class RedisMemoryStore:
         self.meta_key = f"{prefix}:memory:meta"
         self.counts_key = f"{prefix}:memory:counts"
         self.generic = GenericQuestions(embedder, config.generic_distance)
+        self._insert_if_room = redis.register_script(INSERT_IF_ROOM)
 
     def _identity(self) -> dict[Any, Any]:
         return {
@@ -284,34 +306,28 @@ class RedisMemoryStore:
         vector = await self.embedder.embed(text)
         now = time.time()
         closest = await self.nearest(vector, [scope], 1)
+        mapping: dict[Any, Any] = {
+            "text": text,
+            "kind": kind,
+            "scope": scope,
+            "author": context.user_id,
+            "source": context.conversation_id,
+            "created_at": now,
+            "last_used_at": now,
+            "embedding": np.asarray(vector, dtype=np.float32).tobytes(),
+        }
         if closest and float(closest[0]["vector_distance"]) <= self.config.merge_distance:
             existing = _record(closest[0])
-            memory_id, created, fresh = existing.id, existing.created_at, False
+            memory_id = existing.id
             if existing.origin == "remembered":
                 origin = "remembered"  # asked for once: stays protected
+            mapping.update(id=memory_id, origin=origin, created_at=existing.created_at)
+            await self.redis.hset(self._key(memory_id), mapping=mapping)
             log.info("memory %s updated instead of duplicated", memory_id)
         else:
-            await self._make_room(scope, origin)
-            memory_id, created, fresh = uuid.uuid4().hex[:12], now, True
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(
-                self._key(memory_id),
-                mapping={
-                    "id": memory_id,
-                    "text": text,
-                    "kind": kind,
-                    "scope": scope,
-                    "author": context.user_id,
-                    "source": context.conversation_id,
-                    "origin": origin,
-                    "created_at": created,
-                    "last_used_at": now,
-                    "embedding": np.asarray(vector, dtype=np.float32).tobytes(),
-                },
-            )
-            if fresh:
-                pipe.hincrby(self.counts_key, scope, 1)
-            await pipe.execute()
+            memory_id = uuid.uuid4().hex[:12]
+            mapping.update(id=memory_id, origin=origin)
+            await self._insert(scope, mapping, origin)
         return MemoryRecord(
             id=memory_id,
             text=text,
@@ -319,34 +335,50 @@ class RedisMemoryStore:
             scope=scope,
             author=context.user_id,
             source_conversation=context.conversation_id,
-            created_at=created,
+            created_at=float(mapping["created_at"]),
             last_used_at=now,
             origin=origin,
         )
 
-    async def _make_room(self, scope: str, origin: Origin) -> None:
-        """Refuse a new memory in a full scope, unless an extracted one makes room for it."""
+    async def _insert(self, scope: str, mapping: dict[str, Any], origin: Origin) -> None:
+        """Store a new memory unless its scope is full. The check, the write and the count
+        happen in one script, so concurrent writers cannot overshoot the limit; an extracted
+        memory may take the place of the least used extracted one, in the same script."""
         limit = self.config.limit_for(scope)
-        if await self.count([scope]) < limit:
-            return
         label = _label(scope)
-        if origin == "extracted":
-            oldest = await self.index.query(
-                FilterQuery(
-                    filter_expression=(Tag("scope") == scope) & (Tag("origin") == "extracted"),
-                    return_fields=["id"],
-                    num_results=1,
-                    sort_by=("last_used_at", "ASC"),
-                )
+        key = self._key(str(mapping["id"]))
+        fields = [item for pair in mapping.items() for item in pair]
+        victim: str | None = None
+        for _ in range(INSERT_ATTEMPTS):
+            done = await self._insert_if_room(
+                keys=[key, self.counts_key, victim or key],
+                args=[scope, limit, int(victim is not None), *fields],
             )
-            if oldest:
-                await self._delete([self._key(str(oldest[0]["id"]).rsplit(":", 1)[-1])])
+            if done == EVICTED:
                 metrics.EVICTED.labels(label).inc()
                 log.info("a full %s scope dropped its least used extracted memory", label)
+            if done:
                 return
+            if origin != "extracted":
+                break
+            victim = await self._least_used_extracted(scope)
+            if victim is None:
+                break
         metrics.FULL.labels(label).inc()
         log.warning("a %s memory scope is full (%d memories); refused a new one", label, limit)
         raise MemoryFull(scope, limit)
+
+    async def _least_used_extracted(self, scope: str) -> str | None:
+        """The key of the scope's least recently used extracted memory, if it has one."""
+        oldest = await self.index.query(
+            FilterQuery(
+                filter_expression=(Tag("scope") == scope) & (Tag("origin") == "extracted"),
+                return_fields=["id"],
+                num_results=1,
+                sort_by=("last_used_at", "ASC"),
+            )
+        )
+        return self._key(str(oldest[0]["id"]).rsplit(":", 1)[-1]) if oldest else None
 
     # --- what people can see and remove ---------------------------------------------------
 
