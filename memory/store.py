@@ -1,27 +1,22 @@
 """Long-term memories in one RedisVL index, scoped so nobody reads another person's.
 
 Each memory is a hash: text, kind, scope tag, author, source conversation, origin, created
-and last-used times, and its vector. A hash of counts per scope is kept beside them, since
-counting a 100k-memory scope through the index costs ~30 ms and recall needs the count
-before every search. The index remembers which embedding model and vector
-algorithm filled it; a different one at start is refused with the command that rebuilds it
-(`parley memory reindex`).
+and last-used times, and its vector; memory/counts.py keeps how many each scope holds. The
+index remembers which embedding model and vector algorithm filled it; a different one at
+start is refused with the command that rebuilds it (`parley memory reindex`,
+memory/maintenance.py).
 
 Nothing someone asked Parley to remember is ever dropped to make room: a full scope refuses
 new memories (`MemoryFull`) until someone forgets some. Only memories that end-of-run
 extraction picked by itself may be evicted, and only to make room for another such pick.
-A Lua script checks the count, writes the memory and counts it in one step, so writers
-racing at the edge of a full scope cannot overshoot it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,63 +37,22 @@ from agent.protocols import (
     Share,
 )
 from memory import metrics
+from memory.config import MemoryConfig
+from memory.counts import FULL, REPLACED, ScopeCounts, decode
 from memory.embedders import Embedder
 from memory.generic import GenericQuestions
-from memory.index import FIELDS, Algorithm, HybridPolicy, nearest, schema
+from memory.index import FIELDS, nearest, schema
+from memory.maintenance import add_origin, reindex
 
 log = logging.getLogger(__name__)
 
 MAX_PAGE = 100
 INSERT_ATTEMPTS = 3  # concurrent extractions may take each other's victim
-EVICTED = 2
-# KEYS: the new memory, the counts hash, a memory it may replace (used when ARGV[3] is 1);
-# ARGV: scope, limit, 0 or 1, then the new memory's field/value pairs.
-# Returns 0 (full), 1 (stored) or 2 (stored in place of the other one).
-INSERT_IF_ROOM = """
-local count = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
-local evicted = 0
-if count >= tonumber(ARGV[2]) then
-  if ARGV[3] ~= '1' or redis.call('DEL', KEYS[3]) == 0 then
-    return 0
-  end
-  redis.call('HINCRBY', KEYS[2], ARGV[1], -1)
-  evicted = 1
-end
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
-redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-return 1 + evicted
-"""
 FIELDS_VERSION = "2"  # 2: the origin tag
 
 
 class MemoryIndexMismatch(RuntimeError):
     """The index was built with another embedding model, dimension or algorithm."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class MemoryConfig:
-    """How recall ranks and cuts, what each scope may hold, and how the index is built.
-
-    The recall defaults are what bench/bench_recall.py picks on the labelled set in
-    tests/memory/eval.
-    """
-
-    k: int = 5
-    max_distance: float = 0.85  # a memory farther than this from the query is not relevant
-    margin: float = 0.125  # ... nor one this much farther than the best match
-    recency_weight: float = 0.0  # distance forgiven to a just-used memory (the set: no gain)
-    recency_days: float = 30.0
-    generic_distance: float = 0.35  # this close to "what do you know about me?": list instead
-    merge_distance: float = 0.1
-    max_per_user: int = 1000
-    max_per_chat: int = 10_000
-    max_per_team: int = 100_000
-    algorithm: Algorithm = "hnsw"
-    hybrid_policy: HybridPolicy = "auto"
-
-    def limit_for(self, scope: str) -> int:
-        kind = scope.split(":", 1)[0]
-        return {"user": self.max_per_user, "chat": self.max_per_chat}.get(kind, self.max_per_team)
 
 
 def _record(doc: dict[str, Any], distance: float | None = None) -> MemoryRecord:
@@ -135,9 +89,8 @@ class RedisMemoryStore:
             schema(prefix, embedder.dims, config.algorithm), redis_client=redis
         )
         self.meta_key = f"{prefix}:memory:meta"
-        self.counts_key = f"{prefix}:memory:counts"
+        self.counts = ScopeCounts(redis, prefix)
         self.generic = GenericQuestions(embedder, config.generic_distance)
-        self._insert_if_room = redis.register_script(INSERT_IF_ROOM)
 
     def _identity(self) -> dict[Any, Any]:
         return {
@@ -149,7 +102,7 @@ class RedisMemoryStore:
 
     async def open(self) -> RedisMemoryStore:
         """Create the index if missing; refuse one built for another model or algorithm."""
-        meta = {_text(k): _text(v) for k, v in (await self.redis.hgetall(self.meta_key)).items()}
+        meta = {decode(k): decode(v) for k, v in (await self.redis.hgetall(self.meta_key)).items()}
         if meta:
             found = {**meta, "algorithm": meta.get("algorithm", "hnsw")}
             wanted = self._identity()
@@ -167,78 +120,18 @@ class RedisMemoryStore:
                 if not await self.index.exists():  # not another process winning the race
                     raise
         elif meta.get("fields") != FIELDS_VERSION:
-            await self._add_origin()
+            await add_origin(self.redis, self.index)
         if meta.get("fields") != FIELDS_VERSION:
-            await self.recount()  # counts arrived with this version
+            await self.counts.recount()  # counts arrived with this version
         await self.redis.hset(self.meta_key, mapping=self._identity())
         return self
-
-    async def _add_origin(self) -> None:
-        """Indexes from before `origin` existed gain the field in place; their memories have
-        none, which counts as remembered (never evicted)."""
-        try:
-            await self.redis.execute_command(
-                "FT.ALTER", self.index.name, "SCHEMA", "ADD", "origin", "TAG"
-            )
-            log.info("memory index %s gained the origin field", self.index.name)
-        except aioredis.ResponseError as exc:
-            if "duplicate" not in str(exc).lower():
-                raise
 
     def _key(self, memory_id: str) -> str:
         return f"{self.prefix}:memory:doc:{memory_id}"
 
     async def count(self, scopes: list[str]) -> int:
-        """How many memories these scopes hold, from the counts hash."""
-        values = await self.redis.hmget(self.counts_key, scopes)
-        return sum(max(0, int(value)) for value in values if value is not None)
-
-    async def recount(self) -> None:
-        """Rebuild the counts from the documents themselves."""
-        counts: dict[str, int] = {}
-        keys = [
-            k async for k in self.redis.scan_iter(match=f"{self.prefix}:memory:doc:*", count=1000)
-        ]
-        for start in range(0, len(keys), 1000):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for key in keys[start : start + 1000]:
-                    pipe.hget(key, "scope")
-                for scope in await pipe.execute():
-                    if scope is not None:
-                        counts[_text(scope)] = counts.get(_text(scope), 0) + 1
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(self.counts_key)
-            if counts:
-                pipe.hset(self.counts_key, mapping=counts)  # type: ignore[arg-type]
-            await pipe.execute()
-
-    async def _delete(self, keys: list[str]) -> int:
-        """Delete memories and take them off their scopes' counts."""
-        if not keys:
-            return 0
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.hget(key, "scope")
-            scopes = await pipe.execute()
-        present = [
-            (key, _text(scope))
-            for key, scope in zip(keys, scopes, strict=True)
-            if scope is not None
-        ]
-        if not present:
-            return 0
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for key, scope in present:
-                pipe.delete(key)
-                pipe.hincrby(self.counts_key, scope, -1)
-            deleted = [int(result) for result in (await pipe.execute())[0::2]]
-        gone = [scope for (_, scope), n in zip(present, deleted, strict=True) if not n]
-        if gone:  # deleted by someone else meanwhile: they took it off the count already
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for scope in gone:
-                    pipe.hincrby(self.counts_key, scope, 1)
-                await pipe.execute()
-        return sum(deleted)
+        """How many memories these scopes hold."""
+        return await self.counts.count(scopes)
 
     # --- recall -----------------------------------------------------------------------------
 
@@ -259,11 +152,10 @@ class RedisMemoryStore:
             return (await self._page(scopes, 0, k)).records
         chosen = self.rank(await self.nearest(vector, scopes, k * 2, size), k, time.time())
         if chosen:
-            now = time.time()
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for record in chosen:
-                    pipe.hset(self._key(record.id), "last_used_at", now)
-                await pipe.execute()
+            await self.index.load(
+                [{"last_used_at": time.time()} for _ in chosen],
+                keys=[self._key(record.id) for record in chosen],
+            )
         return chosen
 
     def rank(self, found: list[dict[str, Any]], k: int, now: float) -> list[MemoryRecord]:
@@ -322,7 +214,7 @@ class RedisMemoryStore:
             if existing.origin == "remembered":
                 origin = "remembered"  # asked for once: stays protected
             mapping.update(id=memory_id, origin=origin, created_at=existing.created_at)
-            await self.redis.hset(self._key(memory_id), mapping=mapping)
+            await self.index.load([mapping], keys=[self._key(memory_id)])
             log.info("memory %s updated instead of duplicated", memory_id)
         else:
             memory_id = uuid.uuid4().hex[:12]
@@ -347,17 +239,13 @@ class RedisMemoryStore:
         limit = self.config.limit_for(scope)
         label = _label(scope)
         key = self._key(str(mapping["id"]))
-        fields = [item for pair in mapping.items() for item in pair]
         victim: str | None = None
         for _ in range(INSERT_ATTEMPTS):
-            done = await self._insert_if_room(
-                keys=[key, self.counts_key, victim or key],
-                args=[scope, limit, int(victim is not None), *fields],
-            )
-            if done == EVICTED:
+            done = await self.counts.insert(key, scope, limit, mapping, victim)
+            if done == REPLACED:
                 metrics.EVICTED.labels(label).inc()
                 log.info("a full %s scope dropped its least used extracted memory", label)
-            if done:
+            if done != FULL:
                 return
             if origin != "extracted":
                 break
@@ -409,12 +297,12 @@ class RedisMemoryStore:
     async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
         removable = self._removable(context)
         if memory_id is not None:
-            doc = await self.redis.hmget(self._key(memory_id), ["scope", "author"])
-            scope, author = (_text(v) if v is not None else "" for v in doc)
+            doc = await self.index.fetch(memory_id) or {}
+            scope, author = str(doc.get("scope") or ""), str(doc.get("author") or "")
             mine = author == context.user_id or scope == context.user_scope
             if scope not in context.readable_scopes() or not mine:
                 return 0
-            return await self._delete([self._key(memory_id)])
+            return await self.counts.delete([self._key(memory_id)])
         removed = 0
         query = FilterQuery(filter_expression=removable, return_fields=["id"], num_results=MAX_PAGE)
         while True:  # each round deletes what it found, so the next starts at the top again
@@ -422,60 +310,17 @@ class RedisMemoryStore:
             if not found:
                 return removed
             keys = [self._key(str(doc["id"]).rsplit(":", 1)[-1]) for doc in found]
-            removed += await self._delete(keys)
+            removed += await self.counts.delete(keys)
 
     # --- maintenance ------------------------------------------------------------------------
 
     async def reindex(self, batch: int = 64) -> int:
         """Rebuild the index for the configured embedder and algorithm, re-embedding every
         memory; the documents themselves are never deleted."""
-        if await self.index.exists():
-            await self.index.delete(drop=False)
-        else:  # built with another schema name? drop whatever index covers our documents
-            try:
-                await self.redis.execute_command("FT.DROPINDEX", self.index.name)
-            except aioredis.ResponseError:
-                pass
-        keys = [key async for key in self.redis.scan_iter(match=f"{self.prefix}:memory:doc:*")]
-        total = 0
-        for start in range(0, len(keys), batch):
-            chunk = keys[start : start + batch]
-            texts = await self._texts(chunk)
-            present = [(key, text) for key, text in zip(chunk, texts, strict=True) if text]
-            if not present:
-                continue
-            vectors = await self.embedder.embed_many([text for _, text in present])
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for (key, _), vector in zip(present, vectors, strict=True):
-                    pipe.hset(key, "embedding", np.asarray(vector, dtype=np.float32).tobytes())
-                await pipe.execute()
-            total += len(present)
-        await self.index.create(overwrite=True)
-        await self.recount()
+        total = await reindex(self.index, self.embedder, self.counts, batch)
         await self.redis.hset(self.meta_key, mapping=self._identity())
-        await self._indexed()
         return total
-
-    async def _indexed(self, poll: float = 0.2) -> None:
-        """Wait for RediSearch's background scan of existing documents: until it ends,
-        recall would miss memories. It announces nothing, so ask it."""
-        while True:
-            info = await self.index.info()
-            if float(info.get("percent_indexed", 1)) >= 1 and not int(info.get("indexing", 0)):
-                return
-            await asyncio.sleep(poll)
-
-    async def _texts(self, keys: list[Any]) -> list[str | None]:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.hget(key, "text")
-            values = await pipe.execute()
-        return [None if value is None else _text(value) for value in values]
 
 
 def _label(scope: str) -> str:
     return SCOPE_LABELS.get(scope.split(":", 1)[0], "team")
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
