@@ -34,7 +34,7 @@ from bot.inbox import Inbox
 from bot.keys import Keys
 from bot.limits import Limits
 from bot.mcp_setup import build_toolbox, readiness
-from bot.memory_setup import open_memory
+from bot.memory_setup import completion, open_memory
 from bot.models import build_chat_model
 from bot.platforms import Platforms
 from bot.runtime import build_runtime
@@ -135,7 +135,7 @@ async def run_role(
 
         after_run = None
         if settings.memory.extract and memory is not None:
-            extractor = FactExtractor(model, memory)
+            extractor = FactExtractor(completion(model), memory)
 
             async def after_run(outcome: Outcome) -> OutboundMessage | None:
                 state = outcome.state
