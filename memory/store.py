@@ -147,6 +147,8 @@ class RedisMemoryStore:
         size = await self.count(scopes)
         if not size:
             return []
+        if self.generic.phrased(query):
+            return (await self._page(scopes, 0, k)).records
         vector = await self.embedder.embed(query)
         if await self.generic.matches(vector):
             return (await self._page(scopes, 0, k)).records
