@@ -97,9 +97,9 @@ def normalise(text: str) -> str:
 
 def phrase_language(text: str) -> str | None:
     """The language whose phrasing of a generic question is (nearly) the whole text."""
-    plain = normalise(text)
-    if len(plain) > 200:
+    if len(text) > 300:  # a whole task, not a question about memory
         return None
+    plain = normalise(text)
     for language, pattern in _PATTERNS.items():
         for found in pattern.finditer(plain):
             rest = plain[: found.start()] + " " + plain[found.end() :]
