@@ -34,7 +34,7 @@ from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
 from bot.wiring.compose import build_agent
 from bot.wiring.mcp_setup import build_toolbox, readiness
-from bot.wiring.memory_setup import open_memory
+from bot.wiring.memory_setup import completion, open_memory
 from bot.wiring.models import build_chat_model
 from bot.wiring.platforms import Platforms
 from bot.wiring.runtime import build_runtime
@@ -135,7 +135,7 @@ async def run_role(
 
         after_run = None
         if settings.memory.extract and memory is not None:
-            extractor = FactExtractor(model, memory)
+            extractor = FactExtractor(completion(model), memory)
 
             async def after_run(outcome: Outcome) -> OutboundMessage | None:
                 state = outcome.state
