@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agent.llm.base import AllProvidersFailed, ProviderUnavailable
 from agent.messages import Message
-from bot.memory_setup import completion
+from bot.wiring.memory_setup import completion
 from memory import RedisMemoryStore
 from memory.extract import FactExtractor
 from tests.agent.scripted import ScriptedModel, reply

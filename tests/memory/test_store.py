@@ -12,7 +12,7 @@ from agent.builtin_tools import builtin_registry
 from agent.loop import Agent
 from agent.outcomes import Finished
 from agent.protocols import RunContext
-from bot.memory_setup import completion
+from bot.wiring.memory_setup import completion
 from memory import Embedder, MemoryIndexMismatch, RedisMemoryStore, ollama_embedder, open_store
 from memory.extract import FactExtractor, parse_facts
 from tests.agent.scripted import ScriptedModel, call, reply, turn
