@@ -112,17 +112,3 @@ def decided_message(decision: Decision) -> OutboundMessage:
         "expired": "⌛ Expired — ask me again if you still need this.",
     }.get(decision.status, decision.status)
     return OutboundMessage(text=f"{decision.text}\n\n{outcome}", allowed_mentions=frozenset({who}))
-
-
-def stale_click_text(decision: Decision | None) -> str:
-    if decision is None:
-        return "This button has expired. Send me your request again if you still need it."
-    if decision.status == "expired" or decision.expired():
-        return "This request has expired. Ask me again if you still need it."
-    who = decision.decided_by
-    return {
-        "approved": f"This was already approved by {who}.",
-        "rejected": f"This was already rejected by {who}.",
-        "answered": "This question was already answered.",
-        "cancelled": "This request was cancelled.",
-    }.get(decision.status, "This request is no longer waiting for a decision.")

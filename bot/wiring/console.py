@@ -23,6 +23,7 @@ from agent.protocols import RunContext
 from agent.state import RunState
 from bot.config import Settings
 from bot.conversation.commands import Commands
+from bot.conversation.engine import help_text
 from bot.conversation.render import approval_text
 from bot.ops.doctor import check_anthropic, check_ollama
 from bot.runtime.sessions import Session
@@ -226,6 +227,9 @@ async def run_console(
                         command=name.lower(),
                         args=args.strip(),
                     )
+                    if name.lower() == "help":
+                        chat.say(f"parley> {help_text('console')}")
+                        continue
                     result = await commands.handle(event, context, Session())
                     chat.say(f"parley> {result.text}")
                     continue
