@@ -28,6 +28,7 @@ from adapters.base import (
     OutboundMessage,
 )
 from agent.loop import Agent
+from agent.messages import ContentBlock
 from bot.conversation.attachments import Gathered, Gatherer
 from bot.conversation.commands import Commands
 from bot.conversation.effects import (
@@ -283,6 +284,9 @@ class Executor:
         assert state is not None
         resolution = resume.resolution
         turn.session.resolving = resolution
+        blocks: list[ContentBlock] = []
+        if resume.attachments and isinstance(turn.event, InboundMessage):
+            blocks = (await self._gather(turn, turn.event, following=True)).blocks
         return await self._call(
             turn,
             lambda progress: self.agent.resume(
@@ -291,6 +295,7 @@ class Executor:
                 approved=resolution.approved,
                 reason=resolution.reason,
                 on_progress=progress,
+                attachments=blocks,
             ),
         )
 
