@@ -2,7 +2,8 @@
 metrics and usage, and the outbox keys every reply of the entry goes out under.
 
 A quick answer needs no "typing…": progress shows only once a run has worked for
-`PROGRESS_DELAY`, and a status that fades by itself is shown again while the run works.
+`PROGRESS_DELAY` (an adapter may set its own `progress_delay`), and a status that fades by
+itself is shown again while the run works (the adapter's `progress_refresh`).
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ class Runner:
         conversation = event.conversation
         latest: list[str] = []
         said: list[int] = []  # the step whose status is the model's own words
-        showing = False
+        delay = getattr(reply.adapter, "progress_delay", PROGRESS_DELAY)
+        showing = delay <= 0
 
         async def show(text: str) -> None:
             nonlocal showing
@@ -139,7 +141,7 @@ class Runner:
                     await show(text)
 
         async def show_when_slow() -> None:
-            await asyncio.sleep(PROGRESS_DELAY)
+            await asyncio.sleep(delay)
             if latest:
                 await show(latest[0])
             refresh = getattr(reply.adapter, "progress_refresh", None)

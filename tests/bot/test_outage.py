@@ -21,7 +21,8 @@ from bot.ops.health import REDIS_DOWN, Health
 from bot.ops.http import HttpServer
 from bot.runtime.keys import Keys
 from bot.runtime.locks import ConversationLocks
-from bot.wiring.app import _redis_check, redis_client
+from bot.wiring.app import _redis_check
+from bot.wiring.connection import redis_client
 from tests.agent.scripted import ScriptedModel
 from tests.bot.harness import running, settings
 from tests.bot.recording import dm, message
