@@ -1,7 +1,8 @@
-"""The chat commands that read memory or usage: /memories, /forget, /status, Forget buttons.
+"""The chat commands: what /help says, and the commands that read memory or usage
+(/memories, /forget, /status, Forget buttons).
 
 The engine (engine.py) answers /help, /start, /cancel and unknown commands itself and hands
-these over through its `Command` and `Forget` effects.
+the others over through its `Command` and `Forget` effects.
 """
 
 from __future__ import annotations
@@ -11,8 +12,42 @@ from dataclasses import dataclass
 
 from adapters.base import Button, InboundAction, InboundMessage, OutboundMessage
 from agent.protocols import MemoryRecord, MemoryStore, RunContext
-from bot.conversation.engine import MEMORY_ACTION
+from bot.conversation.render import MEMORY_ACTION
 from bot.runtime.sessions import Session
+
+HELP = """I'm Parley. Tell me what you need and I'll work on it: I can use tools, I remember \
+what you tell me (ask me to remember something), and I always ask before I do anything \
+with side effects, like setting a reminder.{where}
+
+Commands:
+• {p}memories — what I remember here ({p}memories 2 for the next page)
+• {p}forget N — forget memory number N; {p}forget all — forget everything you told me
+• {p}cancel — stop what I'm doing or drop the pending question
+• {p}status — what I'm doing and your usage today
+• {p}help — this message"""
+# How each platform writes a command, and where to talk to Parley there.
+COMMAND_PREFIX = {"slack": "/parley ", "telegram": "/", "console": "/"}
+WHERE = {
+    "slack": "\n\nMention me in a channel (I answer in a thread) or message me directly.",
+    "telegram": "\n\nIn a group, mention me or reply to one of my messages.",
+}
+UNKNOWN_COMMAND = "I don't know the command {command}. Try {help}."
+
+
+def help_text(platform: str) -> str:
+    return HELP.format(p=COMMAND_PREFIX.get(platform, "/"), where=WHERE.get(platform, ""))
+
+
+def command_text(platform: str, name: str) -> str:
+    """How a person types command `name` on `platform`: /parley help, /help."""
+    return f"{COMMAND_PREFIX.get(platform, '/')}{name}"
+
+
+def unknown_command(platform: str, name: str) -> str:
+    return UNKNOWN_COMMAND.format(
+        command=command_text(platform, name), help=command_text(platform, "help")
+    )
+
 
 MEMORIES_PAGE = 10
 NO_MEMORY = "My memory isn't available right now."
@@ -66,6 +101,18 @@ class Commands:
         if self.usage is not None:
             lines.append(await self.usage(event))
         return CommandResult(text="\n".join(lines), private=True)
+
+    async def reply(
+        self, event: InboundMessage, context: RunContext, session: Session
+    ) -> OutboundMessage:
+        """The answer to a command, as the message to send."""
+        result = await self.handle(event, context, session)
+        return OutboundMessage(
+            text=result.text,
+            private_to=event.actor.user_id if result.private else None,
+            buttons=result.buttons,
+            decision_id=MEMORY_ACTION if result.buttons else None,
+        )
 
     async def _memories(self, context: RunContext, args: str) -> CommandResult:
         if self.memory is None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from adapters.base import InboundAction, InboundMessage, OutboundMessage
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
+from bot.conversation.commands import help_text, unknown_command
 from bot.conversation.effects import (
     Admit,
     Admitted,
@@ -41,13 +42,18 @@ from bot.conversation.effects import (
     Send,
     Settle,
 )
-from bot.conversation.render import APPROVE, REJECT, decided_message, mention, outcome_message
+from bot.conversation.render import (
+    APPROVE,
+    MEMORY_ACTION,
+    REJECT,
+    decided_message,
+    mention,
+    outcome_message,
+    stale_click_text,
+)
 from bot.runtime.decisions import Decision, decision_id_for
 from bot.runtime.decisions import Status as DecisionStatus
 from bot.runtime.sessions import Resolution, Session
-
-# The decision id Forget buttons carry; their value is the memory id.
-MEMORY_ACTION = "mem"
 
 NOT_ALLOWED = "Sorry — I'm a private assistant and can't help you here."
 TEXT_ONLY = (
@@ -79,37 +85,11 @@ UNCERTAIN_TEXT = (
 )
 NOTHING_TO_CANCEL = "There's nothing to cancel."
 CANCELLED = "Cancelled. What would you like to do next?"
-UNKNOWN_COMMAND = "I don't know the command {command}. Try {help}."
 # What the model is told about calls that never ran.
 CANCELLED_NOTE = "Not run: the user cancelled."
 EXPIRED_NOTE = "Not answered: the request expired."
 
-BUTTON_GONE = "This button has expired. Send me your request again if you still need it."
-REQUEST_EXPIRED = "This request has expired. Ask me again if you still need it."
-ALREADY = {
-    "approved": "This was already approved by {who}.",
-    "rejected": "This was already rejected by {who}.",
-    "answered": "This question was already answered.",
-    "cancelled": "This request was cancelled.",
-}
-NO_LONGER_WAITING = "This request is no longer waiting for a decision."
 
-HELP = """I'm Parley. Tell me what you need and I'll work on it: I can use tools, I remember \
-what you tell me (ask me to remember something), and I always ask before I do anything \
-with side effects, like setting a reminder.{where}
-
-Commands:
-• {p}memories — what I remember here ({p}memories 2 for the next page)
-• {p}forget N — forget memory number N; {p}forget all — forget everything you told me
-• {p}cancel — stop what I'm doing or drop the pending question
-• {p}status — what I'm doing and your usage today
-• {p}help — this message"""
-# How each platform writes a command, and where to talk to Parley there.
-COMMAND_PREFIX = {"slack": "/parley ", "telegram": "/", "console": "/"}
-WHERE = {
-    "slack": "\n\nMention me in a channel (I answer in a thread) or message me directly.",
-    "telegram": "\n\nIn a group, mention me or reply to one of my messages.",
-}
 ANSWERED_HERE = ("memories", "forget", "status")  # read memory or usage: the Commands class
 
 
@@ -179,10 +159,7 @@ def _command(
     if name in ANSWERED_HERE:
         return [Command()]
     if name != "cancel":
-        text = UNKNOWN_COMMAND.format(
-            command=command_text(platform, name), help=command_text(platform, "help")
-        )
-        return [_say(text)]
+        return [_say(unknown_command(platform, name))]
     if session.status == "idle":
         return [_say(NOTHING_TO_CANCEL)]
     decision = _live(session, pending, policy)
@@ -191,15 +168,6 @@ def _command(
     if not may_decide(event, decision, policy):
         return [_said_to(NOT_YOURS_TO_CANCEL, decision)]
     return [Claim(decision_id=decision.id, status="cancelled", by=_by(event))]
-
-
-def help_text(platform: str) -> str:
-    return HELP.format(p=COMMAND_PREFIX.get(platform, "/"), where=WHERE.get(platform, ""))
-
-
-def command_text(platform: str, name: str) -> str:
-    """How a person types command `name` on `platform`: /parley help, /help."""
-    return f"{COMMAND_PREFIX.get(platform, '/')}{name}"
 
 
 def _admitted(
@@ -285,15 +253,6 @@ def _claimed(
     toast = "Approved" if approved else "Rejected"
     resolution = Resolution(entry_id=entry_id, approved=approved)
     return [Notify(text=toast), *edit, Resume(resolution=resolution)]
-
-
-def stale_click_text(decision: Decision | None, now: float) -> str:
-    """What a press on a button that no longer decides anything is told."""
-    if decision is None:
-        return BUTTON_GONE
-    if decision.status == "expired" or decision.expired(now):
-        return REQUEST_EXPIRED
-    return ALREADY.get(decision.status, NO_LONGER_WAITING).format(who=decision.decided_by)
 
 
 # --- what a run came to -------------------------------------------------------------------

@@ -29,33 +29,11 @@ from adapters.base import (
 )
 from agent.loop import Agent
 from agent.messages import ContentBlock
-from bot.conversation.attachments import Gathered, Gatherer
+from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
-from bot.conversation.effects import (
-    Admit,
-    Admitted,
-    Answer,
-    Claim,
-    Claimed,
-    Command,
-    Edit,
-    Effect,
-    Event,
-    Forget,
-    Notify,
-    Open,
-    Prompt,
-    Ran,
-    Received,
-    Resume,
-    Run,
-    Send,
-    Settle,
-)
 from bot.conversation.engine import MEMORY_ACTION, Policy, decide
 from bot.conversation.render import typed_mentions
 from bot.conversation.running import Admission, Called, Invoke, Reply, Runner, run_context
-from bot.ops.health import redis_away
 from bot.ops.logs import log_context
 from bot.runtime.decisions import Decision, DecisionStore
 from bot.runtime.locks import Lease
@@ -73,7 +51,7 @@ MAX_ROUNDS = 8  # follow-ups per entry; the rules need at most four (admit, clai
 class Turn:
     """One inbox entry being handled."""
 
-    received: Received
+    received: fx.Received
     session: Session
     pending: Decision | None
     reply: Reply
@@ -98,7 +76,6 @@ class Executor:
     approvers: frozenset[str] = frozenset()
     max_message_chars: int = 4000
     admission: Admission | None = None
-    gatherer: Gatherer | None = None
 
     async def handle(self, entry_id: str, event: Inbound, lease: Lease) -> None:
         session = await self.sessions.load(lease.conversation_id)
@@ -120,7 +97,7 @@ class Executor:
         )
         log_context.set({"conversation": event.conversation.id, "entry": entry_id, "run": run_id})
         turn = Turn(
-            received=Received(entry_id=entry_id, event=event),
+            received=fx.Received(entry_id=entry_id, event=event),
             session=session,
             pending=await self._pending(session, event),
             reply=reply,
@@ -145,12 +122,14 @@ class Executor:
             if event.decision_id == MEMORY_ACTION:
                 return None
             return await self.decisions.get(event.decision_id)
-        if session.decision_id is None:
+        # Only a plain message or /cancel is about the session's decision: others save a read.
+        about_it = event.kind == "text" and (event.command or "cancel").lower() == "cancel"
+        if session.decision_id is None or not about_it:
             return None
         return await self.decisions.get(session.decision_id)
 
     async def _play(self, turn: Turn) -> None:
-        next_event: Event | None = turn.received
+        next_event: fx.Event | None = turn.received
         for _ in range(MAX_ROUNDS):
             if next_event is None:
                 return
@@ -182,45 +161,45 @@ class Executor:
 
     # --- effects ----------------------------------------------------------------------------
 
-    async def _perform(self, turn: Turn, effect: Effect) -> Event | None:
+    async def _perform(self, turn: Turn, effect: fx.Effect) -> fx.Event | None:
         session, reply, received = turn.session, turn.reply, turn.received
         match effect:
-            case Send(message=message, slot=slot, per_conversation=per_conversation):
+            case fx.Send(message=message, slot=slot, per_conversation=per_conversation):
                 await reply.send(message, slot, per_conversation=per_conversation)
-            case Edit():
+            case fx.Edit():
                 ref = MessageRef(conversation=reply.conversation, message_id=effect.message_id)
                 try:
                     await reply.edit(ref, effect.message, effect.slot)
                 except Exception:
                     log.warning("could not update the decision message in %s", ref.conversation.id)
-            case Notify():
+            case fx.Notify():
                 await self._notify(turn, effect.text, alert=effect.alert)
-            case Admit():
+            case fx.Admit():
                 assert isinstance(turn.event, InboundMessage)
                 refusal = await self.admission(turn.event) if self.admission else None
-                return Admitted(received=received, refusal=refusal)
-            case Claim():
+                return fx.Admitted(received=received, refusal=refusal)
+            case fx.Claim():
                 return await self._claim(turn, effect)
-            case Settle(abandon=abandon):
+            case fx.Settle(abandon=abandon):
                 if abandon is not None and session.state is not None:
                     session.state.abandon(abandon)
                 _settle(session)
-            case Run():
+            case fx.Run():
                 return await self._run(turn)
-            case Resume():
+            case fx.Resume():
                 return await self._resume(turn, effect)
-            case Answer():
-                await self._answer(turn, effect.message)
-            case Open():
+            case fx.Answer():
+                await self.runner.answer(turn.called, reply, effect.message)
+            case fx.Open():
                 await self._open(turn, effect)
-            case Prompt():
+            case fx.Prompt():
                 posted = await reply.send(effect.message, "outcome")
                 if posted is not None and turn.opened is not None:
                     turn.opened.message_id = posted.message_id
                     await self.decisions.save(turn.opened)
-            case Command():
+            case fx.Command():
                 await self._command(turn)
-            case Forget():
+            case fx.Forget():
                 assert isinstance(turn.event, InboundAction)
                 text = await self.commands.forget_pressed(turn.event, run_context(turn.event))
                 await self._notify(turn, text)
@@ -237,34 +216,28 @@ class Executor:
         except Exception:
             log.warning("could not answer a button press in %s", action.conversation.id)
 
-    async def _claim(self, turn: Turn, claim: Claim) -> Claimed:
+    async def _claim(self, turn: Turn, claim: fx.Claim) -> fx.Claimed:
         decided = await self.decisions.decide(claim.decision_id, claim.status, claim.by)
         current = None
         if decided is None and isinstance(turn.event, InboundAction):
             current = await self.decisions.get(claim.decision_id)  # to say who was first
-        return Claimed(
+        return fx.Claimed(
             received=turn.received, status=claim.status, decided=decided, current=current
         )
 
     async def _command(self, turn: Turn) -> None:
         event = turn.event
         assert isinstance(event, InboundMessage)
-        result = await self.commands.handle(event, run_context(event), turn.session)
-        answer = OutboundMessage(
-            text=result.text,
-            private_to=event.actor.user_id if result.private else None,
-            buttons=result.buttons,
-            decision_id=MEMORY_ACTION if result.buttons else None,
-        )
+        answer = await self.commands.reply(event, run_context(event), turn.session)
         await turn.reply.send(answer, "reply")
 
     # --- runs -------------------------------------------------------------------------------
 
-    async def _run(self, turn: Turn) -> Ran | None:
+    async def _run(self, turn: Turn) -> fx.Ran | None:
         event, session = turn.event, turn.session
         assert isinstance(event, InboundMessage)
         history = session.state
-        gathered = await self._gather(turn, event, following=history is not None)
+        gathered = await self.runner.gather(event, turn.reply, following=history is not None)
         if not gathered.usable:
             return None
         context = run_context(event)
@@ -279,14 +252,14 @@ class Executor:
             ),
         )
 
-    async def _resume(self, turn: Turn, resume: Resume) -> Ran:
+    async def _resume(self, turn: Turn, resume: fx.Resume) -> fx.Ran:
         state = turn.session.state
         assert state is not None
         resolution = resume.resolution
         turn.session.resolving = resolution
         blocks: list[ContentBlock] = []
         if resume.attachments and isinstance(turn.event, InboundMessage):
-            blocks = (await self._gather(turn, turn.event, following=True)).blocks
+            blocks = (await self.runner.gather(turn.event, turn.reply, following=True)).blocks
         return await self._call(
             turn,
             lambda progress: self.agent.resume(
@@ -299,7 +272,7 @@ class Executor:
             ),
         )
 
-    async def _call(self, turn: Turn, invoke: Invoke) -> Ran:
+    async def _call(self, turn: Turn, invoke: Invoke) -> fx.Ran:
         session = turn.session
         session.status = "running"
         session.decision_id = None
@@ -308,38 +281,10 @@ class Executor:
         outcome = turn.called.outcome
         session.state = outcome.state
         session.resolving = None
-        return Ran(received=turn.received, outcome=outcome, note=turn.called.note)
+        return fx.Ran(received=turn.received, outcome=outcome, note=turn.called.note)
 
-    async def _gather(self, turn: Turn, event: InboundMessage, *, following: bool) -> Gathered:
-        """Thread context and files for a run; a file that can't be used is said so."""
-        if self.gatherer is None:
-            return Gathered(objective=event.text)
-        gathered = await self.gatherer.gather(event, turn.reply.adapter, following=following)
-        if gathered.notes:
-            await turn.reply.send(OutboundMessage(text=" ".join(gathered.notes)), "files")
-        return gathered
-
-    async def _answer(self, turn: Turn, message: OutboundMessage) -> None:
-        reply = turn.reply
-        answer = reply.allow(message)
-        stream = turn.called.stream if turn.called is not None else None
-        if stream is None:
-            await reply.send(answer, "outcome")
-            return
-        try:
-            await stream.finish(answer)  # under the key the send would use
-        except Exception as exc:
-            if redis_away(exc):
-                raise  # the entry is handled again once Redis is back
-            # The platform did not take it: parked for redelivery, or given up if refused
-            # for good, exactly as the outbox does with any reply.
-            key = reply.key_for("outcome")
-            await self.outbox.undelivered(key, reply.conversation, answer, exc)
-
-    async def _open(self, turn: Turn, opened: Open) -> None:
-        stream = turn.called.stream if turn.called is not None else None
-        if stream is not None:
-            await stream.discard()
+    async def _open(self, turn: Turn, opened: fx.Open) -> None:
+        await self.runner.discard(turn.called)
         decision = self.decisions.new(
             id=opened.decision_id,
             kind=opened.kind,

@@ -26,7 +26,9 @@ from adapters.base import (
 from agent.messages import Usage
 from agent.outcomes import Failed, Finished, Outcome
 from agent.protocols import ProgressEvent, RunContext
+from bot.conversation.attachments import Gathered, Gatherer
 from bot.ops import metrics
+from bot.ops.health import redis_away
 from bot.runtime.outbox import Outbox
 from bot.runtime.streaming import AnswerStream, live_message
 
@@ -103,6 +105,7 @@ class Runner:
     stream_interval: float | None = None  # seconds between live updates; None: no streaming
     charge: Charge | None = None
     after_run: AfterRun | None = None
+    gatherer: Gatherer | None = None
     _progress_shown: set[str] = field(default_factory=set)
 
     async def call(self, event: Inbound, reply: Reply, invoke: Invoke) -> Called:
@@ -174,6 +177,37 @@ class Runner:
             except Exception:
                 log.exception("after-run hook failed")
         return Called(outcome=outcome, stream=stream, note=note)
+
+    async def gather(self, event: InboundMessage, reply: Reply, *, following: bool) -> Gathered:
+        """Thread context and files for a run; a file that can't be used is said so."""
+        if self.gatherer is None:
+            return Gathered(objective=event.text)
+        gathered = await self.gatherer.gather(event, reply.adapter, following=following)
+        if gathered.notes:
+            await reply.send(OutboundMessage(text=" ".join(gathered.notes)), "files")
+        return gathered
+
+    async def answer(self, called: Called | None, reply: Reply, message: OutboundMessage) -> None:
+        """Deliver the final answer: finish its stream, or send it, under the outcome key."""
+        answer = reply.allow(message)
+        stream = called.stream if called is not None else None
+        if stream is None:
+            await reply.send(answer, "outcome")
+            return
+        try:
+            await stream.finish(answer)  # under the key the send would use
+        except Exception as exc:
+            if redis_away(exc):
+                raise  # the entry is handled again once Redis is back
+            # The platform did not take it: parked for redelivery, or given up if refused
+            # for good, exactly as the outbox does with any reply.
+            key = reply.key_for("outcome")
+            await self.outbox.undelivered(key, reply.conversation, answer, exc)
+
+    async def discard(self, called: Called | None) -> None:
+        """The run ended in a question or a plan: take back what was shown of its text."""
+        if called is not None and called.stream is not None:
+            await called.stream.discard()
 
     async def clear_progress(self, adapter: ChatAdapter, conversation: ConversationKey) -> None:
         if conversation.id not in self._progress_shown:

@@ -18,11 +18,13 @@ import signal
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Coroutine
 from typing import Any, TextIO
 
-from adapters.base import Actor, ConversationKey, Inbound, InboundAction, InboundMessage
+import redis.asyncio as aioredis
+
+from adapters.base import Inbound
+from agent.loop import Agent
 from agent.protocols import RunContext
 from bot.config import Settings
 from bot.conversation.commands import Commands
@@ -36,7 +38,7 @@ from bot.runtime.outbox import Outbox
 from bot.runtime.sessions import SessionStore
 from bot.wiring.compose import build_agent
 from bot.wiring.connection import redis_connection
-from bot.wiring.console_view import ConsoleAdapter, ConsoleView, is_approval
+from bot.wiring.console_view import ConsoleAdapter, ConsoleView, Person, is_approval
 from bot.wiring.mcp_setup import build_toolbox
 from bot.wiring.memory_setup import open_memory
 from bot.wiring.models import build_chat_model
@@ -181,50 +183,12 @@ class Chat:
         task.result()
 
 
-class Person:
-    """The person at the terminal, and the events their lines become."""
-
-    def __init__(self, user: str) -> None:
-        # A conversation of its own for each console session, in the person's direct chat.
-        self.conversation = ConversationKey(
-            platform="console", chat_id="local", thread_id=uuid.uuid4().hex[:12]
-        )
-        self.actor = Actor(platform="console", user_id=user, name=user)
-        self._last_ms = 0
-
-    def entry_id(self) -> str:
-        """Inbox-style ids, increasing, so the session knows which lines it has handled."""
-        self._last_ms = max(int(time.time() * 1000), self._last_ms + 1)
-        return f"{self._last_ms}-0"
-
-    def says(self, text: str) -> InboundMessage:
-        command, args = None, ""
-        if text.startswith("/") and len(text) > 1:
-            name, _, args = text[1:].partition(" ")
-            command, args = name.lower(), args.strip()
-        return InboundMessage(
-            event_id=uuid.uuid4().hex,
-            conversation=self.conversation,
-            actor=self.actor,
-            text=args if command else text,
-            is_direct=True,
-            command=command,
-            args=args,
-        )
-
-    def presses(self, decision_id: str, choice: str) -> InboundAction:
-        return InboundAction(
-            event_id=uuid.uuid4().hex,
-            conversation=self.conversation,
-            actor=self.actor,
-            decision_id=decision_id,
-            choice=choice,
-            is_direct=True,
-        )
-
-
 def console_executor(
-    settings: Settings, redis: Any, agent: Any, adapter: ConsoleAdapter, commands: Commands
+    settings: Settings,
+    redis: aioredis.Redis,
+    agent: Agent,
+    adapter: ConsoleAdapter,
+    commands: Commands,
 ) -> Executor:
     """The workers' executor, on the console's adapter and without the inbox."""
     keys = Keys(settings.redis.key_prefix)
@@ -233,7 +197,7 @@ def console_executor(
     streaming = settings.streaming
     return Executor(
         agent=agent,
-        adapters={"console": adapter},  # type: ignore[dict-item]
+        adapters={"console": adapter},
         sessions=SessionStore(redis, keys, ttl=runtime.session_ttl),
         decisions=DecisionStore(redis, keys, ttl=runtime.decision_ttl),
         outbox=outbox,

@@ -1,4 +1,5 @@
-"""The terminal as a chat platform: `ConsoleAdapter` shows what the conversation engine sends.
+"""The terminal as a chat platform: `ConsoleAdapter` shows what the conversation engine sends,
+and `Person` turns what is typed into events.
 
 A plain message is printed after `parley> `; a prompt with buttons (a question's options,
 an approval's plan) is printed and kept in `waiting` until the console asks the person.
@@ -14,12 +15,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
+import uuid
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from adapters.base import (
+    Actor,
     ConversationKey,
     InboundAction,
+    InboundMessage,
     MessageRef,
     OutboundMessage,
     Platform,
@@ -181,3 +186,45 @@ class ConsoleAdapter:
 
 def is_approval(message: OutboundMessage) -> bool:
     return any(button.value == APPROVE for button in message.buttons)
+
+
+class Person:
+    """The person at the terminal, and the events their lines become."""
+
+    def __init__(self, user: str) -> None:
+        # A conversation of its own for each console session, in the person's direct chat.
+        self.conversation = ConversationKey(
+            platform="console", chat_id="local", thread_id=uuid.uuid4().hex[:12]
+        )
+        self.actor = Actor(platform="console", user_id=user, name=user)
+        self._last_ms = 0
+
+    def entry_id(self) -> str:
+        """Inbox-style ids, increasing, so the session knows which lines it has handled."""
+        self._last_ms = max(int(time.time() * 1000), self._last_ms + 1)
+        return f"{self._last_ms}-0"
+
+    def says(self, text: str) -> InboundMessage:
+        command, args = None, ""
+        if text.startswith("/") and len(text) > 1:
+            name, _, args = text[1:].partition(" ")
+            command, args = name.lower(), args.strip()
+        return InboundMessage(
+            event_id=uuid.uuid4().hex,
+            conversation=self.conversation,
+            actor=self.actor,
+            text=args if command else text,
+            is_direct=True,
+            command=command,
+            args=args,
+        )
+
+    def presses(self, decision_id: str, choice: str) -> InboundAction:
+        return InboundAction(
+            event_id=uuid.uuid4().hex,
+            conversation=self.conversation,
+            actor=self.actor,
+            decision_id=decision_id,
+            choice=choice,
+            is_direct=True,
+        )

@@ -152,16 +152,16 @@ def build_runtime(
             stream_interval=settings.streaming.interval if settings.streaming.enabled else None,
             charge=charge,
             after_run=after_run,
+            gatherer=Gatherer(
+                max_bytes=int(settings.attachments.max_file_mb * 1024 * 1024),
+                max_files=settings.attachments.max_files,
+                file_tokens=settings.attachments.file_tokens,
+                thread_tokens=settings.attachments.thread_tokens,
+            ),
         ),
         approvers=frozenset(settings.access.approvers),
         max_message_chars=settings.agent.max_message_chars,
         admission=admission,
-        gatherer=Gatherer(
-            max_bytes=int(settings.attachments.max_file_mb * 1024 * 1024),
-            max_files=settings.attachments.max_files,
-            file_tokens=settings.attachments.file_tokens,
-            thread_tokens=settings.attachments.thread_tokens,
-        ),
     )
     worker = Worker(
         redis,
