@@ -31,8 +31,8 @@ from agent.loop import Agent
 from agent.messages import ContentBlock
 from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
-from bot.conversation.engine import MEMORY_ACTION, Policy, decide
-from bot.conversation.render import typed_mentions
+from bot.conversation.engine import Policy, decide
+from bot.conversation.render import MEMORY_ACTION, typed_mentions
 from bot.conversation.running import Admission, Called, Invoke, Reply, Runner, run_context
 from bot.ops.logs import log_context
 from bot.runtime.decisions import Decision, DecisionStore

@@ -29,8 +29,7 @@ from adapters.base import (
     OutboundMessage,
     Platform,
 )
-from bot.conversation.engine import MEMORY_ACTION
-from bot.conversation.render import APPROVE
+from bot.conversation.render import APPROVE, MEMORY_ACTION
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPIN_SECONDS = 0.1

@@ -22,6 +22,7 @@ from agent.outcomes import AwaitingAnswer, AwaitingApproval, Finished, Plan, Pla
 from agent.protocols import RunContext
 from agent.state import RunState
 from bot.conversation.effects import (
+    Admit,
     Admitted,
     Answer,
     Claim,
@@ -34,10 +35,12 @@ from bot.conversation.effects import (
     Ran,
     Received,
     Resume,
+    Run,
     Send,
     Settle,
 )
-from bot.conversation.engine import MEMORY_ACTION, Policy, decide
+from bot.conversation.engine import Policy, decide
+from bot.conversation.render import MEMORY_ACTION
 from bot.runtime.decisions import Decision, decision_id_for
 from bot.runtime.sessions import Resolution, Session
 
@@ -470,3 +473,56 @@ def test_the_time_comes_only_from_the_policy() -> None:
     assert shown(decide(session, pending, received, POLICY)) == ["claim approved by <@U1>"]
     later = replace(POLICY, now=pending.expires_at)  # type: ignore[union-attr]
     assert shown(decide(session, pending, received, later)) == ["claim expired by -"]
+
+
+# --- the whole matrix: invariants every combination keeps -----------------------------------
+
+KINDS = {
+    "text": lambda who: say(who),
+    "non_text": lambda who: say(who, "", kind="non_text"),
+    "bare_mention": lambda who: say(who, "", kind="bare_mention"),
+    "too_long": lambda who: say(who, "x" * 100, kind="too_long", length=500),
+    "not_allowed": lambda who: say(who, kind="not_allowed"),
+    "/cancel": lambda who: say(who, command="cancel"),
+    "/status": lambda who: say(who, command="status"),
+    "approve": lambda who: press(who, "approve"),
+    "reject": lambda who: press(who, "reject"),
+    "option": lambda who: press(who, "0"),
+}
+MATRIX_PENDING = {**PENDING, "approval in a DM": decision("approval", is_direct=True)}
+ANSWERED = (Admit, Claim, Run, Resume)  # effects the executor answers with a follow-up
+NEUTRAL = ("non_text", "bare_mention", "too_long", "not_allowed")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("session_name", SESSIONS)
+def test_every_kind_state_and_person_keeps_the_rules(kind: str, session_name: str) -> None:
+    for pending_name, pending in MATRIX_PENDING.items():
+        for who in PEOPLE:
+            session = SESSIONS[session_name]
+            before = session.model_copy(deep=True)
+            event = KINDS[kind](who)
+            received = Received(entry_id=ENTRY, event=event)
+            rounds = [decide(session, pending, received, POLICY)]
+            if isinstance(event, InboundMessage) and rounds[0] == [Admit()]:
+                admitted = Admitted(received=received)
+                rounds.append(decide(session, pending, admitted, POLICY))
+            where = f"{kind} / {session_name} / {pending_name} / {who}"
+            assert session == before, where
+            for effects in rounds:
+                answered = [i for i, e in enumerate(effects) if isinstance(e, ANSWERED)]
+                assert answered in ([], [len(effects) - 1]), where  # a follow-up ends a list
+                for effect in effects:
+                    if isinstance(effect, Claim) and effect.status != "expired":
+                        # only the requester, or an approver outside a one-to-one chat
+                        assert who == "requester" or (
+                            who == "approver" and not pending.is_direct  # type: ignore[union-attr]
+                        ), where
+                        assert pending is not None and pending.status == "pending", where
+                        assert pending.id == session.decision_id, where
+                    if isinstance(effect, Resume):
+                        assert session.state is not None, where
+            if kind in NEUTRAL:
+                [effect] = rounds[0]
+                assert isinstance(effect, Send), where
+                assert effect.per_conversation == (kind == "not_allowed"), where
