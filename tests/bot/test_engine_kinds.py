@@ -6,10 +6,11 @@ from dataclasses import replace
 
 import redis.asyncio as aioredis
 
+from adapters.base import ConversationKey
 from bot.conversation.engine import NOT_ALLOWED, TEXT_ONLY
 from tests.agent.scripted import ScriptedModel
 from tests.bot.harness import running
-from tests.bot.recording import dm, message
+from tests.bot.recording import RecordingAdapter, dm, message
 
 
 async def test_neutral_kinds_are_answered_by_the_engine_without_the_model(
@@ -40,3 +41,14 @@ async def test_a_stranger_is_told_once_per_conversation(redis: aioredis.Redis) -
         await harness.settle(within=30)
         assert harness.adapter.texts(chat) == [NOT_ALLOWED]
         assert harness.adapter.texts(other_chat) == [NOT_ALLOWED]
+
+
+async def test_a_bare_mention_in_a_group_names_the_adapters_handle(redis: aioredis.Redis) -> None:
+    adapter = RecordingAdapter()
+    adapter.handle = "parley_bot"  # type: ignore[attr-defined]
+    async with running(redis, ScriptedModel([]), adapter=adapter) as harness:
+        group = ConversationKey(platform="telegram", chat_id="-100")
+        await harness.submit(replace(message(group, "", direct=False), kind="bare_mention"))
+        await harness.settle(within=30)
+        [text] = adapter.texts(group)
+        assert "“@parley_bot what's on today?”" in text
