@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 Platform = Literal["slack", "telegram", "console"]
+InboundKind = Literal["text", "non_text", "bare_mention", "too_long", "not_allowed"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +102,13 @@ class InboundMessage:
     mentioned: bool = True
     attachments: tuple[Attachment, ...] = ()
     context: tuple[ContextMessage, ...] = ()  # e.g. the Telegram message replied to
+    # What the adapter saw, so the conversation engine (not the adapter) decides what to say:
+    # "non_text" nothing readable (e.g. a sticker or an unsupported file alone),
+    # "bare_mention" Parley addressed with nothing else, "too_long" over the length limit
+    # (`text` then holds the first max_message_chars characters, `length` the full length),
+    # "not_allowed" the sender is not on the allowlist.
+    kind: InboundKind = "text"
+    length: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

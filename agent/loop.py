@@ -155,8 +155,12 @@ class Agent:
         approved: bool | None = None,
         reason: str | None = None,
         on_progress: ProgressCallback | None = None,
+        attachments: Sequence[ContentBlock] = (),
     ) -> Outcome:
-        """Continue a suspended run with the user's answer or approval decision."""
+        """Continue a suspended run with the user's answer or approval decision.
+
+        `attachments` (images, file text) sent along with an answer follow it in the
+        user's turn, as they would follow a new objective."""
         if state.pending_question is not None and answer is None:
             raise ResumeError("the run waits for an answer")
         if state.pending_plan is not None and approved is None:
@@ -165,7 +169,12 @@ class Agent:
             raise ResumeError("the run is not waiting for anything")
         state = state.clone()
         return await self._segment(
-            state, on_progress, answer=answer, approved=approved, reason=reason
+            state,
+            on_progress,
+            answer=answer,
+            approved=approved,
+            reason=reason,
+            attachments=attachments,
         )
 
     async def _segment(
@@ -176,6 +185,7 @@ class Agent:
         answer: str | None,
         approved: bool | None,
         reason: str | None,
+        attachments: Sequence[ContentBlock] = (),
     ) -> Outcome:
         trace = RunTrace()
         registry = self.tools
@@ -198,6 +208,10 @@ class Agent:
         try:
             async with asyncio.timeout(self.config.deadline) as deadline:
                 await actor.settle(state, answer=answer, approved=approved, reason=reason)
+                last = state.messages[-1] if state.messages else None
+                if attachments and last is not None and last.role == "user":
+                    content = [*last.content, *attachments]  # after the tool results
+                    state.messages[-1] = Message(role="user", content=content)
                 if state.pending_plan is not None:  # approved calls of unknown fate: ask again
                     outcome: Outcome = AwaitingApproval(
                         plan=state.pending_plan.plan(), state=state, trace=trace

@@ -140,7 +140,7 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
 
 
 async def memory_command(args: argparse.Namespace, settings: Settings) -> int:
-    from bot.wiring.app import redis_connection
+    from bot.wiring.connection import redis_connection
     from bot.wiring.memory_setup import reindex
 
     async with redis_connection(settings) as redis:

@@ -78,7 +78,6 @@ KNOWN: dict[tuple[str, str], str] = {
 KNOWN_OVERSIZE: dict[str, int] = {
     "adapters/slack.py": 601,
     "adapters/telegram.py": 709,
-    "bot/conversation/conductor.py": 595,
     "bot/runtime/worker.py": 480,
 }
 

@@ -172,7 +172,7 @@ class Limits:
             everyone_cost=float(everyone_cost or 0),
         )
 
-    # --- the shapes the conductor and commands take -----------------------------------------
+    # --- the shapes the executor and commands take ------------------------------------------
 
     async def admission(self, event: InboundMessage) -> str | None:
         verdict = await self.admit(user_key(event))

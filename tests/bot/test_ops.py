@@ -342,10 +342,10 @@ async def test_status_shows_usage_and_limits_reach_the_user(redis: aioredis.Redi
     clock = Clock()
     guard = limits(redis, clock, PARLEY_RATE_LIMIT_PER_MINUTE=2)
     async with running(redis, ScriptedModel([reply("one"), reply("two")])) as harness:
-        conductor = harness.runtime.conductor
-        conductor.admission = guard.admission
-        conductor.charge = guard.charge_event
-        conductor.commands.usage = guard.usage_text
+        executor = harness.runtime.executor
+        executor.admission = guard.admission
+        executor.runner.charge = guard.charge_event
+        executor.commands.usage = guard.usage_text
         chat = dm()
         for text in ("a", "b", "c"):
             await harness.submit(message(chat, text))
@@ -365,9 +365,9 @@ async def test_status_shows_todays_estimated_cost_with_cache_prices(
     usage = usage + Usage(cache_write_tokens=2000)
     model = MeteredModel(ScriptedModel([reply("one", usage=usage)]), {"scripted-1": (3.0, 15.0)})
     async with running(redis, model) as harness:
-        conductor = harness.runtime.conductor
-        conductor.charge = guard.charge_event
-        conductor.commands.usage = guard.usage_text
+        executor = harness.runtime.executor
+        executor.runner.charge = guard.charge_event
+        executor.commands.usage = guard.usage_text
         chat = dm()
         await harness.submit(message(chat, "a"))
         await harness.settle()
