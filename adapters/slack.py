@@ -456,13 +456,13 @@ class SlackAdapter:
         return await download(self.config.bot_token, self.config.api_url, attachment, limit)
 
     async def thread_history(
-        self, conversation: ConversationKey, before: str
+        self, conversation: ConversationKey, before: str, after: str | None = None
     ) -> list[ContextMessage]:
         if conversation.thread_id is None:
             return []
         await self.initialize()  # a worker-only process has not asked who the bot is yet
         return await self._threads.history(
-            conversation.chat_id, conversation.thread_id, before, self.bot_user_id
+            conversation.chat_id, conversation.thread_id, before, self.bot_user_id, after=after
         )
 
     async def read_channel(self, user_id: str, channel: str, oldest: float) -> list[ContextMessage]:

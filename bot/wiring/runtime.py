@@ -18,7 +18,7 @@ from agent.loop import Agent
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
 from bot.config import Settings
-from bot.conversation.attachments import Gatherer
+from bot.conversation.attachments import Gatherer, ThreadMarks
 from bot.conversation.commands import Commands, UsageText
 from bot.conversation.conductor import Admission, Charge, Conductor
 from bot.ops import metrics
@@ -157,6 +157,7 @@ def build_runtime(
             max_files=settings.attachments.max_files,
             file_tokens=settings.attachments.file_tokens,
             thread_tokens=settings.attachments.thread_tokens,
+            marks=ThreadMarks(redis, keys, ttl=runtime_settings.session_ttl),
         ),
     )
     worker = Worker(
