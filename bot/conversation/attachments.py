@@ -34,10 +34,10 @@ from bot.conversation.documents import (
     UnreadableDocument,
     is_pdf,
     looks_textual,
-    read_pdf,
     read_text,
 )
-from bot.conversation.images import BadImage, fit_image, is_image
+from bot.conversation.images import MAX_PIXELS, BadImage, TooManyPixels, fit_image, is_image
+from bot.conversation.pdf_process import read_pdf_apart
 from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,10 @@ UNSUPPORTED = (
 TOO_LARGE = "{name} is too large for me ({size}; the limit is {limit} MB)."
 NOT_DOWNLOADED = "I couldn't download {name}; please try sending it again."
 BAD_IMAGE = "{name} doesn't look like a valid image, so I couldn't look at it."
+HUGE_IMAGE = (
+    "{name} has too many pixels for me to look at (the limit is {limit} megapixels); "
+    "a smaller version would work."
+)
 NOT_READ = "[A file the user attached could not be read; they were told: {sentence}]"
 
 
@@ -110,6 +114,7 @@ class Gatherer:
     max_files: int = 5
     file_tokens: int = 8000
     thread_tokens: int = 2000
+    pdf_seconds: float = 20.0
     marks: ThreadMarks | None = None  # without them a followed thread is not read again
 
     async def gather(self, event: InboundMessage, source: object, *, following: bool) -> Gathered:
@@ -219,6 +224,9 @@ class Gatherer:
         if is_image(head) or attachment.mime_type.startswith("image/"):
             try:
                 image = await asyncio.to_thread(fit_image, data)
+            except TooManyPixels as exc:
+                log.info("image refused: too many pixels (%s)", exc)
+                return None, HUGE_IMAGE.format(name=name, limit=MAX_PIXELS // 1_000_000)
             except BadImage as exc:
                 log.info("unusable image (%s)", exc)
                 return None, BAD_IMAGE.format(name=name)
@@ -234,7 +242,7 @@ class Gatherer:
         max_chars = self.file_tokens * CHARS_PER_TOKEN
         try:
             if is_pdf(attachment.name, attachment.mime_type, head):
-                text, pages = await asyncio.to_thread(read_pdf, name, data, max_chars)
+                text, pages = await read_pdf_apart(name, data, max_chars, self.pdf_seconds)
                 kind = f" (PDF, {pages} page{'s' if pages != 1 else ''})"
             elif looks_textual(attachment.name, attachment.mime_type):
                 text, kind = read_text(name, data), ""

@@ -157,6 +157,7 @@ def build_runtime(
             max_files=settings.attachments.max_files,
             file_tokens=settings.attachments.file_tokens,
             thread_tokens=settings.attachments.thread_tokens,
+            pdf_seconds=settings.attachments.pdf_timeout,
             marks=ThreadMarks(redis, keys, ttl=runtime_settings.session_ttl),
         ),
     )
