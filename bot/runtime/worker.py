@@ -341,7 +341,7 @@ class Worker:
                 await self._quarantine(entry, fields, "undecodable", exc, lease, attempts=0)
                 return "done"
         try:
-            await self.handle(entry, event, lease)
+            await self._while_held(entry, event, lease)
         except LockLost:
             log.warning("lock of %s lost while handling %s", lease.conversation_id, entry)
             self._read_events[entry] = event
@@ -354,6 +354,22 @@ class Worker:
                 raise
             return await self._failed(entry, event, fields, exc, lease)
         return "done"
+
+    async def _while_held(self, entry: str, event: Inbound, lease: Lease) -> None:
+        """Handle the entry, stopped with LockLost as soon as the lease is found lost: a new
+        holder handles it again, and a stale run must not answer before it."""
+        work = asyncio.ensure_future(self.handle(entry, event, lease))
+        lost = asyncio.ensure_future(lease.wait_lost())
+        try:
+            await asyncio.wait((work, lost), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not work.done():
+                work.cancel()
+            lost.cancel()
+            await asyncio.gather(work, lost, return_exceptions=True)
+        if work.cancelled():
+            raise LockLost(lease.conversation_id)
+        work.result()
 
     async def _failed(
         self,
