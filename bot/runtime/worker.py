@@ -187,7 +187,7 @@ class Worker:
                 block=self.block_ms if start == ">" else None,
             )
         except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
+            if not _group_gone(exc):
                 raise
             log.warning("the consumer group is gone (did Redis lose its data?); creating it")
             await self.ensure_group()
@@ -433,6 +433,10 @@ class Worker:
                 await self.reclaim()
                 await self.forget_departed()
                 await self._sample_queue()
+            except ResponseError as exc:
+                if not _group_gone(exc):
+                    wait = min(interval, self.reclaiming.failed(exc))
+                # else Redis lost its data: the reading loop creates the group again, and says so
             except Exception as exc:
                 wait = min(interval, self.reclaiming.failed(exc))
             else:
@@ -494,3 +498,9 @@ class Worker:
                 log.info("worker %s leaves pending entries for the others to claim", self.name)
         except REDIS_DOWN:
             log.warning("worker %s could not leave the consumer group: Redis is away", self.name)
+
+
+def _group_gone(exc: ResponseError) -> bool:
+    """The consumer group (or the whole stream) is missing: Redis came back without its data."""
+    text = str(exc)
+    return "NOGROUP" in text or "no such key" in text
