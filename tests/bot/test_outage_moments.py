@@ -1,0 +1,168 @@
+"""Redis goes away at awkward moments: while an approved call is being journaled, while an
+answer streams, while the limits are flushed at stop, while a memory is kept or forgotten.
+Each time nothing is lost or done twice, and the conversation works once Redis is back.
+A private Redis Stack server is stopped and started again on the same port."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from agent.builtin_tools import builtin_registry
+from agent.protocols import JournalEntry, RunContext
+from agent.tools import ToolRegistry, tool
+from bot.runtime.journal import RedisToolJournal
+from bot.wiring.app import redis_client
+from tests.adapters.test_telegram_stream import ANA, ANSWER, GROUP
+from tests.adapters.test_telegram_stream import bot as streaming_bot
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.harness import running, settings
+from tests.bot.recording import RecordingAdapter, click, dm, message
+from tests.fakes import anthropic as fa
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.telegram import FakeTelegram
+from tests.private_redis import PrivateRedis, private_redis
+
+SENT: list[str] = []
+TASKS: set[asyncio.Future[None]] = set()  # servers started again in the background
+
+
+@tool(side_effects=True, describe=lambda args: f"Email {args['to']}")
+async def send_email(to: str) -> str:
+    """Send an email.
+
+    Args:
+        to: the address
+    """
+    SENT.append(to)
+    return f"sent to {to}"
+
+
+def tools() -> ToolRegistry:
+    registry = builtin_registry()
+    registry.register(send_email)
+    return registry
+
+
+async def until(predicate: Callable[[], bool | Awaitable[bool]], within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        done = predicate()
+        if not isinstance(done, bool):
+            done = await done
+        if done:
+            return
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[tuple[PrivateRedis, aioredis.Redis]]:
+    SENT.clear()
+    async with private_redis(tmp_path / "redis") as server:
+        client = redis_client(server.url, settings())
+        try:
+            yield server, client
+        finally:
+            await client.aclose()
+
+
+def assert_one_degradation_each(caplog: pytest.LogCaptureFixture) -> None:
+    lines = [r.getMessage() for r in caplog.records if r.name == "bot.ops.health"]
+    loops = {line.split()[0] for line in lines}
+    assert "worker" in loops, lines
+    for loop in loops:
+        degraded = [line for line in lines if line.startswith(f"{loop} degraded")]
+        recovered = [line for line in lines if line.startswith(f"{loop} recovered after")]
+        assert len(degraded) == len(recovered) == 1, (loop, lines)
+
+
+class OutageAtBegin(RedisToolJournal):
+    """The real journal, with Redis stopped just as the first `begin` is sent."""
+
+    def __init__(self, journal: RedisToolJournal, server: PrivateRedis) -> None:
+        super().__init__(journal.redis, journal.keys, ttl=journal.ttl_ms / 1000)
+        self.server = server
+        self.outages = 0
+
+    async def begin(self, context: RunContext, run_id: str, call: str) -> JournalEntry | None:
+        if not self.outages:
+            self.outages += 1
+            await self.server.down()
+            later = asyncio.get_running_loop().call_later
+            later(2, lambda: TASKS.add(asyncio.ensure_future(self.server.up())))
+        return await super().begin(context, run_id, call)
+
+
+async def test_redis_away_while_an_approved_call_is_journaled(
+    store: tuple[PrivateRedis, aioredis.Redis], caplog: pytest.LogCaptureFixture
+) -> None:
+    server, client = store
+    caplog.set_level(logging.INFO)
+    chat = dm()
+    model = ScriptedModel(
+        [turn(call("send_email", to="bo@example.com")), reply("Sent."), reply("Still here.")]
+    )
+    adapter = RecordingAdapter()
+    async with running(client, model, adapter=adapter, tools=tools()) as harness:
+        journal = harness.runtime.conductor.agent.journal
+        assert isinstance(journal, RedisToolJournal)
+        outage = OutageAtBegin(journal, server)
+        harness.runtime.conductor.agent.journal = outage
+        await harness.submit(message(chat, "email Bo"))
+        await harness.settle()
+        prompt = adapter.in_conversation(chat)[0]
+        await harness.submit(click(chat, prompt, "approve"))
+        await until(lambda: "Sent." in adapter.texts(chat), within=60)
+        await harness.settle(within=30)
+        await harness.submit(message(chat, "are you ok?"))
+        await until(lambda: "Still here." in adapter.texts(chat))
+        await harness.settle()
+    assert outage.outages == 1
+    assert SENT == ["bo@example.com"]  # once, after Redis was back
+    assert adapter.texts(chat)[1:] == ["Sent.", "Still here."]
+    assert_one_degradation_each(caplog)
+
+
+async def test_redis_away_as_a_streamed_answer_first_shows(
+    store: tuple[PrivateRedis, aioredis.Redis], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The first piece is posted, but the marker naming it cannot be stored, nor can the
+    # answer be finished: the entry is handled again once Redis is back.
+    server, client = store
+    caplog.set_level(logging.INFO, logger="bot")
+    async with FakeTelegram() as telegram, FakeAnthropic() as hosted:
+        hosted.script(fa.streamed(ANSWER, pace=0.05, chunk=6), fa.streamed(ANSWER, pace=0.01))
+        hosted.script(fa.Item("text", [{"type": "text", "text": "Still here."}]))
+
+        async def outage() -> None:
+            await server.down()
+            later = asyncio.get_running_loop().call_later
+            later(3, lambda: TASKS.add(asyncio.ensure_future(server.up())))
+
+        telegram.before["sendMessage"] = outage
+        async with streaming_bot(client, telegram, hosted) as (harness, _):
+            telegram.push(
+                telegram.message(
+                    chat_id=GROUP, user_id=ANA, text="@parley_bot hi", chat_type="group"
+                )
+            )
+            await until(lambda: ANSWER in [p.text for p in telegram.chat(GROUP)], within=60)
+            await harness.settle(within=30)
+            telegram.push(
+                telegram.message(
+                    chat_id=GROUP, user_id=ANA, text="@parley_bot ok?", chat_type="group"
+                )
+            )
+            await until(lambda: "Still here." in [p.text for p in telegram.chat(GROUP)])
+            await harness.settle()
+    # the half message no replay could know of was taken back; the answer arrived once
+    assert [p.text for p in telegram.chat(GROUP)] == [ANSWER, "Still here."]
+    assert [p.text for p in telegram.deleted] == [ANSWER[:6]]
+    assert_one_degradation_each(caplog)
