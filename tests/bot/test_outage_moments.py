@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from agent.builtin_tools import builtin_registry
 from agent.protocols import JournalEntry, RunContext
 from agent.tools import ToolRegistry, tool
+from bot.conversation.limits import Limits
 from bot.runtime.journal import RedisToolJournal
 from bot.wiring.app import redis_client
 from tests.adapters.test_telegram_stream import ANA, ANSWER, GROUP
@@ -166,3 +167,43 @@ async def test_redis_away_as_a_streamed_answer_first_shows(
     assert [p.text for p in telegram.chat(GROUP)] == [ANSWER, "Still here."]
     assert [p.text for p in telegram.deleted] == [ANSWER[:6]]
     assert_one_degradation_each(caplog)
+
+
+async def test_redis_away_as_the_limits_are_flushed(
+    store: tuple[PrivateRedis, aioredis.Redis], caplog: pytest.LogCaptureFixture
+) -> None:
+    server, client = store
+    caplog.set_level(logging.INFO, logger="bot.conversation.limits")
+    limits = Limits(client, "parley", settings().limits)
+    everyone = f"parley:usage:{limits._day()}:*all*"
+    await limits.charge("telegram:42", 100)  # written at once: the first charge
+    await server.down()
+    for _ in range(3):  # runs go on while Redis is away: their charges are kept
+        limits.flush_every = 0.0
+        await limits.charge("telegram:42", 10)
+    # the process stops while Redis is still away; Redis is back a second later
+    later = asyncio.get_running_loop().call_later
+    later(1, lambda: TASKS.add(asyncio.ensure_future(server.up())))
+    started = time.monotonic()
+    assert await limits.flush_at_stop(within=20)
+    assert time.monotonic() - started < 20
+    assert int(await client.get(everyone)) == 130  # nothing lost, nothing counted twice
+    assert int(await client.get(f"parley:usage:{limits._day()}:telegram:42")) == 130
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "token charges cannot be written (Redis away); kept for later",
+        "token charges are written again",
+    ]
+
+    # Redis away for longer than the stop may take: bounded, and said once
+    await limits.charge("telegram:42", 5)
+    await server.down()
+    limits.flush_every = 3600
+    await limits.charge("telegram:42", 7)
+    started = time.monotonic()
+    assert not await limits.flush_at_stop(within=1)
+    assert time.monotonic() - started < 5
+    assert caplog.records[-1].getMessage() == (
+        "could not write the last token charges (ConnectionError); 7 tokens not counted"
+    )
+    await server.up()
