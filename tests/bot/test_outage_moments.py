@@ -9,21 +9,25 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
 from agent.builtin_tools import builtin_registry
+from agent.messages import ChatRequest, ChatResponse, ToolResultBlock
 from agent.protocols import JournalEntry, RunContext
 from agent.tools import ToolRegistry, tool
 from bot.conversation.limits import Limits
 from bot.runtime.journal import RedisToolJournal
 from bot.wiring.app import redis_client
+from memory import RedisMemoryStore, local_embedder, open_store
 from tests.adapters.test_telegram_stream import ANA, ANSWER, GROUP
 from tests.adapters.test_telegram_stream import bot as streaming_bot
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import running, settings
+from tests.bot.harness import Harness, running, settings
 from tests.bot.recording import RecordingAdapter, click, dm, message
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
@@ -72,6 +76,12 @@ async def store(tmp_path: Path) -> AsyncIterator[tuple[PrivateRedis, aioredis.Re
             yield server, client
         finally:
             await client.aclose()
+
+
+async def all_loops_ok(harness: Harness) -> None:
+    """Every loop the outage touched says it is back before the runtime stops."""
+    loops = harness.runtime.health.loops.values()
+    await until(lambda: all(loop.state == "ok" for loop in loops))
 
 
 def assert_one_degradation_each(caplog: pytest.LogCaptureFixture) -> None:
@@ -125,6 +135,7 @@ async def test_redis_away_while_an_approved_call_is_journaled(
         await harness.submit(message(chat, "are you ok?"))
         await until(lambda: "Still here." in adapter.texts(chat))
         await harness.settle()
+        await all_loops_ok(harness)
     assert outage.outages == 1
     assert SENT == ["bo@example.com"]  # once, after Redis was back
     assert adapter.texts(chat)[1:] == ["Sent.", "Still here."]
@@ -163,6 +174,7 @@ async def test_redis_away_as_a_streamed_answer_first_shows(
             )
             await until(lambda: "Still here." in [p.text for p in telegram.chat(GROUP)])
             await harness.settle()
+            await all_loops_ok(harness)
     # the half message no replay could know of was taken back; the answer arrived once
     assert [p.text for p in telegram.chat(GROUP)] == [ANSWER, "Still here."]
     assert [p.text for p in telegram.deleted] == [ANSWER[:6]]
@@ -207,3 +219,79 @@ async def test_redis_away_as_the_limits_are_flushed(
         "could not write the last token charges (ConnectionError); 7 tokens not counted"
     )
     await server.up()
+
+
+class OutageOnce:
+    """The real memory store, with Redis stopped as the named call starts (the first time)."""
+
+    def __init__(self, store: RedisMemoryStore, server: PrivateRedis, method: str) -> None:
+        self.store = store
+        self.server = server
+        self.method = method
+        self.outages = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+    async def _maybe_outage(self, method: str) -> None:
+        if method == self.method and not self.outages:
+            self.outages += 1
+            await self.server.down()
+            later = asyncio.get_running_loop().call_later
+            later(2, lambda: TASKS.add(asyncio.ensure_future(self.server.up())))
+
+    async def remember(self, *args: Any, **kwargs: Any) -> Any:
+        await self._maybe_outage("remember")
+        return await self.store.remember(*args, **kwargs)
+
+    async def forget(self, *args: Any, **kwargs: Any) -> Any:
+        await self._maybe_outage("forget")
+        return await self.store.forget(*args, **kwargs)
+
+
+def remembering(request: ChatRequest) -> ChatResponse:
+    """Remember what the user said, then say so; anything else is answered plainly."""
+    last = request.messages[-1]
+    if any(isinstance(block, ToolResultBlock) for block in last.content):
+        return reply("Noted.")
+    if last.text.startswith("remember"):
+        return turn(call("remember", text="Ana drinks green tea"))
+    return reply("Still here.")
+
+
+@pytest.mark.parametrize("moment", ["remember", "forget"])
+async def test_redis_away_as_a_memory_is_kept_or_forgotten(
+    store: tuple[PrivateRedis, aioredis.Redis], moment: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    server, client = store
+    caplog.set_level(logging.INFO, logger="bot")
+    memory = OutageOnce(await open_store(client, local_embedder()), server, moment)
+    chat = dm()
+    context = RunContext(
+        conversation_id=chat.id, platform="telegram", user_id="42", chat_id="42", is_direct=True
+    )
+    adapter = RecordingAdapter()
+    model = ScriptedModel([remembering] * 8)
+    async with running(client, model, adapter=adapter, memory=memory) as harness:  # type: ignore[arg-type]
+        await harness.submit(message(chat, "remember that I drink green tea"))
+        await until(lambda: "Noted." in adapter.texts(chat), within=60)
+        await harness.settle(within=30)
+        kept = (await memory.store.list_memories(context)).records
+        assert [m.text for m in kept] == ["Ana drinks green tea"]  # once
+        await harness.submit(message(chat, "", command="memories"))
+        await until(lambda: any(p.message.buttons for p in adapter.in_conversation(chat)))
+        await harness.settle()
+        listing = next(p for p in adapter.in_conversation(chat) if p.message.buttons)
+        await harness.submit(replace(click(chat, listing, kept[0].id), is_direct=True))
+        await until(lambda: "Forgotten." in adapter.texts(chat), within=60)
+        await harness.settle(within=30)
+        await harness.submit(message(chat, "are you ok?"))
+        await until(lambda: "Still here." in adapter.texts(chat))
+        await harness.settle()
+        await all_loops_ok(harness)
+    assert memory.outages == 1
+    assert_one_degradation_each(caplog)
+    assert not (await memory.store.list_memories(context)).records
+    texts = adapter.texts(chat)
+    assert texts.count("Noted.") == 1 and texts.count("Forgotten.") == 1
+    assert texts[-1] == "Still here."
