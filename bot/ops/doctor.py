@@ -309,8 +309,15 @@ async def check_mcp(settings: Settings) -> Check:
         await toolbox.start(within=min(settings.mcp.start_timeout, CHECK_TIMEOUT))
         servers = toolbox.status().values()
         tools = sum(len(s.tools) for s in servers)
-        if all(s.state == "ready" for s in servers):
+        if all(s.state == "ready" and not s.skipped for s in servers):
             return Check(name="mcp", status="ok", detail=f"{summary(toolbox)}, {tools} tools")
+        if all(s.state == "ready" for s in servers):
+            return Check(
+                name="mcp",
+                status="warn",
+                detail=f"{summary(toolbox)}, {tools} tools",
+                hint="a tool with an invalid input schema is not offered; fix it in its server",
+            )
         return Check(
             name="mcp",
             status="warn",
