@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import resource
 import sys
 
 from bot.conversation import documents
 from bot.conversation.documents import TooComplex, UnreadableDocument, read_pdf
 
+CHILD_ENV = ("PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LANG", "LC_ALL", "TMPDIR")
 MEMORY_BYTES = 768 * 1024 * 1024  # the child's address space: Python and pypdf take ~150 MB
 TOO_SLOW = "{name} took too long to read (over {seconds:g} seconds), so I left it unread."
 ERRORS: dict[str, type[UnreadableDocument]] = {
@@ -41,6 +43,7 @@ async def read_pdf_apart(name: str, data: bytes, max_chars: int, seconds: float)
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if k in CHILD_ENV},  # no tokens or keys
     )
     try:
         async with asyncio.timeout(seconds):

@@ -15,6 +15,7 @@ import zlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
 
 from bot.config import Settings
@@ -96,6 +97,10 @@ async def parley(
             await adapter.stop()
 
 
+def environment_of(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/environ").read_bytes()
+
+
 def pdf_readers() -> list[int]:
     """Child processes of this one that are reading a PDF."""
     found = []
@@ -145,15 +150,17 @@ async def test_a_decompression_bomb_image_is_one_sentence_and_the_next_message_w
 def test_an_image_between_pillows_warning_and_its_error_is_refused_in_bounded_memory() -> None:
     # 12000 × 12000 RGBA: Pillow only warns (it errors past twice its limit), and decoding
     # it would take 576 MB. In a child process, with warnings as they are in production.
+    # VmHWM is this process's own peak (ru_maxrss would count the parent from before exec)
     script = (
-        "import resource, sys\n"
+        "import re\n"
         "from tests.adapters.test_hostile_files import bomb_png\n"
         "from bot.conversation.images import TooManyPixels, fit_image\n"
         "data = bomb_png(12000, 12000, rgba=True)\n"
         "try:\n"
         "    fit_image(data)\n"
         "except TooManyPixels:\n"
-        "    print('refused', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+        "    status = open('/proc/self/status').read()\n"
+        "    print('refused', int(re.search(r'VmHWM:\\s+(\\d+)', status)[1]) // 1024)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -169,8 +176,9 @@ def test_an_image_between_pillows_warning_and_its_error_is_refused_in_bounded_me
 
 
 async def test_a_pdf_too_slow_to_read_is_stopped_and_the_next_message_works(
-    redis: aioredis.Redis, telegram: FakeTelegram
+    redis: aioredis.Redis, telegram: FakeTelegram, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-for-pdf-readers")
     slow = slow_pdf(2_000_000)  # ~70 s of pypdf on an idle core
     assert len(slow) < 200 * 1024
     model = ScriptedModel([reply("Here: x."), reply("Still here.")])
@@ -179,6 +187,10 @@ async def test_a_pdf_too_slow_to_read_is_stopped_and_the_next_message_works(
         started = time.monotonic()
         document = {"file_id": file_id, "file_name": "slow.pdf", "mime_type": "application/pdf"}
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, document=document))
+        await until(lambda: bool(pdf_readers()))
+        # the process that parses untrusted files gets no secrets from the environment
+        environ = environment_of(pdf_readers()[0])
+        assert b"sk-ant-not-for-pdf-readers" not in environ and b"PATH=" in environ
         await until(lambda: len(telegram.chat(ANA)) == 1)
         took = time.monotonic() - started
         assert not pdf_readers()  # the reader was killed, not left running
