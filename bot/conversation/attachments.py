@@ -157,6 +157,8 @@ class Gatherer:
         thread, here = event.conversation.thread_id, event.message_id
         if self.thread_tokens <= 0 or not thread or not here:
             return []  # not inside a thread
+        if following and event.is_direct:
+            return []  # every message of a direct conversation reaches Parley
         seen = await self.marks.see(event.conversation.id, here) if self.marks else None
         if here == thread:
             return []  # the message starts the thread

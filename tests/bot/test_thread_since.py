@@ -127,3 +127,18 @@ async def test_the_mark_is_bounded_and_a_replay_reads_the_same_messages(
     assert await marks.see("slack:T1:C1:1.0", "1.000009") == "1.000005"
     ttl = await redis.pttl(keys.thread_seen("slack:T1:C1:1.0"))
     assert 0 < ttl <= 60_000
+
+
+async def test_a_followed_direct_thread_is_not_read_again(redis: aioredis.Redis) -> None:
+    # In a direct conversation every message reaches Parley: nothing to catch up on.
+    model = ScriptedModel([reply("Hello."), reply("Sure."), reply("Done.")])
+    async with FakeSlack() as fake:
+        root = fs.message_ts()
+        async with parley(redis, fake, model) as slack:
+            for n, text in enumerate(("hi", "one more", "and another"), start=1):
+                await slack.event(fs.dm_event("UANA", text, thread_ts=root, ts=at(root, 10 * n)))
+                await until(lambda n=n: len(fake.in_channel("DANA")) >= n)
+                await slack.harness.settle()
+    assert [p.text for p in fake.in_channel("DANA")] == ["Hello.", "Sure.", "Done."]
+    # the first message, in a thread Parley did not follow yet, is the only look back
+    assert len(fake.method_calls("conversations.replies")) <= 1
