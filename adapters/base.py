@@ -187,9 +187,10 @@ class ConversationSource(Protocol):
         ...
 
     async def thread_history(
-        self, conversation: ConversationKey, before: str
+        self, conversation: ConversationKey, before: str, after: str | None = None
     ) -> list[ContextMessage]:
-        """The thread's messages older than message `before`, oldest first ([] if none)."""
+        """The thread's messages older than message `before` (and newer than message `after`,
+        when given), oldest first ([] if none)."""
         ...
 
 

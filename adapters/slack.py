@@ -67,6 +67,8 @@ HELP_LINE = (
 HELP_LINE_DIRECT = "Tell me what you need in words — `/parley help` lists my commands."
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
 GROUP_LOOKUP_TIMEOUT = 1.0  # seconds
+PRESS_NOT_TAKEN = "I couldn't take that press just now — please press the button again in a minute."
+PRESS_NOTE_TIMEOUT = 0.8  # seconds: said before the answer, still inside Slack's 3 s
 GROUP_CACHE_SECONDS = 300.0
 
 
@@ -348,22 +350,38 @@ class SlackAdapter:
         )
         if self.handler is None:
             return
-        await self._hand_over(
-            InboundAction(
-                event_id=f"slack:action:{action.get('action_ts')}:{user}",
-                conversation=conversation,
-                actor=Actor(
-                    platform="slack",
-                    user_id=user,
-                    team_id=team,
-                    groups=await self._groups_of(user),
-                ),
-                decision_id=decision_id,
-                choice=choice,
-                message=MessageRef(conversation=conversation, message_id=str(message.get("ts"))),
-                is_direct=direct,
-            )
+        press = InboundAction(
+            event_id=f"slack:action:{action.get('action_ts')}:{user}",
+            conversation=conversation,
+            actor=Actor(
+                platform="slack",
+                user_id=user,
+                team_id=team,
+                groups=await self._groups_of(user),
+            ),
+            decision_id=decision_id,
+            choice=choice,
+            message=MessageRef(conversation=conversation, message_id=str(message.get("ts"))),
+            is_direct=direct,
         )
+        try:
+            await self._hand_over(press)
+        except HandoverFailed:
+            # Slack never sends a button press again: tell the presser, then answer 503.
+            await self._press_not_taken(conversation, user)
+            raise
+
+    async def _press_not_taken(self, conversation: ConversationKey, user: str) -> None:
+        try:
+            async with asyncio.timeout(PRESS_NOTE_TIMEOUT):
+                await self.client.chat_postEphemeral(
+                    channel=conversation.chat_id,
+                    user=user,
+                    thread_ts=conversation.thread_id,
+                    text=PRESS_NOT_TAKEN,
+                )
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.info("could not tell a presser to press again (%s)", type(exc).__name__)
 
     async def _groups_of(self, user: str) -> tuple[str, ...]:
         """Which of the approver user groups the user belongs to (cached briefly)."""
@@ -456,13 +474,13 @@ class SlackAdapter:
         return await download(self.config.bot_token, self.config.api_url, attachment, limit)
 
     async def thread_history(
-        self, conversation: ConversationKey, before: str
+        self, conversation: ConversationKey, before: str, after: str | None = None
     ) -> list[ContextMessage]:
         if conversation.thread_id is None:
             return []
         await self.initialize()  # a worker-only process has not asked who the bot is yet
         return await self._threads.history(
-            conversation.chat_id, conversation.thread_id, before, self.bot_user_id
+            conversation.chat_id, conversation.thread_id, before, self.bot_user_id, after=after
         )
 
     async def read_channel(self, user_id: str, channel: str, oldest: float) -> list[ContextMessage]:

@@ -110,13 +110,20 @@ class ThreadReader:
     _names: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     async def history(
-        self, channel: str, thread_ts: str, before: str, bot_user_id: str | None
+        self,
+        channel: str,
+        thread_ts: str,
+        before: str,
+        bot_user_id: str | None,
+        *,
+        after: str | None = None,
     ) -> list[ContextMessage]:
+        """The thread's messages between `after` (when given) and `before`, both excluded."""
         raw: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(HISTORY_PAGES):
             response = await self.client.conversations_replies(
-                channel=channel, ts=thread_ts, limit=200, cursor=cursor
+                channel=channel, ts=thread_ts, limit=200, cursor=cursor, oldest=after
             )
             raw.extend(m for m in response.get("messages") or [] if isinstance(m, dict))
             cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
@@ -127,6 +134,8 @@ class ThreadReader:
             ts = str(message.get("ts") or "")
             if not ts or _ts(ts) >= _ts(before) or message.get("subtype") in SKIPPED_SUBTYPES:
                 continue
+            if after and _ts(ts) <= _ts(after):
+                continue  # Slack lists the thread's first message whatever `oldest` says
             found.append((ts, await self._render(message, bot_user_id)))
         found.sort(key=lambda item: _ts(item[0]))
         return [message for _, message in found if message.text or message.author]

@@ -621,7 +621,7 @@ class TelegramAdapter:
         return await download(self.bot, attachment, limit)
 
     async def thread_history(
-        self, conversation: ConversationKey, before: str
+        self, conversation: ConversationKey, before: str, after: str | None = None
     ) -> list[ContextMessage]:
         return []  # bots cannot read a chat's history; replies bring their quoted message
 

@@ -214,6 +214,7 @@ class AttachmentSettings(_Section):
     max_files: int = Field(5, alias="PARLEY_MAX_FILES", ge=1, le=20)
     file_tokens: int = Field(8000, alias="PARLEY_FILE_TOKENS", ge=100)
     thread_tokens: int = Field(2000, alias="PARLEY_THREAD_CONTEXT_TOKENS", ge=0)
+    pdf_timeout: float = Field(20.0, alias="PARLEY_PDF_TIMEOUT", gt=0)
 
 
 class LogSettings(_Section):

@@ -59,7 +59,21 @@ class Lease:
         self.conversation_id = conversation_id
         self.value = value
         self.token = token
-        self.lost = False
+        self._lost = asyncio.Event()
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set()
+
+    @lost.setter
+    def lost(self, value: bool) -> None:
+        if value:
+            self._lost.set()
+        else:
+            self._lost.clear()
+
+    async def wait_lost(self) -> None:
+        await self._lost.wait()
 
 
 class ConversationLocks:

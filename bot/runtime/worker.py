@@ -187,7 +187,7 @@ class Worker:
                 block=self.block_ms if start == ">" else None,
             )
         except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
+            if not _group_gone(exc):
                 raise
             log.warning("the consumer group is gone (did Redis lose its data?); creating it")
             await self.ensure_group()
@@ -341,7 +341,7 @@ class Worker:
                 await self._quarantine(entry, fields, "undecodable", exc, lease, attempts=0)
                 return "done"
         try:
-            await self.handle(entry, event, lease)
+            await self._while_held(entry, event, lease)
         except LockLost:
             log.warning("lock of %s lost while handling %s", lease.conversation_id, entry)
             self._read_events[entry] = event
@@ -354,6 +354,22 @@ class Worker:
                 raise
             return await self._failed(entry, event, fields, exc, lease)
         return "done"
+
+    async def _while_held(self, entry: str, event: Inbound, lease: Lease) -> None:
+        """Handle the entry, stopped with LockLost as soon as the lease is found lost: a new
+        holder handles it again, and a stale run must not answer before it."""
+        work = asyncio.ensure_future(self.handle(entry, event, lease))
+        lost = asyncio.ensure_future(lease.wait_lost())
+        try:
+            await asyncio.wait((work, lost), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not work.done():
+                work.cancel()
+            lost.cancel()
+            await asyncio.gather(work, lost, return_exceptions=True)
+        if work.cancelled():
+            raise LockLost(lease.conversation_id)
+        work.result()
 
     async def _failed(
         self,
@@ -417,6 +433,10 @@ class Worker:
                 await self.reclaim()
                 await self.forget_departed()
                 await self._sample_queue()
+            except ResponseError as exc:
+                if not _group_gone(exc):
+                    wait = min(interval, self.reclaiming.failed(exc))
+                # else Redis lost its data: the reading loop creates the group again, and says so
             except Exception as exc:
                 wait = min(interval, self.reclaiming.failed(exc))
             else:
@@ -478,3 +498,9 @@ class Worker:
                 log.info("worker %s leaves pending entries for the others to claim", self.name)
         except REDIS_DOWN:
             log.warning("worker %s could not leave the consumer group: Redis is away", self.name)
+
+
+def _group_gone(exc: ResponseError) -> bool:
+    """The consumer group (or the whole stream) is missing: Redis came back without its data."""
+    text = str(exc)
+    return "NOGROUP" in text or "no such key" in text

@@ -140,10 +140,7 @@ async def run_role(
         await platforms.close()
         if toolbox is not None:
             await toolbox.stop()
-        try:
-            await limits.flush()  # the last second's charges
-        except Exception as exc:
-            log.warning("could not write the last token charges (%s)", type(exc).__name__)
+        await limits.flush_at_stop(within=settings.runtime.drain_timeout)  # the last charges
         if model is not None:
             await close_model(model)
         gc_tuning.uninstall()

@@ -18,7 +18,7 @@ from agent.loop import Agent
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
 from bot.config import Settings
-from bot.conversation.attachments import Gatherer
+from bot.conversation.attachments import Gatherer, ThreadMarks
 from bot.conversation.commands import Commands, UsageText
 from bot.conversation.executor import Executor
 from bot.conversation.running import Admission, Charge, Runner
@@ -157,6 +157,8 @@ def build_runtime(
                 max_files=settings.attachments.max_files,
                 file_tokens=settings.attachments.file_tokens,
                 thread_tokens=settings.attachments.thread_tokens,
+                pdf_seconds=settings.attachments.pdf_timeout,
+                marks=ThreadMarks(redis, keys, ttl=runtime_settings.session_ttl),
             ),
         ),
         approvers=frozenset(settings.access.approvers),
