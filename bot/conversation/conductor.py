@@ -27,7 +27,6 @@ from adapters.base import (
     MessageRef,
     OutboundMessage,
 )
-from adapters.text import too_long
 from agent.loop import Agent
 from agent.messages import Usage
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
@@ -54,6 +53,16 @@ from bot.runtime.sessions import Resolution, Session, SessionStore
 from bot.runtime.streaming import AnswerStream, live_message
 
 log = logging.getLogger(__name__)
+TOO_LONG = (
+    "That message is too long for me ({length:,} characters; my limit is {limit:,}). "
+    "Could you shorten it or split it up?"
+)
+
+
+def too_long(length: int, limit: int) -> str:
+    """The polite answer to a message over the length limit."""
+    return TOO_LONG.format(length=length, limit=limit)
+
 
 FEEDBACK_NOTE = "Understood — I won't go ahead with that plan. I'll take your message into account."
 NOT_YOURS_TO_CANCEL = "Only {who} or an approver can cancel what I'm waiting on here."
@@ -198,6 +207,8 @@ class Conductor:
     # --- messages ---------------------------------------------------------------------------
 
     async def _on_message(self, turn: Turn, event: InboundMessage) -> None:
+        if event.kind != "text":
+            return  # what an adapter only saw (a refusal, a sticker): the engine's to answer
         session, reply = turn.session, turn.reply
         context = run_context(event)
         if event.command:

@@ -72,7 +72,7 @@ async def slack_bot(redis: aioredis.Redis, **streaming: Any) -> AsyncIterator[Bo
                 try:
                     yield bot
                 finally:
-                    await bot.ops.http.close()
+                    await bot.http.close()
                     await server.stop()
                     await adapter.stop()
         finally:

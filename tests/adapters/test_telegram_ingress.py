@@ -44,7 +44,7 @@ def lines(caplog: pytest.LogCaptureFixture, fragment: str) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "adapters.telegram" and fragment in r.getMessage()
+        if r.name.startswith("adapters.telegram") and fragment in r.getMessage()
     ]
 
 
@@ -58,7 +58,7 @@ def unparseable(fake: FakeTelegram, text: str) -> dict[str, Any]:
 async def test_polling_loses_nothing_across_a_redis_outage(
     tmp_path: Path, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="adapters.telegram")
+    caplog.set_level(logging.INFO, logger="adapters")
     keys = Keys()
     async with private_redis(tmp_path) as server:
         client = aioredis.Redis.from_url(server.url)
@@ -143,7 +143,7 @@ async def test_an_update_ptb_cannot_parse_is_skipped_also_after_a_restart(
 async def test_polling_outlives_telegram_errors_at_start_and_while_polling(
     redis, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="adapters.telegram")
+    caplog.set_level(logging.INFO, logger="adapters")
     telegram.answer_error("deleteWebhook", 500, "Internal Server Error")
     telegram.answer_error("getUpdates", 502, "Bad Gateway")
     telegram.answer_error("getUpdates", 502, "Bad Gateway")
@@ -169,7 +169,7 @@ def nested(depth: int) -> dict[str, Any]:
 async def test_the_webhook_answers_after_queueing_and_refuses_what_it_cannot_store(
     tmp_path: Path, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="adapters.telegram")
+    caplog.set_level(logging.INFO, logger="adapters")
     keys = Keys()
     async with private_redis(tmp_path) as server:
         client = aioredis.Redis.from_url(server.url)
