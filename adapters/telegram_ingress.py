@@ -135,6 +135,7 @@ class TelegramIngress:
             with attempt:
                 result = await self.request.post(url)
         self.last_poll = time.time()
+        self.adapter.api.succeeded()
         self.recovered()
         return result if isinstance(result, list) else []
 
@@ -175,6 +176,8 @@ class TelegramIngress:
     def _degraded(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         trouble = type(exc).__name__
+        if isinstance(exc, TelegramError):  # Telegram's trouble, not the store's
+            self.adapter.api.failed(f"getUpdates: {trouble}")
         if self.trouble is None:
             log.warning("Telegram updates are waiting (%s); retrying with backoff", trouble)
         self.trouble = trouble

@@ -374,6 +374,9 @@ async def test_socket_mode_round_trip(redis) -> None:
                 await until(lambda: bool(fake.posts), within=8)
                 await until(lambda: any(a.get("envelope_id") == "env-1" for a in fake.socket_acks))
                 assert fake.posts[0].body == "over the socket"
+                assert await adapter.health() == (True, "Socket Mode connected")
+                await adapter.stop_receiving()
+                assert await adapter.health() == (False, "Socket Mode is not connected")
             finally:
                 await adapter.stop()
         assert len(fake.method_calls("apps.connections.open")) == 1
