@@ -16,6 +16,7 @@ the event unconfirmed on its platform (no offset, no ack, a non-2xx answer) so i
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
@@ -158,6 +159,15 @@ InboundHandler = Callable[[Inbound], Awaitable[object]]
 
 class HandoverFailed(Exception):
     """The handler could not store the event durably; it is safe to offer it again later."""
+
+
+async def hand_over(handler: InboundHandler, event: Inbound, within: float) -> None:
+    """Give an event to the handler; one that takes over `within` seconds has not stored it."""
+    try:
+        async with asyncio.timeout(within):
+            await handler(event)
+    except TimeoutError as exc:
+        raise HandoverFailed("the handler did not answer in time") from exc
 
 
 @dataclass(frozen=True, kw_only=True)

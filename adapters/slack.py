@@ -16,7 +16,6 @@ refusals (channel_not_found, not_in_channel, is_archived, account_inactive, …)
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
@@ -38,7 +37,6 @@ from adapters.base import (
     ContextMessage,
     ConversationKey,
     DeliveryFailed,
-    HandoverFailed,
     Inbound,
     InboundAction,
     InboundHandler,
@@ -46,6 +44,7 @@ from adapters.base import (
     OutboundMessage,
     Platform,
     Undeliverable,
+    hand_over,
 )
 from adapters.health import ApiHealth
 from adapters.slack_assistant import AssistantThreads
@@ -170,11 +169,7 @@ class SlackAdapter:
 
     async def hand_over(self, event: Inbound) -> None:
         assert self.handler is not None
-        try:
-            async with asyncio.timeout(self.config.handover_timeout):
-                await self.handler(event)
-        except TimeoutError as exc:
-            raise HandoverFailed("the handler did not answer in time") from exc
+        await hand_over(self.handler, event, self.config.handover_timeout)
         self.ingress.stored()
 
     # --- neutral events out -----------------------------------------------------------------

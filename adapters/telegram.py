@@ -12,7 +12,6 @@ rate limiter; failures surface as the adapter error tree (`telegram_delivery.py`
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -42,7 +41,6 @@ from adapters.base import (  # noqa: E402
     ContextMessage,
     ConversationKey,
     DeliveryError,
-    HandoverFailed,
     Inbound,
     InboundAction,
     InboundHandler,
@@ -50,6 +48,7 @@ from adapters.base import (  # noqa: E402
     MessageRef,
     OutboundMessage,
     Platform,
+    hand_over,
 )
 from adapters.health import ApiHealth  # noqa: E402
 from adapters.telegram_buttons import keyboard  # noqa: E402
@@ -214,11 +213,7 @@ class TelegramAdapter:
 
     async def _hand_over(self, event: Inbound) -> None:
         assert self.handler is not None
-        try:
-            async with asyncio.timeout(self.config.handover_timeout):
-                await self.handler(event)
-        except TimeoutError as exc:
-            raise HandoverFailed("the handler did not answer in time") from exc
+        await hand_over(self.handler, event, self.config.handover_timeout)
 
     async def _acknowledge(self, query: CallbackQuery | None) -> None:
         """Stop a pressed button's spinner without a word."""
