@@ -64,6 +64,8 @@ _TRANSIENT = {
     "service_unavailable",
     "request_timeout",
 }
+# Refusals that mean every call will fail the same way: Slack's trouble for readiness.
+_AUTH = {"invalid_auth", "not_authed", "token_revoked", "account_inactive"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,7 +126,7 @@ class SlackAdapter:
             # call, which a streamed answer (start, appends, stop) pays several times over
             self.client.session = aiohttp.ClientSession()
         if self.bot_user_id is None:
-            with self.delivery():
+            with self.observed():
                 auth = await self.client.auth_test()
             self.bot_user_id = str(auth.get("user_id") or "")
 
@@ -263,25 +265,39 @@ class SlackAdapter:
             log.debug("no thread status: %s", exc.response.get("error"))
 
     @contextlib.contextmanager
-    def delivery(self) -> Iterator[None]:
-        """Web API failures as the adapter error tree; the API's health hears of each call."""
+    def observed(self) -> Iterator[None]:
+        """Tell the API's health whether Slack answered; slack_sdk's errors pass unchanged."""
         try:
             yield
         except SlackApiError as exc:
             code = str(exc.response.get("error") or "")
-            reason = code or f"HTTP {exc.response.status_code}"
-            if code in _TRANSIENT or exc.response.status_code >= 500:
-                self.api.failed(reason)
-                raise DeliveryFailed(reason) from exc
-            if code in ("invalid_auth", "not_authed", "token_revoked", "account_inactive"):
-                self.api.failed(reason)  # every call will fail the same way
+            if _transient(exc) or code in _AUTH:
+                self.api.failed(code or f"HTTP {exc.response.status_code}")
             else:
-                self.api.succeeded()
-            raise Undeliverable(reason) from exc
+                self.api.succeeded()  # Slack answered, only not as asked
+            raise
         except (aiohttp.ClientError, TimeoutError) as exc:
             self.api.failed(type(exc).__name__)
-            raise DeliveryFailed(type(exc).__name__) from exc
+            raise
         self.api.succeeded()
+
+    @contextlib.contextmanager
+    def delivery(self) -> Iterator[None]:
+        """Web API failures as the adapter error tree."""
+        try:
+            with self.observed():
+                yield
+        except SlackApiError as exc:
+            reason = str(exc.response.get("error") or "") or f"HTTP {exc.response.status_code}"
+            if _transient(exc):
+                raise DeliveryFailed(reason) from exc
+            raise Undeliverable(reason) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise DeliveryFailed(type(exc).__name__) from exc
+
+
+def _transient(exc: SlackApiError) -> bool:
+    return exc.response.get("error") in _TRANSIENT or exc.response.status_code >= 500
 
 
 def _bolt_app(client: AsyncWebClient, signing_secret: str | None) -> AsyncApp:

@@ -52,7 +52,7 @@ from adapters.base import (  # noqa: E402
 )
 from adapters.health import ApiHealth  # noqa: E402
 from adapters.telegram_buttons import keyboard  # noqa: E402
-from adapters.telegram_delivery import RateLimiter, delivery  # noqa: E402
+from adapters.telegram_delivery import RateLimiter, delivery, observed  # noqa: E402
 from adapters.telegram_files import download  # noqa: E402
 from adapters.telegram_format import MESSAGE_LIMIT, split_html  # noqa: E402
 from adapters.telegram_http import AiohttpRequest  # noqa: E402
@@ -126,7 +126,7 @@ class TelegramAdapter:
 
     async def initialize(self) -> None:
         if self.inbound.me is None:
-            with delivery(self.api):
+            with observed(self.api):
                 await self.bot.initialize()
             self.inbound.me = self.bot.bot
 
@@ -134,12 +134,12 @@ class TelegramAdapter:
         """Register commands and, in webhook mode, the webhook (polling starts separately)."""
         await self.initialize()
         commands = [BotCommand(name, text) for name, text in COMMANDS.items()]
-        with delivery(self.api):
+        with observed(self.api):
             await self.bot.set_my_commands(commands)
         if self.config.mode == "webhook":
             if not self.config.webhook_url:
                 raise ValueError("webhook mode needs PARLEY_TELEGRAM_WEBHOOK_URL")
-            with delivery(self.api):
+            with observed(self.api):
                 await self.bot.set_webhook(
                     url=self.config.webhook_url,
                     secret_token=self.config.webhook_secret,

@@ -80,20 +80,30 @@ class RateLimiter(AIORateLimiter):
 
 
 @contextlib.contextmanager
-def delivery(health: ApiHealth | None = None) -> Iterator[None]:
-    """Bot API errors as DeliveryError; `health` hears whether Telegram answered."""
+def observed(health: ApiHealth) -> Iterator[None]:
+    """Tell `health` whether Telegram answered; PTB's errors pass unchanged."""
     try:
         yield
     except TelegramError as exc:
-        if isinstance(exc, BadRequest | Forbidden | InvalidToken | ChatMigrated):
-            if health is not None:  # Telegram answered; only a refused token is its trouble
-                if isinstance(exc, InvalidToken):
-                    health.failed("the bot token was refused")
-                else:
-                    health.succeeded()
-            raise Undeliverable(exc.message) from exc
-        if health is not None:
+        if isinstance(exc, InvalidToken) or not _refusal(exc):
             health.failed(type(exc).__name__)
+        else:
+            health.succeeded()  # Telegram answered, only not as asked
+        raise
+    health.succeeded()
+
+
+@contextlib.contextmanager
+def delivery(health: ApiHealth) -> Iterator[None]:
+    """Bot API errors as DeliveryError; `health` hears whether Telegram answered."""
+    try:
+        with observed(health):
+            yield
+    except TelegramError as exc:
+        if _refusal(exc):
+            raise Undeliverable(exc.message) from exc
         raise DeliveryFailed(exc.message) from exc
-    if health is not None:
-        health.succeeded()
+
+
+def _refusal(exc: TelegramError) -> bool:
+    return isinstance(exc, BadRequest | Forbidden | InvalidToken | ChatMigrated)

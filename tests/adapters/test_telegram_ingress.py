@@ -224,3 +224,29 @@ async def test_the_webhook_answers_after_queueing_and_refuses_what_it_cannot_sto
     for update_id in (poison["update_id"], 77, 78):
         assert lines(caplog, f"refusing Telegram update {update_id}")
     assert "private words" not in caplog.text
+
+
+async def test_the_webhook_asks_for_redelivery_while_telegram_cannot_sign_it_in(
+    telegram: FakeTelegram, redis: aioredis.Redis
+) -> None:
+    keys = Keys()
+    adapter = adapter_for(telegram, mode="webhook", webhook_url="http://x/", webhook_secret=SECRET)
+    adapter.handler = Inbox(redis, keys, dedup_ttl=600).submit
+    http = HttpServer("127.0.0.1", 0)
+    http.add_route(*adapter.webhook_route())
+    await http.start()
+    url = f"http://127.0.0.1:{http.port}/telegram/webhook"
+    update = telegram.message(chat_id=ANA, user_id=ANA, text="early")
+    try:
+        async with aiohttp.ClientSession() as session:
+            telegram.answer_error("getMe", 502, "Bad Gateway")  # Telegram away at first
+            headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
+            statuses = []
+            for _ in range(2):
+                async with session.post(url, json=update, headers=headers) as response:
+                    statuses.append(response.status)
+        assert statuses == [503, 200]  # Telegram redelivers; the second try is stored
+        assert await redis.xlen(keys.inbox) == 1
+    finally:
+        await http.stop()
+        await adapter.stop()
