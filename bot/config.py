@@ -168,6 +168,8 @@ class HttpSettings(_Section):
     # Health, readiness and metrics: an internal listener, never behind the public ingress.
     metrics_host: str = Field("127.0.0.1", alias="PARLEY_METRICS_HOST")
     metrics_port: int = Field(9090, alias="PARLEY_METRICS_PORT", ge=0, le=65535)
+    # /readyz calls a platform degraded once its API calls have failed this long on end.
+    platform_degraded_after: float = Field(60.0, alias="PARLEY_PLATFORM_DEGRADED_AFTER", gt=0)
 
 
 class AccessSettings(_Section):

@@ -452,13 +452,14 @@ def _bad_request(description: str) -> web.Response:
 
 
 async def _params(recorded: Recorded, request: web.Request) -> dict[str, Any]:
+    """The call's parameters: from the query string and the body, as the Bot API takes them."""
     body = recorded.body
     if isinstance(body, dict):
-        return dict(body)
+        return {**recorded.query, **body}
     if request.content_type.startswith("multipart/"):
         reader = await _multipart(recorded.raw, request.headers["Content-Type"])
-        return reader
-    return {}
+        return {**recorded.query, **reader}
+    return dict(recorded.query)
 
 
 async def _multipart(raw: bytes, content_type: str) -> dict[str, Any]:
