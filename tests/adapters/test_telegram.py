@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.builtin_tools import builtin_registry
 from agent.tools import tool
+from bot.conversation.engine import TEXT_ONLY
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.fakes.telegram import BOT_USERNAME, FakeTelegram
@@ -380,8 +381,13 @@ async def test_non_text_bare_mentions_and_over_long_messages_are_handed_over_by_
             ("bare_mention", "", 0),
         ]
         assert all(e.event_id.startswith("tg:") for e in seen)
-        assert telegram.posted == []  # the adapter says nothing itself
         assert model.requests == []
+        # The engine answers each, naming the bot's own @name where a group needs it.
+        await until(lambda: len(telegram.posted) == 3, within=20)
+        assert [p.text for p in telegram.chat(ANA)][0] == TEXT_ONLY
+        assert "too long for me" in [p.text for p in telegram.chat(ANA)][1]
+        [hint] = telegram.chat(GROUP)
+        assert f"@{BOT_USERNAME} what's on today?" in hint.text
 
 
 def recording(adapter: TelegramAdapter) -> list[Any]:
