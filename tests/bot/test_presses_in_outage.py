@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from adapters.slack import PRESS_NOT_TAKEN, SlackAdapter, SlackConfig
+from adapters.slack import SlackAdapter, SlackConfig
+from adapters.slack_inbound import PRESS_NOT_TAKEN
 from agent.builtin_tools import builtin_registry
 from agent.tools import tool
 from bot.ops.http import HttpServer
@@ -85,7 +86,7 @@ async def on_slack(
         server = HttpServer("127.0.0.1", 0)
         server.add_route(*adapter.slack_route())
         await server.start()
-        slack = Slack(fake, harness, f"http://127.0.0.1:{server.port}/slack/events")
+        slack = Slack(fake, harness, f"http://127.0.0.1:{server.port}/slack/events", adapter)
         try:
             yield slack
         finally:
@@ -146,7 +147,7 @@ async def test_a_telegram_approve_pressed_while_redis_is_down(
     telegram: FakeTelegram,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="adapters.telegram")
+    caplog.set_level(logging.INFO, logger="adapters.telegram_ingress")
     server, client = store
     model = ScriptedModel([turn(call("ship", target="prod")), reply("Shipped.")])
     async with on_telegram(client, telegram, model) as harness:
@@ -171,7 +172,7 @@ async def test_a_telegram_approve_pressed_while_redis_is_down(
     [answer] = telegram.method_calls("answerCallbackQuery")  # once it was stored and applied
     assert answer.body["callback_query_id"] == press["callback_query"]["id"]
     assert answer.body["text"] == "Approved" and press not in telegram.updates
-    said = [r.getMessage() for r in caplog.records if r.name == "adapters.telegram"]
+    said = [r.getMessage() for r in caplog.records if r.name == "adapters.telegram_ingress"]
     assert [line.split(" (")[0] for line in said] == [
         "Telegram updates are waiting",
         "Telegram updates flow again",
