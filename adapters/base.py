@@ -4,17 +4,25 @@ An adapter turns platform events into `InboundMessage` / `InboundAction` and han
 an `InboundHandler`; it renders an `OutboundMessage` (Markdown text plus optional buttons)
 on its platform. Adapters know nothing of the agent, Redis or each other.
 
+Sending and editing fail with one small error tree:
+
+    DeliveryError            the platform did not take a send or an edit
+    ├── DeliveryFailed       transient: the platform or the network may recover
+    └── Undeliverable        permanent: the chat is gone, the bot blocked, the message refused
+
 A handler that cannot store an event for now raises `HandoverFailed`: the adapter then keeps
 the event unconfirmed on its platform (no offset, no ack, a non-2xx answer) so it comes back.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 Platform = Literal["slack", "telegram", "console"]
+InboundKind = Literal["text", "non_text", "bare_mention", "too_long", "not_allowed"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +109,13 @@ class InboundMessage:
     mentioned: bool = True
     attachments: tuple[Attachment, ...] = ()
     context: tuple[ContextMessage, ...] = ()  # e.g. the Telegram message replied to
+    # What the adapter saw, so the conversation engine (not the adapter) decides what to say:
+    # "non_text" nothing readable (e.g. a sticker or an unsupported file alone),
+    # "bare_mention" Parley addressed with nothing else, "too_long" over the length limit
+    # (`text` then holds the first max_message_chars characters, `length` the full length),
+    # "not_allowed" the sender is not on the allowlist.
+    kind: InboundKind = "text"
+    length: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,17 +132,25 @@ class InboundAction:
     is_direct: bool = False
 
 
-class DeliveryFailed(Exception):
-    """The platform did not take a send or an edit.
+class DeliveryError(Exception):
+    """The platform did not take a send or an edit."""
 
-    `permanent` when trying again cannot help (the chat is gone, the bot was blocked, the
-    message was refused); otherwise the platform or the network may recover.
-    """
+    permanent: bool = False
 
-    def __init__(self, reason: str, *, permanent: bool) -> None:
+    def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.permanent = permanent
+
+
+class DeliveryFailed(DeliveryError):
+    """A transient failure: the platform or the network may recover (like PTB's NetworkError)."""
+
+
+class Undeliverable(DeliveryError):
+    """Trying again cannot help: the chat is gone, the bot was blocked, the message refused
+    (like PTB's Forbidden / BadRequest)."""
+
+    permanent = True
 
 
 Inbound = InboundMessage | InboundAction
@@ -136,6 +159,15 @@ InboundHandler = Callable[[Inbound], Awaitable[object]]
 
 class HandoverFailed(Exception):
     """The handler could not store the event durably; it is safe to offer it again later."""
+
+
+async def hand_over(handler: InboundHandler, event: Inbound, within: float) -> None:
+    """Give an event to the handler; one that takes over `within` seconds has not stored it."""
+    try:
+        async with asyncio.timeout(within):
+            await handler(event)
+    except TimeoutError as exc:
+        raise HandoverFailed("the handler did not answer in time") from exc
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,9 +211,10 @@ class ConversationSource(Protocol):
         ...
 
     async def thread_history(
-        self, conversation: ConversationKey, before: str
+        self, conversation: ConversationKey, before: str, after: str | None = None
     ) -> list[ContextMessage]:
-        """The thread's messages older than message `before`, oldest first ([] if none)."""
+        """The thread's messages older than message `before` (and newer than message `after`,
+        when given), oldest first ([] if none)."""
         ...
 
 
@@ -208,10 +241,10 @@ class ChatAdapter(Protocol):
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
         """Post a message (split if long); the ref names the part that carries the buttons.
 
-        Raises DeliveryFailed when the platform does not take it."""
+        Raises DeliveryError (DeliveryFailed or Undeliverable) when the platform does not take it."""
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
-        """Replace a message, e.g. to show a decision and remove its buttons (DeliveryFailed)."""
+        """Replace a message, e.g. to show a decision and remove its buttons (DeliveryError)."""
 
     async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
         """Answer a button press to the presser alone; called exactly once per action.

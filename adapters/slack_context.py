@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -110,23 +111,34 @@ class ThreadReader:
     _names: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     async def history(
-        self, channel: str, thread_ts: str, before: str, bot_user_id: str | None
+        self,
+        channel: str,
+        thread_ts: str,
+        before: str,
+        bot_user_id: str | None,
+        *,
+        after: str | None = None,
     ) -> list[ContextMessage]:
-        raw: list[dict[str, Any]] = []
-        cursor: str | None = None
-        for _ in range(HISTORY_PAGES):
-            response = await self.client.conversations_replies(
-                channel=channel, ts=thread_ts, limit=200, cursor=cursor
+        """The thread's messages between `after` (when given) and `before`, both excluded."""
+        raw = [
+            m
+            async for m in paged(
+                self.client.conversations_replies,
+                "messages",
+                HISTORY_PAGES,
+                channel=channel,
+                ts=thread_ts,
+                oldest=after,
             )
-            raw.extend(m for m in response.get("messages") or [] if isinstance(m, dict))
-            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-            if not cursor:
-                break
+            if isinstance(m, dict)
+        ]
         found = []
         for message in raw:
             ts = str(message.get("ts") or "")
             if not ts or _ts(ts) >= _ts(before) or message.get("subtype") in SKIPPED_SUBTYPES:
                 continue
+            if after and _ts(ts) <= _ts(after):
+                continue  # Slack lists the thread's first message whatever `oldest` says
             found.append((ts, await self._render(message, bot_user_id)))
         found.sort(key=lambda item: _ts(item[0]))
         return [message for _, message in found if message.text or message.author]
@@ -142,16 +154,17 @@ class ThreadReader:
                 raise ChannelRefused(
                     f"{channel} can only be read when both Parley and the user are members of it."
                 )
-            raw: list[dict[str, Any]] = []
-            cursor: str | None = None
-            for _ in range(HISTORY_PAGES):
-                response = await self.client.conversations_history(
-                    channel=channel_id, oldest=f"{oldest:.6f}", limit=200, cursor=cursor
+            raw = [
+                m
+                async for m in paged(
+                    self.client.conversations_history,
+                    "messages",
+                    HISTORY_PAGES,
+                    channel=channel_id,
+                    oldest=f"{oldest:.6f}",
                 )
-                raw.extend(m for m in response.get("messages") or [] if isinstance(m, dict))
-                cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-                if not cursor:
-                    break
+                if isinstance(m, dict)
+            ]
         except SlackApiError as exc:
             error = exc.response.get("error")
             raise ChannelRefused(f"Slack would not let Parley read {channel} ({error}).") from exc
@@ -177,34 +190,24 @@ class ThreadReader:
         if match:
             return match.group(1) or match.group(2)
         name = channel.strip().lstrip("#").lower()
-        cursor: str | None = None
-        for _ in range(LIST_PAGES):
-            response = await self.client.conversations_list(
-                types="public_channel,private_channel",
-                exclude_archived=True,
-                limit=200,
-                cursor=cursor,
-            )
-            for item in response.get("channels") or []:
-                if str(item.get("name") or "").lower() == name:
-                    return str(item["id"])
-            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-            if not cursor:
-                break
+        async for item in paged(
+            self.client.conversations_list,
+            "channels",
+            LIST_PAGES,
+            types="public_channel,private_channel",
+            exclude_archived=True,
+        ):
+            if isinstance(item, dict) and str(item.get("name") or "").lower() == name:
+                return str(item["id"])
         raise ChannelRefused(f"There is no channel {channel} that Parley is in.")
 
     async def _members(self, channel_id: str) -> set[str]:
-        members: set[str] = set()
-        cursor: str | None = None
-        for _ in range(LIST_PAGES):
-            response = await self.client.conversations_members(
-                channel=channel_id, limit=200, cursor=cursor
+        return {
+            str(m)
+            async for m in paged(
+                self.client.conversations_members, "members", LIST_PAGES, channel=channel_id
             )
-            members.update(str(m) for m in response.get("members") or [])
-            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-            if not cursor:
-                break
-        return members
+        }
 
     async def _render(self, message: dict[str, Any], bot_user_id: str | None) -> ContextMessage:
         user = message.get("user")
@@ -246,6 +249,20 @@ class ThreadReader:
             self._names.clear()
         self._names[user] = (now, name)
         return name
+
+
+async def paged(
+    call: Callable[..., Awaitable[Any]], key: str, pages: int, **params: Any
+) -> AsyncIterator[Any]:
+    """The items under `key` of a cursor-paged Slack method, 200 a page, at most `pages` pages."""
+    cursor: str | None = None
+    for _ in range(pages):
+        response = await call(**params, limit=200, cursor=cursor)
+        for item in response.get(key) or []:
+            yield item
+        cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+        if not cursor:
+            return
 
 
 def _ts(value: str) -> tuple[int, int]:

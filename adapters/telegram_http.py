@@ -1,15 +1,14 @@
-"""python-telegram-bot's HTTP layer on aiohttp.
+"""python-telegram-bot's HTTP layer on aiohttp, built on PTB's public request API only.
 
 PTB lets a bot bring its own `BaseRequest`. Sending replies is on every objective's path, and
 under load PTB's default httpx transport costs several times the CPU of an aiohttp request
-(most of it in connection-pool bookkeeping). Long polling keeps PTB's own transport.
+(most of it in connection-pool bookkeeping; `bench/bench_telegram_transport.py` measures the
+two side by side). Long polling keeps PTB's own transport.
 """
 
 from __future__ import annotations
 
 import aiohttp
-from telegram._utils.defaultvalue import DefaultValue
-from telegram._utils.types import ODVInput
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
@@ -52,29 +51,22 @@ class AiohttpRequest(BaseRequest):
         url: str,
         method: str,
         request_data: RequestData | None = None,
-        read_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-        write_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-        connect_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-        pool_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+        read_timeout: object = BaseRequest.DEFAULT_NONE,
+        write_timeout: object = BaseRequest.DEFAULT_NONE,
+        connect_timeout: object = BaseRequest.DEFAULT_NONE,
+        pool_timeout: object = BaseRequest.DEFAULT_NONE,
     ) -> tuple[int, bytes]:
         await self.initialize()  # a worker sends without ever initializing the bot
         assert self._session is not None
         files = request_data is not None and request_data.contains_files
-        if isinstance(read_timeout, DefaultValue):
-            read_timeout = self._read_timeout
-        if isinstance(write_timeout, DefaultValue):
-            write_timeout = self._media_write_timeout if files else self._write_timeout
-        if isinstance(connect_timeout, DefaultValue):
-            connect_timeout = self._connect_timeout
-        if isinstance(pool_timeout, DefaultValue):
-            pool_timeout = None
+        read = _seconds(read_timeout, self._read_timeout)
+        write = _seconds(write_timeout, self._media_write_timeout if files else self._write_timeout)
         # aiohttp has no separate write timeout: the whole request gets read + write.
-        total = None if read_timeout is None else read_timeout + (write_timeout or 0)
         timeout = aiohttp.ClientTimeout(
-            total=total,
-            connect=pool_timeout,
-            sock_connect=connect_timeout,
-            sock_read=read_timeout,
+            total=None if read is None else read + (write or 0),
+            connect=_seconds(pool_timeout, None),
+            sock_connect=_seconds(connect_timeout, self._connect_timeout),
+            sock_read=read,
         )
         try:
             data = _body(request_data, files)
@@ -84,6 +76,14 @@ class AiohttpRequest(BaseRequest):
             raise TimedOut from exc
         except aiohttp.ClientError as exc:
             raise NetworkError(f"aiohttp.{type(exc).__name__}: {exc}") from exc
+
+
+def _seconds(value: object, default: float | None) -> float | None:
+    """A timeout PTB passed, or ours when it passed none (`BaseRequest.DEFAULT_NONE`)."""
+    if value is BaseRequest.DEFAULT_NONE:
+        return default
+    assert value is None or isinstance(value, int | float), value
+    return value
 
 
 def _body(

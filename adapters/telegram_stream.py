@@ -3,8 +3,10 @@
 In a private chat the answer streams as a message draft (`sendMessageDraft`, an ephemeral
 preview) and is then sent once as an ordinary message. In a group there are no drafts, so
 one message is sent with the first text and edited as it grows; the caller throttles the
-updates, and a 429 `retry_after` pauses them until Telegram allows more. Whatever goes wrong
-while streaming, `finish` still delivers the whole answer.
+updates; python-telegram-bot's rate limiter waits out a 429 `retry_after`, and one still in
+force pauses the updates until Telegram allows more. Whatever goes wrong while streaming,
+`finish` still delivers the whole answer, through the adapter's own send and edit (and so
+its errors).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import TYPE_CHECKING
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, RetryAfter, TelegramError
 
-from adapters.base import ConversationKey, MessageRef, OutboundMessage
+from adapters.base import ConversationKey, MessageRef, OutboundMessage, Undeliverable
+from adapters.telegram_buttons import keyboard
 from adapters.telegram_format import MESSAGE_LIMIT, split_html
 
 if TYPE_CHECKING:
@@ -124,30 +127,14 @@ class TelegramLive:
             # a draft is only a preview: the answer itself is sent once, now
             return await self.adapter.send(self.conversation, message)
         parts = split_html(message.text or "…", MESSAGE_LIMIT)
-        bot, chat = self.adapter.bot, int(self.conversation.chat_id)
+        markup = keyboard(message)
+        ref = MessageRef(conversation=self.conversation, message_id=str(self._message_id))
         try:
-            await self.adapter.call(
-                bot.edit_message_text,
-                chat_id=chat,
-                message_id=self._message_id,
-                text=parts[0],
-                parse_mode=ParseMode.HTML,
-                disable_web_page_preview=True,
-            )
-        except BadRequest as exc:
-            if "not modified" not in str(exc).lower():
-                log.warning("could not finish the streamed message (%s); sending it whole", exc)
-                await self.discard()
-                return await self.adapter.send(self.conversation, message)
-        last = self._message_id
-        for part in parts[1:]:
-            sent = await self.adapter.call(
-                bot.send_message,
-                chat_id=chat,
-                text=part,
-                parse_mode=ParseMode.HTML,
-                message_thread_id=self._thread,
-                disable_web_page_preview=True,
-            )
-            last = sent.message_id
-        return MessageRef(conversation=self.conversation, message_id=str(last))
+            await self.adapter.edit_html(ref, parts[0], markup if len(parts) == 1 else None)
+        except Undeliverable as exc:
+            log.warning("could not finish the streamed message (%s); sending it whole", exc.reason)
+            await self.discard()
+            return await self.adapter.send(self.conversation, message)
+        if len(parts) == 1:
+            return ref
+        return await self.adapter.send_parts(self.conversation, parts[1:], markup)

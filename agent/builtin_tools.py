@@ -1,4 +1,5 @@
-"""The tools every Parley agent has: the two human tools, memory, reminders, time, arithmetic."""
+"""The tools every Parley agent has: the two human tools (from `deferred`), memory, reminders,
+time, arithmetic."""
 
 from __future__ import annotations
 
@@ -7,47 +8,16 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from agent.calculator import CalculatorError, evaluate
+from agent.deferred import ask_user, propose_plan
 from agent.protocols import MemoryFull, MemoryKind, Share
 from agent.tools import Tool, ToolContext, ToolError, ToolRegistry, tool
 
-ASK_USER = "ask_user"
-PROPOSE_PLAN = "propose_plan"
 MAX_REMINDER_DELAY = 366 * 24 * 3600
 MEMORY_PAGE = 20
 FULL_TEXT = "I can keep {limit} memories here; /forget some and I'll remember this."
-
-
-class ProposedStep(BaseModel):
-    tool: str = Field(description="Name of the side-effecting tool to call.")
-    args: dict[str, Any] = Field(default_factory=dict, description="The arguments it will get.")
-    description: str = Field("", description="One line saying what this step does.")
-
-
-@tool(name=ASK_USER, category="human")
-async def ask_user(question: str, options: list[str] | None = None) -> str:
-    """Ask the user a clarifying question and wait for the answer.
-
-    Args:
-        question: One short question.
-        options: A few likely answers to offer as buttons; the user may also type another.
-    """
-    raise ToolError("ask_user is handled by the agent loop")  # the loop suspends instead
-
-
-@tool(name=PROPOSE_PLAN, category="human")
-async def propose_plan(goal: str, steps: list[ProposedStep]) -> str:
-    """Ask the user once to approve a plan of several side-effecting calls.
-
-    Once approved, each listed call (same tool, same arguments) runs without asking again.
-
-    Args:
-        goal: What the plan achieves, in one sentence.
-        steps: The side-effecting calls, in the order you will make them.
-    """
-    raise ToolError("propose_plan is handled by the agent loop")
 
 
 def _shares_with_team(args: dict[str, Any]) -> bool:
@@ -225,4 +195,4 @@ def builtin_registry() -> ToolRegistry:
     return ToolRegistry(BUILTIN_TOOLS)
 
 
-__all__ = ["ASK_USER", "PROPOSE_PLAN", "BUILTIN_TOOLS", "ProposedStep", "builtin_registry"]
+__all__ = ["BUILTIN_TOOLS", "builtin_registry"]

@@ -1,7 +1,7 @@
 """The ReAct loop: OBSERVE → THINK → ACT → CHECK, until an answer, a human, or a guard.
 
-Kept small on purpose: context fitting lives in `context`, tool calls and human suspension in
-`turns`, prompt text in `prompts`. A run that waits for a human returns; `resume` picks it up
+Kept small on purpose: context fitting lives in `context`, tool calls in `turns`, what a run
+waits for from a human in `deferred`, prompt text in `prompts`. A run that waits for a human returns; `resume` picks it up
 again from its `RunState`, in this process or another.
 """
 
@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agent.context import Window, estimate_tools, fit
+from agent.deps import MissingDependency
 from agent.execution import ExecutionPolicy
 from agent.llm.base import ChatModel, LLMError
-from agent.messages import ChatRequest, ContentBlock, Message, TextBlock, Usage
+from agent.messages import ChatRequest, ContentBlock, Message, TextBlock, ToolSpec, Usage
 from agent.outcomes import (
     AwaitingAnswer,
     AwaitingApproval,
@@ -69,6 +71,17 @@ class AgentConfig:
     stream: bool = True  # stream think steps to whoever watches the run's progress
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Offer:
+    """The tools a run offers the model, the window left beside them, and their deps."""
+
+    registry: ToolRegistry
+    version: int  # the registry's, when this was derived
+    specs: list[ToolSpec]
+    window: Window
+    deps: Mapping[type[Any], object]
+
+
 class Agent:
     def __init__(
         self,
@@ -83,6 +96,7 @@ class Agent:
         system_prompt: str | None = None,
         on_progress: ProgressCallback | None = None,
         tool_source: ToolSource | None = None,
+        deps: Mapping[type[Any], object] | None = None,
     ) -> None:
         self.model = model
         self.tools = tools
@@ -94,8 +108,10 @@ class Agent:
         self.config = config
         self.system_prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
         self.on_progress = on_progress
-        self._specs = tools.specs()
-        self._window = Window(tokens=config.context_tokens, tools=estimate_tools(self._specs))
+        # for tools' `Dep[...]` parameters beside the registry's; fixed: register later ones
+        # with `ToolRegistry.provide`, which the next run sees
+        self._deps = dict(deps or {})
+        self._offered: _Offer | None = None
         self._policy = ExecutionPolicy(
             timeout=config.tool_timeout,
             retries=config.tool_retries,
@@ -139,8 +155,12 @@ class Agent:
         approved: bool | None = None,
         reason: str | None = None,
         on_progress: ProgressCallback | None = None,
+        attachments: Sequence[ContentBlock] = (),
     ) -> Outcome:
-        """Continue a suspended run with the user's answer or approval decision."""
+        """Continue a suspended run with the user's answer or approval decision.
+
+        `attachments` (images, file text) sent along with an answer follow it in the
+        user's turn, as they would follow a new objective."""
         if state.pending_question is not None and answer is None:
             raise ResumeError("the run waits for an answer")
         if state.pending_plan is not None and approved is None:
@@ -149,7 +169,12 @@ class Agent:
             raise ResumeError("the run is not waiting for anything")
         state = state.clone()
         return await self._segment(
-            state, on_progress, answer=answer, approved=approved, reason=reason
+            state,
+            on_progress,
+            answer=answer,
+            approved=approved,
+            reason=reason,
+            attachments=attachments,
         )
 
     async def _segment(
@@ -160,15 +185,20 @@ class Agent:
         answer: str | None,
         approved: bool | None,
         reason: str | None,
+        attachments: Sequence[ContentBlock] = (),
     ) -> Outcome:
         trace = RunTrace()
         registry = self.tools
         extra = list(self.tool_source.tools_for(state.context)) if self.tool_source else []
         if extra:
             registry = registry.with_tools(extra)
+        offer = self._offer(registry)
+        context = ToolContext(
+            run=state.context, memory=self.memory, scheduler=self.scheduler, deps=offer.deps
+        )
         actor = Actor(
             registry=registry,
-            context=ToolContext(run=state.context, memory=self.memory, scheduler=self.scheduler),
+            context=context,
             policy=self._policy,
             trace=trace,
             on_progress=on_progress or self.on_progress,
@@ -178,13 +208,17 @@ class Agent:
         try:
             async with asyncio.timeout(self.config.deadline) as deadline:
                 await actor.settle(state, answer=answer, approved=approved, reason=reason)
+                last = state.messages[-1] if state.messages else None
+                if attachments and last is not None and last.role == "user":
+                    content = [*last.content, *attachments]  # after the tool results
+                    state.messages[-1] = Message(role="user", content=content)
                 if state.pending_plan is not None:  # approved calls of unknown fate: ask again
                     outcome: Outcome = AwaitingApproval(
                         plan=state.pending_plan.plan(), state=state, trace=trace
                     )
                 else:
                     recall = StepRecall(self.recall, self.config.recall_k)
-                    outcome = await self._loop(state, actor, trace, recall)
+                    outcome = await self._loop(state, actor, trace, recall, offer)
         except LLMError as exc:
             log.warning("run %s: model call failed: %s", state.run_id, type(exc).__name__)
             outcome = failed("model_error", state, trace, exc)
@@ -200,12 +234,9 @@ class Agent:
         return outcome
 
     async def _loop(
-        self, state: RunState, actor: Actor, trace: RunTrace, recall: StepRecall
+        self, state: RunState, actor: Actor, trace: RunTrace, recall: StepRecall, offer: _Offer
     ) -> Outcome:
-        specs, window = self._specs, self._window
-        if actor.registry is not self.tools:  # this conversation has tools of its own
-            specs = actor.registry.specs()
-            window = Window(tokens=self.config.context_tokens, tools=estimate_tools(specs))
+        specs, window = offer.specs, offer.window
         while True:
             # CHECK the guards before spending another model call
             if state.steps >= self.config.max_steps:
@@ -281,6 +312,29 @@ class Agent:
                 state.pending_plan, state.pending_results = turn.plan, turn.results
                 return AwaitingApproval(plan=turn.plan.plan(), state=state, trace=trace)
             state.close_turn(turn.results)
+
+    def _offer(self, registry: ToolRegistry) -> _Offer:
+        """What this run offers, derived again only when the registry changed (so a tool
+        registered after the agent was built is offered too); raises `MissingDependency`
+        before the run starts if a tool needs an object nobody provided."""
+        cached = self._offered
+        if (
+            cached is not None
+            and cached.registry is registry
+            and cached.version == registry.version
+        ):
+            return cached
+        deps = {**registry.deps, **self._deps}
+        for item in registry.list():
+            for kind in item.deps.values():
+                if kind not in deps:
+                    raise MissingDependency(item.name, kind)
+        specs = registry.specs()
+        window = Window(tokens=self.config.context_tokens, tools=estimate_tools(specs))
+        self._offered = _Offer(
+            registry=registry, version=registry.version, specs=specs, window=window, deps=deps
+        )
+        return self._offered
 
     @staticmethod
     def _account(state: RunState, trace: RunTrace, usage: Usage) -> None:

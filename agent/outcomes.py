@@ -2,41 +2,34 @@
 
 A run segment — `Agent.run` or `Agent.resume` — returns exactly one outcome. The two
 `Awaiting*` outcomes are not errors: they are deferred tool calls for a human, and the
-caller resumes the run with the human's answer or decision.
+caller resumes the run with the human's answer or decision (see `deferred`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from agent.deferred import Plan, PlanStep
 from agent.messages import Usage
+from agent.state import RunState
 
-if TYPE_CHECKING:
-    from agent.state import RunState
+__all__ = [
+    "AwaitingAnswer",
+    "AwaitingApproval",
+    "Failed",
+    "Finished",
+    "Outcome",
+    "Plan",
+    "PlanStep",
+    "RunTrace",
+    "StepTrace",
+    "ToolCallTrace",
+    "failed",
+]
 
 FailReason = Literal["max_steps", "token_budget", "deadline", "model_error", "error"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class PlanStep:
-    """One side-effecting call awaiting (or covered by) a human approval."""
-
-    call_id: str
-    tool: str
-    args: dict[str, Any]
-    description: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class Plan:
-    id: str
-    goal: str | None
-    steps: list[PlanStep]
-    # Steps whose earlier run was interrupted: they may or may not have happened, and
-    # approving runs them once more.
-    uncertain: list[PlanStep] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)

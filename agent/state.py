@@ -1,68 +1,21 @@
 """A run's durable state: everything needed to resume it in another process.
 
 Pydantic, because the bot stores it in Redis as JSON (`model_dump_json` /
-`model_validate_json`) while the run waits for a human.
+`model_validate_json`) while the run waits for a human; what it waits for is described in
+`deferred`.
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 
 from pydantic import BaseModel, Field
 
+from agent.deferred import ApprovedPlan, PendingPlan, PendingQuestion, new_id
 from agent.messages import ContentBlock, ImageBlock, Message, TextBlock, ToolResultBlock, Usage
-from agent.outcomes import Plan, PlanStep
 from agent.protocols import RunContext
 
 IMAGE_GONE = "[The user shared an image {name}here earlier; it is no longer available.]"
-
-
-def new_id() -> str:
-    return uuid.uuid4().hex[:16]
-
-
-class PendingQuestion(BaseModel):
-    """An `ask_user` call waiting for the user's answer."""
-
-    id: str
-    tool_use_id: str
-    question: str
-    options: list[str] = Field(default_factory=list)
-
-
-class Retry(BaseModel):
-    """A call whose earlier attempt started and never reported back, asked about again."""
-
-    key: str  # the call's journal and idempotency key
-    attempt: int  # the attempt an approval would start
-
-
-class PendingPlan(BaseModel):
-    """Side-effecting calls (and perhaps a proposed plan) waiting for approval."""
-
-    id: str
-    goal: str | None = None
-    steps: list[PlanStep] = Field(default_factory=list)  # calls of the turn, run on approval
-    proposal_id: str | None = None  # the propose_plan tool_use, if the model proposed a plan
-    proposed: list[PlanStep] = Field(default_factory=list)  # steps it covers once approved
-    retries: dict[str, Retry] = Field(default_factory=dict)  # by call id: steps of unknown fate
-
-    def plan(self) -> Plan:
-        return Plan(
-            id=self.id,
-            goal=self.goal,
-            steps=[*self.steps, *self.proposed],
-            uncertain=[step for step in self.steps if step.call_id in self.retries],
-        )
-
-
-class ApprovedPlan(BaseModel):
-    """A proposed plan the user approved; each step may run once without asking again."""
-
-    id: str
-    goal: str | None = None
-    remaining: list[PlanStep] = Field(default_factory=list)
 
 
 class RunState(BaseModel):

@@ -1,9 +1,9 @@
 """Tools: typed async functions the model can call, and the registry that holds them.
 
 A tool's JSON schema comes from its type hints (through a pydantic model built from the
-signature) and its docstring; a parameter annotated `ToolContext` is injected by the loop and
-is not part of the schema. Tools that change the world declare `side_effects=True` and never
-run without a human approval.
+signature) and its docstring (Google, NumPy or reST style); parameters annotated
+`ToolContext` or `Dep[SomeType]` (`deps`) are injected and not part of the schema. Tools that
+change the world declare `side_effects=True` and never run without a human approval.
 
 Errors::
 
@@ -21,22 +21,24 @@ import logging
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol, get_type_hints, overload
+from typing import Any, Protocol, TypedDict, TypeVar, Unpack, get_type_hints, overload
 
+import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from agent.deps import MissingDependency, ToolContext, dependency_type
 from agent.messages import ToolSpec
-from agent.protocols import MemoryStore, RunContext, Scheduler
+from agent.protocols import RunContext
 
 log = logging.getLogger(__name__)
 
 # `True` for a tool that always changes the world; a predicate over a call's arguments for
 # one that does only for some calls (remembering privately vs sharing with the team).
 SideEffects = bool | Callable[[dict[str, Any]], bool]
+T = TypeVar("T")
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
@@ -52,38 +54,20 @@ class ToolLoadError(ToolError):
     """A third-party tool could not be loaded."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolContext:
-    """What the loop hands a tool that asks for it."""
-
-    run: RunContext
-    memory: MemoryStore | None = None
-    scheduler: Scheduler | None = None
-    # The same for every attempt of one call (its tool-call id): pass it on to external APIs
-    # that accept an idempotency key, so a retried request is recognised as the earlier one.
-    idempotency_key: str = ""
-
-
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The summary and the per-parameter descriptions of a Google-style docstring."""
-    doc = inspect.cleandoc(doc)
-    summary, _, rest = doc.partition("\nArgs:\n")
-    params: dict[str, str] = {}
-    current: str | None = None
-    for line in rest.splitlines():
-        if line and not line.startswith(" "):
-            break  # the next section (Returns:, Raises:, ...)
-        match = re.match(r"^\s{2,8}(\w+)(?:\s*\([^)]*\))?:\s*(.*)$", line)
-        if match and (current is None or len(line) - len(line.lstrip()) <= 8):
-            current = match.group(1)
-            params[current] = match.group(2).strip()
-        elif current and line.strip():
-            params[current] += " " + line.strip()
-    return summary.strip(), params
+    """The description and the per-parameter descriptions of a Google, NumPy or reST
+    docstring (the style is detected)."""
+    parsed = docstring_parser.parse(doc)
+    params = {
+        param.arg_name: " ".join(line.strip() for line in param.description.splitlines())
+        for param in parsed.params
+        if param.description
+    }
+    return (parsed.description or "").strip(), params
 
 
 class Tool:
@@ -121,6 +105,7 @@ class Tool:
         self.retries = retries
         self._describe = describe
         self._context_param: str | None = None
+        self.deps: dict[str, type[Any]] = {}  # parameters injected from the host's objects
         self.args_model = self._build_args_model(param_docs)
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
@@ -139,6 +124,9 @@ class Tool:
             annotation = hints.get(param.name, Any)
             if annotation is ToolContext:
                 self._context_param = param.name
+                continue
+            if (kind := dependency_type(annotation)) is not None:
+                self.deps[param.name] = kind
                 continue
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise TypeError(f"tool {self.name!r}: *args/**kwargs cannot be described")
@@ -176,10 +164,26 @@ class Tool:
         kwargs = self.validate(args)
         if self._context_param:
             kwargs[self._context_param] = context
+        for param, kind in self.deps.items():
+            if kind not in context.deps:
+                raise MissingDependency(self.name, kind)
+            kwargs[param] = context.deps[kind]
         return await self.fn(**kwargs)
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, side_effects={self.side_effects})"
+
+
+class ToolOptions(TypedDict, total=False):
+    """What `tool(...)` passes on to `Tool`."""
+
+    name: str | None
+    description: str | None
+    category: str
+    side_effects: SideEffects
+    timeout: float | None
+    retries: int | None
+    describe: Callable[[dict[str, Any]], str] | None
 
 
 @overload
@@ -188,44 +192,17 @@ def tool(fn: Callable[..., Awaitable[Any]], /) -> Tool: ...
 
 @overload
 def tool(
-    fn: None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    category: str = "general",
-    side_effects: SideEffects = False,
-    timeout: float | None = None,
-    retries: int | None = None,
-    describe: Callable[[dict[str, Any]], str] | None = None,
+    fn: None = None, /, **options: Unpack[ToolOptions]
 ) -> Callable[[Callable[..., Awaitable[Any]]], Tool]: ...
 
 
 def tool(
-    fn: Callable[..., Awaitable[Any]] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    category: str = "general",
-    side_effects: SideEffects = False,
-    timeout: float | None = None,
-    retries: int | None = None,
-    describe: Callable[[dict[str, Any]], str] | None = None,
+    fn: Callable[..., Awaitable[Any]] | None = None, /, **options: Unpack[ToolOptions]
 ) -> Tool | Callable[[Callable[..., Awaitable[Any]]], Tool]:
     """Make a typed async function a tool: `@tool` or `@tool(side_effects=True, ...)`."""
 
     def wrap(func: Callable[..., Awaitable[Any]]) -> Tool:
-        return Tool(
-            func,
-            name=name,
-            description=description,
-            category=category,
-            side_effects=side_effects,
-            timeout=timeout,
-            retries=retries,
-            describe=describe,
-        )
+        return Tool(func, **options)
 
     return wrap(fn) if fn is not None else wrap
 
@@ -252,16 +229,24 @@ class ToolSource(Protocol):
 
 
 class ToolRegistry:
-    """The tools an agent may use, by unique name."""
+    """The tools an agent may use, by unique name.
+
+    `version` counts registrations, so whoever derives something from the tools (their specs,
+    the context they take up) can tell when to derive it again.
+    """
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self.deps: dict[type[Any], object] = {}  # the host's objects, for `Dep[...]`
+        self.version = 0
+        self._specs: tuple[int, builtins.list[ToolSpec]] = (0, [])
         for item in tools:
             self.register(item)
 
     def with_tools(self, extra: Iterable[Tool]) -> ToolRegistry:
         """A new registry: these tools plus `extra`; an extra one never replaces a built-in."""
         combined = ToolRegistry(self._tools.values())
+        combined.deps = dict(self.deps)
         for item in extra:
             if item.name in combined:
                 log.warning("tool %s is already defined; ignoring the other one", item.name)
@@ -273,7 +258,13 @@ class ToolRegistry:
         if item.name in self._tools:
             raise ValueError(f"a tool named {item.name!r} is already registered")
         self._tools[item.name] = item
+        self.version += 1
         return item
+
+    def provide(self, kind: type[T], instance: T) -> None:
+        """Hand `instance` to every tool parameter annotated `Dep[kind]`."""
+        self.deps[kind] = instance
+        self.version += 1
 
     def get(self, name: str) -> Tool:
         try:
@@ -288,7 +279,12 @@ class ToolRegistry:
         return [t for t in self._tools.values() if category is None or t.category == category]
 
     def specs(self) -> builtins.list[ToolSpec]:
-        return [t.spec() for t in self._tools.values()]
+        """The specs offered to the model; one shared list until the next registration."""
+        version, specs = self._specs
+        if version != self.version:
+            specs = [t.spec() for t in self._tools.values()]
+            self._specs = (self.version, specs)
+        return specs
 
     def __len__(self) -> int:
         return len(self._tools)

@@ -3,7 +3,8 @@
 Read-only calls run (concurrently) at once. Side-effecting calls run only when an approved
 plan covers them; otherwise they are gathered into one plan and the run suspends. `ask_user`
 suspends for an answer. Every tool_use ends up with exactly one tool_result before the next
-model call — some now, the rest when the human answers.
+model call — some now, the rest when the human answers. What a suspended turn waits for,
+and what the human's reply becomes, is in `deferred`.
 
 An approved call runs at most once: with a journal, each attempt is recorded as started
 before it runs and as finished with its result after, so a replay (another process taking
@@ -17,23 +18,25 @@ import asyncio
 import logging
 from dataclasses import dataclass, field, replace
 
-from agent.builtin_tools import ASK_USER, PROPOSE_PLAN
+from agent import deferred
+from agent.deferred import (
+    ASK_USER,
+    PROPOSE_PLAN,
+    UNCERTAIN,
+    PendingPlan,
+    PendingQuestion,
+    PlanStep,
+    Retry,
+    new_id,
+)
 from agent.execution import ExecutionPolicy, check_call, error_result, execute, notify
 from agent.messages import ToolResultBlock, ToolUseBlock
-from agent.observations import clean
-from agent.outcomes import PlanStep, RunTrace, ToolCallTrace
+from agent.outcomes import RunTrace, ToolCallTrace
 from agent.protocols import JournalEntry, ProgressCallback, ProgressEvent, ToolJournal
-from agent.state import ApprovedPlan, PendingPlan, PendingQuestion, Retry, RunState, new_id
+from agent.state import RunState
 from agent.tools import Tool, ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
-
-REJECTED = "The user rejected this action; it was not run."
-UNCERTAIN = (
-    "This action may or may not have happened: the service stopped while it was running, "
-    "so it is not known whether it took effect."
-)
-UNCERTAIN_REJECTED = f"{UNCERTAIN} The user chose not to try it again."
 
 
 @dataclass(kw_only=True)
@@ -95,7 +98,7 @@ class Actor:
                 self._reply(turn, use, checked, "invalid")
             elif not checked.needs_approval(use.input):
                 calls.read_only.append(use)
-            elif step := _consume(state.approved_plan, checked, use):
+            elif step := deferred.consume(state.approved_plan, checked, use):
                 calls.covered.append((use, checked, step.call_id))
             else:
                 calls.uncovered.append((use, checked))
@@ -109,12 +112,7 @@ class Actor:
             elif question is not None:
                 self._reply(turn, use, "Ask one question at a time; ask this one later.", "skipped")
             else:
-                question = PendingQuestion(
-                    id=new_id(),
-                    tool_use_id=use.id,
-                    question=str(use.input["question"]),
-                    options=[str(o) for o in use.input.get("options") or []],
-                )
+                question = deferred.question_for(use)
                 self._record(use, "", "deferred")
         return question
 
@@ -135,7 +133,7 @@ class Actor:
                 self._record(use, "", "deferred")
         for use, _ in calls.uncovered:
             self._record(use, "", "deferred")
-        steps = [_step(use, tool) for use, tool in calls.uncovered]
+        steps = [deferred.step_for(use, tool) for use, tool in calls.uncovered]
         if not steps and not proposed:
             return None
         return PendingPlan(
@@ -156,7 +154,8 @@ class Actor:
         """Answer the suspended turn with the human's answer or decision, and close it."""
         if state.pending_question is not None and answer is not None:
             state.last_user_text = answer
-            state.close_turn(await self.settle_answer(state, answer))
+            limit = self.policy.output_limit
+            state.close_turn([deferred.answered(state.pending_question, answer, limit)])
             state.pending_question = None
         elif state.pending_plan is not None and approved is not None:
             results, again = await self.settle_plan(state, approved=approved, reason=reason)
@@ -166,16 +165,6 @@ class Actor:
                 state.pending_results = [*state.pending_results, *results]
             state.pending_plan = again
 
-    async def settle_answer(self, state: RunState, answer: str) -> list[ToolResultBlock]:
-        assert state.pending_question is not None
-        text = clean(answer, self.policy.output_limit)
-        return [
-            ToolResultBlock(
-                tool_use_id=state.pending_question.tool_use_id,
-                content=f"The user answered: {text}",
-            )
-        ]
-
     async def settle_plan(
         self, state: RunState, *, approved: bool, reason: str | None
     ) -> tuple[list[ToolResultBlock], PendingPlan | None]:
@@ -183,27 +172,12 @@ class Actor:
         whose earlier attempt may or may not have happened (None when there are none)."""
         pending = state.pending_plan
         assert pending is not None
-        results: list[ToolResultBlock] = []
         if not approved:
-            because = f" Their reason: {clean(reason, 500)}" if reason else ""
             for step in pending.steps:
                 use = ToolUseBlock(id=step.call_id, name=step.tool, input=step.args)
                 self._record(use, "rejected", "rejected")
-                text = UNCERTAIN_REJECTED if step.call_id in pending.retries else REJECTED
-                results.append(
-                    ToolResultBlock(
-                        tool_use_id=step.call_id, content=f"{text}{because}", is_error=True
-                    )
-                )
-            if pending.proposal_id:
-                results.append(
-                    ToolResultBlock(
-                        tool_use_id=pending.proposal_id,
-                        content=f"The user rejected the plan.{because}",
-                        is_error=True,
-                    )
-                )
-            return results, None
+            return deferred.rejected(pending, reason), None
+        results: list[ToolResultBlock] = []
         uncertain: dict[str, Retry] = {}
         for step in pending.steps:  # one at a time, in the order the model asked for them
             use = ToolUseBlock(id=step.call_id, name=step.tool, input=step.args)
@@ -213,26 +187,10 @@ class Actor:
                 uncertain[step.call_id] = Retry(key=retry.key, attempt=retry.attempt + 1)
             else:
                 results.append(result)
-        if pending.proposal_id:
-            state.approved_plan = ApprovedPlan(
-                id=pending.id, goal=pending.goal, remaining=list(pending.proposed)
-            )
-            results.append(
-                ToolResultBlock(
-                    tool_use_id=pending.proposal_id,
-                    content="The user approved the plan. Call its steps now; "
-                    "they will run without asking again.",
-                )
-            )
-        if not uncertain:
-            return results, None
-        again = PendingPlan(
-            id=new_id(),
-            goal=pending.goal,
-            steps=[step for step in pending.steps if step.call_id in uncertain],
-            retries=uncertain,
-        )
-        return results, again
+        plan, granted = deferred.approved(pending)
+        if plan is not None:
+            state.approved_plan = plan
+        return [*results, *granted], deferred.retry_of(pending, uncertain)
 
     async def run_concurrently(self, uses: list[ToolUseBlock], step: int) -> list[ToolResultBlock]:
         if not uses:
@@ -285,24 +243,7 @@ class Actor:
         checked = check_call(self.registry, use)
         if isinstance(checked, str):
             return checked
-        steps: list[PlanStep] = []
-        for index, raw in enumerate(checked.validate(use.input)["steps"], start=1):
-            inner = check_call(self.registry, ToolUseBlock(id="-", name=raw.tool, input=raw.args))
-            if isinstance(inner, str):
-                return f"Step {index} of the plan is not valid: {inner}"
-            if inner.needs_approval(raw.args):
-                step = _step(
-                    ToolUseBlock(id=f"{use.id}.{index}", name=raw.tool, input=raw.args), inner
-                )
-                if raw.description:
-                    step = PlanStep(
-                        call_id=step.call_id,
-                        tool=step.tool,
-                        args=step.args,
-                        description=raw.description,
-                    )
-                steps.append(step)
-        return steps
+        return deferred.proposed_steps(use, checked, lambda call: check_call(self.registry, call))
 
     def _reply(self, turn: TurnResult, use: ToolUseBlock, text: str, status: str) -> None:
         result = (
@@ -317,23 +258,3 @@ class Actor:
         call = ToolCallTrace(call_id=use.id, tool=use.name, args=dict(use.input))
         call.observation, call.is_error, call.status = text, is_error, status  # type: ignore[assignment]
         self.trace.record_call(call)
-
-
-def _step(use: ToolUseBlock, tool: Tool) -> PlanStep:
-    return PlanStep(
-        call_id=use.id,
-        tool=tool.name,
-        args=dict(use.input),
-        description=tool.describe_call(use.input),
-    )
-
-
-def _consume(plan: ApprovedPlan | None, tool: Tool, use: ToolUseBlock) -> PlanStep | None:
-    """The approved plan's step that covers this call, if any; a covered step is used up."""
-    if plan is None:
-        return None
-    wanted = tool.normalize(use.input)
-    for index, step in enumerate(plan.remaining):
-        if step.tool == tool.name and tool.normalize(step.args) == wanted:
-            return plan.remaining.pop(index)
-    return None

@@ -24,7 +24,7 @@ import aiohttp
 import redis.asyncio as aioredis
 
 from bench.bench_service import free_port, start, wait_http
-from bench.support import percentile, throwaway_redis
+from bench.support import bench_line, percentile, throwaway_redis
 from bot.runtime.keys import Keys
 from tests.fakes import anthropic as fa
 from tests.fakes import slack as fs
@@ -171,4 +171,11 @@ async def main() -> None:
         print(f"  parley logged: {line}")
     failed = sum(n for status, n in statuses.items() if status != 200)
     ok = p99 <= TARGET_P99_MS and failed == 0 and not_stored == 0
-    print(f"BENCH ack p50_ms={p50:.1f} p99_ms={p99:.1f} rate={RATE} ok={ok}")
+    bench_line(
+        "ack",
+        ok=ok,
+        p50_ms=f"{p50:.1f}",
+        p99_ms=f"{p99:.1f}",
+        floor_p99_ms=f"{percentile(health, 0.99) * 1000:.1f}",
+        rate=RATE,
+    )

@@ -113,8 +113,9 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
     try:
         if command == "doctor":
             from bot.ops.doctor import run_doctor
+            from bot.wiring.mcp_setup import check_mcp
 
-            return await run_doctor(settings)
+            return await run_doctor(settings, extra=[check_mcp])
         if command == "memory":
             return await memory_command(args, settings)
         if command == "mcp":
@@ -139,7 +140,7 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
 
 
 async def memory_command(args: argparse.Namespace, settings: Settings) -> int:
-    from bot.wiring.app import redis_connection
+    from bot.wiring.connection import redis_connection
     from bot.wiring.memory_setup import reindex
 
     async with redis_connection(settings) as redis:

@@ -168,6 +168,8 @@ class HttpSettings(_Section):
     # Health, readiness and metrics: an internal listener, never behind the public ingress.
     metrics_host: str = Field("127.0.0.1", alias="PARLEY_METRICS_HOST")
     metrics_port: int = Field(9090, alias="PARLEY_METRICS_PORT", ge=0, le=65535)
+    # /readyz calls a platform degraded once its API calls have failed this long on end.
+    platform_degraded_after: float = Field(60.0, alias="PARLEY_PLATFORM_DEGRADED_AFTER", gt=0)
 
 
 class AccessSettings(_Section):
@@ -214,6 +216,7 @@ class AttachmentSettings(_Section):
     max_files: int = Field(5, alias="PARLEY_MAX_FILES", ge=1, le=20)
     file_tokens: int = Field(8000, alias="PARLEY_FILE_TOKENS", ge=100)
     thread_tokens: int = Field(2000, alias="PARLEY_THREAD_CONTEXT_TOKENS", ge=0)
+    pdf_timeout: float = Field(20.0, alias="PARLEY_PDF_TIMEOUT", gt=0)
 
 
 class LogSettings(_Section):

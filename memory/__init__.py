@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
+from memory.config import MemoryConfig
 from memory.embedders import Embedder, EmbeddingModelError, local_embedder, ollama_embedder
-from memory.store import MemoryConfig, MemoryIndexMismatch, RedisMemoryStore
+from memory.store import MemoryIndexMismatch, RedisMemoryStore
 
 
 async def open_store(

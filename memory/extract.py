@@ -1,16 +1,18 @@
 """Optional end-of-run extraction: the model names durable facts worth remembering.
 
 What it keeps is stored as "extracted", so in a full scope it may only displace its own
-earlier picks; the bot tells the user what it kept, with a Forget button each.
+earlier picks; the bot tells the user what it kept, with a Forget button each. The model is
+reached through `Completion`, which the bot wires to its chat model, so memory depends on
+no model code.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
+from typing import Protocol
 
-from agent.llm.base import ChatModel, LLMError
-from agent.messages import ChatRequest, Message
 from agent.protocols import MemoryFull, MemoryRecord, MemoryStore, RunContext
 
 log = logging.getLogger(__name__)
@@ -23,25 +25,38 @@ assistant said about itself, and secrets such as passwords or keys. Answer with 
 array of short sentences, e.g. ["Ana prefers meetings after 10am"], or [] if nothing."""
 
 
+class Completion(Protocol):
+    """Answers one prompt under a system prompt with text; None when no model can."""
+
+    async def __call__(self, system: str, prompt: str, max_tokens: int) -> str | None: ...
+
+
+class Turn(Protocol):
+    """A message of the conversation, as far as extraction reads it."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+
 class FactExtractor:
-    def __init__(self, model: ChatModel, store: MemoryStore, *, max_facts: int = 5) -> None:
-        self.model = model
+    def __init__(self, complete: Completion, store: MemoryStore, *, max_facts: int = 5) -> None:
+        self.complete = complete
         self.store = store
         self.max_facts = max_facts
 
-    async def extract(self, messages: list[Message], context: RunContext) -> list[MemoryRecord]:
+    async def extract(self, messages: Sequence[Turn], context: RunContext) -> list[MemoryRecord]:
         transcript = "\n".join(f"{m.role}: {m.text}" for m in messages if m.text.strip())[-12_000:]
         if not transcript:
             return []
-        try:
-            response = await self.model.complete(
-                ChatRequest(system=PROMPT, messages=[Message.user(transcript)], max_tokens=400)
-            )
-        except LLMError:
+        answer = await self.complete(PROMPT, transcript, 400)
+        if answer is None:
             log.warning("fact extraction skipped: the model is unavailable")
             return []
         kept = []
-        for fact in parse_facts(response.message.text)[: self.max_facts]:
+        for fact in parse_facts(answer)[: self.max_facts]:
             try:
                 kept.append(await self.store.remember(fact, context, origin="extracted"))
             except MemoryFull:

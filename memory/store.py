@@ -1,13 +1,11 @@
 """Long-term memories in one RedisVL index, scoped so nobody reads another person's.
 
 Each memory is a hash: text, kind, scope tag, author, source conversation, origin, created
-and last-used times, and its vector. A hash of counts per scope is kept beside them, since
-counting a 100k-memory scope through the index costs ~30 ms and recall needs the count
-before every search (a scope found non-empty is trusted so for `SIZE_KEPT` seconds: the
-count then only picks the query plan). Recall's last-used times are written together, at
-most once a second, and only to memories that still exist. The index remembers which embedding model and vector
-algorithm filled it; a different one at start is refused with the command that rebuilds it
-(`parley memory reindex`).
+and last-used times, and its vector; memory/counts.py keeps how many each scope holds, and
+memory/recall_cache.py what recall keeps between calls (a non-empty scope's size, last-used
+times written together). The index remembers which embedding model and vector algorithm
+filled it; a different one at start is refused with the command that rebuilds it
+(`parley memory reindex`, memory/maintenance.py).
 
 Nothing someone asked Parley to remember is ever dropped to make room: a full scope refuses
 new memories (`MemoryFull`) until someone forgets some. Only memories that end-of-run
@@ -16,12 +14,10 @@ extraction picked by itself may be evicted, and only to make room for another su
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,55 +38,23 @@ from agent.protocols import (
     Share,
 )
 from memory import metrics
+from memory.config import MemoryConfig
+from memory.counts import FULL, REPLACED, ScopeCounts, decode
 from memory.embedders import Embedder
 from memory.generic import GenericQuestions
-from memory.index import FIELDS, Algorithm, HybridPolicy, nearest, schema
+from memory.index import FIELDS, nearest, schema
+from memory.maintenance import add_origin, reindex
+from memory.recall_cache import RecallCache
 
 log = logging.getLogger(__name__)
 
 MAX_PAGE = 100
+INSERT_ATTEMPTS = 3  # concurrent extractions may take each other's victim
 FIELDS_VERSION = "2"  # 2: the origin tag
-SIZE_KEPT = 10.0  # seconds a non-empty scope's size is trusted
-SIZES_KEPT = 10_000  # scope sets whose size is remembered
-USED_EVERY = 1.0  # seconds between two writes of recall's last-used times
-
-# A last-used time for a memory that still exists (a forgotten one must not come back).
-_TOUCH = """
-if redis.call('exists', KEYS[1]) == 1 then
-  return redis.call('hset', KEYS[1], 'last_used_at', ARGV[1])
-end
-return 0
-"""
 
 
 class MemoryIndexMismatch(RuntimeError):
     """The index was built with another embedding model, dimension or algorithm."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class MemoryConfig:
-    """How recall ranks and cuts, what each scope may hold, and how the index is built.
-
-    The recall defaults are what bench/bench_recall.py picks on the labelled set in
-    tests/memory/eval.
-    """
-
-    k: int = 5
-    max_distance: float = 0.85  # a memory farther than this from the query is not relevant
-    margin: float = 0.125  # ... nor one this much farther than the best match
-    recency_weight: float = 0.0  # distance forgiven to a just-used memory (the set: no gain)
-    recency_days: float = 30.0
-    generic_distance: float = 0.35  # this close to "what do you know about me?": list instead
-    merge_distance: float = 0.1
-    max_per_user: int = 1000
-    max_per_chat: int = 10_000
-    max_per_team: int = 100_000
-    algorithm: Algorithm = "hnsw"
-    hybrid_policy: HybridPolicy = "auto"
-
-    def limit_for(self, scope: str) -> int:
-        kind = scope.split(":", 1)[0]
-        return {"user": self.max_per_user, "chat": self.max_per_chat}.get(kind, self.max_per_team)
 
 
 def _record(doc: dict[str, Any], distance: float | None = None) -> MemoryRecord:
@@ -127,11 +91,9 @@ class RedisMemoryStore:
             schema(prefix, embedder.dims, config.algorithm), redis_client=redis
         )
         self.meta_key = f"{prefix}:memory:meta"
-        self.counts_key = f"{prefix}:memory:counts"
+        self.counts = ScopeCounts(redis, prefix)
         self.generic = GenericQuestions(embedder, config.generic_distance)
-        self._sizes: dict[tuple[str, ...], tuple[float, int]] = {}  # → (trusted until, size)
-        self._used: dict[str, float] = {}  # memory key → last used, not yet written
-        self._used_written = -math.inf
+        self.cache = RecallCache(redis, self.count)
 
     def _identity(self) -> dict[Any, Any]:
         return {
@@ -143,7 +105,7 @@ class RedisMemoryStore:
 
     async def open(self) -> RedisMemoryStore:
         """Create the index if missing; refuse one built for another model or algorithm."""
-        meta = {_text(k): _text(v) for k, v in (await self.redis.hgetall(self.meta_key)).items()}
+        meta = {decode(k): decode(v) for k, v in (await self.redis.hgetall(self.meta_key)).items()}
         if meta:
             found = {**meta, "algorithm": meta.get("algorithm", "hnsw")}
             wanted = self._identity()
@@ -161,78 +123,18 @@ class RedisMemoryStore:
                 if not await self.index.exists():  # not another process winning the race
                     raise
         elif meta.get("fields") != FIELDS_VERSION:
-            await self._add_origin()
+            await add_origin(self.redis, self.index)
         if meta.get("fields") != FIELDS_VERSION:
-            await self.recount()  # counts arrived with this version
+            await self.counts.recount()  # counts arrived with this version
         await self.redis.hset(self.meta_key, mapping=self._identity())
         return self
-
-    async def _add_origin(self) -> None:
-        """Indexes from before `origin` existed gain the field in place; their memories have
-        none, which counts as remembered (never evicted)."""
-        try:
-            await self.redis.execute_command(
-                "FT.ALTER", self.index.name, "SCHEMA", "ADD", "origin", "TAG"
-            )
-            log.info("memory index %s gained the origin field", self.index.name)
-        except aioredis.ResponseError as exc:
-            if "duplicate" not in str(exc).lower():
-                raise
 
     def _key(self, memory_id: str) -> str:
         return f"{self.prefix}:memory:doc:{memory_id}"
 
     async def count(self, scopes: list[str]) -> int:
-        """How many memories these scopes hold, from the counts hash."""
-        values = await self.redis.hmget(self.counts_key, scopes)
-        return sum(max(0, int(value)) for value in values if value is not None)
-
-    async def recount(self) -> None:
-        """Rebuild the counts from the documents themselves."""
-        counts: dict[str, int] = {}
-        keys = [
-            k async for k in self.redis.scan_iter(match=f"{self.prefix}:memory:doc:*", count=1000)
-        ]
-        for start in range(0, len(keys), 1000):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for key in keys[start : start + 1000]:
-                    pipe.hget(key, "scope")
-                for scope in await pipe.execute():
-                    if scope is not None:
-                        counts[_text(scope)] = counts.get(_text(scope), 0) + 1
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(self.counts_key)
-            if counts:
-                pipe.hset(self.counts_key, mapping=counts)  # type: ignore[arg-type]
-            await pipe.execute()
-
-    async def _delete(self, keys: list[str]) -> int:
-        """Delete memories and take them off their scopes' counts."""
-        if not keys:
-            return 0
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.hget(key, "scope")
-            scopes = await pipe.execute()
-        present = [
-            (key, _text(scope))
-            for key, scope in zip(keys, scopes, strict=True)
-            if scope is not None
-        ]
-        if not present:
-            return 0
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for key, scope in present:
-                pipe.delete(key)
-                pipe.hincrby(self.counts_key, scope, -1)
-            deleted = [int(result) for result in (await pipe.execute())[0::2]]
-        gone = [scope for (_, scope), n in zip(present, deleted, strict=True) if not n]
-        if gone:  # deleted by someone else meanwhile: they took it off the count already
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for scope in gone:
-                    pipe.hincrby(self.counts_key, scope, 1)
-                await pipe.execute()
-        return sum(deleted)
+        """How many memories these scopes hold."""
+        return await self.counts.count(scopes)
 
     # --- recall -----------------------------------------------------------------------------
 
@@ -245,49 +147,22 @@ class RedisMemoryStore:
         scopes = context.readable_scopes()
         # Most conversations start with nothing to remember: counting is far cheaper than
         # embedding the query only to find no neighbours.
-        size = await self._size(scopes)
+        size = await self.cache.size(scopes)
         if not size:
             return []
+        if self.generic.phrased(query):
+            return (await self._page(scopes, 0, k)).records
         vector = await self.embedder.embed(query)
         if await self.generic.matches(vector):
             return (await self._page(scopes, 0, k)).records
         chosen = self.rank(await self.nearest(vector, scopes, k * 2, size), k, time.time())
         if chosen:
-            now = time.time()
-            self._used.update((self._key(record.id), now) for record in chosen)
-            if time.monotonic() - self._used_written >= USED_EVERY:
-                await self.write_used()
+            await self.cache.used([self._key(record.id) for record in chosen])
         return chosen
 
-    async def _size(self, scopes: list[str]) -> int:
-        """How many memories the scopes hold: counted, or a recent non-zero count."""
-        key, now = tuple(scopes), time.monotonic()
-        trusted_until, size = self._sizes.get(key, (0.0, 0))
-        if now < trusted_until:
-            return size
-        size = await self.count(scopes)
-        self._sizes.pop(key, None)
-        if size:
-            self._sizes[key] = (now + SIZE_KEPT, size)
-            while len(self._sizes) > SIZES_KEPT:
-                del self._sizes[next(iter(self._sizes))]
-        return size
-
     async def write_used(self) -> None:
-        """Write the last-used times recall noted, in one round trip."""
-        used, self._used = self._used, {}
-        self._used_written = time.monotonic()
-        if not used:
-            return
-        try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for key, when in used.items():
-                    pipe.eval(_TOUCH, 1, key, when)
-                await pipe.execute()
-        except BaseException:
-            for key, when in used.items():  # kept for the next write
-                self._used.setdefault(key, when)
-            raise
+        """Write the last-used times recall noted and has not written yet."""
+        await self.cache.write_used()
 
     def rank(self, found: list[dict[str, Any]], k: int, now: float) -> list[MemoryRecord]:
         """Cut what is too far (absolutely, or relative to the best match), then order by
@@ -329,34 +204,28 @@ class RedisMemoryStore:
         vector = await self.embedder.embed(text)
         now = time.time()
         closest = await self.nearest(vector, [scope], 1)
+        mapping: dict[Any, Any] = {
+            "text": text,
+            "kind": kind,
+            "scope": scope,
+            "author": context.user_id,
+            "source": context.conversation_id,
+            "created_at": now,
+            "last_used_at": now,
+            "embedding": np.asarray(vector, dtype=np.float32).tobytes(),
+        }
         if closest and float(closest[0]["vector_distance"]) <= self.config.merge_distance:
             existing = _record(closest[0])
-            memory_id, created, fresh = existing.id, existing.created_at, False
+            memory_id = existing.id
             if existing.origin == "remembered":
                 origin = "remembered"  # asked for once: stays protected
+            mapping.update(id=memory_id, origin=origin, created_at=existing.created_at)
+            await self.index.load([mapping], keys=[self._key(memory_id)])
             log.info("memory %s updated instead of duplicated", memory_id)
         else:
-            await self._make_room(scope, origin)
-            memory_id, created, fresh = uuid.uuid4().hex[:12], now, True
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(
-                self._key(memory_id),
-                mapping={
-                    "id": memory_id,
-                    "text": text,
-                    "kind": kind,
-                    "scope": scope,
-                    "author": context.user_id,
-                    "source": context.conversation_id,
-                    "origin": origin,
-                    "created_at": created,
-                    "last_used_at": now,
-                    "embedding": np.asarray(vector, dtype=np.float32).tobytes(),
-                },
-            )
-            if fresh:
-                pipe.hincrby(self.counts_key, scope, 1)
-            await pipe.execute()
+            memory_id = uuid.uuid4().hex[:12]
+            mapping.update(id=memory_id, origin=origin)
+            await self._insert(scope, mapping, origin)
         return MemoryRecord(
             id=memory_id,
             text=text,
@@ -364,34 +233,46 @@ class RedisMemoryStore:
             scope=scope,
             author=context.user_id,
             source_conversation=context.conversation_id,
-            created_at=created,
+            created_at=float(mapping["created_at"]),
             last_used_at=now,
             origin=origin,
         )
 
-    async def _make_room(self, scope: str, origin: Origin) -> None:
-        """Refuse a new memory in a full scope, unless an extracted one makes room for it."""
+    async def _insert(self, scope: str, mapping: dict[str, Any], origin: Origin) -> None:
+        """Store a new memory unless its scope is full. The check, the write and the count
+        happen in one script, so concurrent writers cannot overshoot the limit; an extracted
+        memory may take the place of the least used extracted one, in the same script."""
         limit = self.config.limit_for(scope)
-        if await self.count([scope]) < limit:
-            return
         label = _label(scope)
-        if origin == "extracted":
-            oldest = await self.index.query(
-                FilterQuery(
-                    filter_expression=(Tag("scope") == scope) & (Tag("origin") == "extracted"),
-                    return_fields=["id"],
-                    num_results=1,
-                    sort_by=("last_used_at", "ASC"),
-                )
-            )
-            if oldest:
-                await self._delete([self._key(str(oldest[0]["id"]).rsplit(":", 1)[-1])])
+        key = self._key(str(mapping["id"]))
+        victim: str | None = None
+        for _ in range(INSERT_ATTEMPTS):
+            done = await self.counts.insert(key, scope, limit, mapping, victim)
+            if done == REPLACED:
                 metrics.EVICTED.labels(label).inc()
                 log.info("a full %s scope dropped its least used extracted memory", label)
+            if done != FULL:
                 return
+            if origin != "extracted":
+                break
+            victim = await self._least_used_extracted(scope)
+            if victim is None:
+                break
         metrics.FULL.labels(label).inc()
         log.warning("a %s memory scope is full (%d memories); refused a new one", label, limit)
         raise MemoryFull(scope, limit)
+
+    async def _least_used_extracted(self, scope: str) -> str | None:
+        """The key of the scope's least recently used extracted memory, if it has one."""
+        oldest = await self.index.query(
+            FilterQuery(
+                filter_expression=(Tag("scope") == scope) & (Tag("origin") == "extracted"),
+                return_fields=["id"],
+                num_results=1,
+                sort_by=("last_used_at", "ASC"),
+            )
+        )
+        return self._key(str(oldest[0]["id"]).rsplit(":", 1)[-1]) if oldest else None
 
     # --- what people can see and remove ---------------------------------------------------
 
@@ -422,12 +303,12 @@ class RedisMemoryStore:
     async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
         removable = self._removable(context)
         if memory_id is not None:
-            doc = await self.redis.hmget(self._key(memory_id), ["scope", "author"])
-            scope, author = (_text(v) if v is not None else "" for v in doc)
+            doc = await self.index.fetch(memory_id) or {}
+            scope, author = str(doc.get("scope") or ""), str(doc.get("author") or "")
             mine = author == context.user_id or scope == context.user_scope
             if scope not in context.readable_scopes() or not mine:
                 return 0
-            return await self._delete([self._key(memory_id)])
+            return await self.counts.delete([self._key(memory_id)])
         removed = 0
         query = FilterQuery(filter_expression=removable, return_fields=["id"], num_results=MAX_PAGE)
         while True:  # each round deletes what it found, so the next starts at the top again
@@ -435,60 +316,17 @@ class RedisMemoryStore:
             if not found:
                 return removed
             keys = [self._key(str(doc["id"]).rsplit(":", 1)[-1]) for doc in found]
-            removed += await self._delete(keys)
+            removed += await self.counts.delete(keys)
 
     # --- maintenance ------------------------------------------------------------------------
 
     async def reindex(self, batch: int = 64) -> int:
         """Rebuild the index for the configured embedder and algorithm, re-embedding every
         memory; the documents themselves are never deleted."""
-        if await self.index.exists():
-            await self.index.delete(drop=False)
-        else:  # built with another schema name? drop whatever index covers our documents
-            try:
-                await self.redis.execute_command("FT.DROPINDEX", self.index.name)
-            except aioredis.ResponseError:
-                pass
-        keys = [key async for key in self.redis.scan_iter(match=f"{self.prefix}:memory:doc:*")]
-        total = 0
-        for start in range(0, len(keys), batch):
-            chunk = keys[start : start + batch]
-            texts = await self._texts(chunk)
-            present = [(key, text) for key, text in zip(chunk, texts, strict=True) if text]
-            if not present:
-                continue
-            vectors = await self.embedder.embed_many([text for _, text in present])
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for (key, _), vector in zip(present, vectors, strict=True):
-                    pipe.hset(key, "embedding", np.asarray(vector, dtype=np.float32).tobytes())
-                await pipe.execute()
-            total += len(present)
-        await self.index.create(overwrite=True)
-        await self.recount()
+        total = await reindex(self.index, self.embedder, self.counts, batch)
         await self.redis.hset(self.meta_key, mapping=self._identity())
-        await self._indexed()
         return total
-
-    async def _indexed(self, poll: float = 0.2) -> None:
-        """Wait for RediSearch's background scan of existing documents: until it ends,
-        recall would miss memories. It announces nothing, so ask it."""
-        while True:
-            info = await self.index.info()
-            if float(info.get("percent_indexed", 1)) >= 1 and not int(info.get("indexing", 0)):
-                return
-            await asyncio.sleep(poll)
-
-    async def _texts(self, keys: list[Any]) -> list[str | None]:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.hget(key, "text")
-            values = await pipe.execute()
-        return [None if value is None else _text(value) for value in values]
 
 
 def _label(scope: str) -> str:
     return SCOPE_LABELS.get(scope.split(":", 1)[0], "team")
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

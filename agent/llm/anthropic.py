@@ -12,9 +12,10 @@ turn, wrapped in <context>.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
 import anthropic
@@ -65,17 +66,11 @@ class AnthropicModel:
         )
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
-        try:
+        with sdk_errors():
             # The raw response's JSON, not the SDK's parsed Message: building those models
             # only to dump them again cost about a fifth of the CPU of a call.
             raw = await self.client.messages.with_raw_response.create(**self.wire_request(request))
             data = raw.http_response.json()
-        except anthropic.APIStatusError as exc:
-            raise classify(exc) from exc
-        except anthropic.APITimeoutError as exc:
-            raise ProviderUnavailable(self.name, "timed out") from exc
-        except anthropic.APIConnectionError as exc:
-            raise ProviderUnavailable(self.name, "connection failed") from exc
         return from_wire(data, self.model)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
@@ -86,7 +81,7 @@ class AnthropicModel:
         """
         message: dict[str, Any] = {"content": [], "usage": {}}
         partial_json: dict[int, list[str]] = {}
-        try:
+        with sdk_errors():
             events = await self.client.messages.create(**self.wire_request(request), stream=True)
             async with events:
                 async for event in events:
@@ -108,12 +103,6 @@ class AnthropicModel:
                     elif event.type == "message_delta":
                         message["stop_reason"] = event.delta.stop_reason
                         message["usage"].update(event.usage.model_dump(exclude_none=True))
-        except anthropic.APIStatusError as exc:
-            raise classify_stream_error(exc) from exc
-        except anthropic.APITimeoutError as exc:
-            raise ProviderUnavailable(self.name, "timed out") from exc
-        except anthropic.APIConnectionError as exc:
-            raise ProviderUnavailable(self.name, "connection failed") from exc
         for index, parts in partial_json.items():
             try:
                 message["content"][index]["input"] = json.loads("".join(parts) or "{}")
@@ -204,8 +193,24 @@ def from_wire(data: dict[str, Any], model: str) -> ChatResponse:
     )
 
 
+@contextlib.contextmanager
+def sdk_errors() -> Iterator[None]:
+    """The SDK's errors as the `LLMError`s the fallback acts on, for answers and streams."""
+    try:
+        yield
+    except anthropic.APIStatusError as exc:
+        raise classify(exc) from exc
+    except anthropic.APITimeoutError as exc:
+        raise ProviderUnavailable("anthropic", "timed out") from exc
+    except anthropic.APIConnectionError as exc:
+        raise ProviderUnavailable("anthropic", "connection failed") from exc
+
+
 def classify(exc: anthropic.APIStatusError) -> Exception:
+    """An HTTP error, or an `event: error` that arrived mid-stream after a 200."""
     status = exc.status_code
+    if status < 400:
+        return _stream_error(exc)
     if status in (401, 403):
         return ProviderAuthError("anthropic", f"HTTP {status}")
     if status == 429 or status == 408 or status >= 500:
@@ -219,9 +224,7 @@ def classify(exc: anthropic.APIStatusError) -> Exception:
 _STREAM_UNAVAILABLE = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 
 
-def classify_stream_error(exc: anthropic.APIStatusError) -> Exception:
-    if exc.status_code >= 400:
-        return classify(exc)
+def _stream_error(exc: anthropic.APIStatusError) -> Exception:
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error")
     kind = str(error.get("type") or "") if isinstance(error, dict) else ""

@@ -3,7 +3,9 @@
 Within one think step: a timeout, 429, 529, 5xx or connection failure from the hosted
 provider is answered by the fallback. A 400 is a bug in our request and is raised. A 401/403
 falls back too, but is logged at error level and keeps the hosted provider out for a long
-cooldown. While the shared breaker is open, the hosted provider is not even tried.
+cooldown. While the breaker is open, the hosted provider is not even tried; the breaker lives
+in this process unless the host passes one whose state it shares (the service keeps it in
+Redis, `breaker_redis`).
 
 A hanging provider costs one request its timeout, not every request in flight: a call that
 has heard nothing from the provider for `suspect_after` seconds either becomes the breaker's
@@ -24,7 +26,8 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
 
 from agent.llm import metrics
 from agent.llm.base import (
@@ -54,19 +57,26 @@ class _GaveUp(Exception):
         self.failed = failed
 
 
+@dataclass(kw_only=True)
+class _Attempt:
+    admission: Admission  # as the call ended up: a call that waited may become the probe
+    reason: str | None = None  # why the fallback answers instead; None if the hosted did
+
+
 class FallbackModel:
     def __init__(
         self,
         primary: ChatModel,
         fallback: ChatModel,
-        breaker: CircuitBreaker,
+        breaker: CircuitBreaker | None = None,
         *,
         timeout: float,
         suspect_after: float | None = None,
     ) -> None:
         self.primary = primary
         self.fallback = fallback
-        self.breaker = breaker
+        # in this process unless the host shares one (`breaker_redis.redis_breaker`)
+        self.breaker = breaker if breaker is not None else CircuitBreaker(primary.name)
         self.timeout = timeout
         self.suspect_after = min(suspect_after or timeout, timeout)
         self.name = f"{primary.name}+{fallback.name}"
@@ -88,35 +98,52 @@ class FallbackModel:
     async def complete(self, request: ChatRequest) -> ChatResponse:
         causes: list[Exception] = []
         admission = await self.breaker.admit()
-        if admission in _SKIPPED:
-            causes.append(ProviderUnavailable(self.primary.name, _SKIPPED[admission]))
-            reason = "breaker_open" if admission == "open" else "probing"
-        else:
-            try:
-                response, admission = await self._hosted(request, admission)
-            except _GaveUp as exc:
-                causes.append(ProviderUnavailable(self.primary.name, "not answering"))
-                reason = "suspect"
-                if exc.failed:
-                    log.warning("%s still not answering; using the fallback", self.primary.name)
-                    await self.breaker.record_failure()
-                    reason = "probe_silent"
-            except ProviderRejected:
-                # the provider is up; the request is wrong
-                await self.breaker.record_success(admission)
-                raise
-            except (ProviderAuthError, ProviderUnavailable, TimeoutError) as exc:
-                cause, reason = await self._failed(exc, f"no answer in {self.timeout:.0f} s")
-                causes.append(cause)
-            else:
-                await self.breaker.record_success(admission)
+        reason = self._skipped(admission, causes)
+        if reason is None:
+            async with self._attempt(admission, f"no answer in {self.timeout:.0f} s", causes) as at:
+                response, at.admission = await self._hosted(request, admission)
+            if at.reason is None:
                 return response
+            reason = at.reason
         metrics.FALLBACKS.labels(reason).inc()
         try:
             return await self.fallback.complete(request)
         except LLMError as exc:
             causes.append(exc)
             raise AllProvidersFailed(causes) from exc
+
+    def _skipped(self, admission: Admission, causes: list[Exception]) -> str | None:
+        """Why the breaker sends this call straight to the fallback, if it does."""
+        if admission not in _SKIPPED:
+            return None
+        causes.append(ProviderUnavailable(self.primary.name, _SKIPPED[admission]))
+        return "breaker_open" if admission == "open" else "probing"
+
+    @contextlib.asynccontextmanager
+    async def _attempt(
+        self, admission: Admission, silence: str, causes: list[Exception]
+    ) -> AsyncIterator[_Attempt]:
+        """Record how one hosted attempt went in the breaker. A failure the fallback answers
+        ends the block quietly: its cause goes to `causes`, its reason to the attempt."""
+        attempt = _Attempt(admission=admission)
+        try:
+            yield attempt
+        except _GaveUp as exc:
+            causes.append(ProviderUnavailable(self.primary.name, "not answering"))
+            attempt.reason = "suspect"
+            if exc.failed:
+                log.warning("%s still not answering; using the fallback", self.primary.name)
+                await self.breaker.record_failure()
+                attempt.reason = "probe_silent"
+        except ProviderRejected:
+            # the provider is up; the request is wrong
+            await self.breaker.record_success(attempt.admission)
+            raise
+        except (ProviderAuthError, ProviderUnavailable, TimeoutError) as exc:
+            cause, attempt.reason = await self._failed(exc, silence)
+            causes.append(cause)
+        else:
+            await self.breaker.record_success(attempt.admission)
 
     async def _hosted(
         self, request: ChatRequest, admission: Admission
@@ -173,30 +200,25 @@ class FallbackModel:
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         causes: list[Exception] = []
         admission = await self.breaker.admit()
-        if admission in _SKIPPED:
-            causes.append(ProviderUnavailable(self.primary.name, _SKIPPED[admission]))
-            reason = "breaker_open" if admission == "open" else "probing"
-        else:
+        reason = self._skipped(admission, causes)
+        if reason is None:
             streamed = False
-            async with contextlib.aclosing(stream_of(self.primary, request)) as events:
-                try:
-                    while True:
-                        # the timeout bounds each wait for the next event, not the answer
-                        async with asyncio.timeout(self.timeout):
-                            event = await anext(events, None)
-                        if event is None:
-                            break
-                        streamed = True
-                        yield event
-                except ProviderRejected:
-                    await self.breaker.record_success(admission)
-                    raise
-                except (ProviderAuthError, ProviderUnavailable, TimeoutError) as exc:
-                    cause, reason = await self._failed(exc, f"silent for {self.timeout:.0f} s")
-                    causes.append(cause)
-                else:
-                    await self.breaker.record_success(admission)
-                    return
+            silence = f"silent for {self.timeout:.0f} s"
+            async with (
+                contextlib.aclosing(stream_of(self.primary, request)) as events,
+                self._attempt(admission, silence, causes) as attempt,
+            ):
+                while True:
+                    # the timeout bounds each wait for the next event, not the answer
+                    async with asyncio.timeout(self.timeout):
+                        event = await anext(events, None)
+                    if event is None:
+                        break
+                    streamed = True
+                    yield event
+            if attempt.reason is None:
+                return
+            reason = attempt.reason
             if streamed:
                 yield StreamReset(reason)
         metrics.FALLBACKS.labels(reason).inc()

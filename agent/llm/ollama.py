@@ -8,9 +8,10 @@ model is told plainly that it cannot see them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
 import httpx
@@ -54,12 +55,8 @@ class OllamaModel:
         return self._vision
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
-        try:
+        with self._sdk_errors():
             response = await self.client.chat(**(await self._kwargs(request)))
-        except ollama.ResponseError as exc:
-            raise self._classify(exc) from exc
-        except (ConnectionError, httpx.TransportError) as exc:
-            raise ProviderUnavailable(self.name, f"not reachable ({type(exc).__name__})") from exc
         return from_wire(response.model_dump(), self.model)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
@@ -67,7 +64,7 @@ class OllamaModel:
         text: list[str] = []
         calls: list[dict[str, Any]] = []
         last: dict[str, Any] = {}
-        try:
+        with self._sdk_errors():
             chunks = await self.client.chat(**(await self._kwargs(request)), stream=True)
             async for chunk in chunks:
                 data = chunk.model_dump()
@@ -79,10 +76,6 @@ class OllamaModel:
                     calls.append(call)
                     yield ToolUseStarted((call.get("function") or {}).get("name", ""))
                 last = data
-        except ollama.ResponseError as exc:
-            raise self._classify(exc) from exc
-        except (ConnectionError, httpx.TransportError) as exc:
-            raise ProviderUnavailable(self.name, f"not reachable ({type(exc).__name__})") from exc
         whole = {**last, "message": {"content": "".join(text), "tool_calls": calls}}
         yield from_wire(whole, self.model)
 
@@ -110,6 +103,16 @@ class OllamaModel:
 
     async def close(self) -> None:
         await self.client.close()
+
+    @contextlib.contextmanager
+    def _sdk_errors(self) -> Iterator[None]:
+        """The client's errors as the `LLMError`s the fallback acts on, for answers and streams."""
+        try:
+            yield
+        except ollama.ResponseError as exc:
+            raise self._classify(exc) from exc
+        except (ConnectionError, httpx.TransportError) as exc:
+            raise ProviderUnavailable(self.name, f"not reachable ({type(exc).__name__})") from exc
 
     def _classify(self, exc: ollama.ResponseError) -> Exception:
         message = str(exc.error)

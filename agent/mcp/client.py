@@ -35,7 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from agent.mcp.config import McpConfig, ServerConfig
-from agent.mcp.tools import McpTool
+from agent.mcp.tools import BadSchema, McpTool
 from agent.protocols import RunContext
 from agent.tools import Tool, ToolError
 
@@ -64,6 +64,7 @@ class McpServer:
         self.state: State = "starting"
         self.error: str | None = None
         self.tools: list[McpTool] = []
+        self.skipped: dict[str, str] = {}  # tools left out: name → why
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._signal = asyncio.Event()  # something for the supervisor to look at
@@ -219,17 +220,32 @@ class McpServer:
             if not page.next_cursor:
                 break
             params = mt.PaginatedRequestParams(cursor=page.next_cursor)
-        self.tools = [
-            McpTool(
-                server=self.name,
-                remote=tool,
-                caller=self.call,
-                approval=self.config.approval,
-                timeout=self.config.timeout or self.timing.call_timeout,
-            )
-            for tool in listed
-            if self.config.offers(tool.name)
-        ]
+        tools: list[McpTool] = []
+        skipped: dict[str, str] = {}
+        for tool in listed:
+            if not self.config.offers(tool.name):
+                continue
+            try:
+                made = McpTool(
+                    server=self.name,
+                    remote=tool,
+                    caller=self.call,
+                    approval=self.config.approval,
+                    timeout=self.config.timeout or self.timing.call_timeout,
+                )
+            except BadSchema as exc:
+                skipped[tool.name] = f"invalid input schema at {exc}"
+                if self.skipped.get(tool.name) != skipped[tool.name]:  # once, not every relist
+                    log.warning(
+                        "MCP server %s: tool %s left out, its input schema is not valid "
+                        "JSON Schema (%s)",
+                        self.name,
+                        tool.name,
+                        exc,
+                    )
+                continue
+            tools.append(made)
+        self.tools, self.skipped = tools, skipped
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, mt.ToolListChangedNotification):

@@ -2,7 +2,9 @@
 
 The model sees `<server>__<tool>`, cut to Anthropic's tool-name rule; the tool keeps the
 server's own name for the call. Arguments are checked against the server's JSON schema before
-the call, and a failed check reads like any other invalid-arguments observation.
+the call, and a failed check reads like any other invalid-arguments observation. A schema that
+is not valid JSON Schema raises `BadSchema`: such a tool is left out (a provider refuses a
+whole request that offers it).
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ def _problem(error: schema_errors.ValidationError) -> str:
     return f"does not satisfy {error.validator}={json.dumps(error.validator_value)[:80]}"
 
 
+class BadSchema(Exception):
+    """A tool's inputSchema is not valid JSON Schema; the message says where."""
+
+
 class McpTool(Tool):
     """One remote tool. Built from the server's listing, not from a Python signature."""
 
@@ -82,12 +88,18 @@ class McpTool(Tool):
         self.retries = 0 if self.side_effects else None
         self._describe = None
         self._context_param = None
+        self.deps = {}  # nothing from the host: the server has what it needs
         self._caller = caller
         schema = dict(remote.input_schema or {"type": "object"})
         schema.setdefault("type", "object")
         schema.setdefault("properties", {})
         self.schema = schema
         cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+        except schema_errors.SchemaError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "the top level"
+            raise BadSchema(f"{where}: {str(exc.message)[:120]}") from None
         self._validator = cls(schema)
         self._spec = ToolSpec(name=self.name, description=self.description, input_schema=schema)
 

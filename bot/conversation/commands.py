@@ -1,4 +1,9 @@
-"""The chat commands: /help, /start, /memories, /forget, /cancel, /status."""
+"""The chat commands: what /help says, and the commands that read memory or usage
+(/memories, /forget, /status, Forget buttons).
+
+The engine (engine.py) answers /help, /start, /cancel and unknown commands itself and hands
+the others over through its `Command` and `Forget` effects.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,8 @@ from dataclasses import dataclass
 
 from adapters.base import Button, InboundAction, InboundMessage, OutboundMessage
 from agent.protocols import MemoryRecord, MemoryStore, RunContext
+from bot.conversation.render import MEMORY_ACTION
 from bot.runtime.sessions import Session
-
-# The decision id Forget buttons carry; their value is the memory id.
-MEMORY_ACTION = "mem"
-MEMORIES_PAGE = 10
-NO_MEMORY = "My memory isn't available right now."
 
 HELP = """I'm Parley. Tell me what you need and I'll work on it: I can use tools, I remember \
 what you tell me (ask me to remember something), and I always ask before I do anything \
@@ -24,13 +25,17 @@ Commands:
 • {p}cancel — stop what I'm doing or drop the pending question
 • {p}status — what I'm doing and your usage today
 • {p}help — this message"""
-
 # How each platform writes a command, and where to talk to Parley there.
 COMMAND_PREFIX = {"slack": "/parley ", "telegram": "/", "console": "/"}
 WHERE = {
     "slack": "\n\nMention me in a channel (I answer in a thread) or message me directly.",
     "telegram": "\n\nIn a group, mention me or reply to one of my messages.",
 }
+UNKNOWN_COMMAND = "I don't know the command {command}. Try {help}."
+
+
+def help_text(platform: str) -> str:
+    return HELP.format(p=COMMAND_PREFIX.get(platform, "/"), where=WHERE.get(platform, ""))
 
 
 def command_text(platform: str, name: str) -> str:
@@ -38,9 +43,14 @@ def command_text(platform: str, name: str) -> str:
     return f"{COMMAND_PREFIX.get(platform, '/')}{name}"
 
 
-def help_text(platform: str) -> str:
-    return HELP.format(p=COMMAND_PREFIX.get(platform, "/"), where=WHERE.get(platform, ""))
+def unknown_command(platform: str, name: str) -> str:
+    return UNKNOWN_COMMAND.format(
+        command=command_text(platform, name), help=command_text(platform, "help")
+    )
 
+
+MEMORIES_PAGE = 10
+NO_MEMORY = "My memory isn't available right now."
 
 STATUS_TEXT = {
     "idle": "I'm not working on anything for you right now.",
@@ -53,7 +63,6 @@ STATUS_TEXT = {
 @dataclass(frozen=True, kw_only=True)
 class CommandResult:
     text: str
-    cancel: bool = False  # end the run or pending decision
     private: bool = False  # show only to the person who asked, where the platform can
     buttons: tuple[Button, ...] = ()  # Forget buttons, under MEMORY_ACTION
 
@@ -83,25 +92,26 @@ class Commands:
         self, event: InboundMessage, context: RunContext, session: Session
     ) -> CommandResult:
         command = (event.command or "").lower()
-        platform = event.conversation.platform
-        if command in ("help", "start"):
-            return CommandResult(text=help_text(platform), private=True)
         if command == "memories":
             return await self._memories(context, event.args)
         if command == "forget":
             return CommandResult(text=await self._forget(context, event.args), private=True)
-        if command == "cancel":
-            if session.status == "idle":
-                return CommandResult(text="There's nothing to cancel.")
-            return CommandResult(text="Cancelled. What would you like to do next?", cancel=True)
-        if command == "status":
-            lines = [STATUS_TEXT[session.status]]
-            if self.usage is not None:
-                lines.append(await self.usage(event))
-            return CommandResult(text="\n".join(lines), private=True)
-        return CommandResult(
-            text=f"I don't know the command {command_text(platform, command)}. "
-            f"Try {command_text(platform, 'help')}."
+        assert command == "status", f"not a command answered here: {command}"
+        lines = [STATUS_TEXT[session.status]]
+        if self.usage is not None:
+            lines.append(await self.usage(event))
+        return CommandResult(text="\n".join(lines), private=True)
+
+    async def reply(
+        self, event: InboundMessage, context: RunContext, session: Session
+    ) -> OutboundMessage:
+        """The answer to a command, as the message to send."""
+        result = await self.handle(event, context, session)
+        return OutboundMessage(
+            text=result.text,
+            private_to=event.actor.user_id if result.private else None,
+            buttons=result.buttons,
+            decision_id=MEMORY_ACTION if result.buttons else None,
         )
 
     async def _memories(self, context: RunContext, args: str) -> CommandResult:

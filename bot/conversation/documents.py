@@ -5,6 +5,7 @@ Errors::
     UnreadableDocument        carries a sentence for the chat
     ├── PasswordProtected     an encrypted PDF that opens with no empty password
     ├── DamagedDocument       a PDF pypdf cannot parse
+    ├── TooComplex            a PDF too big or slow to read within the bounds
     └── Unsupported           neither text nor PDF (binary)
 """
 
@@ -52,6 +53,10 @@ class Unsupported(UnreadableDocument):
     pass
 
 
+class TooComplex(UnreadableDocument):
+    pass
+
+
 def is_pdf(name: str, mime_type: str, head: bytes) -> bool:
     return head.startswith(b"%PDF-") or mime_type == "application/pdf" or _suffix(name) == ".pdf"
 
@@ -89,6 +94,8 @@ def read_pdf(name: str, data: bytes, max_chars: int) -> tuple[str, int]:
                 break
     except UnreadableDocument:
         raise
+    except MemoryError:  # past the reading process's memory limit
+        raise TooComplex(f"{name} was too much for me to read, so I left it unread.") from None
     except Exception as exc:  # pypdf raises many kinds of error on damaged files
         log.info("could not read a PDF (%s)", type(exc).__name__)
         raise DamagedDocument(f"{name} looks damaged: I couldn't read it as a PDF.") from exc

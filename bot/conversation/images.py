@@ -3,7 +3,9 @@
 The limits are Anthropic's, the stricter provider: 8000 px on the longest side and 5 MB per
 image (of base64, so 3.75 MB of file). Only an image over one of them is scaled down, to
 1568 px, the size Anthropic would reduce it to anyway. Pillow works in a thread: decoding a
-large photo takes long enough to stall the event loop.
+large photo takes long enough to stall the event loop. What is decoded is bounded in pixels,
+read from the header first, so a few kilobytes that claim 20000 × 20000 pixels cost nothing;
+a large JPEG is decoded at a fraction of its size (libjpeg's draft mode) instead.
 """
 
 from __future__ import annotations
@@ -24,10 +26,15 @@ FORMATS: dict[str, ImageType] = {
 MAX_SIDE = 8000
 MAX_BYTES = 5 * 1024 * 1024 * 3 // 4
 SCALED_SIDE = 1568
+MAX_PIXELS = 40_000_000  # decoded at most: ~160 MB as RGBA
 
 
 class BadImage(Exception):
     """Not an image Parley can pass on: unknown format, damaged, or absurdly large."""
+
+
+class TooManyPixels(BadImage):
+    """More pixels than MAX_PIXELS, whatever the file's size."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,12 +60,21 @@ def fit_image(data: bytes) -> FittedImage:
             media_type = FORMATS.get(image.format or "")
             if media_type is None:
                 raise BadImage(f"unsupported format {image.format}")
-            image.load()  # a damaged file fails here, not at the provider
             width, height = image.size
-            if max(width, height) <= MAX_SIDE and len(data) <= MAX_BYTES:
+            fits = max(width, height) <= MAX_SIDE and len(data) <= MAX_BYTES
+            if image.format == "JPEG" and (not fits or width * height > MAX_PIXELS):
+                image.draft(None, (SCALED_SIDE, SCALED_SIDE))  # decode at 1/2 … 1/8 scale
+            if image.width * image.height > MAX_PIXELS:
+                raise TooManyPixels(f"{width}x{height}")
+            image.load()  # a damaged file fails here, not at the provider
+            if fits:
                 return FittedImage(data=data, media_type=media_type, width=width, height=height)
             return _scaled(image)
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        # Pillow's own guard on opening, past twice its limit (below that a warning, which
+        # is an error where warnings are): only the header was read.
+        raise TooManyPixels(type(exc).__name__) from exc
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise BadImage(type(exc).__name__) from exc
 
 

@@ -6,11 +6,14 @@ day: the kill switch that keeps a runaway loop or a flood from running up the bi
 Charges are added up in the process and written at most once a second (and at stop), one
 pipeline for all of them: a round trip per objective saved under load, at the price of other
 processes seeing this one's spending up to a second late. This process counts its unwritten
-charges in its own checks.
+charges in its own checks. While Redis is away they are kept (one log line when writing
+stops, one when it works again), and at stop the last write is tried until Redis is back or
+the time to stop runs out.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import uuid
@@ -20,11 +23,15 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
 from adapters.base import Inbound, InboundMessage
 from agent.messages import Usage
 from bot.config import LimitsSettings
 from bot.ops import metrics
+from bot.ops.health import redis_away
+
+log = logging.getLogger(__name__)
 
 RATE_LIMITED = (
     "You're sending messages faster than I can keep up with — please wait a minute and try again."
@@ -85,6 +92,7 @@ class Limits:
         self.flush_every = 1.0  # seconds
         self._unwritten: defaultdict[str, float] = defaultdict(float)  # key → tokens or $
         self._written_at = -math.inf
+        self._failing = False  # charges could not be written: said once, until they are
 
     def _day(self) -> str:
         return time.strftime("%Y%m%d", time.gmtime(self.clock()))
@@ -134,7 +142,14 @@ class Limits:
             if cost > 0:
                 self._unwritten[f"{key}:cost"] += cost
         if time.monotonic() - self._written_at >= self.flush_every:
-            await self.flush()
+            try:
+                await self.flush()
+            except Exception as exc:
+                if not redis_away(exc):
+                    raise
+                if not self._failing:  # kept, and written with a later charge
+                    log.warning("token charges cannot be written (Redis away); kept for later")
+                self._failing = True
 
     async def flush(self) -> None:
         """Write the charges not yet in Redis, in one round trip."""
@@ -155,6 +170,31 @@ class Limits:
             for key, amount in unwritten.items():  # kept for the next attempt
                 self._unwritten[key] += amount
             raise
+        if self._failing:
+            self._failing = False
+            log.info("token charges are written again")
+
+    async def flush_at_stop(self, within: float) -> bool:
+        """The last write, tried again while Redis is away for up to `within` seconds; False
+        (and one log line with the tokens lost) if it never got through."""
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception(redis_away),
+                stop=stop_after_delay(within),
+                wait=wait_exponential_jitter(multiplier=0.1, max=1.0),
+                reraise=True,
+            ):
+                with attempt:
+                    await self.flush()
+        except Exception as exc:
+            tokens = self._unwritten.get(self._usage_key("*all*"), 0)
+            log.warning(
+                "could not write the last token charges (%s); %d tokens not counted",
+                type(exc).__name__,
+                tokens,
+            )
+            return False
+        return True
 
     async def usage(self, user: str) -> UsageToday:
         await self.flush()  # /status shows exact figures
@@ -172,7 +212,7 @@ class Limits:
             everyone_cost=float(everyone_cost or 0),
         )
 
-    # --- the shapes the conductor and commands take -----------------------------------------
+    # --- the shapes the executor and commands take ------------------------------------------
 
     async def admission(self, event: InboundMessage) -> str | None:
         verdict = await self.admit(user_key(event))

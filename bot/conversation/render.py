@@ -17,8 +17,20 @@ from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, O
 from bot.runtime.decisions import Decision
 
 APPROVE, REJECT = "approve", "reject"
+# The decision id Forget buttons carry; their value is the memory id.
+MEMORY_ACTION = "mem"
 ARG_LIMIT = 300  # characters of one argument value shown to the approver
 NOTE_LIMIT = 200  # characters of the model's own description of a call or plan
+
+BUTTON_GONE = "This button has expired. Send me your request again if you still need it."
+REQUEST_EXPIRED = "This request has expired. Ask me again if you still need it."
+ALREADY = {
+    "approved": "This was already approved by {who}.",
+    "rejected": "This was already rejected by {who}.",
+    "answered": "This question was already answered.",
+    "cancelled": "This request was cancelled.",
+}
+NO_LONGER_WAITING = "This request is no longer waiting for a decision."
 
 _KEY = re.compile(r"^[\w.-]{1,64}$")
 # Slack mentions (<!channel>, <@U1>), @username and @everyone, Markdown links ([x](url))
@@ -114,15 +126,10 @@ def decided_message(decision: Decision) -> OutboundMessage:
     return OutboundMessage(text=f"{decision.text}\n\n{outcome}", allowed_mentions=frozenset({who}))
 
 
-def stale_click_text(decision: Decision | None) -> str:
+def stale_click_text(decision: Decision | None, now: float) -> str:
+    """What a press on a button that no longer decides anything is told."""
     if decision is None:
-        return "This button has expired. Send me your request again if you still need it."
-    if decision.status == "expired" or decision.expired():
-        return "This request has expired. Ask me again if you still need it."
-    who = decision.decided_by
-    return {
-        "approved": f"This was already approved by {who}.",
-        "rejected": f"This was already rejected by {who}.",
-        "answered": "This question was already answered.",
-        "cancelled": "This request was cancelled.",
-    }.get(decision.status, "This request is no longer waiting for a decision.")
+        return BUTTON_GONE
+    if decision.status == "expired" or decision.expired(now):
+        return REQUEST_EXPIRED
+    return ALREADY.get(decision.status, NO_LONGER_WAITING).format(who=decision.decided_by)

@@ -50,6 +50,10 @@ class Keys:
     def attempts(self, conversation_id: str) -> str:
         return self.conversation(conversation_id, "attempts")
 
+    def thread_seen(self, conversation_id: str) -> str:
+        """The newest thread message Parley saw, so it reads only what came after it."""
+        return self.conversation(conversation_id, "seen")
+
     # --- decisions, delivery, reminders, leases ------------------------------------------
     def decision(self, decision_id: str) -> str:
         return f"{self.prefix}:decision:{decision_id}"
@@ -107,6 +111,7 @@ PATTERNS: dict[str, str] = {
     "conv:*:backlog": "ttl",
     "conv:*:journal:*": "ttl",
     "conv:*:attempts": "ttl",
+    "conv:*:seen": "ttl",
     "decision:*": "ttl",
     "decisions:pending:*": "retention: members leave when decided or pruned when expired",
     "outbox:*": "ttl",

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
@@ -95,7 +95,6 @@ class Lease:
         self.conversation_id = conversation_id
         self.value = value
         self.token = token
-        self.lost = False
         self.session = session
         self.head = head
         self.done: bytes | None = None  # the backlog member the last session save took off
@@ -103,6 +102,21 @@ class Lease:
         self.added: set[str] = set()  # backlog members its acquisition put there
         self.untried: set[str] = set()
         self.records: dict[str, tuple[str, int]] = {}
+        self._lost = asyncio.Event()
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set()
+
+    @lost.setter
+    def lost(self, value: bool) -> None:
+        if value:
+            self._lost.set()
+        else:
+            self._lost.clear()
+
+    async def wait_lost(self) -> None:
+        await self._lost.wait()
 
 
 class ConversationLocks:
@@ -228,3 +242,20 @@ class ConversationLocks:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+async def while_held(lease: Lease, work: Awaitable[None]) -> None:
+    """Await `work`, stopped with LockLost as soon as the lease is found lost: a new holder
+    handles the entry again, and a stale run must not answer before it."""
+    task = asyncio.ensure_future(work)
+    lost = asyncio.ensure_future(lease.wait_lost())
+    try:
+        await asyncio.wait((task, lost), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+        lost.cancel()
+        await asyncio.gather(task, lost, return_exceptions=True)
+    if task.cancelled():
+        raise LockLost(lease.conversation_id)
+    task.result()

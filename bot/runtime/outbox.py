@@ -40,7 +40,7 @@ from adapters.base import (
     Button,
     ChatAdapter,
     ConversationKey,
-    DeliveryFailed,
+    DeliveryError,
     MessageRef,
     OutboundMessage,
 )
@@ -70,7 +70,7 @@ return due
 
 
 def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, DeliveryFailed):
+    if isinstance(exc, DeliveryError):
         return not exc.permanent
     return isinstance(exc, ConnectionError | TimeoutError)
 
@@ -208,7 +208,7 @@ class Outbox:
     ) -> None:
         platform = conversation.platform
         metrics.DELIVERIES.labels(platform, "failed").inc()
-        if not isinstance(exc, DeliveryFailed | ConnectionError | TimeoutError):
+        if not isinstance(exc, DeliveryError | ConnectionError | TimeoutError):
             log.error("could not deliver %s to %s", key, conversation.id, exc_info=exc)
             await self.redis.set(self.keys.outbox(key), FAILED, px=self.ttl_ms)
             return
@@ -331,4 +331,4 @@ class Outbox:
 
 
 def _why(exc: BaseException) -> str:
-    return exc.reason if isinstance(exc, DeliveryFailed) else type(exc).__name__
+    return exc.reason if isinstance(exc, DeliveryError) else type(exc).__name__

@@ -45,6 +45,12 @@ async def ensure_group(redis: aioredis.Redis, keys: Keys) -> None:
             raise
 
 
+def group_gone(exc: ResponseError) -> bool:
+    """The consumer group (or the whole stream) is missing: Redis came back without its data."""
+    text = str(exc)
+    return "NOGROUP" in text or "no such key" in text
+
+
 class Reclaimer:
     def __init__(
         self,
@@ -76,6 +82,10 @@ class Reclaimer:
                 await self.reclaim()
                 await self.forget_departed()
                 await self._sample_queue()
+            except ResponseError as exc:
+                if not group_gone(exc):
+                    wait = min(interval, self.heartbeat.failed(exc))
+                # else Redis lost its data: the reading loop creates the group again, and says so
             except Exception as exc:
                 wait = min(interval, self.heartbeat.failed(exc))
             else:

@@ -33,6 +33,7 @@ from adapters.base import (
 )
 from agent.protocols import ProgressEvent
 from bot.ops import metrics
+from bot.ops.health import redis_away
 from bot.runtime.locks import Lease
 from bot.runtime.records import IN_FLIGHT, MARKERS, record_sent
 
@@ -131,9 +132,16 @@ class AnswerStream:
         await self.live.show(text)
         message_id = self.live.message_id
         if message_id is not None and message_id != self._recorded:
-            self._recorded = message_id
             marker = json.dumps({"live": message_id})
-            await self.redis.set(self.redis_key, marker, px=self.ttl_ms)
+            try:
+                await self.redis.set(self.redis_key, marker, px=self.ttl_ms)
+            except Exception as exc:
+                if not redis_away(exc):
+                    raise
+                # Showing goes on; the marker is tried again with the next update.
+                log.debug("could not record the live message of %s", self.redis_key)
+                return
+            self._recorded = message_id
 
     async def _read_key(self) -> None:
         value = await self.redis.get(self.redis_key)
@@ -188,7 +196,12 @@ class AnswerStream:
                 return None
             return MessageRef(conversation=self.conversation, message_id=self._delivered)
         # the key is ours (read before the run; the conversation's lock keeps others out)
-        await self.redis.set(self.redis_key, IN_FLIGHT, px=self.ttl_ms)
+        try:
+            await self.redis.set(self.redis_key, IN_FLIGHT, px=self.ttl_ms)
+        except Exception as exc:
+            if redis_away(exc):
+                await self._take_back_unrecorded()
+            raise
         try:
             ref = await self._deliver(message)
         except BaseException:
@@ -197,6 +210,16 @@ class AnswerStream:
         await record_sent(self.redis, self.redis_key, ref.message_id, self.ttl_ms, self.later)
         metrics.DELIVERIES.labels(platform, "sent").inc()
         return ref
+
+    async def _take_back_unrecorded(self) -> None:
+        """The entry is handled again once Redis is back, and its replay cannot know of a
+        half message whose marker was never stored: take that message back now."""
+        if self.live.message_id is None or self.live.message_id == self._recorded:
+            return
+        try:
+            await self.live.discard()
+        except Exception:
+            log.warning("could not take back a half-shown answer in %s", self.conversation.id)
 
     async def _deliver(self, message: OutboundMessage) -> MessageRef:
         if self._previous is not None:

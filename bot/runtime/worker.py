@@ -36,8 +36,8 @@ from bot.ops.health import Health, pause, redis_away
 from bot.runtime.failures import Failures, OnError, dead_letter, dead_lettered
 from bot.runtime.inbox import decode_entry, queued_at_of
 from bot.runtime.keys import Keys, backlog_member, entry_of
-from bot.runtime.locks import ConversationLocks, Lease, LockLost
-from bot.runtime.reclaimer import GROUP, Reclaimer, ensure_group
+from bot.runtime.locks import ConversationLocks, Lease, LockLost, while_held
+from bot.runtime.reclaimer import GROUP, Reclaimer, ensure_group, group_gone
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class Worker:
                 block=self.block_ms if start == ">" else None,
             )
         except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
+            if not group_gone(exc):
                 raise
             log.warning("the consumer group is gone (did Redis lose its data?); creating it")
             await self.ensure_group()
@@ -326,7 +326,7 @@ class Worker:
                 )
                 return "done"
         try:
-            await self.handle(entry, event, lease)
+            await while_held(lease, self.handle(entry, event, lease))
         except LockLost:
             log.warning("lock of %s lost while handling %s", conversation, entry)
             self._read_events[entry] = event

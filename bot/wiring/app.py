@@ -8,15 +8,11 @@ delivering replies). Any number of each share one Redis.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator
 from typing import Literal
 
 import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
 
 from adapters.base import OutboundMessage
 from agent.llm.usage import close_model
@@ -26,15 +22,15 @@ from bot.config import Settings
 from bot.conversation.channels import Channels
 from bot.conversation.commands import remembered_note
 from bot.conversation.limits import Limits
-from bot.ops.embedded_redis import EmbeddedRedis
 from bot.ops.gc_tuning import GcTuning
 from bot.ops.health import Health
 from bot.ops.http import HttpServer
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
 from bot.wiring.compose import build_agent
+from bot.wiring.connection import redis_connection
 from bot.wiring.mcp_setup import build_toolbox, readiness
-from bot.wiring.memory_setup import open_memory
+from bot.wiring.memory_setup import completion, open_memory
 from bot.wiring.models import build_chat_model
 from bot.wiring.platforms import Platforms
 from bot.wiring.runtime import build_runtime
@@ -43,43 +39,6 @@ from memory.extract import FactExtractor
 log = logging.getLogger(__name__)
 
 Role = Literal["all", "gateway", "worker"]
-
-
-@contextlib.asynccontextmanager
-async def redis_connection(settings: Settings) -> AsyncIterator[aioredis.Redis]:
-    """A client for REDIS_URL, or for an embedded Redis Stack started for this process."""
-    embedded: EmbeddedRedis | None = None
-    url = settings.redis.url
-    if url is None:
-        embedded = EmbeddedRedis(settings.redis.data_dir, server=settings.redis.server)
-        url = await asyncio.to_thread(embedded.start)
-    client = redis_client(url, settings)
-    client.parley_url = url  # type: ignore[attr-defined]
-    try:
-        yield client
-    finally:
-        await client.aclose()
-        if embedded is not None:
-            log.info("stopping the embedded Redis")
-            await asyncio.to_thread(embedded.stop)
-            log.info("stopped")
-
-
-def redis_client(url: str, settings: Settings) -> aioredis.Redis:
-    """A client whose pool is bounded: a burst waits for a free connection instead of failing.
-
-    A command whose connection broke is tried once more on a fresh one, so the connections
-    a Redis restart left stale fail nothing; while Redis is away the error comes at once and
-    the loops back off themselves.
-    """
-    pool = aioredis.BlockingConnectionPool.from_url(
-        url,
-        max_connections=settings.redis.max_connections,
-        timeout=settings.redis.pool_timeout,
-        health_check_interval=30,
-        retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=1),
-    )
-    return aioredis.Redis.from_pool(pool)
 
 
 async def serve(settings: Settings, role: Role = "all") -> None:
@@ -135,7 +94,7 @@ async def run_role(
 
         after_run = None
         if settings.memory.extract and memory is not None:
-            extractor = FactExtractor(model, memory)
+            extractor = FactExtractor(completion(model), memory)
 
             async def after_run(outcome: Outcome) -> OutboundMessage | None:
                 state = outcome.state
@@ -181,10 +140,7 @@ async def run_role(
         await platforms.close()
         if toolbox is not None:
             await toolbox.stop()
-        try:
-            await limits.flush()  # the last second's charges
-        except Exception as exc:
-            log.warning("could not write the last token charges (%s)", type(exc).__name__)
+        await limits.flush_at_stop(within=settings.runtime.drain_timeout)  # the last charges
         if model is not None:
             await close_model(model)
         gc_tuning.uninstall()

@@ -1,6 +1,9 @@
-"""`parley console`: the full agent in a terminal, for trying Parley without a chat platform.
+"""`parley console`: Parley in a terminal, for trying it without a chat platform.
 
-Questions show their options numbered; approvals show the plan and ask y/N. The
+The terminal is one more chat platform (`ConsoleAdapter` in console_view.py): each line
+becomes an event for the same conversation engine and executor the workers run, without
+the inbox. Questions show their options numbered and approvals show the plan and ask y/N;
+the answer becomes a button press (or, for a "no" with a reason, a message). The
 conversation carries over between objectives, like a chat thread.
 """
 
@@ -9,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import logging
 import re
 import signal
 import sys
@@ -17,21 +21,29 @@ import time
 from collections.abc import Coroutine
 from typing import Any, TextIO
 
-from adapters.base import Actor, ConversationKey, InboundMessage
-from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
+import redis.asyncio as aioredis
+
+from adapters.base import Inbound
+from agent.loop import Agent
 from agent.protocols import RunContext
-from agent.state import RunState
 from bot.config import Settings
 from bot.conversation.commands import Commands
-from bot.conversation.render import approval_text
-from bot.ops.doctor import check_anthropic, check_ollama
-from bot.runtime.sessions import Session
-from bot.wiring.app import redis_connection
+from bot.conversation.executor import Executor
+from bot.conversation.running import Runner
+from bot.ops.service_checks import check_anthropic, check_ollama
+from bot.runtime.decisions import DecisionStore
+from bot.runtime.keys import Keys
+from bot.runtime.locks import ConversationLocks
+from bot.runtime.outbox import Outbox
+from bot.runtime.sessions import SessionStore
 from bot.wiring.compose import build_agent
-from bot.wiring.console_view import ConsoleView
+from bot.wiring.connection import redis_connection
+from bot.wiring.console_view import ConsoleAdapter, ConsoleView, Person, is_approval
 from bot.wiring.mcp_setup import build_toolbox
 from bot.wiring.memory_setup import open_memory
 from bot.wiring.models import build_chat_model
+
+log = logging.getLogger(__name__)
 
 NO_PROVIDER = """\
 Parley has no language model to talk to. Configure one of:
@@ -40,7 +52,6 @@ Parley has no language model to talk to. Configure one of:
     (or set OLLAMA_MODEL to a model you have pulled).
 Then run `parley doctor` to check."""
 
-COMMANDS = ("memories", "forget", "help")  # answered here, without the model
 YES = {"y", "yes", "yeah", "yep", "sure", "ok", "okay", "approve", "approved", "go"}
 NO = {"n", "no", "nope", "nah", "reject", "rejected", "don't", "dont", "stop", "cancel"}
 INTERRUPTED = "\x03"  # what `LineReader.readline` returns after Ctrl-C
@@ -132,7 +143,7 @@ async def provider_problem(settings: Settings) -> str | None:
 
 
 class Chat:
-    """The terminal side: what Parley says, what the person types, and Ctrl-C.
+    """The terminal side: what the person types, and Ctrl-C.
 
     Ctrl-C while a request runs cancels that request only; at the prompt it leaves.
     """
@@ -140,7 +151,7 @@ class Chat:
     def __init__(self, stdin: TextIO, stdout: TextIO) -> None:
         self.out = stdout
         self.reader = LineReader(stdin)
-        self.request: asyncio.Task[Outcome] | None = None
+        self.request: asyncio.Task[None] | None = None
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -157,8 +168,8 @@ class Chat:
         else:
             self.reader.interrupt()
 
-    async def attempt(self, work: Coroutine[Any, Any, Outcome]) -> Outcome | None:
-        """Run one step of a request; None if Ctrl-C cancelled it."""
+    async def attempt(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run one request; Ctrl-C cancels it."""
         self.request = asyncio.create_task(work)
         try:
             await asyncio.wait({self.request})
@@ -168,8 +179,34 @@ class Chat:
                 task.cancel()
         if task.cancelled():
             self.say("\n(cancelled)")
-            return None
-        return task.result()
+            return
+        task.result()
+
+
+def console_executor(
+    settings: Settings,
+    redis: aioredis.Redis,
+    agent: Agent,
+    adapter: ConsoleAdapter,
+    commands: Commands,
+) -> Executor:
+    """The workers' executor, on the console's adapter and without the inbox."""
+    keys = Keys(settings.redis.key_prefix)
+    runtime = settings.runtime
+    outbox = Outbox(redis, keys, ttl=runtime.dedup_ttl, attempts=1)
+    streaming = settings.streaming
+    return Executor(
+        agent=agent,
+        adapters={"console": adapter},
+        sessions=SessionStore(redis, keys, ttl=runtime.session_ttl),
+        decisions=DecisionStore(redis, keys, ttl=runtime.decision_ttl),
+        outbox=outbox,
+        commands=commands,
+        runner=Runner(
+            outbox=outbox, stream_interval=streaming.interval if streaming.enabled else None
+        ),
+        max_message_chars=settings.agent.max_message_chars,
+    )
 
 
 async def run_console(
@@ -192,63 +229,39 @@ async def run_console(
         agent = build_agent(
             settings, redis, model=model, memory=memory, scheduler=scheduler, tool_source=toolbox
         )
-        user = getpass.getuser()
-        context = RunContext(
-            conversation_id="console:-:local:-",
-            platform="console",
-            user_id=user,
-            chat_id="local",
-            is_direct=True,
-            user_name=user,
+        adapter = ConsoleAdapter(view=ConsoleView(out=stdout))
+        executor = console_executor(settings, redis, agent, adapter, Commands(memory))
+        locks = ConversationLocks(
+            redis,
+            Keys(settings.redis.key_prefix),
+            lease=settings.runtime.lock_lease,
+            fence_ttl=settings.runtime.session_ttl,
         )
-        commands = Commands(memory)
+        person = Person(getpass.getuser())
+
+        async def handle(event: Inbound) -> None:
+            entry_id = person.entry_id()
+            async with locks.held(person.conversation.id) as lease:
+                assert lease is not None, "the console's conversation is its own"
+                try:
+                    await executor.handle(entry_id, event, lease)
+                except Exception:
+                    log.exception("the console could not handle a line")
+                    await executor.fail_quietly(entry_id, event)
+            await adapter.view.close()  # a cancelled request leaves no spinner behind
+
         chat.say(
             "Parley console — type a request, /memories, /forget N, /help; /quit to leave; "
             "Ctrl-C cancels a request."
         )
-        history: RunState | None = None
-        view = ConsoleView(out=stdout)
         try:
             while True:
-                text = await chat.ask("\nyou> ")
-                if text in (None, INTERRUPTED, "/quit", "/exit"):
+                event = await next_event(chat, adapter, person)
+                if event is None:
                     break
-                if not text:
-                    continue
-                name, _, args = text[1:].partition(" ")
-                if text.startswith("/") and name.lower() in COMMANDS:
-                    event = InboundMessage(
-                        event_id="console",
-                        conversation=ConversationKey(platform="console", chat_id="local"),
-                        actor=Actor(platform="console", user_id=user, name=user),
-                        text=args,
-                        is_direct=True,
-                        command=name.lower(),
-                        args=args.strip(),
-                    )
-                    result = await commands.handle(event, context, Session())
-                    chat.say(f"parley> {result.text}")
-                    continue
-                outcome = await chat.attempt(
-                    agent.run(text, context, history=history, on_progress=view.progress)
-                )
-                while outcome is not None:
-                    await view.close()
-                    if isinstance(outcome, Finished | Failed):
-                        await view.finish(
-                            outcome.answer if isinstance(outcome, Finished) else outcome.message
-                        )
-                        history = outcome.state
-                        break
-                    resumed = await _decide(chat, outcome)
-                    if resumed is None:
-                        break
-                    outcome = await chat.attempt(
-                        agent.resume(outcome.state, on_progress=view.progress, **resumed)
-                    )
-                await view.close()  # a cancelled request leaves no spinner behind
+                await chat.attempt(handle(event))
         finally:
-            await view.close()
+            await adapter.stop()
             loop.remove_signal_handler(signal.SIGINT)
             if toolbox is not None:
                 await toolbox.stop()
@@ -261,31 +274,43 @@ async def run_console(
     return 0
 
 
-async def _decide(chat: Chat, outcome: Outcome) -> dict[str, Any] | None:
-    """Ask the person what a suspended run waits for; None if they gave up on it."""
-    if isinstance(outcome, AwaitingAnswer):
-        chat.say(f"parley asks> {outcome.question}")
-        for index, option in enumerate(outcome.options, 1):
-            chat.say(f"  {index}. {option}")
+async def next_event(chat: Chat, adapter: ConsoleAdapter, person: Person) -> Inbound | None:
+    """What the person does next: a line at the prompt, or the answer to what Parley asked;
+    None when they leave."""
+    waiting, adapter.waiting = adapter.waiting, None
+    if waiting is not None and waiting.decision_id is not None:
+        if is_approval(waiting):
+            return await _approve(chat, person, waiting.decision_id)
         answer = await chat.ask("your answer> ")
-        if answer in (None, INTERRUPTED):
+        if answer is None:
             return None
-        assert answer is not None
-        if answer.isdigit() and 1 <= int(answer) <= len(outcome.options):
-            answer = outcome.options[int(answer) - 1]
-        return {"answer": answer}
-    assert isinstance(outcome, AwaitingApproval)
-    chat.say("parley wants to:")
-    chat.say(approval_text(outcome))
+        if answer == INTERRUPTED:
+            return person.says("/cancel")  # they gave up on the question
+        if answer.isdigit() and 1 <= int(answer) <= len(waiting.buttons):
+            return person.presses(waiting.decision_id, waiting.buttons[int(answer) - 1].value)
+        return person.says(answer)
+    while True:
+        text = await chat.ask("\nyou> ")
+        if text in (None, INTERRUPTED, "/quit", "/exit"):
+            return None
+        if text:
+            return person.says(text)
+
+
+async def _approve(chat: Chat, person: Person, decision_id: str) -> Inbound | None:
     while True:
         decision = await chat.ask("Approve? [y/N] ")
-        if decision in (None, INTERRUPTED):
+        if decision is None:
             return None
-        assert decision is not None
+        if decision == INTERRUPTED:
+            return person.says("/cancel")
         approved = yes_or_no(decision)
         if approved is not None:
             break
         chat.say("Please answer yes or no.")
     chat.say("approved." if approved else "rejected.")
-    reason = None if approved or decision.lower() in ("", "n", "no") else decision
-    return {"approved": approved, "reason": reason}
+    if approved:
+        return person.presses(decision_id, "approve")
+    if decision.lower() in ("", "n", "no"):
+        return person.presses(decision_id, "reject")
+    return person.says(decision)  # a "no" with a reason: the reason goes to the model

@@ -1,9 +1,13 @@
-"""What `parley console` shows while a run works: a spinner with the current step, then the
-answer as it is written.
+"""The terminal as a chat platform: `ConsoleAdapter` shows what the conversation engine sends,
+and `Person` turns what is typed into events.
+
+A plain message is printed after `parley> `; a prompt with buttons (a question's options,
+an approval's plan) is printed and kept in `waiting` until the console asks the person.
+While a run works, a spinner shows the current step; the answer is printed as it is written
+(a live message, like a streamed answer on the platforms) and not printed again at the end.
 
 On a terminal the status line is redrawn in place with a spinner; elsewhere (a pipe) it is
-printed once per change. The answer's text is printed as it arrives, so the finished answer
-is not printed again.
+printed once per change.
 """
 
 from __future__ import annotations
@@ -11,13 +15,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
+import uuid
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from agent.protocols import ProgressEvent
+from adapters.base import (
+    Actor,
+    ConversationKey,
+    InboundAction,
+    InboundMessage,
+    MessageRef,
+    OutboundMessage,
+    Platform,
+)
+from bot.conversation.render import APPROVE, MEMORY_ACTION
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPIN_SECONDS = 0.1
+THINKING = "Thinking…"
+_ids = itertools.count(1)
 
 
 @dataclass(kw_only=True)
@@ -33,40 +50,45 @@ class ConsoleView:
         isatty = getattr(self.out, "isatty", None)
         return bool(isatty and isatty())
 
-    async def progress(self, event: ProgressEvent) -> None:
-        if event.kind == "text_delta":
-            await self._stop_spinner()
-            if not self.written:
-                self._write(self.prefix)
-            text = event.detail.get("text", "")
-            self.written += text
-            self._write(text)
-        elif event.kind == "text_reset":
-            if self.written:
-                self._write("\n")  # what was printed stays; it was the model thinking aloud
-                self.written = ""
-            self._set_status(event.detail.get("status") or "Thinking…")
-        elif event.kind == "step_started":
-            self._set_status("Thinking…")
-        elif event.kind == "tool_started" and event.tool:
-            self._set_status(f"Using {event.tool}…")
+    async def say(self, text: str) -> None:
+        await self._stop_spinner()
+        self.end_line()
+        self._write(f"{text}\n")
+
+    async def show(self, text: str) -> None:
+        """The answer so far (the whole of it): print what is new."""
+        await self._stop_spinner()
+        if self.written and not text.startswith(self.written):
+            self.end_line()
+        if not self.written:
+            self._write(self.prefix)
+        self._write(text[len(self.written) :])
+        self.written = text
+
+    async def reset(self, status: str | None) -> None:
+        """What was printed was the model thinking aloud: it stays, the status follows."""
+        self.end_line()
+        self.status(status or THINKING)
 
     async def finish(self, answer: str) -> None:
         """End the run's display: the answer, unless it was already printed as it came."""
         await self._stop_spinner()
         if self.written and answer.startswith(self.written.strip()):
-            rest = answer[len(self.written.strip()) :]
-            self._write(f"{rest}\n")
+            self._write(f"{answer[len(self.written.strip()) :]}\n")
         else:
-            if self.written:
-                self._write("\n")
+            self.end_line()
             self._write(f"{self.prefix}{answer}\n")
         self.written = ""
+
+    def end_line(self) -> None:
+        if self.written:
+            self._write("\n")
+            self.written = ""
 
     async def close(self) -> None:
         await self._stop_spinner()
 
-    def _set_status(self, status: str) -> None:
+    def status(self, status: str) -> None:
         if status == self._status:
             return
         self._status = status
@@ -92,3 +114,116 @@ class ConsoleView:
     def _write(self, text: str) -> None:
         self.out.write(text)
         self.out.flush()
+
+
+@dataclass(kw_only=True)
+class ConsoleLive:
+    """The answer printed while it is written (a LiveMessage with no message to edit)."""
+
+    view: ConsoleView
+    conversation: ConversationKey
+    message_id: str | None = None
+    min_interval: float = 0.0
+
+    async def show(self, text: str) -> None:
+        await self.view.show(text)
+
+    async def reset(self, status: str | None) -> None:
+        await self.view.reset(status)
+
+    async def discard(self) -> None:
+        self.view.end_line()  # a question or plan follows what was thought aloud
+
+    async def finish(self, message: OutboundMessage) -> MessageRef:
+        await self.view.finish(message.text)
+        return MessageRef(conversation=self.conversation, message_id=str(next(_ids)))
+
+
+@dataclass(kw_only=True)
+class ConsoleAdapter:
+    view: ConsoleView
+    platform: Platform = "console"
+    progress_delay: float = 0.0  # a terminal shows every step at once
+    waiting: OutboundMessage | None = None  # a prompt to put to the person next
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        await self.view.close()
+
+    async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
+        if message.buttons and message.decision_id not in (None, MEMORY_ACTION):
+            self.waiting = message
+            if is_approval(message):
+                await self.view.say(f"parley wants to:\n{message.text}")
+            else:
+                options = [f"  {n}. {b.label}" for n, b in enumerate(message.buttons, 1)]
+                await self.view.say("\n".join([f"parley asks> {message.text}", *options]))
+        else:
+            await self.view.say(f"{self.view.prefix}{message.text}")
+        return MessageRef(conversation=conversation, message_id=str(next(_ids)))
+
+    async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
+        return None  # the console echoed the decision where it was made
+
+    async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
+        if alert:  # a toast only repeats what the console echoed
+            await self.view.say(f"{self.view.prefix}{text}")
+
+    async def progress(self, conversation: ConversationKey, status: str | None) -> None:
+        if status is None:
+            await self.view.close()
+        else:
+            self.view.status(status)
+
+    def live(
+        self, conversation: ConversationKey, *, user_id: str, team_id: str | None, is_direct: bool
+    ) -> ConsoleLive:
+        return ConsoleLive(view=self.view, conversation=conversation)
+
+
+def is_approval(message: OutboundMessage) -> bool:
+    return any(button.value == APPROVE for button in message.buttons)
+
+
+class Person:
+    """The person at the terminal, and the events their lines become."""
+
+    def __init__(self, user: str) -> None:
+        # A conversation of its own for each console session, in the person's direct chat.
+        self.conversation = ConversationKey(
+            platform="console", chat_id="local", thread_id=uuid.uuid4().hex[:12]
+        )
+        self.actor = Actor(platform="console", user_id=user, name=user)
+        self._last_ms = 0
+
+    def entry_id(self) -> str:
+        """Inbox-style ids, increasing, so the session knows which lines it has handled."""
+        self._last_ms = max(int(time.time() * 1000), self._last_ms + 1)
+        return f"{self._last_ms}-0"
+
+    def says(self, text: str) -> InboundMessage:
+        command, args = None, ""
+        if text.startswith("/") and len(text) > 1:
+            name, _, args = text[1:].partition(" ")
+            command, args = name.lower(), args.strip()
+        return InboundMessage(
+            event_id=uuid.uuid4().hex,
+            conversation=self.conversation,
+            actor=self.actor,
+            text=args if command else text,
+            is_direct=True,
+            command=command,
+            args=args,
+        )
+
+    def presses(self, decision_id: str, choice: str) -> InboundAction:
+        return InboundAction(
+            event_id=uuid.uuid4().hex,
+            conversation=self.conversation,
+            actor=self.actor,
+            decision_id=decision_id,
+            choice=choice,
+            is_direct=True,
+        )

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 
-from agent.mcp import McpToolbox, Timing, load_config
+from agent.mcp import McpConfigError, McpToolbox, Timing, load_config
 from bot.config import Settings
+from bot.ops.checks import CHECK_TIMEOUT, Check
 from bot.ops.http import ReadinessCheck
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,51 @@ def summary(toolbox: McpToolbox) -> str:
     servers = toolbox.status().values()
     ready = [s for s in servers if s.state == "ready"]
     down = [f"{s.name} {s.state} ({s.error or 'starting'})" for s in servers if s not in ready]
+    left_out = [f"{s.name}__{tool}" for s in servers for tool in s.skipped]
     text = f"{len(ready)}/{len(servers)} servers ready"
-    return f"{text}; {', '.join(down)}" if down else text
+    if down:
+        text += f"; {', '.join(down)}"
+    if left_out:
+        text += f"; tools left out (invalid input schema): {', '.join(left_out)}"
+    return text
+
+
+async def check_mcp(settings: Settings) -> Check:
+    """For `parley doctor`: the file parses and every server starts in time."""
+    try:
+        toolbox = build_toolbox(settings)
+    except McpConfigError as exc:
+        return Check(
+            name="mcp", status="fail", detail=str(exc), hint="fix the file PARLEY_MCP_CONFIG names"
+        )
+    if toolbox is None:
+        return Check(
+            name="mcp",
+            status="not configured",
+            detail="PARLEY_MCP_CONFIG is not set",
+            hint="point it at an mcpServers JSON file to give Parley MCP tools",
+        )
+    try:
+        await toolbox.start(within=min(settings.mcp.start_timeout, CHECK_TIMEOUT))
+        servers = toolbox.status().values()
+        tools = sum(len(s.tools) for s in servers)
+        if all(s.state == "ready" and not s.skipped for s in servers):
+            return Check(name="mcp", status="ok", detail=f"{summary(toolbox)}, {tools} tools")
+        if all(s.state == "ready" for s in servers):
+            return Check(
+                name="mcp",
+                status="warn",
+                detail=f"{summary(toolbox)}, {tools} tools",
+                hint="a tool with an invalid input schema is not offered; fix it in its server",
+            )
+        return Check(
+            name="mcp",
+            status="warn",
+            detail=summary(toolbox),
+            hint="`parley mcp list` shows each server; the bot runs without the ones that are down",
+        )
+    finally:
+        await toolbox.stop()
 
 
 def listing(toolbox: McpToolbox) -> list[str]:
@@ -65,4 +109,6 @@ def listing(toolbox: McpToolbox) -> list[str]:
         for tool in server.tools:
             approval = "needs approval" if tool.side_effects else "read-only, runs freely"
             lines.append(f"    {tool.name:<40} {approval}")
+        for name, why in server.skipped.items():
+            lines.append(f"    {name:<40} left out: {why}")
     return lines

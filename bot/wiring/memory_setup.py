@@ -7,6 +7,8 @@ import logging
 
 import redis.asyncio as aioredis
 
+from agent.llm.base import ChatModel, LLMError
+from agent.messages import ChatRequest, Message
 from bot.config import Settings
 from memory import (
     Embedder,
@@ -16,6 +18,7 @@ from memory import (
     ollama_embedder,
     open_store,
 )
+from memory.extract import Completion
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +27,20 @@ async def build_embedder(settings: Settings) -> Embedder:
     if settings.memory.embedder == "ollama":
         return await ollama_embedder(settings.ollama.host, settings.ollama.embed_model)
     return await asyncio.to_thread(local_embedder)
+
+
+def completion(model: ChatModel) -> Completion:
+    """The chat model as end-of-run extraction asks it: one prompt, text back, None when
+    every provider failed."""
+
+    async def complete(system: str, prompt: str, max_tokens: int) -> str | None:
+        request = ChatRequest(system=system, messages=[Message.user(prompt)], max_tokens=max_tokens)
+        try:
+            return (await model.complete(request)).message.text
+        except LLMError:
+            return None
+
+    return complete
 
 
 def memory_config(settings: Settings) -> MemoryConfig:

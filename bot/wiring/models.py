@@ -6,7 +6,8 @@ import redis.asyncio as aioredis
 
 from agent.llm.anthropic import AnthropicModel
 from agent.llm.base import ChatModel
-from agent.llm.breaker import BreakerPolicy, CircuitBreaker
+from agent.llm.breaker import BreakerPolicy
+from agent.llm.breaker_redis import redis_breaker
 from agent.llm.fallback import FallbackModel
 from agent.llm.ollama import OllamaModel
 from agent.llm.usage import MeteredModel
@@ -35,7 +36,7 @@ def build_chat_model(settings: Settings, redis: aioredis.Redis) -> ChatModel:
         ),
         llm.prices,
     )
-    breaker = CircuitBreaker(
+    breaker = redis_breaker(
         redis,
         f"{settings.redis.key_prefix}:breaker:anthropic",
         "anthropic",

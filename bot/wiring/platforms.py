@@ -62,6 +62,7 @@ class Platforms:
                 max_message_chars=self.settings.agent.max_message_chars,
                 poll_timeout=config.poll_timeout,
                 max_file_bytes=int(self.settings.attachments.max_file_mb * 1024 * 1024),
+                degraded_after=self.settings.http.platform_degraded_after,
             ),
             handler=self.handler,
         )
@@ -90,6 +91,7 @@ class Platforms:
                 max_message_chars=self.settings.agent.max_message_chars,
                 greeting=config.greeting,
                 suggested_prompts=tuple(config.suggested_prompts),
+                degraded_after=self.settings.http.platform_degraded_after,
             ),
             handler=self.handler,
         )
@@ -135,8 +137,15 @@ class Platforms:
                 await adapter.stop()
 
     async def check(self) -> tuple[bool, str]:
-        names = ", ".join(sorted(self.adapters)) or "none configured"
-        if self.telegram is not None and self.telegram.polling:
-            ok, detail = self.telegram.polling_health()
-            return ok, f"{names}; telegram polling: {detail}"
-        return True, names
+        """Ready when every configured platform is: signed in, receiving (Socket Mode connected,
+        a webhook route or registration, polling alive on the replica that polls), and its API
+        not failing for a while."""
+        if not self.adapters:
+            return True, "none configured"
+        found: list[tuple[str, bool, str]] = []
+        if self.telegram is not None:
+            found.append(("telegram", *self.telegram.health()))
+        if self.slack is not None:
+            found.append(("slack", *(await self.slack.health())))
+        ready = all(ok for _, ok, _ in found)
+        return ready, "; ".join(f"{name}: {detail}" for name, _, detail in found)

@@ -1,4 +1,4 @@
-"""The worker side assembled: inbox, conductor, workers and the reminder loop on one Redis.
+"""The worker side assembled: inbox, conversation executor, workers and the reminder loop on one Redis.
 
 Each long-running loop beats a heartbeat in `health`, which `/readyz` and `/healthz` read.
 """
@@ -18,9 +18,10 @@ from agent.loop import Agent
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
 from bot.config import Settings
-from bot.conversation.attachments import Gatherer
+from bot.conversation.attachments import Gatherer, ThreadMarks
 from bot.conversation.commands import Commands, UsageText
-from bot.conversation.conductor import Admission, Charge, Conductor
+from bot.conversation.executor import Executor
+from bot.conversation.running import Admission, Charge, Runner
 from bot.ops import metrics
 from bot.ops.health import Health, Heartbeat, pause
 from bot.runtime.decisions import DecisionStore
@@ -46,7 +47,7 @@ class Runtime:
     sessions: SessionStore
     outbox: Outbox
     scheduler: ReminderScheduler
-    conductor: Conductor
+    executor: Executor
     worker: Worker
     drain_timeout: float
     health: Health
@@ -83,7 +84,7 @@ class Runtime:
         """Deliver parked replies once their platform answers again."""
         while not stop.is_set():
             try:
-                await self.outbox.redeliver(self.conductor.adapters, self.conductor.delivered)
+                await self.outbox.redeliver(self.executor.adapters, self.executor.delivered)
             except Exception as exc:  # Redis away, or one bad parked message: try again later
                 await pause(stop, heartbeat.failed(exc))
                 continue
@@ -143,32 +144,37 @@ def build_runtime(
     agent = make_agent(scheduler)
     if agent.journal is None:  # approved side effects run at most once across processes
         agent.journal = RedisToolJournal(redis, keys, ttl=runtime_settings.session_ttl)
-    conductor = Conductor(
+    executor = Executor(
         agent=agent,
         adapters=adapters,
         sessions=sessions,
         decisions=decisions,
         outbox=outbox,
         commands=Commands(memory, usage),
+        runner=Runner(
+            outbox=outbox,
+            stream_interval=settings.streaming.interval if settings.streaming.enabled else None,
+            charge=charge,
+            after_run=after_run,
+            gatherer=Gatherer(
+                max_bytes=int(settings.attachments.max_file_mb * 1024 * 1024),
+                max_files=settings.attachments.max_files,
+                file_tokens=settings.attachments.file_tokens,
+                thread_tokens=settings.attachments.thread_tokens,
+                pdf_seconds=settings.attachments.pdf_timeout,
+                marks=ThreadMarks(redis, keys, ttl=runtime_settings.session_ttl),
+            ),
+        ),
         approvers=frozenset(settings.access.approvers),
         max_message_chars=settings.agent.max_message_chars,
         admission=admission,
-        charge=charge,
-        after_run=after_run,
-        stream_interval=settings.streaming.interval if settings.streaming.enabled else None,
-        gatherer=Gatherer(
-            max_bytes=int(settings.attachments.max_file_mb * 1024 * 1024),
-            max_files=settings.attachments.max_files,
-            file_tokens=settings.attachments.file_tokens,
-            thread_tokens=settings.attachments.thread_tokens,
-        ),
     )
     worker = Worker(
         redis,
         keys,
         locks,
-        conductor.handle,
-        on_error=conductor.fail_quietly,
+        executor.handle,
+        on_error=executor.fail_quietly,
         concurrency=runtime_settings.concurrency,
         reclaim_idle=runtime_settings.reclaim_idle,
         backlog_ttl=runtime_settings.session_ttl,
@@ -182,7 +188,7 @@ def build_runtime(
         sessions=sessions,
         outbox=outbox,
         scheduler=scheduler,
-        conductor=conductor,
+        executor=executor,
         worker=worker,
         drain_timeout=runtime_settings.drain_timeout,
         poll=poll,

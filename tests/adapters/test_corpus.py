@@ -28,12 +28,11 @@ import pytest
 import redis.asyncio as aioredis
 from telegram import Bot, Update
 
-from adapters import slack as slack_adapter
-from adapters import telegram as telegram_adapter
+from adapters import slack_inbound as slack_adapter
+from adapters import telegram_inbound, telegram_ingress
 from adapters.base import Inbound, InboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
 from adapters.telegram import TelegramAdapter, TelegramConfig
-from adapters.text import too_long
 from bot.ops.http import HttpServer
 from bot.runtime.inbox import Inbox, decode
 from bot.runtime.keys import Keys
@@ -261,16 +260,27 @@ def _telegram_message(update: dict[str, Any]) -> Expected:
     words = text.replace(handle, "").strip() if handle in text.lower() else text.strip()
     replied = message.get("reply_to_message") or {}
     if not words and _files(message) + _files(replied) == 0 and not replied.get("text"):
-        if message.get("text") is None:
-            return Expected("an attachment with nothing to read", reply=telegram_adapter.TEXT_ONLY)
-        return Expected("a bare mention of Parley", reply="Tell me what you need")
+        kind = "non_text" if message.get("text") is None else "bare_mention"
+        return Expected(
+            "an attachment with nothing to read" if kind == "non_text" else "a bare mention",
+            queued={"conversation": conversation, "actor": actor, "text": "", "kind": kind},
+        )
     if not words:
         return Expected(
             "a photo or file for Parley to read",
             queued={"conversation": conversation, "actor": actor, "text": "", "command": None},
         )
     if len(words) > MAX_CHARS:
-        return Expected("an over-long message", reply=too_long(len(words), MAX_CHARS))
+        return Expected(
+            "an over-long message",
+            queued={
+                "conversation": conversation,
+                "actor": actor,
+                "text": words[:MAX_CHARS],
+                "kind": "too_long",
+                "length": len(words),
+            },
+        )
     return Expected(
         "a message for Parley",
         queued={"conversation": conversation, "actor": actor, "text": words, "command": None},
@@ -289,7 +299,7 @@ def _telegram_command(text: str, direct: bool) -> tuple[str, str] | None:
     name, _, target = head.partition("@")
     if not name or (target and target.lower() != BOT_USERNAME):
         return None
-    if not direct and not target and name.lower() not in telegram_adapter.COMMANDS:
+    if not direct and not target and name.lower() not in telegram_inbound.COMMANDS:
         return None  # a bare command in a group may be another bot's
     return name.lower(), args.strip()
 
@@ -331,6 +341,12 @@ def _check_queued(case: Case, expected: Expected, event: Inbound) -> None:
         got["team_id"] = event.conversation.team_id
     if "mentioned" in want:
         got["mentioned"] = event.mentioned
+    if "kind" in want:
+        got["kind"] = event.kind
+    if "length" in want:
+        got["length"] = event.length
+    if "command" not in want:
+        del got["command"]
     assert got == want, f"{case.name} ({expected.why})"
 
 
@@ -386,7 +402,7 @@ async def test_telegram_corpus_through_the_webhook(
                 data=json.dumps(update),
                 headers={
                     "Content-Type": "application/json",
-                    telegram_adapter.SECRET_HEADER: WEBHOOK_SECRET,
+                    telegram_ingress.SECRET_HEADER: WEBHOOK_SECRET,
                 },
             )
             assert response.status == expected.status, f"{case.name}: {expected.why}"
@@ -578,12 +594,26 @@ def _slack_message(
         return Expected("a message with nowhere to answer")
     words = str(event.get("text") or "").replace(f"<@{fs.BOT_USER}>", "").strip()
     thread = event.get("thread_ts") or (None if direct else event["ts"])
+    where = {"chat_id": event["channel"], "thread_id": thread}
     if not words:
         if not mentioned:
             return Expected("an empty thread reply")
-        return Expected("a bare mention or a file with no comment", reply="Tell me what you need")
+        kind = "non_text" if event.get("files") else "bare_mention"
+        return Expected(
+            "a bare mention or a file with no comment",
+            queued={"conversation": where, "actor": user, "text": "", "kind": kind},
+        )
     if len(words) > MAX_CHARS:
-        return Expected("an over-long message", reply=too_long(len(words), MAX_CHARS))
+        return Expected(
+            "an over-long message",
+            queued={
+                "conversation": where,
+                "actor": user,
+                "text": words[:MAX_CHARS],
+                "kind": "too_long",
+                "length": len(words),
+            },
+        )
     return Expected(
         "a message for Parley" if mentioned else "a thread reply, Parley's if the thread is",
         queued={

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
-from adapters import telegram as telegram_adapter
+from adapters import telegram_ingress
 from adapters.base import InboundMessage
 from bot.runtime.keys import Keys
 from tests.adapters.test_corpus import (
@@ -58,7 +58,7 @@ async def post_update(url: str, update: dict[str, Any]) -> int:
             data=json.dumps(update),
             headers={
                 "Content-Type": "application/json",
-                telegram_adapter.SECRET_HEADER: WEBHOOK_SECRET,
+                telegram_ingress.SECRET_HEADER: WEBHOOK_SECRET,
             },
         ) as response,
     ):
@@ -84,7 +84,7 @@ async def test_a_caption_that_mentions_parley_on_a_photo_in_a_group_is_its_text(
     assert telegram.posted == []
 
 
-async def test_a_photo_alone_is_taken_to_read_and_a_sticker_gets_a_plain_note(
+async def test_a_photo_alone_is_taken_to_read_and_a_sticker_is_handed_over_as_non_text(
     redis: aioredis.Redis, telegram: FakeTelegram
 ) -> None:
     update = corpus("telegram", "tgbot__src_types_tests_message.json#8")
@@ -110,10 +110,12 @@ async def test_a_photo_alone_is_taken_to_read_and_a_sticker_gets_a_plain_note(
     async with telegram_bot(redis, telegram) as (_, url):
         assert await post_update(url, update) == 200
         assert await post_update(url, sticker) == 200
-        [event] = await _inbox_events(redis)
+        [event, note] = await _inbox_events(redis)
     assert isinstance(event, InboundMessage) and event.text == ""
-    assert [a.name for a in event.attachments] == ["photo.jpg"]
-    assert [p.text for p in telegram.posted] == [telegram_adapter.TEXT_ONLY]
+    assert [a.name for a in event.attachments] == ["photo.jpg"] and event.kind == "text"
+    assert isinstance(note, InboundMessage) and note.kind == "non_text"
+    assert note.text == "" and note.attachments == ()
+    assert telegram.posted == []  # the adapter says nothing itself
 
 
 async def test_an_anonymous_admin_who_mentions_parley_is_answered(
@@ -176,7 +178,7 @@ async def test_in_a_group_only_parleys_commands_count(
     assert telegram.posted == []
 
 
-async def test_a_bare_mention_gets_a_help_line_not_the_model(
+async def test_a_bare_mention_is_handed_over_as_one_not_as_an_objective(
     redis: aioredis.Redis, telegram: FakeTelegram
 ) -> None:
     update = corpus("telegram", "tgbot__src_types_tests_message.json#8")
@@ -185,9 +187,10 @@ async def test_a_bare_mention_gets_a_help_line_not_the_model(
     mentioning(message, "text", "")
     async with telegram_bot(redis, telegram) as (_, url):
         assert await post_update(url, update) == 200
-        assert await _inbox_events(redis) == []
-    [posted] = telegram.posted
-    assert MENTION in posted.text and "/help" in posted.text
+        [event] = await _inbox_events(redis)
+    assert isinstance(event, InboundMessage)
+    assert (event.kind, event.text, event.is_direct) == ("bare_mention", "", False)
+    assert telegram.posted == []  # the adapter says nothing itself
 
 
 # --- Slack ----------------------------------------------------------------------------------
@@ -245,7 +248,7 @@ async def test_a_thread_reply_also_sent_to_the_channel_is_answered(redis: aiored
     assert model.turn_requests[1].messages[-1].text.strip() == "Hi there!"
 
 
-async def test_a_bare_mention_or_a_file_with_no_comment_gets_a_help_line(
+async def test_a_bare_mention_or_a_file_with_no_comment_is_handed_over_as_such(
     redis: aioredis.Redis,
 ) -> None:
     mention = corpus("slack", "bolt-python__tests_scenario_tests_async_test_app.json#0")
@@ -261,13 +264,15 @@ async def test_a_bare_mention_or_a_file_with_no_comment_gets_a_help_line(
     async with slack_app(redis) as (fake, _, url):
         assert (await _send(url, mention)).status == 200
         assert (await _send(url, upload)).status == 200
-        await until(lambda: len(fake.posts) == 2)
-        assert await _inbox_events(redis) == []
-    by_channel = {p.channel: p for p in fake.posts}
+        events = await _inbox_events(redis)
+    assert fake.posts == []  # the adapter says nothing itself
+    by_channel = {e.conversation.chat_id: e for e in events if isinstance(e, InboundMessage)}
     in_channel = by_channel[mention["event"]["channel"]]
-    assert in_channel.thread_ts == mention["event"]["ts"] and "/parley help" in in_channel.text
+    assert in_channel.conversation.thread_id == mention["event"]["ts"]
+    assert (in_channel.kind, in_channel.text, in_channel.is_direct) == ("bare_mention", "", False)
     in_dm = by_channel["D111"]
-    assert in_dm.thread_ts is None and "/parley help" in in_dm.text
+    assert in_dm.conversation.thread_id is None
+    assert (in_dm.kind, in_dm.text, in_dm.is_direct) == ("bare_mention", "", True)
 
 
 @pytest.mark.parametrize(
@@ -290,7 +295,7 @@ async def test_an_event_with_mistyped_fields_is_dropped_at_the_edge(
         mistyped["event"][field] = value
     probe = corpus("slack", "bolt-python__tests_scenario_tests_async_test_app.json#0")
     probe["event_id"] = "EvPROBE"
-    with caplog.at_level(logging.WARNING, logger="adapters.slack"):
+    with caplog.at_level(logging.WARNING, logger="adapters"):
         async with slack_app(redis) as (_, _, url):
             assert (await _send(url, mistyped)).status == 200
             assert (await _send(url, probe)).status == 200
@@ -346,7 +351,7 @@ async def test_a_press_of_parleys_button_with_mistyped_fields_is_dropped(
     press["actions"][0]["action_id"] = "parley:approve"  # one of Parley's buttons
     press["actions"][0]["value"] = "d1:approve"
     press["user"]["id"] = 12345
-    with caplog.at_level(logging.WARNING, logger="adapters.slack"):
+    with caplog.at_level(logging.WARNING, logger="adapters"):
         async with slack_app(redis) as (_, _, url):
             assert (await _send(url, press)).status == 200
             await until(lambda: any("mistyped" in r.getMessage() for r in caplog.records))

@@ -39,11 +39,26 @@ async def post_update(channel: str) -> str:
 
 
 class Slack:
-    def __init__(self, fake: FakeSlack, harness: Harness, url: str) -> None:
+    def __init__(self, fake: FakeSlack, harness: Harness, url: str, adapter: SlackAdapter) -> None:
         self.fake = fake
         self.harness = harness
         self.url = url
+        self.adapter = adapter
         self.http = aiohttp.ClientSession()
+
+    def recording(self) -> list[Any]:
+        """What the adapter hands over, on its way to the real inbox."""
+        seen: list[Any] = []
+        handler = self.adapter.handler
+        assert handler is not None
+
+        async def record(event: Any) -> object:
+            result = await handler(event)
+            seen.append(event)
+            return result
+
+        self.adapter.handler = record
+        return seen
 
     async def event(
         self,
@@ -99,7 +114,7 @@ async def slack_bot(
             server = HttpServer("127.0.0.1", 0)
             server.add_route(*adapter.slack_route())
             await server.start()
-            slack = Slack(fake, harness, f"http://127.0.0.1:{server.port}/slack/events")
+            slack = Slack(fake, harness, f"http://127.0.0.1:{server.port}/slack/events", adapter)
             try:
                 yield slack
             finally:
@@ -308,12 +323,21 @@ async def test_bots_edits_joins_and_other_workspaces_are_ignored(redis) -> None:
         assert await s.harness.redis.xlen(s.harness.runtime.keys.inbox) == 0
 
 
-async def test_an_over_long_message_is_answered_politely(redis) -> None:
+async def test_over_long_messages_and_bare_mentions_are_handed_over_by_kind(redis) -> None:
     model = ScriptedModel([])
     async with slack_bot(redis, model, max_message_chars=50) as s:
-        await s.event(fs.mention_event("UANA", "x" * 80))
-        await until(lambda: bool(s.fake.posts))
-        assert "too long" in s.fake.posts[0].text and model.requests == []
+        seen = s.recording()
+        assert (await s.event(fs.mention_event("UANA", "x" * 80))).status == 200
+        assert (await s.event(fs.mention_event("UANA", ""))).status == 200
+        assert (await s.event(fs.dm_event("UANA", "y" * 60))).status == 200
+        await until(lambda: len(seen) == 3, within=20)
+        await s.harness.settle()
+        assert [(e.kind, e.text, e.length, e.is_direct) for e in seen] == [
+            ("too_long", "x" * 50, 80, False),
+            ("bare_mention", "", 0, False),
+            ("too_long", "y" * 50, 60, True),
+        ]
+        assert s.fake.posts == [] and model.requests == []  # the adapter says nothing itself
 
 
 async def test_rate_limits_are_respected(redis) -> None:
@@ -350,6 +374,9 @@ async def test_socket_mode_round_trip(redis) -> None:
                 await until(lambda: bool(fake.posts), within=8)
                 await until(lambda: any(a.get("envelope_id") == "env-1" for a in fake.socket_acks))
                 assert fake.posts[0].body == "over the socket"
+                assert await adapter.health() == (True, "Socket Mode connected")
+                await adapter.stop_receiving()
+                assert await adapter.health() == (False, "Socket Mode is not connected")
             finally:
                 await adapter.stop()
         assert len(fake.method_calls("apps.connections.open")) == 1

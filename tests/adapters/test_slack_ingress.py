@@ -46,7 +46,7 @@ def lines(caplog: pytest.LogCaptureFixture, fragment: str) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "adapters.slack" and fragment in r.getMessage()
+        if r.name.startswith("adapters.slack") and fragment in r.getMessage()
     ]
 
 
@@ -82,7 +82,7 @@ async def answer_all(
 async def test_http_events_are_stored_before_the_200_and_retried_through_an_outage(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="adapters.slack")
+    caplog.set_level(logging.INFO, logger="adapters")
     keys = Keys()
     async with gateway(tmp_path, signing_secret=SECRET) as (server, client, fake, adapter):
         http = HttpServer("127.0.0.1", 0)
@@ -148,7 +148,7 @@ async def test_http_events_are_stored_before_the_200_and_retried_through_an_outa
 async def test_socket_mode_acks_only_what_is_stored(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="adapters.slack")
+    caplog.set_level(logging.INFO, logger="adapters")
     keys = Keys()
     async with gateway(tmp_path, app_token="xapp-test") as (server, client, fake, adapter):
         payload = fs.event_callback(fs.dm_event("UANA", "over the socket"), event_id="EvSOCK")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable
@@ -17,6 +18,7 @@ import redis.asyncio as aioredis
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.builtin_tools import builtin_registry
 from agent.tools import tool
+from bot.conversation.engine import TEXT_ONLY
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.fakes.telegram import BOT_USERNAME, FakeTelegram
@@ -309,33 +311,98 @@ async def test_a_duplicate_polled_update_is_answered_once(redis, telegram: FakeT
         assert [p.text for p in telegram.chat(ANA)] == ["once"]
 
 
-async def test_unlisted_users_get_one_polite_refusal(redis, telegram: FakeTelegram) -> None:
-    model = ScriptedModel([reply("hi Ana")])
-    async with bot(redis, telegram, model, allowed_users=(str(ANA), "@carol")) as (harness, _):
-        for _ in range(2):
+async def test_unlisted_users_are_handed_over_once_per_conversation(
+    redis, telegram: FakeTelegram, caplog
+) -> None:
+    caplog.set_level(logging.INFO, logger="adapters.telegram_inbound")
+    model = ScriptedModel([reply("hi Ana"), reply("hi Carol")])
+    async with bot(redis, telegram, model, allowed_users=(str(ANA), "@carol")) as (
+        harness,
+        adapter,
+    ):
+        seen = recording(adapter)
+        for _ in range(3):  # a flood from one stranger reaches the inbox once
             telegram.push(telegram.message(chat_id=BOB, user_id=BOB, text="let me in"))
         telegram.push(telegram.message(chat_id=55, user_id=55, text="hey", username="Carol"))
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
-        await until(lambda: bool(telegram.chat(ANA)) and bool(telegram.chat(55)))
+        await until(lambda: bool(telegram.chat(ANA)) and bool(telegram.chat(55)), within=20)
         await harness.settle()
-        assert [p.text for p in telegram.chat(BOB)] == [
-            "Sorry — I'm a private assistant and can't help you here."
+        refusals = [e for e in seen if getattr(e, "kind", "") == "not_allowed"]
+        assert [(e.actor.user_id, e.conversation.chat_id, e.text) for e in refusals] == [
+            (str(BOB), str(BOB), "")
         ]
+        assert adapter.inbound.refusals_dropped == 2
+        assert sum("not on the allowlist" in r.getMessage() for r in caplog.records) == 1
+        assert telegram.chat(BOB) == []  # the adapter says nothing itself
         assert len(model.turn_requests) == 2  # Ana and @carol only
 
 
-async def test_non_text_and_over_long_messages_are_answered_at_the_edge(
+async def test_a_stranger_pressing_a_button_is_acknowledged_and_handed_over(
+    redis, telegram: FakeTelegram
+) -> None:
+    async with bot(redis, telegram, ScriptedModel([]), allowed_users=(str(ANA),)) as (_, adapter):
+        seen = recording(adapter)
+        for _ in range(2):
+            telegram.push(
+                telegram.callback(
+                    chat_id=GROUP,
+                    user_id=BOB,
+                    message_id=5,
+                    data="d:abc:approve",
+                    chat_type="supergroup",
+                )
+            )
+        await until(lambda: len(telegram.method_calls("answerCallbackQuery")) == 2, within=20)
+        answers = [c.body for c in telegram.method_calls("answerCallbackQuery")]
+        assert all(not a.get("text") for a in answers)  # the spinner stops, without a word
+        assert [(e.kind, e.actor.user_id, e.conversation.chat_id) for e in seen] == [
+            ("not_allowed", str(BOB), str(GROUP))
+        ]
+
+
+async def test_non_text_bare_mentions_and_over_long_messages_are_handed_over_by_kind(
     redis, telegram: FakeTelegram
 ) -> None:
     model = ScriptedModel([])
-    async with bot(redis, telegram, model, max_message_chars=100) as (harness, _):
+    async with bot(redis, telegram, model, max_message_chars=100) as (harness, adapter):
+        seen = recording(adapter)
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, sticker=True))
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="x" * 101))
-        await until(lambda: len(telegram.chat(ANA)) == 2)
+        telegram.push(
+            telegram.message(
+                chat_id=GROUP, user_id=ANA, text=f"@{BOT_USERNAME}", chat_type="supergroup"
+            )
+        )
+        await until(lambda: len(seen) == 3, within=20)
         await harness.settle()
-        texts = [p.text for p in telegram.chat(ANA)]
-        assert "not this kind of message" in texts[0] and "too long" in texts[1]
+        assert [(e.kind, e.text, e.length) for e in seen] == [
+            ("non_text", "", 0),
+            ("too_long", "x" * 100, 101),
+            ("bare_mention", "", 0),
+        ]
+        assert all(e.event_id.startswith("tg:") for e in seen)
         assert model.requests == []
+        # The engine answers each, naming the bot's own @name where a group needs it.
+        await until(lambda: len(telegram.posted) == 3, within=20)
+        assert [p.text for p in telegram.chat(ANA)][0] == TEXT_ONLY
+        assert "too long for me" in [p.text for p in telegram.chat(ANA)][1]
+        [hint] = telegram.chat(GROUP)
+        assert f"@{BOT_USERNAME} what's on today?" in hint.text
+
+
+def recording(adapter: TelegramAdapter) -> list[Any]:
+    """What the adapter hands over, on its way to the real inbox."""
+    seen: list[Any] = []
+    handler = adapter.handler
+    assert handler is not None
+
+    async def record(event: Any) -> object:
+        result = await handler(event)
+        seen.append(event)
+        return result
+
+    adapter.handler = record
+    return seen
 
 
 async def test_retry_after_is_respected(redis, telegram: FakeTelegram) -> None:

@@ -44,7 +44,7 @@ def lines(caplog: pytest.LogCaptureFixture, fragment: str) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "adapters.telegram" and fragment in r.getMessage()
+        if r.name.startswith("adapters.telegram") and fragment in r.getMessage()
     ]
 
 
@@ -58,7 +58,7 @@ def unparseable(fake: FakeTelegram, text: str) -> dict[str, Any]:
 async def test_polling_loses_nothing_across_a_redis_outage(
     tmp_path: Path, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="adapters.telegram")
+    caplog.set_level(logging.INFO, logger="adapters")
     keys = Keys()
     async with private_redis(tmp_path) as server:
         client = aioredis.Redis.from_url(server.url)
@@ -143,7 +143,7 @@ async def test_an_update_ptb_cannot_parse_is_skipped_also_after_a_restart(
 async def test_polling_outlives_telegram_errors_at_start_and_while_polling(
     redis, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="adapters.telegram")
+    caplog.set_level(logging.INFO, logger="adapters")
     telegram.answer_error("deleteWebhook", 500, "Internal Server Error")
     telegram.answer_error("getUpdates", 502, "Bad Gateway")
     telegram.answer_error("getUpdates", 502, "Bad Gateway")
@@ -169,7 +169,7 @@ def nested(depth: int) -> dict[str, Any]:
 async def test_the_webhook_answers_after_queueing_and_refuses_what_it_cannot_store(
     tmp_path: Path, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="adapters.telegram")
+    caplog.set_level(logging.INFO, logger="adapters")
     keys = Keys()
     async with private_redis(tmp_path) as server:
         client = aioredis.Redis.from_url(server.url)
@@ -224,3 +224,29 @@ async def test_the_webhook_answers_after_queueing_and_refuses_what_it_cannot_sto
     for update_id in (poison["update_id"], 77, 78):
         assert lines(caplog, f"refusing Telegram update {update_id}")
     assert "private words" not in caplog.text
+
+
+async def test_the_webhook_asks_for_redelivery_while_telegram_cannot_sign_it_in(
+    telegram: FakeTelegram, redis: aioredis.Redis
+) -> None:
+    keys = Keys()
+    adapter = adapter_for(telegram, mode="webhook", webhook_url="http://x/", webhook_secret=SECRET)
+    adapter.handler = Inbox(redis, keys, dedup_ttl=600).submit
+    http = HttpServer("127.0.0.1", 0)
+    http.add_route(*adapter.webhook_route())
+    await http.start()
+    url = f"http://127.0.0.1:{http.port}/telegram/webhook"
+    update = telegram.message(chat_id=ANA, user_id=ANA, text="early")
+    try:
+        async with aiohttp.ClientSession() as session:
+            telegram.answer_error("getMe", 502, "Bad Gateway")  # Telegram away at first
+            headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
+            statuses = []
+            for _ in range(2):
+                async with session.post(url, json=update, headers=headers) as response:
+                    statuses.append(response.status)
+        assert statuses == [503, 200]  # Telegram redelivers; the second try is stored
+        assert await redis.xlen(keys.inbox) == 1
+    finally:
+        await http.stop()
+        await adapter.stop()

@@ -15,7 +15,8 @@ import redis.asyncio as aioredis
 from adapters.base import ConversationKey, OutboundMessage
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.llm.anthropic import AnthropicModel
-from agent.llm.breaker import BreakerPolicy, CircuitBreaker
+from agent.llm.breaker import BreakerPolicy
+from agent.llm.breaker_redis import redis_breaker
 from agent.llm.fallback import FallbackModel
 from agent.llm.ollama import OllamaModel
 from agent.protocols import ProgressEvent
@@ -259,7 +260,7 @@ async def test_a_hosted_stream_dying_midway_is_replaced_by_the_fallback_answer(
         model = FallbackModel(
             AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url),
             OllamaModel(host=local.url, model="qwen2.5:7b", num_ctx=4096),
-            CircuitBreaker(redis, "parley:breaker:anthropic", "anthropic", BreakerPolicy()),
+            redis_breaker(redis, "parley:breaker:anthropic", "anthropic", BreakerPolicy()),
             timeout=10,
         )
         hosted.script(fa.broken("The hosted model got this far and then", pace=0.03))

@@ -13,7 +13,7 @@ from bot.config import Settings
 from bot.ops.http import HttpServer
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
-from bot.wiring.app import redis_client
+from bot.wiring.connection import redis_client
 from tests.fakes.telegram import FakeTelegram
 
 BURST = 500

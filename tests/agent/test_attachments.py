@@ -7,7 +7,7 @@ from agent.context import estimate_message
 from agent.messages import ImageBlock, Message, TextBlock
 from agent.protocols import RunContext
 from agent.state import RunState
-from tests.agent.scripted import ScriptedModel, call, reply, turn
+from agent.testing import ScriptedModel, call, reply, turn
 
 IMAGE = ImageBlock(media_type="image/png", data="aGVsbG8=", width=800, height=600, name="a.png")
 

@@ -4,7 +4,7 @@ from agent import Agent, AgentConfig, Finished, RunState, builtin_registry
 from agent.context import CONTINUATION, estimate_request
 from agent.messages import ChatRequest, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from agent.protocols import RunContext
-from tests.agent.scripted import ScriptedModel, call, reply, turn
+from agent.testing import ScriptedModel, call, reply, turn
 
 
 def long_thread(ctx: RunContext, turns: int) -> RunState:

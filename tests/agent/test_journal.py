@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from agent import Agent, AwaitingApproval, Finished, RunState, builtin_registry
 from agent.protocols import JournalEntry, RunContext
+from agent.testing import ScriptedModel, call, reply, turn
 from agent.tools import ToolContext, ToolRegistry, tool
 from tests.agent.doubles import DictJournal
-from tests.agent.scripted import ScriptedModel, call, reply, turn
 
 PLAN = [{"tool": "send_email", "args": {"to": "ann@example.com"}}]
 

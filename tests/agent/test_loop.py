@@ -9,9 +9,9 @@ from agent import Agent, AgentConfig, Failed, Finished, RunState, builtin_regist
 from agent.llm.base import AllProvidersFailed, ProviderRejected, ProviderUnavailable
 from agent.messages import ChatRequest, ChatResponse, Usage
 from agent.protocols import MemoryRecord, ProgressEvent, RunContext
+from agent.testing import ScriptedModel, call, reply, turn
 from agent.tools import ToolRegistry, TransientToolError, tool
 from tests.agent.doubles import ListMemory
-from tests.agent.scripted import ScriptedModel, call, reply, turn
 
 FAST = AgentConfig(backoff_base=0.01, backoff_max=0.1)
 
@@ -64,6 +64,27 @@ async def test_multi_step_tool_chain(ctx: RunContext) -> None:
         "calculator",
     ]
     assert model.requests[0].tools == registry().specs()
+
+
+async def test_a_tool_registered_after_the_agent_is_offered_and_callable(
+    ctx: RunContext,
+) -> None:
+    tools = registry()
+    model = ScriptedModel([reply("Hello."), turn(call("shout", "s1", text="hi")), reply("HI")])
+    agent = Agent(model, tools, config=FAST)
+    assert isinstance(await agent.run("Say hello", ctx), Finished)
+    assert "shout" not in [spec.name for spec in model.requests[0].tools]
+
+    @tool
+    async def shout(text: str) -> str:
+        """Say it louder."""
+        return text.upper()
+
+    tools.register(shout)
+    outcome = await agent.run("Shout hi", ctx)
+    assert isinstance(outcome, Finished) and outcome.answer == "HI"
+    assert "shout" in [spec.name for spec in model.requests[1].tools]
+    assert "HI" in model.requests[2].messages[-1].tool_results[0].content
 
 
 async def test_transient_tool_failure_then_success(ctx: RunContext) -> None:

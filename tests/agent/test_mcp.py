@@ -16,7 +16,7 @@ import pytest
 from agent import Agent, AgentConfig, AwaitingApproval, Finished, builtin_registry
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.protocols import RunContext
-from tests.agent.scripted import ScriptedModel, call, reply, turn
+from agent.testing import ScriptedModel, call, reply, turn
 from tests.fakes.mcp_process import free_port, http_server, stdio_server
 
 TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from pydantic import ValidationError
@@ -51,6 +51,59 @@ def test_schema_comes_from_type_hints_and_docstring() -> None:
     }
     assert schema["properties"]["unit"]["enum"] == ["C", "F"]
     assert schema["additionalProperties"] is False
+
+
+async def google(city: str, days: int = 1) -> str:
+    """Weather for a city.
+
+    Args:
+        city (str): City name,
+            e.g. Berlin.
+        days: How many days ahead.
+
+    Returns:
+        The forecast.
+    """
+    return city
+
+
+async def numpy(city: str, days: int = 1) -> str:
+    """Weather for a city.
+
+    Parameters
+    ----------
+    city : str
+        City name,
+        e.g. Berlin.
+    days : int, optional
+        How many days ahead.
+
+    Returns
+    -------
+    str
+        The forecast.
+    """
+    return city
+
+
+async def rest(city: str, days: int = 1) -> str:
+    """Weather for a city.
+
+    :param city: City name,
+        e.g. Berlin.
+    :param days: How many days ahead.
+    :returns: The forecast.
+    """
+    return city
+
+
+@pytest.mark.parametrize("fn", [google, numpy, rest], ids=["google", "numpy", "rest"])
+def test_parameter_descriptions_come_from_any_docstring_style(fn: Any) -> None:
+    spec = tool(fn).spec()
+    assert spec.description == "Weather for a city."
+    properties = spec.input_schema["properties"]
+    assert properties["city"]["description"] == "City name, e.g. Berlin."
+    assert properties["days"]["description"] == "How many days ahead."
 
 
 async def test_call_validates_and_injects_context(ctx: RunContext) -> None:
@@ -112,6 +165,15 @@ def test_registry_register_get_list_has_and_duplicates() -> None:
     assert len(registry.specs()) == len(registry.list()) == 9
     with pytest.raises(ValueError, match="already registered"):
         registry.register(forecast)
+
+
+def test_registry_specs_are_built_once_per_version() -> None:
+    registry = builtin_registry()
+    specs, version = registry.specs(), registry.version
+    assert registry.specs() is specs  # the hot path reuses them
+    registry.register(forecast)
+    assert registry.version == version + 1
+    assert [s.name for s in registry.specs()] == [*(s.name for s in specs), "forecast"]
     with pytest.raises(KeyError):
         registry.get("nope")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from adapters.base import ConversationKey
-from agent.protocols import RunContext
-from bot.conversation.commands import Commands
+from bot.conversation.effects import Received, Send
+from bot.conversation.engine import Policy, decide
 from bot.runtime.sessions import Session
 from tests.bot.recording import message
 
@@ -23,16 +23,20 @@ from tests.bot.recording import message
         ("console", "• /memories", "I don't know the command /report. Try /help."),
     ],
 )
-async def test_help_and_unknown_commands_name_the_platforms_syntax(
+def test_help_and_unknown_commands_name_the_platforms_syntax(
     platform: str, help_line: str, unknown: str
 ) -> None:
     chat = ConversationKey(platform=platform, chat_id="C1")  # type: ignore[arg-type]
-    context = RunContext(conversation_id=chat.id, platform=platform, user_id="U1", chat_id="C1")
-    commands = Commands(None)
-    session = Session(conversation_id=chat.id)
-    shown = await commands.handle(message(chat, "/help", command="help"), context, session)
-    assert help_line in shown.text and shown.private
+    policy = Policy(now=0.0)
+
+    def said(command: str) -> Send:
+        event = message(chat, f"/{command}", command=command)
+        [effect] = decide(Session(), None, Received(entry_id="1-0", event=event), policy)
+        assert isinstance(effect, Send)
+        return effect
+
+    shown = said("help").message
+    assert help_line in shown.text and shown.private_to == "42"
     other = "/parley" if platform != "slack" else "• /memories"
     assert other not in shown.text
-    refused = await commands.handle(message(chat, "/report", command="report"), context, session)
-    assert refused.text == unknown
+    assert said("report").message.text == unknown

@@ -241,7 +241,7 @@ async def test_an_unreadable_parked_reply_does_not_hold_up_the_others(
     adapter = RecordingAdapter()
     chat = dm()
     message = OutboundMessage(text="Back again.", allowed_mentions=frozenset({"<@U1>"}))
-    await outbox.undelivered("good:outcome", chat, message, DeliveryFailed("502", permanent=False))
+    await outbox.undelivered("good:outcome", chat, message, DeliveryFailed("502"))
     await redis.set(keys.undelivered_message("bad:outcome"), b"{not json")
     await redis.zadd(keys.undelivered, {"bad:outcome": 0, "good:outcome": 0})
     assert await outbox.redeliver({"telegram": adapter}) == 1

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import subprocess
 import time
 from collections.abc import Iterator
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from bot.cli import main
 from bot.config import Settings
 from bot.ops.doctor import run_doctor
 from bot.ops.embedded_redis import EmbeddedRedis, free_port
@@ -90,3 +92,32 @@ async def test_embedded_redis_is_checked_without_starting_it(
     assert any(
         line.startswith("ok") and "embedded Redis Stack" in line for line in out.splitlines()
     )
+
+
+def test_parley_doctor_also_checks_the_mcp_servers(
+    redis_url: str,
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The MCP check lives with the MCP wiring; the command must still run it.
+    bad = tmp_path / "mcp.json"
+    bad.write_text('{"mcpServers": {"x": {"url": "ftp://nope"}}}')
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("PARLEY_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("PARLEY_MCP_CONFIG", str(bad))
+    monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("PARLEY_HTTP_PORT", "0")
+    monkeypatch.setenv("PARLEY_METRICS_PORT", "0")
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        assert main(["--env-file", "/dev/null", "doctor"]) == 1
+    finally:  # doctor logs to a file of its own: close it, put the test's logging back
+        for handler in set(root.handlers) - set(saved[0]):
+            handler.close()
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if " mcp " in f" {line} ")
+    assert line.startswith("fail") and "mcp.json" in line

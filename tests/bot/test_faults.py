@@ -15,7 +15,7 @@ from prometheus_client import REGISTRY
 from adapters.base import OutboundMessage
 from agent.messages import ChatRequest, ChatResponse
 from agent.protocols import MemoryPage, RunContext
-from bot.conversation.conductor import ERROR_TEXT
+from bot.conversation.executor import ERROR_TEXT
 from bot.ops.embedded_redis import EmbeddedRedis
 from bot.runtime.inbox import encode
 from bot.runtime.keys import Keys

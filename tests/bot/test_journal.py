@@ -184,7 +184,7 @@ async def test_replaying_a_delivered_approval_posts_nothing_new(redis: aioredis.
         locks = ConversationLocks(redis, harness.runtime.keys, lease=5, fence_ttl=60)
         held = await locks.try_acquire(chat.id)
         assert held is not None
-        await harness.runtime.conductor.handle(entry.decode(), decode(fields[b"event"]), held)
+        await harness.runtime.executor.handle(entry.decode(), decode(fields[b"event"]), held)
         await locks.release(held)
 
         assert mailer.started == ["bo@example.com"]

@@ -62,7 +62,7 @@ async def test_a_clean_stop_hands_the_polling_lease_over_at_once(redis) -> None:
             waited = await until(lambda: second.telegram.polling)
             assert waited < 2.5, f"the second gateway waited {waited:.1f} s for the lease"
             ok, detail = await second.check()
-            assert ok and "telegram polling: last getUpdates" in detail
+            assert ok and "telegram: polling: last getUpdates" in detail
         finally:
             await first.close()
             await second.close()

@@ -14,9 +14,8 @@ import redis.asyncio as aioredis
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from bot.cli import main
 from bot.config import Settings
-from bot.ops.doctor import check_mcp
 from bot.ops.http import HttpServer
-from bot.wiring.mcp_setup import readiness
+from bot.wiring.mcp_setup import check_mcp, readiness
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import running
 from tests.bot.recording import click, dm, message

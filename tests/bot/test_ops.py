@@ -2,61 +2,260 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import aiohttp
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client.parser import text_string_to_metric_families
 
-from agent.llm.usage import MeteredModel
-from agent.messages import Usage
+from agent.llm.usage import MeteredModel, close_model
+from agent.messages import ChatRequest, ChatResponse, Usage
 from bot.config import Settings
 from bot.conversation.limits import GLOBAL_BUDGET_SPENT, RATE_LIMITED, USER_BUDGET_SPENT, Limits
 from bot.ops.http import HttpServer
 from bot.ops.logs import configure_logging, log_context
+from bot.runtime.worker import GROUP
 from bot.wiring.app import _redis_check
-from tests.agent.scripted import ScriptedModel, reply
-from tests.bot.harness import running
+from bot.wiring.models import build_chat_model
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.harness import running, settings
 from tests.bot.recording import dm, message
+from tests.fakes import anthropic as fa
+from tests.fakes import ollama as fo
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.ollama import FakeOllama
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-async def test_metrics_health_and_readiness(redis: aioredis.Redis) -> None:
-    async with running(redis, ScriptedModel([reply("hi")])) as harness:
-        await harness.submit(message(dm(), "hello"))
+@contextlib.asynccontextmanager
+async def scraper(redis: aioredis.Redis) -> AsyncIterator[Callable[[], Awaitable[Samples]]]:
+    """The internal listener, as Prometheus sees it: each call scrapes `/metrics` once."""
+    server = HttpServer("127.0.0.1", 0)
+    server.add_check("redis", _redis_check(redis))
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def scrape() -> Samples:
+                url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+                async with http.get(url) as response:
+                    assert response.status == 200
+                    text = await response.text()
+                return {
+                    (sample.name, frozenset(sample.labels.items())): sample.value
+                    for family in text_string_to_metric_families(text)
+                    for sample in family.samples
+                }
+
+            yield scrape
+    finally:
+        await server.stop()
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def delta(before: Samples, after: Samples, name: str, **labels: str) -> float:
+    """The registry is process-wide, so a test reads what its own traffic added."""
+    return value(after, name, **labels) - value(before, name, **labels)
+
+
+async def until(
+    scrape: Callable[[], Awaitable[Samples]], ready: Callable[[Samples], bool], within: float = 20
+) -> Samples:
+    """Scrape until `ready` holds; gauges are sampled by background loops."""
+    deadline = time.monotonic() + within
+    while True:
+        samples = await scrape()
+        if ready(samples) or time.monotonic() > deadline:
+            return samples
+        await asyncio.sleep(0.05)
+
+
+async def test_health_and_readiness(redis: aioredis.Redis) -> None:
+    server = HttpServer("127.0.0.1", 0)
+    server.add_check("redis", _redis_check(redis))
+    await server.start()
+    base = f"http://127.0.0.1:{server.metrics_port}"
+    broken = aioredis.Redis(port=1)
+    try:
+        async with aiohttp.ClientSession() as http:
+            health = await http.get(f"{base}/healthz")
+            ready = await http.get(f"{base}/readyz")
+            assert health.status == 200 and ready.status == 200
+            assert (await ready.json())["checks"]["redis"]["ok"] is True
+            server.add_check("broken", _redis_check(broken))
+            not_ready = await http.get(f"{base}/readyz")
+            assert not_ready.status == 503
+            assert (await not_ready.json())["checks"]["broken"]["ok"] is False
+    finally:
+        await server.stop()
+        await broken.aclose()
+
+
+async def test_two_messages_count_runs_steps_tools_deliveries_and_model_calls(
+    redis: aioredis.Redis,
+) -> None:
+    script = [turn(call("calculator", expression="2+2")), reply("4"), reply("hi again")]
+    model = MeteredModel(ScriptedModel(script), {"scripted-1": (3.0, 15.0)})
+    chat = dm()
+    async with scraper(redis) as scrape, running(redis, model) as harness:
+        before = await scrape()
+        await harness.submit(message(chat, "what is 2+2?"))
         await harness.settle()
-        server = HttpServer("127.0.0.1", 0)
-        server.add_check("redis", _redis_check(redis))
-        await server.start()
-        base = f"http://127.0.0.1:{server.metrics_port}"
+        await harness.submit(message(chat, "hello"))
+        await harness.settle()
+        after = await scrape()
+    assert harness.adapter.texts(chat) == ["4", "hi again"]
+    tg = {"platform": "telegram"}
+    assert delta(before, after, "parley_messages_in_total", kind="message", **tg) == 2
+    assert delta(before, after, "parley_runs_total", outcome="finished") == 2
+    assert delta(before, after, "parley_run_seconds_count") == 2
+    assert delta(before, after, "parley_run_steps_count") == 2
+    assert delta(before, after, "parley_run_steps_sum") == 3  # two think steps, then one
+    assert delta(before, after, "parley_tool_calls_total", tool="calculator", result="ok") == 1
+    assert delta(before, after, "parley_queue_lag_seconds_count") == 2
+    assert delta(before, after, "parley_deliveries_total", result="sent", **tg) == 2
+    assert delta(before, after, "parley_deliveries_total", result="failed", **tg) == 0
+    scripted = {"provider": "scripted"}
+    assert delta(before, after, "parley_model_calls_total", result="ok", **scripted) == 3
+    assert delta(before, after, "parley_model_latency_seconds_count", **scripted) == 3
+    assert delta(before, after, "parley_model_tokens_total", kind="input", **scripted) == 30
+    assert delta(before, after, "parley_model_tokens_total", kind="output", **scripted) == 15
+    cost = delta(before, after, "parley_model_cost_dollars_total", model="scripted-1", **scripted)
+    assert cost == pytest.approx(3 * (10 * 3.0 + 5 * 15.0) / 1_000_000)
+
+
+async def test_a_repeated_event_is_counted_as_dropped_not_as_a_message(
+    redis: aioredis.Redis,
+) -> None:
+    event = message(dm(), "hello")
+    async with scraper(redis) as scrape, running(redis, ScriptedModel([reply("hi")])) as harness:
+        before = await scrape()
+        assert await harness.submit(event)
+        assert not await harness.submit(event)
+        await harness.settle()
+        after = await scrape()
+    tg = {"platform": "telegram"}
+    assert delta(before, after, "parley_messages_in_total", kind="message", **tg) == 1
+    assert delta(before, after, "parley_messages_dropped_total", reason="duplicate", **tg) == 1
+    assert delta(before, after, "parley_runs_total", outcome="finished") == 1
+
+
+async def test_pending_decisions_gauge_counts_a_waiting_question(redis: aioredis.Redis) -> None:
+    question = {"kind": "question"}
+    ask = turn(call("ask_user", question="Which size?", options=["Small", "Large"]))
+    chat = dm()
+    async with scraper(redis) as scrape:
+        async with running(redis, ScriptedModel([ask])) as harness:
+            # each runtime samples the gauges when it starts: nothing waits yet
+            samples = await until(
+                scrape, lambda s: value(s, "parley_pending_decisions", **question) == 0
+            )
+            assert value(samples, "parley_pending_decisions", **question) == 0
+            before = samples
+            await harness.submit(message(chat, "a coffee please"))
+            await harness.settle()
+        assert "Which size?" in harness.adapter.texts(chat)[-1]
+        async with running(redis, ScriptedModel([])):
+            after = await until(
+                scrape, lambda s: value(s, "parley_pending_decisions", **question) == 1
+            )
+    assert value(after, "parley_pending_decisions", **question) == 1
+    assert delta(before, after, "parley_runs_total", outcome="awaitinganswer") == 1
+
+
+class Gated:
+    """A model whose answers wait for the test to open the gate."""
+
+    def __init__(self, inner: ScriptedModel) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.gate = asyncio.Event()
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        await self.gate.wait()
+        return await self.inner.complete(request)
+
+
+async def test_queue_length_gauge_shows_what_no_worker_has_read(redis: aioredis.Redis) -> None:
+    # One slot and answers held back: the worker stops reading once it holds as many
+    # conversations as it takes on, and the rest stay queued, unread by any worker.
+    model = Gated(ScriptedModel([reply(f"answer {n}") for n in range(8)]))
+    config = settings(PARLEY_WORKER_CONCURRENCY=1)
+    chats = [dm(str(1000 + n)) for n in range(8)]
+
+    async def unread() -> int:
+        groups = await redis.xinfo_groups(harness.runtime.keys.inbox)
+        return sum(int(g["lag"] or 0) for g in groups if g["name"] in (GROUP, GROUP.encode()))
+
+    async with scraper(redis) as scrape:
+        async with running(redis, model, config=config) as harness:
+            for chat in chats:
+                await harness.submit(message(chat, "hello", user=chat.chat_id))
+            deadline = time.monotonic() + 20
+            while True:
+                queued, lag = value(await scrape(), "parley_queue_length"), await unread()
+                if 0 < queued == lag or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.05)
+            assert 0 < queued == lag < len(chats)
+            model.gate.set()
+            await harness.settle(within=30)
+            drained = await until(scrape, lambda s: value(s, "parley_queue_length") == 0)
+        assert value(drained, "parley_queue_length") == 0
+    assert all(harness.adapter.texts(chat) for chat in chats)
+
+
+async def test_a_forced_fallback_counts_the_failure_the_fallback_and_the_breaker(
+    redis: aioredis.Redis,
+) -> None:
+    # The shipped model stack (bot/wiring/models.py) against the fake providers.
+    async with FakeAnthropic() as hosted, FakeOllama(models=["qwen2.5:7b"]) as local:
+        hosted.script(fa.error(529))
+        local.responder = lambda body: fo.reply("from ollama")
+        config = Settings.load(
+            env_file=None,
+            anthropic={
+                "ANTHROPIC_API_KEY": "sk-ant-test",
+                "ANTHROPIC_BASE_URL": hosted.url,
+                "ANTHROPIC_MODEL": "claude-test",
+            },
+            ollama={"OLLAMA_HOST": local.url, "OLLAMA_MODEL": "qwen2.5:7b"},
+            llm={"PARLEY_BREAKER_FAILURES": 1},
+            runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
+        )
+        model = build_chat_model(config, redis)
+        chat = dm()
         try:
-            async with aiohttp.ClientSession() as http:
-                metrics = await (await http.get(f"{base}/metrics")).text()
-                health = await http.get(f"{base}/healthz")
-                ready = await http.get(f"{base}/readyz")
-                assert health.status == 200 and ready.status == 200
-                assert (await ready.json())["checks"]["redis"]["ok"] is True
-                broken = aioredis.Redis(port=1)
-                server.add_check("broken", _redis_check(broken))
-                not_ready = await http.get(f"{base}/readyz")
-                assert not_ready.status == 503
-                await broken.aclose()
+            async with (
+                scraper(redis) as scrape,
+                running(redis, model, config=config) as harness,
+            ):
+                before = await scrape()
+                await harness.submit(message(chat, "hello", user=chat.chat_id))
+                await harness.settle()
+                after = await scrape()
         finally:
-            await server.stop()
-    for name in (
-        'parley_messages_in_total{kind="message",platform="telegram"}',
-        'parley_runs_total{outcome="finished"}',
-        "parley_run_steps_bucket",
-        "parley_queue_lag_seconds_bucket",
-        'parley_deliveries_total{platform="telegram",result="sent"}',
-        "parley_pending_decisions",
-        "parley_model_calls_total",
-        "parley_breaker_state",
-    ):
-        assert name in metrics, name
+            await close_model(model)
+    assert harness.adapter.texts(chat) == ["from ollama"]
+    hosted_calls = {"provider": "anthropic"}
+    assert delta(before, after, "parley_model_fallbacks_total", reason="unavailable") == 1
+    assert delta(before, after, "parley_model_calls_total", result="ok", **hosted_calls) == 0
+    failed = {"result": "ProviderUnavailable", **hosted_calls}  # the 529, as the agent sees it
+    assert delta(before, after, "parley_model_calls_total", **failed) == 1
+    assert delta(before, after, "parley_model_calls_total", provider="ollama", result="ok") == 1
+    assert value(after, "parley_breaker_state", **hosted_calls) == 2  # open
+    assert delta(before, after, "parley_breaker_transitions_total", to="open", **hosted_calls) == 1
 
 
 @pytest.fixture
@@ -143,10 +342,10 @@ async def test_status_shows_usage_and_limits_reach_the_user(redis: aioredis.Redi
     clock = Clock()
     guard = limits(redis, clock, PARLEY_RATE_LIMIT_PER_MINUTE=2)
     async with running(redis, ScriptedModel([reply("one"), reply("two")])) as harness:
-        conductor = harness.runtime.conductor
-        conductor.admission = guard.admission
-        conductor.charge = guard.charge_event
-        conductor.commands.usage = guard.usage_text
+        executor = harness.runtime.executor
+        executor.admission = guard.admission
+        executor.runner.charge = guard.charge_event
+        executor.commands.usage = guard.usage_text
         chat = dm()
         for text in ("a", "b", "c"):
             await harness.submit(message(chat, text))
@@ -166,9 +365,9 @@ async def test_status_shows_todays_estimated_cost_with_cache_prices(
     usage = usage + Usage(cache_write_tokens=2000)
     model = MeteredModel(ScriptedModel([reply("one", usage=usage)]), {"scripted-1": (3.0, 15.0)})
     async with running(redis, model) as harness:
-        conductor = harness.runtime.conductor
-        conductor.charge = guard.charge_event
-        conductor.commands.usage = guard.usage_text
+        executor = harness.runtime.executor
+        executor.runner.charge = guard.charge_event
+        executor.commands.usage = guard.usage_text
         chat = dm()
         await harness.submit(message(chat, "a"))
         await harness.settle()

@@ -15,13 +15,14 @@ import pytest
 import redis.asyncio as aioredis
 
 from adapters.base import HandoverFailed
-from bot.conversation.conductor import ERROR_TEXT
+from bot.conversation.executor import ERROR_TEXT
 from bot.ops.embedded_redis import EmbeddedRedis, free_port
 from bot.ops.health import REDIS_DOWN, Health
 from bot.ops.http import HttpServer
 from bot.runtime.keys import Keys
 from bot.runtime.locks import ConversationLocks
-from bot.wiring.app import _redis_check, redis_client
+from bot.wiring.app import _redis_check
+from bot.wiring.connection import redis_client
 from tests.agent.scripted import ScriptedModel
 from tests.bot.harness import running, settings
 from tests.bot.recording import dm, message

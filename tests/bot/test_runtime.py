@@ -301,7 +301,7 @@ async def test_a_replayed_entry_does_not_post_again(redis: aioredis.Redis) -> No
         locks = ConversationLocks(redis, harness.runtime.keys, lease=5, fence_ttl=60)
         held = await locks.try_acquire(chat.id)
         assert held is not None
-        await harness.runtime.conductor.handle(entry.decode(), decode(fields[b"event"]), held)
+        await harness.runtime.executor.handle(entry.decode(), decode(fields[b"event"]), held)
         await locks.release(held)
         assert len(model.turn_requests) == 2  # the run happened again...
         assert harness.adapter.texts(chat) == ["only once"]  # ...but posted nothing new

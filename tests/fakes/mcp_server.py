@@ -5,7 +5,8 @@
 
 Tools, by annotation: `lookup`, `picture`, `broken`, `slow`, `whoami`, `getenv` and `grow` are
 read-only (`readOnlyHint: true`); `delete_item` is destructive and `write_note` declares
-nothing. Calls that change the world append one line to the file named by `MCP_LEDGER` (when
+nothing. With `MCP_BAD_SCHEMA` set, `mangled` is listed with an inputSchema that is not valid
+JSON Schema. Calls that change the world append one line to the file named by `MCP_LEDGER` (when
 set), so a test can count how often they ran; with `MCP_PIDFILE` set, the server appends its
 process id there when it starts. `grow` adds a tool and announces the change
 with `notifications/tools/list_changed`. Over HTTP every request needs `Authorization:
@@ -33,7 +34,20 @@ READ_ONLY = ToolAnnotations(read_only_hint=True)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 56).decode()
 
-server = MCPServer("parley-test")
+MANGLED = {"type": "object", "properties": {"when": {"type": "moment"}}}  # no such type
+
+
+class MangledServer(MCPServer):
+    async def list_tools(self) -> list[Any]:
+        tools = await super().list_tools()
+        if os.environ.get("MCP_BAD_SCHEMA"):
+            for tool in tools:
+                if tool.name == "mangled":
+                    tool.input_schema = MANGLED
+        return tools
+
+
+server = MangledServer("parley-test")
 
 
 def _ledger(line: str) -> None:
@@ -102,6 +116,14 @@ def write_note(note: str) -> str:
     """Write a note (declares no annotations)."""
     _ledger(f"write_note {note}")
     return "noted"
+
+
+if os.environ.get("MCP_BAD_SCHEMA"):
+
+    @server.tool(annotations=READ_ONLY)
+    def mangled(when: str) -> str:
+        """Listed with a schema that is not valid JSON Schema."""
+        return f"mangled {when}"
 
 
 @server.tool(annotations=READ_ONLY)

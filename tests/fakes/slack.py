@@ -15,7 +15,7 @@ assistant.threads.setStatus / setSuggestedPrompts / setTitle, usergroups.users.l
 this server's `/socket` WebSocket: `await fake.socket_send(envelope)` pushes a Socket Mode
 envelope to the connected app and `fake.socket_acks` collects its acks), and for context
 and files: conversations.replies (`fake.thread(channel, thread_ts, ...)` plus what the bot
-posted in that thread; paged with `fake.page_size`), conversations.members
+posted in that thread; paged with `fake.page_size`; `oldest` honoured), conversations.members
 (`fake.members[channel]`), conversations.list (`fake.channel_names[id] = name`),
 conversations.history (`fake.history[channel]`, filtered by `oldest`), users.info (`fake.users[id] = "Display Name"`) and file
 downloads at `url_private` (`fake.add_file(data, name, mimetype)` returns the file object an
@@ -347,6 +347,16 @@ class FakeSlack(FakeServer):
         messages = sorted(
             [*self.threads.get((channel, ts), []), *bot_posts], key=lambda m: float(m["ts"])
         )
+        if params.get("oldest"):  # like Slack, the thread's first message is always listed
+            oldest, inclusive = float(params["oldest"]), params.get("inclusive") in ("1", "true")
+            messages = [
+                m
+                for m in messages
+                if m["ts"] == ts
+                or float(m["ts"]) > oldest
+                or inclusive
+                and float(m["ts"]) == oldest
+            ]
         start = int(params.get("cursor") or 0)
         page = messages[start : start + self.page_size]
         more = start + self.page_size < len(messages)

@@ -28,6 +28,7 @@ import asyncio
 import itertools
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,8 @@ class FakeTelegram(FakeServer):
         self.drafts: dict[tuple[int, int], list[str]] = {}
         self.deleted: list[Posted] = []
         self.errors: dict[str, list[tuple[int, str]]] = {}
+        # awaited once before the next call of a method is answered (e.g. to stop Redis then)
+        self.before: dict[str, Callable[[], Awaitable[object]]] = {}
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
         self._new_update = asyncio.Event()
@@ -262,6 +265,8 @@ class FakeTelegram(FakeServer):
         method = request.path.rsplit("/", 1)[-1]
         params = await _params(recorded, request)
         recorded.body = params
+        if (hook := self.before.pop(method, None)) is not None:
+            await hook()
         errors = self.errors.get(method)
         if errors:
             status, description = errors.pop(0)
@@ -447,13 +452,14 @@ def _bad_request(description: str) -> web.Response:
 
 
 async def _params(recorded: Recorded, request: web.Request) -> dict[str, Any]:
+    """The call's parameters: from the query string and the body, as the Bot API takes them."""
     body = recorded.body
     if isinstance(body, dict):
-        return dict(body)
+        return {**recorded.query, **body}
     if request.content_type.startswith("multipart/"):
         reader = await _multipart(recorded.raw, request.headers["Content-Type"])
-        return reader
-    return {}
+        return {**recorded.query, **reader}
+    return dict(recorded.query)
 
 
 async def _multipart(raw: bytes, content_type: str) -> dict[str, Any]:

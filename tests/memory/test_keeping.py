@@ -294,7 +294,10 @@ async def test_scope_counts_follow_every_change(redis: aioredis.Redis, embedder:
     assert await store.forget(ANA_DM, mine[-1].id) == 0  # gone already: counted once
     assert await counts() == {ANA_DM.user_scope: 2, "team:slack:T1": 1}
     key = store._key(mine[-2].id)  # two removals racing for one memory count it once
-    assert sorted(await asyncio.gather(store._delete([key]), store._delete([key]))) == [0, 1]
+    assert sorted(await asyncio.gather(store.counts.delete([key]), store.counts.delete([key]))) == [
+        0,
+        1,
+    ]
     assert await counts() == {ANA_DM.user_scope: 1, "team:slack:T1": 1}
     assert await store.forget(ANA_DM) == 1
     assert await counts() == {"team:slack:T1": 1}

@@ -12,6 +12,7 @@ from agent.builtin_tools import builtin_registry
 from agent.loop import Agent
 from agent.outcomes import Finished
 from agent.protocols import RunContext
+from bot.wiring.memory_setup import completion
 from memory import Embedder, MemoryIndexMismatch, RedisMemoryStore, ollama_embedder, open_store
 from memory.extract import FactExtractor, parse_facts
 from tests.agent.scripted import ScriptedModel, call, reply, turn
@@ -165,7 +166,7 @@ async def test_end_of_run_extraction(store: RedisMemoryStore) -> None:
     from agent.messages import Message
 
     model = ScriptedModel([reply('Facts: ["Ana is training for a marathon in May"]')])
-    facts = await FactExtractor(model, store).extract(
+    facts = await FactExtractor(completion(model), store).extract(
         [Message.user("I'm training for the May marathon"), Message.assistant("Good luck!")],
         ANA_DM,
     )
@@ -228,7 +229,7 @@ async def test_extraction_says_what_it_kept_with_a_forget_button(
     extracting = ScriptedModel(
         [reply('["Ana is training for a marathon in May", "Ana prefers trail shoes"]')]
     )
-    extractor = FactExtractor(extracting, store)
+    extractor = FactExtractor(completion(extracting), store)
 
     async def after_run(outcome: Outcome) -> OutboundMessage | None:
         state = outcome.state

@@ -6,11 +6,10 @@ import random
 import time
 from collections.abc import AsyncIterator
 
-import anthropic
 import pytest
 
 from agent.builtin_tools import builtin_registry
-from agent.llm.anthropic import AnthropicModel, classify
+from agent.llm.anthropic import AnthropicModel, sdk_errors
 from agent.llm.base import ProviderRejected
 from agent.loop import Agent
 from agent.messages import ChatRequest, Message
@@ -79,9 +78,8 @@ async def hosted_call(hosted: FakeAnthropic, **wire: object) -> None:
     model = AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url)
     request = model.wire_request(ChatRequest(system="", messages=[Message.user("hi")]))
     try:
-        await model.client.messages.create(**{**request, **wire})
-    except anthropic.APIStatusError as exc:
-        raise classify(exc) from exc
+        with sdk_errors():
+            await model.client.messages.create(**{**request, **wire})
     finally:
         await model.close()
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import sys
 import time
 from collections.abc import AsyncIterator
 
@@ -14,7 +13,8 @@ from prometheus_client import REGISTRY
 from agent.builtin_tools import builtin_registry
 from agent.llm.anthropic import AnthropicModel
 from agent.llm.base import AllProvidersFailed, ProviderRejected
-from agent.llm.breaker import BreakerPolicy, CircuitBreaker
+from agent.llm.breaker import BreakerPolicy
+from agent.llm.breaker_redis import redis_breaker
 from agent.llm.fallback import FallbackModel
 from agent.llm.ollama import OllamaModel
 from agent.loop import Agent
@@ -59,7 +59,7 @@ def fallback(
             api_key="sk-ant-test", model="claude-test", base_url=hosted.url, timeout=timeout
         ),
         OllamaModel(host=local.url, model="qwen2.5:7b", num_ctx=4096),
-        CircuitBreaker(redis, KEY, "anthropic", policy),
+        redis_breaker(redis, KEY, "anthropic", policy),
         timeout=timeout + 1,
         suspect_after=suspect_after,
     )
@@ -131,54 +131,6 @@ async def test_auth_failure_falls_back_logs_an_error_and_opens_for_long(
     assert len(hosted.message_calls) == 1
 
 
-async def test_the_breaker_opens_after_consecutive_failures_and_backs_off(redis) -> None:
-    policy = BreakerPolicy(failures=2, cooldown=10, max_cooldown=25)
-    breaker = CircuitBreaker(redis, KEY, "anthropic", policy)
-    await breaker.record_failure()
-    assert await breaker.admit() == "probe"  # suspect: one request at a time tries it
-    assert await breaker.admit() == "probing"
-    await breaker.record_failure()
-    assert await breaker.admit() == "open"
-    first = float(await redis.hget(KEY, "open_until")) - time.time()
-    await redis.hset(KEY, "open_until", 0)  # cooldown over, seen by a process new to it
-    breaker = CircuitBreaker(redis, KEY, "anthropic", policy)
-    assert await breaker.admit() == "probe"
-    assert await breaker.admit() == "probing"
-    await breaker.record_failure()  # the probe failed: open again, longer
-    second = float(await redis.hget(KEY, "open_until")) - time.time()
-    await redis.hset(KEY, "open_until", 0)
-    breaker = CircuitBreaker(redis, KEY, "anthropic", policy)
-    assert await breaker.admit() == "probe"
-    await breaker.record_failure()
-    third = float(await redis.hget(KEY, "open_until")) - time.time()
-    assert 9 < first <= 10 and 19 < second <= 20 and 24 < third <= 25
-
-
-async def test_an_open_breaker_is_known_without_asking_redis_each_time(redis) -> None:
-    breaker = CircuitBreaker(redis, KEY, "anthropic", POLICY)
-    await breaker.record_failure(cooldown=60)
-    assert await breaker.admit() == "open"
-    before = await redis.info("commandstats")
-    for _ in range(20):
-        assert await breaker.admit() == "open"
-    after = await redis.info("commandstats")
-    assert after == before | {"cmdstat_info": after["cmdstat_info"]}
-
-
-async def test_a_success_between_failures_resets_the_count(redis) -> None:
-    breaker = CircuitBreaker(redis, KEY, "anthropic", BreakerPolicy(failures=2, cooldown=10))
-    assert await breaker.admit() == "clean"  # nothing to reset: a success writes nothing
-    await breaker.record_success("clean")
-    assert not await redis.exists(KEY)
-    await breaker.record_failure()
-    admission = await breaker.admit()
-    assert admission == "probe"
-    await breaker.record_success(admission)
-    assert await breaker.admit() == "clean"
-    await breaker.record_failure()
-    assert await breaker.admit() == "probe"  # one failure since the success, not two
-
-
 async def test_half_open_lets_one_probe_through_and_success_closes(
     redis, hosted, local, models
 ) -> None:
@@ -209,21 +161,6 @@ async def test_two_instances_share_the_breaker(redis, redis_url, hosted, local, 
         assert len(hosted.message_calls) == 1
     finally:
         await other_client.aclose()
-
-
-async def test_a_breaker_opened_by_another_process_is_respected(redis, redis_url) -> None:
-    script = (
-        "import asyncio, redis.asyncio as r\n"
-        "from agent.llm.breaker import CircuitBreaker, BreakerPolicy\n"
-        "async def main():\n"
-        f"    c = r.Redis.from_url({redis_url!r})\n"
-        f"    await CircuitBreaker(c, {KEY!r}, 'anthropic', BreakerPolicy()).record_failure(cooldown=30)\n"
-        "    await c.aclose()\n"
-        "asyncio.run(main())\n"
-    )
-    process = await asyncio.create_subprocess_exec(sys.executable, "-c", script)
-    assert await asyncio.wait_for(process.wait(), 60) == 0
-    assert await CircuitBreaker(redis, KEY, "anthropic", POLICY).admit() == "open"
 
 
 async def test_both_down_fails_kindly(redis, hosted, local, models) -> None:
@@ -341,7 +278,7 @@ async def test_after_a_timeout_probes_go_one_at_a_time_with_less_patience(
         assert all(provider == "ollama" for _, provider in durations)
         assert paid_the_timeout() - before == 1  # the probe gave up after 0.1 s
         assert len(hosted.message_calls) == 5 + probe
-    assert await model.breaker.state() == "open"
+    assert await redis.hget(KEY, "state") == b"open"
     elapsed, provider = await _timed(model)
     assert provider == "ollama" and len(hosted.message_calls) == 7
     assert paid_the_timeout() - before == 1
@@ -397,23 +334,3 @@ async def test_suspicion_is_shared_by_every_process(
         assert all(provider == "ollama" for _, provider in results)
     finally:
         await other_client.aclose()
-
-
-async def test_a_clean_breaker_costs_one_round_trip_a_second_and_a_failure_ends_that(
-    redis,
-) -> None:
-    breaker = CircuitBreaker(redis, KEY, "anthropic", POLICY)
-    assert await breaker.admit() == "clean"
-    before = await redis.info("commandstats")
-    for _ in range(20):
-        assert await breaker.admit() == "clean"
-    after = await redis.info("commandstats")
-    assert after == before | {"cmdstat_info": after["cmdstat_info"]}
-    await breaker.record_failure()  # this process knows at once
-    assert await breaker.admit() == "probe"
-    await CircuitBreaker(redis, KEY, "anthropic", POLICY).record_success()
-    assert await breaker.admit() == "clean"
-    await CircuitBreaker(redis, KEY, "anthropic", POLICY).record_failure()  # elsewhere
-    assert await breaker.admit() == "clean"  # not seen yet
-    await asyncio.sleep(1.05)
-    assert await breaker.admit() == "probe"  # seen within a second

@@ -9,7 +9,8 @@ import redis.asyncio as aioredis
 
 from agent.llm.anthropic import AnthropicModel
 from agent.llm.base import AllProvidersFailed, ProviderRejected, ProviderUnavailable
-from agent.llm.breaker import BreakerPolicy, CircuitBreaker
+from agent.llm.breaker import BreakerPolicy
+from agent.llm.breaker_redis import redis_breaker
 from agent.llm.fallback import FallbackModel
 from agent.llm.ollama import OllamaModel
 from agent.llm.streaming import StreamEvent, StreamReset, TextDelta, ToolUseStarted
@@ -58,7 +59,7 @@ def fallback(redis, hosted, local, made, *, timeout: float = 5.0) -> FallbackMod
     model = FallbackModel(
         hosted_model(hosted, [], timeout=timeout),
         local_model(local, []),
-        CircuitBreaker(redis, KEY, "anthropic", BreakerPolicy(failures=2)),
+        redis_breaker(redis, KEY, "anthropic", BreakerPolicy(failures=2)),
         timeout=timeout,
     )
     made.append(model)

@@ -1,0 +1,287 @@
+"""Slack events, button presses and /parley as neutral events (Bolt listeners).
+
+A DM, a mention, or a reply in a thread (Parley's only if the thread is already its
+conversation) becomes an `InboundMessage`; what the adapter saw is its `kind`: a mention with
+nothing else is `bare_mention`, a file Slack withheld with no comment `non_text`, a message
+over the limit `too_long` (cut to the limit). The conversation engine decides what to say;
+this module says nothing. Bots, Slackbot, edits, joins and events with mistyped fields are no
+events; outside the allowed teams and channels Parley does not listen at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+
+from adapters.base import (
+    Actor,
+    ConversationKey,
+    HandoverFailed,
+    InboundAction,
+    InboundKind,
+    InboundMessage,
+    MessageRef,
+)
+from adapters.slack_context import files_of
+
+if TYPE_CHECKING:
+    from adapters.slack import SlackAdapter
+
+log = logging.getLogger(__name__)
+
+# Message subtypes a person writes; every other subtype (bot posts, edits, joins, topic
+# changes, …) is ignored. A thread reply also sent to the channel is still a thread reply.
+USER_SUBTYPES = {None, "file_share", "thread_broadcast", "me_message"}
+SLACKBOT = "USLACKBOT"  # Slack's own notices in a DM ("You have been removed from #…")
+GROUP_LOOKUP_TIMEOUT = 1.0  # seconds
+PRESS_NOT_TAKEN = "I couldn't take that press just now — please press the button again in a minute."
+PRESS_NOTE_TIMEOUT = 0.8  # seconds: said before the answer, still inside Slack's 3 s
+GROUP_CACHE_SECONDS = 300.0
+
+
+@dataclass(kw_only=True)
+class SlackInbound:
+    adapter: SlackAdapter
+    _groups: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False)
+
+    def register(self) -> None:
+        app = self.adapter.app
+        app.event("message")(self._on_message_event)
+        app.event("app_mention")(self._on_mention)
+        app.action(re.compile(r"^parley:"))(self._on_action)
+        app.command("/parley")(self._on_command)
+        # Other events and commands are acknowledged and dropped, not left to Bolt's 404
+        # (which Slack retries) and its "unhandled request" warning with the payload.
+        anything = re.compile(r".*")
+        app.event(anything)(self._ignore_event)
+        app.action(anything)(self._ignore)
+        app.command(anything)(self._ignore)
+
+    def allowed(self, team: str | None, channel: str | None) -> bool:
+        config = self.adapter.config
+        if config.allowed_teams and team not in config.allowed_teams:
+            return False
+        return not (config.allowed_channels and channel not in config.allowed_channels)
+
+    async def _on_message_event(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        if not _well_typed(event, body):
+            return
+        if event.get("subtype") not in USER_SUBTYPES or event.get("bot_id"):
+            return
+        text = event.get("text") or ""
+        bot_user_id = self.adapter.bot_user_id
+        mention = f"<@{bot_user_id}>" if bot_user_id else None
+        if event.get("channel_type") == "im":
+            await self._message(event, body, direct=True, mentioned=True)
+        elif event.get("thread_ts") and not (mention and mention in text):
+            # A reply in a thread: Parley's only if the thread is already its conversation.
+            await self._message(event, body, direct=False, mentioned=False)
+
+    async def _on_mention(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        if event.get("bot_id") or not _well_typed(event, body):
+            return
+        await self._message(event, body, direct=False, mentioned=True)
+
+    async def _ignore_event(self, body: dict[str, Any]) -> None:
+        """Events Parley does not act on (reactions, joins, app home, …): acknowledged only."""
+
+    async def _ignore(self, ack: Any) -> None:
+        await ack()
+
+    async def _message(
+        self, event: dict[str, Any], body: dict[str, Any], *, direct: bool, mentioned: bool
+    ) -> None:
+        adapter = self.adapter
+        user = event.get("user")
+        channel = event.get("channel")
+        if not user or user in (adapter.bot_user_id, SLACKBOT):
+            return
+        if not channel or not event.get("ts"):
+            return  # not a message Slack would send; nothing to answer into
+        team = body.get("team_id") or event.get("team")
+        if not self.allowed(team, channel):
+            return
+        ts = event["ts"]
+        thread = event.get("thread_ts") or (None if direct else ts)
+        if direct:
+            adapter.dm_threads[channel] = str(thread or ts)
+        text = self._strip_mention(event.get("text") or "").strip()
+        files = files_of(event)
+        kind: InboundKind = "text"
+        if not text and not files:
+            if not mentioned:
+                return  # an empty reply in a thread that may not be Parley's
+            # a file Slack withheld (no comment), or a bare mention of Parley
+            kind = "non_text" if event.get("files") else "bare_mention"
+        length = len(text)
+        limit = adapter.config.max_message_chars
+        if length > limit:
+            kind, text = "too_long", text[:limit]
+        if adapter.handler is None:
+            return
+        asked = text
+        if direct and kind == "text":
+            text = adapter.assistant.with_context(channel, event.get("thread_ts"), text)
+        await adapter.hand_over(
+            InboundMessage(
+                event_id=f"slack:{body.get('event_id') or ts}",
+                conversation=ConversationKey(
+                    platform="slack", chat_id=channel, thread_id=thread, team_id=team
+                ),
+                actor=Actor(platform="slack", user_id=user, team_id=team),
+                text=text,
+                is_direct=direct,
+                message_id=ts,
+                mentioned=mentioned,
+                attachments=files,
+                kind=kind,
+                length=length,
+            )
+        )
+        if direct and kind == "text":  # only once stored, and bounded: Slack waits for the ack
+            await adapter.assistant.title(channel, event.get("thread_ts"), asked)
+
+    def _strip_mention(self, text: str) -> str:
+        bot_user_id = self.adapter.bot_user_id
+        return text.replace(f"<@{bot_user_id}>", "") if bot_user_id else text
+
+    async def _on_action(self, ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        if not _well_typed_action(body):
+            return
+        action = (body.get("actions") or [{}])[0]
+        decision_id, _, choice = str(action.get("value") or "").rpartition(":")
+        user = str((body.get("user") or {}).get("id") or "")
+        team = (body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id")
+        channel = str((body.get("channel") or {}).get("id") or "")
+        message = body.get("message") or {}
+        if not decision_id or not user or not channel or not self.allowed(team, channel):
+            return
+        direct = channel.startswith("D")
+        thread = message.get("thread_ts") or (None if direct else message.get("ts"))
+        conversation = ConversationKey(
+            platform="slack", chat_id=channel, thread_id=thread, team_id=team
+        )
+        if self.adapter.handler is None:
+            return
+        press = InboundAction(
+            event_id=f"slack:action:{action.get('action_ts')}:{user}",
+            conversation=conversation,
+            actor=Actor(
+                platform="slack",
+                user_id=user,
+                team_id=team,
+                groups=await self._groups_of(user),
+            ),
+            decision_id=decision_id,
+            choice=choice,
+            message=MessageRef(conversation=conversation, message_id=str(message.get("ts"))),
+            is_direct=direct,
+        )
+        try:
+            await self.adapter.hand_over(press)
+        except HandoverFailed:
+            # Slack never sends a button press again: tell the presser, then answer 503.
+            # The one sentence an adapter says itself: nothing behind it can take the press.
+            await self._press_not_taken(conversation, user)
+            raise
+
+    async def _press_not_taken(self, conversation: ConversationKey, user: str) -> None:
+        try:
+            async with asyncio.timeout(PRESS_NOTE_TIMEOUT):
+                await self.adapter.client.chat_postEphemeral(
+                    channel=conversation.chat_id,
+                    user=user,
+                    thread_ts=conversation.thread_id,
+                    text=PRESS_NOT_TAKEN,
+                )
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.info("could not tell a presser to press again (%s)", type(exc).__name__)
+
+    async def _groups_of(self, user: str) -> tuple[str, ...]:
+        """Which of the approver user groups the user belongs to (cached briefly)."""
+        found = []
+        now = time.monotonic()
+        for group in self.adapter.config.approver_groups:
+            cached = self._groups.get(group)
+            if cached is None or now - cached[0] > GROUP_CACHE_SECONDS:
+                try:
+                    # before the ack: bounded, and a failure only means "not an approver"
+                    async with asyncio.timeout(GROUP_LOOKUP_TIMEOUT):
+                        response = await self.adapter.client.usergroups_users_list(usergroup=group)
+                    members = frozenset(str(u) for u in response.get("users") or [])
+                except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+                    log.warning("cannot read user group %s (%s)", group, type(exc).__name__)
+                    members = frozenset()
+                cached = (now, members)
+                self._groups[group] = cached
+            if user in cached[1]:
+                found.append(group)
+        return tuple(found)
+
+    async def _on_command(self, ack: Any, command: dict[str, Any]) -> None:
+        await ack()
+        if not _strings(command, "channel_id", "team_id", "user_id", "text", "trigger_id"):
+            log.warning("ignored a /parley command with mistyped fields")
+            return
+        channel = str(command.get("channel_id") or "")
+        team = command.get("team_id")
+        if not self.allowed(team, channel) or self.adapter.handler is None:
+            return
+        name, _, args = str(command.get("text") or "").strip().partition(" ")
+        await self.adapter.hand_over(
+            InboundMessage(
+                event_id=f"slack:command:{command.get('trigger_id')}",
+                conversation=ConversationKey(platform="slack", chat_id=channel, team_id=team),
+                actor=Actor(platform="slack", user_id=str(command.get("user_id")), team_id=team),
+                text=str(command.get("text") or ""),
+                is_direct=channel.startswith("D"),
+                command=(name or "help").lower(),
+                args=args.strip(),
+            )
+        )
+
+
+def _strings(data: object, *names: str) -> bool:
+    """Whether each named field is absent, null or a string."""
+    if not isinstance(data, dict):
+        return False
+    return all(isinstance(data.get(name), str | None) for name in names)
+
+
+def _well_typed(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Whether a message event's fields have the types Slack documents.
+
+    Anything else is not from Slack as documented and would break code further on, so it is
+    dropped here with a warning that names the fields (never their content).
+    """
+    event_fields = ("user", "channel", "ts", "thread_ts", "text", "team", "subtype")
+    bad = [name for name in event_fields if not _strings(event, name)]
+    bad += [f"body.{name}" for name in ("team_id", "event_id") if not _strings(body, name)]
+    if event.get("channel_type") is not None and not isinstance(event["channel_type"], str):
+        bad.append("channel_type")
+    if bad:
+        log.warning("ignored a Slack event with mistyped fields: %s", ", ".join(bad))
+    return not bad
+
+
+def _well_typed_action(body: dict[str, Any]) -> bool:
+    actions = body.get("actions")
+    ok = (
+        isinstance(actions, list)
+        and bool(actions)
+        and _strings(actions[0], "value", "action_ts")
+        and all(_strings(body.get(part) or {}, "id", "team_id") for part in ("user", "channel"))
+        and _strings(body.get("team") or {}, "id")
+        and _strings(body.get("message") or {}, "ts", "thread_ts")
+    )
+    if not ok:
+        log.warning("ignored a Slack button press with mistyped fields")
+    return ok

@@ -1,0 +1,169 @@
+"""What the conversation engine asks for, and what it is told back.
+
+`decide` (engine.py) returns a list of effects; the executor carries them out in order. A few
+effects need the world's answer before the rules can go on: `Admit` (may this person send
+another message now?), `Claim` (was the decision still pending when it was claimed?), `Run`
+and `Resume` (what did the run come to?). The executor answers each with a follow-up event —
+`Admitted`, `Claimed`, `Ran` — and calls `decide` again with it::
+
+    Received ─▶ Admit ─▶ Admitted ─▶ Run ────────────────▶ Ran ─▶ Answer | Open + Prompt
+            └▶ Claim ─▶ Claimed ─▶ Edit, Notify, Resume ─┘
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from adapters.base import Inbound, OutboundMessage
+from agent.outcomes import Outcome
+from bot.runtime.decisions import Decision, Kind
+from bot.runtime.decisions import Status as DecisionStatus
+from bot.runtime.sessions import Resolution
+
+# --- events -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Received:
+    """An inbox entry: the event as the adapter handed it over."""
+
+    entry_id: str
+    event: Inbound
+
+
+@dataclass(frozen=True, kw_only=True)
+class Admitted:
+    """The answer to `Admit`: None, or the sentence that refuses the message."""
+
+    received: Received
+    refusal: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claimed:
+    """The answer to `Claim`: the decision as decided, or None if it was no longer pending
+    (then `current` is the decision as it is now)."""
+
+    received: Received
+    status: DecisionStatus
+    decided: Decision | None
+    current: Decision | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ran:
+    """The answer to `Run` / `Resume`: what the run came to, and the after-run note."""
+
+    received: Received
+    outcome: Outcome
+    note: OutboundMessage | None = None
+
+
+Event = Received | Admitted | Claimed | Ran
+
+# --- effects ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Send:
+    """Post a message through the outbox under the key of its `slot`."""
+
+    message: OutboundMessage
+    slot: str = "reply"
+    # Keyed by the conversation instead of the entry: said once there (within the outbox's
+    # memory), however many entries ask for it.
+    per_conversation: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Edit:
+    """Replace a message Parley posted (a decided prompt loses its buttons)."""
+
+    message_id: str
+    message: OutboundMessage
+    slot: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Notify:
+    """Answer the button press being handled, to the presser alone."""
+
+    text: str
+    alert: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Admit:
+    """Check the sender's rate and budget; answered with `Admitted`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """Move a pending decision to `status` once (a compare-and-set); answered with `Claimed`."""
+
+    decision_id: str
+    status: DecisionStatus
+    by: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settle:
+    """The conversation goes idle; an unfinished run's open calls are closed with `abandon`."""
+
+    abandon: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    """Start a run on the message (thread context and files gathered first); `Ran` follows."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resume:
+    """Continue the suspended run with `resolution`; `Ran` follows. With `attachments`, the
+    message's files go along with the answer."""
+
+    resolution: Resolution
+    attachments: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """The run's final message: finishes the streamed answer, or is sent as the outcome."""
+
+    message: OutboundMessage
+
+
+@dataclass(frozen=True, kw_only=True)
+class Open:
+    """Store a new pending decision and make it the session's."""
+
+    decision_id: str
+    kind: Kind
+    requester_id: str
+    requester_name: str
+    text: str
+    options: tuple[str, ...] = ()
+    is_direct: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prompt:
+    """Post the open decision's prompt (with its buttons) and tie the decision to it."""
+
+    message: OutboundMessage
+
+
+@dataclass(frozen=True, kw_only=True)
+class Command:
+    """A command answered from memory or usage (/memories, /forget, /status)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Forget:
+    """A Forget button under a list of memories was pressed."""
+
+
+Effect = (
+    Send | Edit | Notify | Admit | Claim | Settle | Run | Resume | Answer | Open | Prompt | Command
+) | Forget

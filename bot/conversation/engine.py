@@ -1,0 +1,338 @@
+"""What an event means for its conversation: every rule, as one pure function.
+
+`decide(session, pending, event, policy)` reads the session, the decision the event is about
+(`pending`: the session's pending decision for a message, the pressed button's decision for
+a button press) and the event, and returns the effects to carry out, in order (effects.py).
+It awaits nothing, reads no clock but `policy.now`, and changes nothing it is given.
+
+A message starts a run, answers a pending question, or — while an approval waits — rejects
+the plan with the message as the reason. A button press decides a pending question or
+approval if the presser may: the requester always, in a shared chat the configured approvers
+too. A replayed entry that was resolving a decision when its worker died resumes the same
+way. Every sentence Parley says about a conversation is here, beside the rule that says it;
+render.py formats outcomes and decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from adapters.base import InboundAction, InboundMessage, OutboundMessage
+from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
+from bot.conversation.commands import help_text, unknown_command
+from bot.conversation.effects import (
+    Admit,
+    Admitted,
+    Answer,
+    Claim,
+    Claimed,
+    Command,
+    Edit,
+    Effect,
+    Event,
+    Forget,
+    Notify,
+    Open,
+    Prompt,
+    Ran,
+    Received,
+    Resume,
+    Run,
+    Send,
+    Settle,
+)
+from bot.conversation.render import (
+    APPROVE,
+    MEMORY_ACTION,
+    REJECT,
+    decided_message,
+    mention,
+    outcome_message,
+    stale_click_text,
+)
+from bot.runtime.decisions import Decision, decision_id_for
+from bot.runtime.decisions import Status as DecisionStatus
+from bot.runtime.sessions import Resolution, Session
+
+NOT_ALLOWED = "Sorry — I'm a private assistant and can't help you here."
+TEXT_ONLY = (
+    "I can read text, photos and files (images, PDFs, text files) — not this kind of message."
+)
+TOO_LONG = (
+    "That message is too long for me ({length:,} characters; my limit is {limit:,}). "
+    "Could you shorten it or split it up?"
+)
+# What a bare mention of Parley gets, by platform and whether the chat is one-to-one.
+BARE_MENTION = {
+    ("telegram", False): "Tell me what you need in the same message, e.g. “@{handle} what's on "
+    "today?” — /help lists my commands.",
+    ("telegram", True): "Tell me what you need, or send /help to see my commands.",
+    ("slack", False): "Tell me what you need in the same message, e.g. “@Parley what's on today?” "
+    "— `/parley help` lists my commands.",
+    ("slack", True): "Tell me what you need in words — `/parley help` lists my commands.",
+}
+BARE_MENTION_ELSEWHERE = "Tell me what you need, or send /help to see my commands."
+
+FEEDBACK_NOTE = "Understood — I won't go ahead with that plan. I'll take your message into account."
+NOT_YOURS_TO_CANCEL = "Only {who} or an approver can cancel what I'm waiting on here."
+WAIT_FOR_REQUESTER = "I'm waiting for {who} to answer first; ask me again once that's settled."
+NOT_YOURS_TO_DECIDE = "Only {who} can {verb}."
+UNKNOWN_BUTTON = "I didn't understand that button."
+UNCERTAIN_TEXT = (
+    "I was interrupted while doing this, so I can't tell whether it happened:\n{steps}\n"
+    "I won't try again unless you approve it once more."
+)
+NOTHING_TO_CANCEL = "There's nothing to cancel."
+CANCELLED = "Cancelled. What would you like to do next?"
+# What the model is told about calls that never ran.
+CANCELLED_NOTE = "Not run: the user cancelled."
+EXPIRED_NOTE = "Not answered: the request expired."
+
+
+ANSWERED_HERE = ("memories", "forget", "status")  # read memory or usage: the Commands class
+
+
+@dataclass(frozen=True, kw_only=True)
+class Policy:
+    """What the rules need to know besides the conversation: settings and the time."""
+
+    now: float
+    approvers: frozenset[str] = frozenset()  # user ids or group ids
+    max_message_chars: int = 4000
+    handles: Mapping[str, str] = field(default_factory=dict)  # platform → Parley's @name
+
+
+def decide(
+    session: Session, pending: Decision | None, event: Event, policy: Policy
+) -> list[Effect]:
+    """The effects of `event`, in order (see the module docstring)."""
+    if isinstance(event, Received):
+        if session.resolving is not None and session.resolving.entry_id == event.entry_id:
+            return [Resume(resolution=session.resolving, attachments=_has_files(event))]
+        if isinstance(event.event, InboundAction):
+            return _pressed(session, pending, event.event, policy)
+        return _message(session, pending, event.event, policy)
+    if isinstance(event, Admitted):
+        return _admitted(session, pending, event, policy)
+    if isinstance(event, Claimed):
+        return _claimed(session, pending, event, policy)
+    return _ran(event)
+
+
+# --- messages -----------------------------------------------------------------------------
+
+
+def _message(
+    session: Session, pending: Decision | None, event: InboundMessage, policy: Policy
+) -> list[Effect]:
+    platform = event.conversation.platform
+    if event.kind == "not_allowed":
+        slot = f"not-allowed:{event.actor.user_id}"
+        return [Send(message=OutboundMessage(text=NOT_ALLOWED), slot=slot, per_conversation=True)]
+    if event.command:
+        return _command(session, pending, event, policy)
+    if not event.mentioned and session.state is None:
+        return []  # a thread message in a conversation Parley is not part of
+    if event.kind == "non_text":
+        return [_say(TEXT_ONLY)]
+    if event.kind == "bare_mention":
+        line = BARE_MENTION.get((platform, event.is_direct), BARE_MENTION_ELSEWHERE)
+        handle = policy.handles.get(platform)
+        if "{handle}" in line and not handle:
+            line = BARE_MENTION.get((platform, True), BARE_MENTION_ELSEWHERE)
+        return [_say(line.format(handle=handle))]
+    length = max(event.length, len(event.text))
+    if event.kind == "too_long" or length > policy.max_message_chars:
+        return [_say(TOO_LONG.format(length=length, limit=policy.max_message_chars))]
+    return [Admit()]
+
+
+def _command(
+    session: Session, pending: Decision | None, event: InboundMessage, policy: Policy
+) -> list[Effect]:
+    name = (event.command or "").lower()
+    platform = event.conversation.platform
+    if name in ("help", "start"):
+        help_message = OutboundMessage(text=help_text(platform), private_to=event.actor.user_id)
+        return [Send(message=help_message)]
+    if name in ANSWERED_HERE:
+        return [Command()]
+    if name != "cancel":
+        return [_say(unknown_command(platform, name))]
+    if session.status == "idle":
+        return [_say(NOTHING_TO_CANCEL)]
+    decision = _live(session, pending, policy)
+    if decision is None:
+        return [Settle(abandon=CANCELLED_NOTE), _say(CANCELLED)]
+    if not may_decide(event, decision, policy):
+        return [_said_to(NOT_YOURS_TO_CANCEL, decision)]
+    return [Claim(decision_id=decision.id, status="cancelled", by=_by(event))]
+
+
+def _admitted(
+    session: Session, pending: Decision | None, admitted: Admitted, policy: Policy
+) -> list[Effect]:
+    if admitted.refusal:
+        return [_say(admitted.refusal)]
+    event = admitted.received.event
+    decision = _live(session, pending, policy)
+    if decision is None or session.state is None:
+        # A decision that expired or went away meanwhile: the conversation moves on.
+        stale = session.decision_id is not None and decision is None
+        return [*([Settle(abandon=EXPIRED_NOTE)] if stale else []), Run()]
+    if not may_decide(event, decision, policy):
+        return [_said_to(WAIT_FOR_REQUESTER, decision)]
+    status: DecisionStatus = "answered" if decision.kind == "question" else "rejected"
+    return [Claim(decision_id=decision.id, status=status, by=_by(event))]
+
+
+# --- button presses -----------------------------------------------------------------------
+
+
+def _pressed(
+    session: Session, decision: Decision | None, event: InboundAction, policy: Policy
+) -> list[Effect]:
+    if event.decision_id == MEMORY_ACTION:
+        return [Forget()]  # a Forget button: no run involved
+    if decision is None or decision.conversation_id != event.conversation.id:
+        return [Notify(text=stale_click_text(None, policy.now), alert=True)]
+    if decision.expired(policy.now):
+        return [Claim(decision_id=decision.id, status="expired", by="")]
+    current = session.decision_id == decision.id and session.state is not None
+    if decision.status != "pending" or not current:
+        return [Notify(text=stale_click_text(decision, policy.now), alert=True)]
+    if not may_decide(event, decision, policy):
+        verb = "approve this" if decision.kind == "approval" else "answer this"
+        text = NOT_YOURS_TO_DECIDE.format(who=_requester(decision), verb=verb)
+        return [Notify(text=text, alert=True)]
+    by = _by(event)
+    if decision.kind == "approval" and event.choice in (APPROVE, REJECT):
+        status: DecisionStatus = "approved" if event.choice == APPROVE else "rejected"
+        return [Claim(decision_id=decision.id, status=status, by=by)]
+    if _option(decision, event) is not None:
+        return [Claim(decision_id=decision.id, status="answered", by=by)]
+    return [Notify(text=UNKNOWN_BUTTON, alert=True)]
+
+
+def _option(decision: Decision, event: InboundAction) -> str | None:
+    choice = event.choice
+    if decision.kind == "question" and choice.isdigit() and int(choice) < len(decision.options):
+        return decision.options[int(choice)]
+    return None
+
+
+def _claimed(
+    session: Session, pending: Decision | None, claimed: Claimed, policy: Policy
+) -> list[Effect]:
+    received, decided = claimed.received, claimed.decided
+    event = received.event
+    entry_id = received.entry_id
+    edit = _edit_decided(decided)
+    if claimed.status == "expired":
+        current = pending is not None and session.decision_id == pending.id and session.state
+        settle: list[Effect] = [Settle(abandon=EXPIRED_NOTE)] if current else []
+        return [*edit, *settle, Notify(text=stale_click_text(pending, policy.now), alert=True)]
+    if claimed.status == "cancelled":
+        return [*edit, Settle(abandon=CANCELLED_NOTE), _say(CANCELLED)]
+    if isinstance(event, InboundMessage):
+        # Under the conversation's lock nobody else decides meanwhile: go on either way.
+        if claimed.status == "answered":
+            answer = Resolution(entry_id=entry_id, answer=event.text)
+            return [*edit, Resume(resolution=answer, attachments=_has_files(received))]
+        feedback = Send(message=OutboundMessage(text=FEEDBACK_NOTE), slot="feedback")
+        rejection = Resolution(entry_id=entry_id, approved=False, reason=event.text)
+        return [*edit, feedback, Resume(resolution=rejection)]
+    if decided is None:  # decided a moment ago by someone else
+        return [Notify(text=stale_click_text(claimed.current, policy.now), alert=True)]
+    if claimed.status == "answered":
+        option = _option(decided, event) or ""
+        resolution = Resolution(entry_id=entry_id, answer=option)
+        return [Notify(text=option), *_edit_decided(decided, option), Resume(resolution=resolution)]
+    approved = claimed.status == "approved"
+    toast = "Approved" if approved else "Rejected"
+    resolution = Resolution(entry_id=entry_id, approved=approved)
+    return [Notify(text=toast), *edit, Resume(resolution=resolution)]
+
+
+# --- what a run came to -------------------------------------------------------------------
+
+
+def _ran(ran: Ran) -> list[Effect]:
+    outcome, received = ran.outcome, ran.received
+    if isinstance(outcome, Finished | Failed):
+        note: list[Effect] = [Send(message=ran.note, slot="note")] if ran.note else []
+        return [Settle(), Answer(message=outcome_message(outcome)), *note]
+    decision_id = decision_id_for(received.event.conversation.id, received.entry_id)
+    context = outcome.state.context
+    asking = isinstance(outcome, AwaitingAnswer)
+    effects: list[Effect] = [
+        Open(
+            decision_id=decision_id,
+            kind="question" if asking else "approval",
+            requester_id=context.user_id,
+            requester_name=context.user_name,
+            text=outcome_message(outcome).text,
+            options=tuple(outcome.options) if isinstance(outcome, AwaitingAnswer) else (),
+            is_direct=context.is_direct,
+        )
+    ]
+    if isinstance(outcome, AwaitingApproval) and outcome.plan.uncertain:
+        steps = "\n".join(f"• {step.description}" for step in outcome.plan.uncertain)
+        effects.append(_say(UNCERTAIN_TEXT.format(steps=steps), slot="uncertain"))
+    effects.append(Prompt(message=outcome_message(outcome, decision_id)))
+    return effects
+
+
+# --- who may decide, and small helpers ----------------------------------------------------
+
+
+def may_decide(event: InboundMessage | InboundAction, decision: Decision, policy: Policy) -> bool:
+    """The requester always; in a shared chat, configured approvers (ids or groups) too."""
+    actor = event.actor
+    if actor.user_id == decision.requester_id:
+        return True
+    if decision.is_direct:
+        return False
+    approvers = policy.approvers
+    return actor.user_id in approvers or bool(approvers.intersection(actor.groups))
+
+
+def _live(session: Session, pending: Decision | None, policy: Policy) -> Decision | None:
+    """The session's decision if it still waits for someone."""
+    if pending is None or pending.id != session.decision_id or pending.status != "pending":
+        return None
+    return None if pending.expired(policy.now) else pending
+
+
+def _has_files(received: Received) -> bool:
+    return isinstance(received.event, InboundMessage) and bool(received.event.attachments)
+
+
+def _by(event: InboundMessage | InboundAction) -> str:
+    return mention(event.conversation.platform, event.actor.user_id, event.actor.name)
+
+
+def _requester(decision: Decision) -> str:
+    platform = decision.conversation_id.split(":", 1)[0]
+    return mention(platform, decision.requester_id, decision.requester_name)
+
+
+def _say(text: str, slot: str = "reply") -> Send:
+    return Send(message=OutboundMessage(text=text), slot=slot)
+
+
+def _said_to(template: str, decision: Decision) -> Send:
+    who = _requester(decision)
+    message = OutboundMessage(text=template.format(who=who), allowed_mentions=frozenset({who}))
+    return Send(message=message)
+
+
+def _edit_decided(decision: Decision | None, answer: str | None = None) -> list[Effect]:
+    """The decided prompt, buttons gone, showing what became of it (if it was posted)."""
+    if decision is None or decision.message_id is None:
+        return []
+    message = decided_message(decision)
+    if answer is not None:
+        message = replace(message, text=f"{message.text}: {answer}")
+    return [Edit(message_id=decision.message_id, message=message, slot=f"decided:{decision.id}")]

@@ -1,0 +1,340 @@
+"""Carries out what the engine decides, for one inbox entry under the conversation's lock.
+
+`handle` loads what `decide` needs (the session, and the decision the event is about: one
+read each), then performs the effects in order. An effect the world answers (`Admit`,
+`Claim`, `Run`, `Resume`) ends its list; its answer goes back to `decide` as a follow-up.
+The session is stored once the entry is done (and once before a run, so a replay resumes
+the same way), with the entry marked handled.
+
+Every reply goes through the outbox under a key derived from the entry and what the reply is
+for, so processing the same entry twice never posts twice. Delivery failure is an outcome,
+not an error: a send the platform did not take is the outbox's to retry, park or give up,
+and the conversation settles all the same. Only Redis being away (or a bug) escapes; then a
+run's conversation is left idle, and the worker tries the entry again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from adapters.base import (
+    ChatAdapter,
+    Inbound,
+    InboundAction,
+    InboundMessage,
+    MessageRef,
+    OutboundMessage,
+)
+from agent.loop import Agent
+from agent.messages import ContentBlock
+from bot.conversation import effects as fx
+from bot.conversation.commands import Commands
+from bot.conversation.engine import Policy, decide
+from bot.conversation.render import MEMORY_ACTION, typed_mentions
+from bot.conversation.running import Admission, Called, Invoke, Reply, Runner, run_context
+from bot.ops.logs import log_context
+from bot.runtime.decisions import Decision, DecisionStore
+from bot.runtime.locks import Lease
+from bot.runtime.outbox import Outbox
+from bot.runtime.sessions import Session, SessionStore
+
+log = logging.getLogger(__name__)
+
+ERROR_TEXT = "Sorry — something went wrong on my side. Please try again."
+INTERRUPTED = "Interrupted: the run failed before this call's result was known."
+MAX_ROUNDS = 8  # follow-ups per entry; the rules need at most four (admit, claim, run, ran)
+
+
+@dataclass(kw_only=True)
+class Turn:
+    """One inbox entry being handled."""
+
+    received: fx.Received
+    session: Session
+    pending: Decision | None
+    reply: Reply
+    lease: Lease
+    called: Called | None = None  # the agent call of this entry, once it returned
+    opened: Decision | None = None  # the decision this entry asks for
+
+    @property
+    def event(self) -> Inbound:
+        return self.received.event
+
+
+@dataclass(kw_only=True)
+class Executor:
+    agent: Agent
+    adapters: dict[str, ChatAdapter]
+    sessions: SessionStore
+    decisions: DecisionStore
+    outbox: Outbox
+    commands: Commands
+    runner: Runner
+    approvers: frozenset[str] = frozenset()
+    max_message_chars: int = 4000
+    admission: Admission | None = None
+
+    async def handle(self, entry_id: str, event: Inbound, lease: Lease) -> None:
+        session = await self.sessions.load(lease.conversation_id, lease)
+        if session.done_with(entry_id):
+            return
+        adapter = self.adapters.get(event.conversation.platform)
+        if adapter is None:
+            log.error("no adapter for %s; dropping %s", event.conversation.platform, entry_id)
+            return
+        reply = Reply(
+            outbox=self.outbox,
+            adapter=adapter,
+            entry_id=entry_id,
+            conversation=event.conversation,
+            allowed_mentions=typed_mentions(event),
+            lease=lease,
+        )
+        run_id = (
+            session.state.run_id if session.state is not None and session.status != "idle" else ""
+        )
+        log_context.set({"conversation": event.conversation.id, "entry": entry_id, "run": run_id})
+        turn = Turn(
+            received=fx.Received(entry_id=entry_id, event=event),
+            session=session,
+            pending=await self._pending(session, event),
+            reply=reply,
+            lease=lease,
+        )
+        try:
+            await self._play(turn)
+        except Exception:
+            # Don't leave the conversation "working" on a run whose outcome is lost; the
+            # entry stays unhandled, so the worker may try it again (then dead-letters it).
+            if session.status == "running":
+                if session.state is not None:
+                    session.state.abandon(INTERRUPTED)
+                _settle(session)
+            await self._finish(turn, None)
+            raise
+        await self._finish(turn, entry_id)
+
+    async def _pending(self, session: Session, event: Inbound) -> Decision | None:
+        """The decision the event is about: the pressed one, or the session's."""
+        if isinstance(event, InboundAction):
+            if event.decision_id == MEMORY_ACTION:
+                return None
+            return await self.decisions.get(event.decision_id)
+        # Only a plain message or /cancel is about the session's decision: others save a read.
+        about_it = event.kind == "text" and (event.command or "cancel").lower() == "cancel"
+        if session.decision_id is None or not about_it:
+            return None
+        return await self.decisions.get(session.decision_id)
+
+    async def _play(self, turn: Turn) -> None:
+        next_event: fx.Event | None = turn.received
+        for _ in range(MAX_ROUNDS):
+            if next_event is None:
+                return
+            effects = decide(turn.session, turn.pending, next_event, self._policy(turn))
+            next_event = None
+            for effect in effects:
+                next_event = await self._perform(turn, effect)
+                if next_event is not None:
+                    break  # an answered effect ends its list
+        if next_event is not None:
+            log.error("the rules did not settle entry %s", turn.received.entry_id)
+
+    def _policy(self, turn: Turn) -> Policy:
+        handle = getattr(turn.reply.adapter, "handle", None)
+        platform = turn.event.conversation.platform
+        return Policy(
+            now=time.time(),
+            approvers=self.approvers,
+            max_message_chars=self.max_message_chars,
+            handles={platform: handle} if isinstance(handle, str) and handle else {},
+        )
+
+    async def _finish(self, turn: Turn, entry_id: str | None) -> None:
+        """Clear the progress display and store the session (with the entry, once handled)."""
+        await self.runner.clear_progress(turn.reply.adapter, turn.event.conversation)
+        if entry_id is not None:
+            turn.session.last_entry = entry_id
+        await self.sessions.save(turn.lease, turn.session)
+
+    # --- effects ----------------------------------------------------------------------------
+
+    async def _perform(self, turn: Turn, effect: fx.Effect) -> fx.Event | None:
+        session, reply, received = turn.session, turn.reply, turn.received
+        match effect:
+            case fx.Send(message=message, slot=slot, per_conversation=per_conversation):
+                await reply.send(message, slot, per_conversation=per_conversation)
+            case fx.Edit():
+                ref = MessageRef(conversation=reply.conversation, message_id=effect.message_id)
+                try:
+                    await reply.edit(ref, effect.message, effect.slot)
+                except Exception:
+                    log.warning("could not update the decision message in %s", ref.conversation.id)
+            case fx.Notify():
+                await self._notify(turn, effect.text, alert=effect.alert)
+            case fx.Admit():
+                assert isinstance(turn.event, InboundMessage)
+                refusal = await self.admission(turn.event) if self.admission else None
+                return fx.Admitted(received=received, refusal=refusal)
+            case fx.Claim():
+                return await self._claim(turn, effect)
+            case fx.Settle(abandon=abandon):
+                if abandon is not None and session.state is not None:
+                    session.state.abandon(abandon)
+                _settle(session)
+            case fx.Run():
+                return await self._run(turn)
+            case fx.Resume():
+                return await self._resume(turn, effect)
+            case fx.Answer():
+                await self.runner.answer(turn.called, reply, effect.message)
+            case fx.Open():
+                await self._open(turn, effect)
+            case fx.Prompt():
+                posted = await reply.send(effect.message, "outcome")
+                if posted is not None and turn.opened is not None:
+                    turn.opened.message_id = posted.message_id
+                    await self.decisions.save(turn.opened)
+            case fx.Command():
+                await self._command(turn)
+            case fx.Forget():
+                assert isinstance(turn.event, InboundAction)
+                text = await self.commands.forget_pressed(turn.event, run_context(turn.event))
+                await self._notify(turn, text)
+                private = OutboundMessage(text=text, private_to=turn.event.actor.user_id)
+                await reply.send(private, "reply")
+        return None
+
+    async def _notify(self, turn: Turn, text: str, *, alert: bool = False) -> None:
+        """Answer a button press; a failure only costs the presser a toast."""
+        action = turn.event
+        assert isinstance(action, InboundAction)
+        try:
+            await turn.reply.adapter.notify(action, text, alert=alert)
+        except Exception:
+            log.warning("could not answer a button press in %s", action.conversation.id)
+
+    async def _claim(self, turn: Turn, claim: fx.Claim) -> fx.Claimed:
+        decided = await self.decisions.decide(claim.decision_id, claim.status, claim.by)
+        current = None
+        if decided is None and isinstance(turn.event, InboundAction):
+            current = await self.decisions.get(claim.decision_id)  # to say who was first
+        return fx.Claimed(
+            received=turn.received, status=claim.status, decided=decided, current=current
+        )
+
+    async def _command(self, turn: Turn) -> None:
+        event = turn.event
+        assert isinstance(event, InboundMessage)
+        answer = await self.commands.reply(event, run_context(event), turn.session)
+        await turn.reply.send(answer, "reply")
+
+    # --- runs -------------------------------------------------------------------------------
+
+    async def _run(self, turn: Turn) -> fx.Ran | None:
+        event, session = turn.event, turn.session
+        assert isinstance(event, InboundMessage)
+        history = session.state
+        gathered = await self.runner.gather(event, turn.reply, following=history is not None)
+        if not gathered.usable:
+            return None
+        context = run_context(event)
+        return await self._call(
+            turn,
+            lambda progress: self.agent.run(
+                gathered.objective,
+                context,
+                history=history,
+                on_progress=progress,
+                attachments=gathered.blocks,
+            ),
+        )
+
+    async def _resume(self, turn: Turn, resume: fx.Resume) -> fx.Ran:
+        state = turn.session.state
+        assert state is not None
+        resolution = resume.resolution
+        turn.session.resolving = resolution
+        blocks: list[ContentBlock] = []
+        if resume.attachments and isinstance(turn.event, InboundMessage):
+            blocks = (await self.runner.gather(turn.event, turn.reply, following=True)).blocks
+        return await self._call(
+            turn,
+            lambda progress: self.agent.resume(
+                state,
+                answer=resolution.answer,
+                approved=resolution.approved,
+                reason=resolution.reason,
+                on_progress=progress,
+                attachments=blocks,
+            ),
+        )
+
+    async def _call(self, turn: Turn, invoke: Invoke) -> fx.Ran:
+        session = turn.session
+        session.status = "running"
+        session.decision_id = None
+        if session.resolving is not None:
+            # A replay must resume the way this entry resolved the decision. A new run needs
+            # no save: a replay after a crash starts it again from the stored session.
+            await self.sessions.save(turn.lease, session)
+        turn.called = await self.runner.call(turn.event, turn.reply, invoke)
+        outcome = turn.called.outcome
+        session.state = outcome.state
+        session.resolving = None
+        return fx.Ran(received=turn.received, outcome=outcome, note=turn.called.note)
+
+    async def _open(self, turn: Turn, opened: fx.Open) -> None:
+        await self.runner.discard(turn.called)
+        decision = self.decisions.new(
+            id=opened.decision_id,
+            kind=opened.kind,
+            conversation_id=turn.event.conversation.id,
+            requester_id=opened.requester_id,
+            requester_name=opened.requester_name,
+            text=opened.text,
+            options=list(opened.options),
+            is_direct=opened.is_direct,
+        )
+        await self.decisions.save(decision)
+        turn.opened = decision
+        turn.session.decision_id = decision.id
+        turn.session.status = (
+            "awaiting_answer" if opened.kind == "question" else "awaiting_approval"
+        )
+
+    # --- outside an entry -------------------------------------------------------------------
+
+    async def delivered(self, message: OutboundMessage, ref: MessageRef) -> None:
+        """A parked message went out late: attach a decision prompt to its decision."""
+        if message.decision_id is None:
+            return
+        decision = await self.decisions.get(message.decision_id)
+        if decision is not None and decision.message_id is None:
+            decision.message_id = ref.message_id
+            await self.decisions.save(decision)
+
+    async def fail_quietly(self, entry_id: str, event: Inbound) -> None:
+        """Tell the user something went wrong, once, after an unexpected error."""
+        adapter = self.adapters.get(event.conversation.platform)
+        if adapter is None:
+            return
+        reply = Reply(
+            outbox=self.outbox,
+            adapter=adapter,
+            entry_id=f"{entry_id}:error",
+            conversation=event.conversation,
+        )
+        try:
+            await reply.send(OutboundMessage(text=ERROR_TEXT), "reply")
+        except Exception:
+            log.exception("could not report an error in %s", event.conversation.id)
+
+
+def _settle(session: Session) -> None:
+    session.status = "idle"
+    session.decision_id = None
+    session.resolving = None

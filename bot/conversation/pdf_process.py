@@ -1,0 +1,81 @@
+"""Reading a PDF in a child process, bounded in time and memory.
+
+A few kilobytes of PDF can hold millions of drawing operators that pypdf walks one by one in
+Python, for minutes; a thread cannot be stopped, a process can. The child reads the PDF from
+stdin under an address-space limit and answers with one JSON object on stdout; the worker
+kills it once `seconds` have passed, and the user is told the file was too much to read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import sys
+
+from bot.conversation import documents
+from bot.conversation.documents import TooComplex, UnreadableDocument, read_pdf
+
+CHILD_ENV = ("PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LANG", "LC_ALL", "TMPDIR")
+MEMORY_BYTES = 768 * 1024 * 1024  # the child's address space: Python and pypdf take ~150 MB
+TOO_SLOW = "{name} took too long to read (over {seconds:g} seconds), so I left it unread."
+ERRORS: dict[str, type[UnreadableDocument]] = {
+    cls.__name__: cls
+    for cls in (
+        documents.PasswordProtected,
+        documents.DamagedDocument,
+        documents.Unsupported,
+        TooComplex,
+    )
+}
+
+
+async def read_pdf_apart(name: str, data: bytes, max_chars: int, seconds: float) -> tuple[str, int]:
+    """`read_pdf` in a child process; UnreadableDocument also when it overruns."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        __name__,
+        name,
+        str(max_chars),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if k in CHILD_ENV},  # no tokens or keys
+    )
+    try:
+        async with asyncio.timeout(seconds):
+            out, _ = await child.communicate(data)
+    except TimeoutError:
+        raise TooComplex(TOO_SLOW.format(name=name, seconds=seconds)) from None
+    finally:
+        if child.returncode is None:  # overran, or the run was cancelled
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
+            await child.wait()
+    try:
+        answer = json.loads(out)
+    except ValueError:  # died without answering: out of memory, or killed
+        raise TooComplex(f"{name} was too much for me to read, so I left it unread.") from None
+    if "error" in answer:
+        raise ERRORS.get(answer["error"], documents.DamagedDocument)(str(answer["sentence"]))
+    return str(answer["text"]), int(answer["pages"])
+
+
+def main() -> None:
+    name, max_chars = sys.argv[1], int(sys.argv[2])
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+    data = sys.stdin.buffer.read()
+    try:
+        text, pages = read_pdf(name, data, max_chars)
+        # read_pdf stops after the page that passes max_chars; one page can be huge
+        answer: dict[str, object] = {"text": text[: max_chars * 4], "pages": pages}
+    except UnreadableDocument as exc:
+        answer = {"error": type(exc).__name__, "sentence": exc.sentence}
+    sys.stdout.write(json.dumps(answer))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""Running the agent for one inbox entry: progress in the chat, the answer as it is written,
+metrics and usage, and the outbox keys every reply of the entry goes out under.
+
+A quick answer needs no "typing…": progress shows only once a run has worked for
+`PROGRESS_DELAY` (an adapter may set its own `progress_delay`), and a status that fades by
+itself is shown again while the run works (the adapter's `progress_refresh`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+
+from adapters.base import (
+    ChatAdapter,
+    ConversationKey,
+    Inbound,
+    InboundMessage,
+    MessageRef,
+    OutboundMessage,
+)
+from agent.messages import Usage
+from agent.outcomes import Failed, Finished, Outcome
+from agent.protocols import ProgressEvent, RunContext
+from bot.conversation.attachments import Gathered, Gatherer
+from bot.ops import metrics
+from bot.ops.health import redis_away
+from bot.runtime.locks import Lease
+from bot.runtime.outbox import Outbox
+from bot.runtime.streaming import AnswerStream, live_message
+
+log = logging.getLogger(__name__)
+
+PROGRESS_DELAY = 0.5  # seconds a run works before the chat shows that it is working
+THINKING = "Thinking…"
+USING = "Using {tool}…"
+
+# Admission check before a run: returns a refusal text, or None to go ahead.
+Admission = Callable[[InboundMessage], Awaitable[str | None]]
+# Called with the event and the tokens an agent call used.
+Charge = Callable[[Inbound, Usage], Awaitable[None]]
+# Runs after a finished or failed run; what it returns is posted after the answer.
+AfterRun = Callable[[Outcome], Awaitable[OutboundMessage | None]]
+Invoke = Callable[[Callable[[ProgressEvent], Awaitable[None]]], Awaitable[Outcome]]
+
+
+def run_context(event: Inbound) -> RunContext:
+    key = event.conversation
+    return RunContext(
+        conversation_id=key.id,
+        platform=key.platform,
+        user_id=event.actor.user_id,
+        chat_id=key.chat_id,
+        team_id=key.team_id or event.actor.team_id,
+        is_direct=event.is_direct,
+        user_name=event.actor.name,
+    )
+
+
+@dataclass(kw_only=True)
+class Reply:
+    """Sends for one inbox entry, each under an outbox key named for what it is (`slot`), so
+    a replay that takes another path through the entry still meets its own keys."""
+
+    outbox: Outbox
+    adapter: ChatAdapter
+    entry_id: str
+    conversation: ConversationKey
+    # Mentions that may ping in these replies: the ones the person typed, and that person.
+    allowed_mentions: frozenset[str] = frozenset()
+    lease: Lease | None = None  # what was sent is recorded with its next session save
+
+    async def send(
+        self, message: OutboundMessage, slot: str, *, per_conversation: bool = False
+    ) -> MessageRef | None:
+        key = f"{self.conversation.id}:{slot}" if per_conversation else self.key_for(slot)
+        return await self.outbox.send(
+            self.adapter, key, self.conversation, self.allow(message), self.lease
+        )
+
+    def key_for(self, slot: str) -> str:
+        """The outbox key a send in `slot` uses (a stream delivers under it too)."""
+        return f"{self.entry_id}:{slot}"
+
+    async def edit(self, ref: MessageRef, message: OutboundMessage, slot: str) -> None:
+        await self.outbox.edit(self.adapter, self.key_for(slot), ref, self.allow(message))
+
+    def allow(self, message: OutboundMessage) -> OutboundMessage:
+        allowed = message.allowed_mentions | self.allowed_mentions
+        return replace(message, allowed_mentions=allowed)
+
+
+@dataclass(kw_only=True)
+class Called:
+    """What came of one agent call."""
+
+    outcome: Outcome
+    stream: AnswerStream | None
+    note: OutboundMessage | None = None
+
+
+@dataclass(kw_only=True)
+class Runner:
+    outbox: Outbox
+    stream_interval: float | None = None  # seconds between live updates; None: no streaming
+    charge: Charge | None = None
+    after_run: AfterRun | None = None
+    gatherer: Gatherer | None = None
+    _progress_shown: set[str] = field(default_factory=set)
+
+    async def call(self, event: Inbound, reply: Reply, invoke: Invoke) -> Called:
+        conversation = event.conversation
+        latest: list[str] = []
+        said: list[int] = []  # the step whose status is the model's own words
+        delay = getattr(reply.adapter, "progress_delay", PROGRESS_DELAY)
+        showing = delay <= 0
+
+        async def show(text: str) -> None:
+            nonlocal showing
+            showing = True
+            self._progress_shown.add(conversation.id)
+            try:
+                await reply.adapter.progress(conversation, text)
+            except Exception:
+                log.debug("progress update failed in %s", conversation.id)
+
+        stream = self._answer_stream(event, reply)
+
+        async def progress(update: ProgressEvent) -> None:
+            if update.kind in ("text_delta", "text_reset"):
+                if stream is not None:
+                    await stream.on_progress(update)
+                if status := update.detail.get("status"):
+                    latest[:], said[:] = [status], [update.step]
+                    if showing:
+                        await show(status)
+                return
+            text = THINKING if update.kind == "step_started" else None
+            if update.kind == "tool_started" and update.tool and said != [update.step]:
+                text = USING.format(tool=update.tool)  # unless the model said what it does
+            if text is not None:
+                latest[:] = [text]
+                if showing:
+                    await show(text)
+
+        async def show_when_slow() -> None:
+            await asyncio.sleep(delay)
+            if latest:
+                await show(latest[0])
+            refresh = getattr(reply.adapter, "progress_refresh", None)
+            while refresh and latest:
+                await asyncio.sleep(refresh)
+                await show(latest[0])
+
+        started = time.monotonic()
+        if stream is not None:
+            await stream.prepare()
+        timer = asyncio.create_task(show_when_slow())
+        try:
+            outcome = await invoke(progress)
+        finally:
+            timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await timer
+            if stream is not None:
+                await stream.settle()
+        _count(outcome, time.monotonic() - started)
+        if self.charge is not None:
+            try:
+                await self.charge(event, outcome.trace.usage)
+            except Exception:  # the answer matters more than the bookkeeping
+                log.exception("could not charge a run's usage")
+        note = None
+        if self.after_run is not None and isinstance(outcome, Finished | Failed):
+            try:
+                note = await self.after_run(outcome)
+            except Exception:
+                log.exception("after-run hook failed")
+        return Called(outcome=outcome, stream=stream, note=note)
+
+    async def gather(self, event: InboundMessage, reply: Reply, *, following: bool) -> Gathered:
+        """Thread context and files for a run; a file that can't be used is said so."""
+        if self.gatherer is None:
+            return Gathered(objective=event.text)
+        gathered = await self.gatherer.gather(event, reply.adapter, following=following)
+        if gathered.notes:
+            await reply.send(OutboundMessage(text=" ".join(gathered.notes)), "files")
+        return gathered
+
+    async def answer(self, called: Called | None, reply: Reply, message: OutboundMessage) -> None:
+        """Deliver the final answer: finish its stream, or send it, under the outcome key."""
+        answer = reply.allow(message)
+        stream = called.stream if called is not None else None
+        if stream is None:
+            await reply.send(answer, "outcome")
+            return
+        try:
+            await stream.finish(answer)  # under the key the send would use
+        except Exception as exc:
+            if redis_away(exc):
+                raise  # the entry is handled again once Redis is back
+            # The platform did not take it: parked for redelivery, or given up if refused
+            # for good, exactly as the outbox does with any reply.
+            key = reply.key_for("outcome")
+            await self.outbox.undelivered(key, reply.conversation, answer, exc)
+
+    async def discard(self, called: Called | None) -> None:
+        """The run ended in a question or a plan: take back what was shown of its text."""
+        if called is not None and called.stream is not None:
+            await called.stream.discard()
+
+    async def clear_progress(self, adapter: ChatAdapter, conversation: ConversationKey) -> None:
+        if conversation.id not in self._progress_shown:
+            return
+        self._progress_shown.discard(conversation.id)
+        try:
+            await adapter.progress(conversation, None)
+        except Exception:
+            log.warning("could not clear progress in %s", conversation.id)
+
+    def _answer_stream(self, event: Inbound, reply: Reply) -> AnswerStream | None:
+        if self.stream_interval is None:
+            return None
+        live = live_message(
+            reply.adapter,
+            event.conversation,
+            user_id=event.actor.user_id,
+            team_id=event.actor.team_id or event.conversation.team_id,
+            is_direct=event.is_direct,
+        )
+        if live is None:
+            return None
+        return AnswerStream(
+            live=live,
+            adapter=reply.adapter,
+            conversation=event.conversation,
+            redis=self.outbox.redis,
+            redis_key=self.outbox.keys.outbox(reply.key_for("outcome")),
+            ttl_ms=self.outbox.ttl_ms,
+            interval=self.stream_interval,
+            mode="live"
+            if reply.lease is not None and reply.entry_id in reply.lease.untried
+            else "unknown",
+            later=reply.lease,
+        )
+
+
+def _count(outcome: Outcome, seconds: float) -> None:
+    metrics.RUN_SECONDS.observe(seconds)
+    metrics.RUNS.labels(type(outcome).__name__.lower()).inc()
+    metrics.RUN_STEPS.observe(outcome.trace.iterations)
+    for step in outcome.trace.steps:
+        for call in step.tool_calls:
+            metrics.TOOL_CALLS.labels(call.tool, call.status).inc()
+    for call in outcome.trace.resumed_calls:
+        metrics.TOOL_CALLS.labels(call.tool, call.status).inc()

@@ -1,0 +1,178 @@
+"""What `parley doctor` checks about the services Parley reaches with credentials: the model
+providers (Anthropic, Ollama) and the chat platforms (Slack, Telegram)."""
+
+from __future__ import annotations
+
+from bot.config import Settings
+from bot.ops.checks import CHECK_TIMEOUT, Check
+
+
+async def check_anthropic(settings: Settings) -> Check:
+    if settings.anthropic.api_key is None:
+        return Check(
+            name="anthropic",
+            status="not configured",
+            detail="ANTHROPIC_API_KEY is not set",
+            hint="set ANTHROPIC_API_KEY to use the hosted model",
+        )
+    import anthropic
+
+    client = anthropic.AsyncAnthropic(
+        api_key=settings.anthropic.api_key.get_secret_value(),
+        base_url=settings.anthropic.base_url,
+        max_retries=0,
+        timeout=CHECK_TIMEOUT,
+    )
+    try:
+        await client.models.retrieve(settings.anthropic.model)
+    except anthropic.AuthenticationError:
+        return Check(
+            name="anthropic",
+            status="fail",
+            detail="the API key was rejected",
+            hint="check ANTHROPIC_API_KEY",
+        )
+    except anthropic.NotFoundError:
+        return Check(
+            name="anthropic",
+            status="fail",
+            detail=f"model {settings.anthropic.model!r} is unknown",
+            hint="set ANTHROPIC_MODEL to a model your key can use",
+        )
+    except anthropic.APIError as exc:
+        return Check(
+            name="anthropic",
+            status="fail",
+            detail=f"API not reachable ({type(exc).__name__})",
+            hint="check ANTHROPIC_BASE_URL and the network; Ollama will answer meanwhile",
+        )
+    finally:
+        await client.close()
+    return Check(
+        name="anthropic", status="ok", detail=f"key accepted, model {settings.anthropic.model}"
+    )
+
+
+async def check_ollama(settings: Settings) -> Check:
+    import ollama
+
+    client = ollama.AsyncClient(host=settings.ollama.host, timeout=CHECK_TIMEOUT)
+    try:
+        listed = await client.list()
+    except (ConnectionError, ollama.ResponseError, OSError) as exc:
+        return Check(
+            name="ollama",
+            status="not configured",
+            detail=f"no Ollama at {settings.ollama.host} ({type(exc).__name__})",
+            hint="install Ollama and run `ollama serve`, or set OLLAMA_HOST (it is the fallback model)",
+        )
+    except Exception as exc:
+        return Check(
+            name="ollama",
+            status="fail",
+            detail=f"unexpected answer from {settings.ollama.host} ({type(exc).__name__})",
+            hint="check OLLAMA_HOST",
+        )
+    names = {m.model for m in listed.models if m.model}
+    wanted = settings.ollama.model
+    if wanted not in names and f"{wanted}:latest" not in names:
+        return Check(
+            name="ollama",
+            status="fail",
+            detail=f"reachable, but model {wanted!r} is not pulled",
+            hint=f"run `ollama pull {wanted}`, or set OLLAMA_MODEL to one of: {', '.join(sorted(names)) or 'none'}",
+        )
+    return Check(name="ollama", status="ok", detail=f"reachable, model {wanted} available")
+
+
+async def check_slack(settings: Settings) -> Check:
+    if settings.slack.bot_token is None:
+        return Check(
+            name="slack",
+            status="not configured",
+            detail="SLACK_BOT_TOKEN is not set",
+            hint="see README 'Connect Slack' to add Parley to a workspace",
+        )
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    client = AsyncWebClient(
+        token=settings.slack.bot_token.get_secret_value(),
+        base_url=settings.slack.api_url,
+        timeout=int(CHECK_TIMEOUT),
+    )
+    try:
+        auth = await client.auth_test()
+    except SlackApiError as exc:
+        return Check(
+            name="slack",
+            status="fail",
+            detail=f"auth.test failed: {exc.response.get('error', 'unknown error')}",
+            hint="check SLACK_BOT_TOKEN (it starts with xoxb-)",
+        )
+    except Exception as exc:
+        return Check(
+            name="slack",
+            status="fail",
+            detail=f"Slack API not reachable ({type(exc).__name__})",
+            hint="check SLACK_API_URL and the network",
+        )
+    missing = []
+    if settings.slack.signing_secret is None and settings.slack.app_token is None:
+        missing.append("SLACK_SIGNING_SECRET (HTTP events) or SLACK_APP_TOKEN (Socket Mode)")
+    if missing:
+        return Check(
+            name="slack",
+            status="fail",
+            detail=f"token valid for {auth.get('team')}, but {missing[0]} is not set",
+            hint="Parley cannot receive Slack events without one of them",
+        )
+    mode = "Socket Mode" if settings.slack.app_token else "HTTP events on /slack/events"
+    return Check(
+        name="slack", status="ok", detail=f"bot @{auth.get('user')} in {auth.get('team')}, {mode}"
+    )
+
+
+async def check_telegram(settings: Settings) -> Check:
+    if settings.telegram.token is None:
+        return Check(
+            name="telegram",
+            status="not configured",
+            detail="TELEGRAM_BOT_TOKEN is not set",
+            hint="create a bot with @BotFather and set TELEGRAM_BOT_TOKEN",
+        )
+    from telegram import Bot
+    from telegram.error import InvalidToken, TelegramError
+
+    root = settings.telegram.api_url.rstrip("/")
+    bot = Bot(
+        settings.telegram.token.get_secret_value(),
+        base_url=f"{root}/bot",
+        base_file_url=f"{root}/file/bot",
+    )
+    try:
+        me = await bot.get_me()
+    except InvalidToken:
+        return Check(
+            name="telegram",
+            status="fail",
+            detail="getMe rejected the token",
+            hint="check TELEGRAM_BOT_TOKEN",
+        )
+    except TelegramError as exc:
+        return Check(
+            name="telegram",
+            status="fail",
+            detail=f"Bot API not reachable ({type(exc).__name__})",
+            hint="check TELEGRAM_API_URL and the network",
+        )
+    if settings.telegram.mode == "webhook" and not settings.telegram.webhook_url:
+        return Check(
+            name="telegram",
+            status="fail",
+            detail=f"@{me.username}: webhook mode without PARLEY_TELEGRAM_WEBHOOK_URL",
+            hint="set the public URL that reaches /telegram/webhook, or use polling",
+        )
+    return Check(
+        name="telegram", status="ok", detail=f"bot @{me.username}, {settings.telegram.mode}"
+    )

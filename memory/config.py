@@ -1,0 +1,33 @@
+"""The memory store's settings: recall's cutoffs, the caps per scope kind, the index."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memory.index import Algorithm, HybridPolicy
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryConfig:
+    """How recall ranks and cuts, what each scope may hold, and how the index is built.
+
+    The recall defaults are what bench/bench_recall.py picks on the labelled set in
+    tests/memory/eval.
+    """
+
+    k: int = 5
+    max_distance: float = 0.85  # a memory farther than this from the query is not relevant
+    margin: float = 0.125  # ... nor one this much farther than the best match
+    recency_weight: float = 0.0  # distance forgiven to a just-used memory (the set: no gain)
+    recency_days: float = 30.0
+    generic_distance: float = 0.35  # this close to "what do you know about me?": list instead
+    merge_distance: float = 0.1
+    max_per_user: int = 1000
+    max_per_chat: int = 10_000
+    max_per_team: int = 100_000
+    algorithm: Algorithm = "hnsw"
+    hybrid_policy: HybridPolicy = "auto"
+
+    def limit_for(self, scope: str) -> int:
+        kind = scope.split(":", 1)[0]
+        return {"user": self.max_per_user, "chat": self.max_per_chat}.get(kind, self.max_per_team)

@@ -1,0 +1,73 @@
+"""What recall keeps between calls so that a think step costs fewer Redis round trips.
+
+A scope found non-empty is trusted so for `SIZE_KEPT` seconds (the count then only picks the
+query plan, and counting a 100k-memory scope through the index costs ~30 ms). Last-used
+times are noted and written together at most once a second, only to memories that still
+exist, so a forgotten memory never comes back.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable
+
+import redis.asyncio as aioredis
+
+SIZE_KEPT = 10.0  # seconds a non-empty scope's size is trusted
+SIZES_KEPT = 10_000  # scope sets whose size is remembered
+USED_EVERY = 1.0  # seconds between two writes of recall's last-used times
+
+# A last-used time for a memory that still exists (a forgotten one must not come back).
+_TOUCH = """
+if redis.call('exists', KEYS[1]) == 1 then
+  return redis.call('hset', KEYS[1], 'last_used_at', ARGV[1])
+end
+return 0
+"""
+
+
+class RecallCache:
+    def __init__(self, redis: aioredis.Redis, count: Callable[[list[str]], Awaitable[int]]) -> None:
+        self.redis = redis
+        self.count = count
+        self._sizes: dict[tuple[str, ...], tuple[float, int]] = {}  # → (trusted until, size)
+        self._used: dict[str, float] = {}  # memory key → last used, not yet written
+        self._used_written = -math.inf
+
+    async def size(self, scopes: list[str]) -> int:
+        """How many memories the scopes hold: counted, or a recent non-zero count."""
+        key, now = tuple(scopes), time.monotonic()
+        trusted_until, size = self._sizes.get(key, (0.0, 0))
+        if now < trusted_until:
+            return size
+        size = await self.count(scopes)
+        self._sizes.pop(key, None)
+        if size:
+            self._sizes[key] = (now + SIZE_KEPT, size)
+            while len(self._sizes) > SIZES_KEPT:
+                del self._sizes[next(iter(self._sizes))]
+        return size
+
+    async def used(self, keys: list[str]) -> None:
+        """Note that recall chose these memories; write the notes if a second has passed."""
+        now = time.time()
+        self._used.update((key, now) for key in keys)
+        if time.monotonic() - self._used_written >= USED_EVERY:
+            await self.write_used()
+
+    async def write_used(self) -> None:
+        """Write the last-used times noted so far, in one round trip."""
+        used, self._used = self._used, {}
+        self._used_written = time.monotonic()
+        if not used:
+            return
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for key, when in used.items():
+                    pipe.eval(_TOUCH, 1, key, when)
+                await pipe.execute()
+        except BaseException:
+            for key, when in used.items():  # kept for the next write
+                self._used.setdefault(key, when)
+            raise

@@ -1,0 +1,90 @@
+"""Redis comes back empty (restarted without persistence): the inbox stream and the workers'
+consumer group are gone. The worker creates the group again, says so once, and keeps
+reading. A private Redis Stack server is stopped, its data removed, and started again."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from adapters.base import HandoverFailed
+from bot.ops.health import Health
+from bot.runtime.keys import Keys
+from bot.runtime.worker import GROUP
+from bot.wiring.connection import redis_client
+from tests.agent.scripted import ScriptedModel
+from tests.bot.harness import running, settings
+from tests.bot.recording import dm, message
+from tests.bot.test_faults import echo
+from tests.private_redis import private_redis
+
+KEYS = Keys()
+
+
+async def until(predicate: Callable[[], Awaitable[bool]], within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not await predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.05)
+
+
+async def test_redis_back_empty_the_worker_creates_its_group_again_and_keeps_reading(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="bot")
+    chat = dm()
+    model = ScriptedModel([echo] * 10)
+    health = Health()
+    async with private_redis(tmp_path) as server:
+        client = redis_client(server.url, settings())
+        try:
+            async with running(client, model, health=health) as harness:
+                await harness.submit(message(chat, "before"))
+
+                async def answered(count: int) -> bool:
+                    return len(harness.adapter.texts(chat)) >= count
+
+                await until(lambda: answered(1))
+                await harness.settle()
+
+                await server.down()
+                for data in (server.folder / "redis").iterdir():  # no persistence: nothing kept
+                    if data.name not in ("parley.lock", "redis.log"):
+                        shutil.rmtree(data) if data.is_dir() else data.unlink()
+                await server.up()
+                assert not await client.exists(KEYS.session(chat.id))  # it came back empty
+
+                async def submitted() -> bool:
+                    try:
+                        return await harness.submit(message(chat, "after"))
+                    except HandoverFailed:
+                        return False  # the platform would deliver it again
+
+                await until(submitted)
+                await until(lambda: answered(2))
+                await harness.settle()
+
+                async def all_ok() -> bool:
+                    return all(loop.state == "ok" for loop in health.loops.values())
+
+                await until(all_ok)
+                groups = await client.xinfo_groups(KEYS.inbox)
+                assert [g["name"] for g in groups] == [GROUP.encode()]
+        finally:
+            await client.aclose()
+
+    assert harness.adapter.texts(chat) == ["re: before", "re: after"]
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("bot.")]
+    gone = [line for line in lines if "consumer group is gone" in line]
+    assert len(gone) == 1, lines
+    assert not [line for line in lines if "pass failed" in line or "ResponseError" in line], lines
+    for loop in health.loops:
+        degraded = [line for line in lines if line.startswith(f"{loop} degraded")]
+        recovered = [line for line in lines if line.startswith(f"{loop} recovered after")]
+        assert len(degraded) == len(recovered) <= 1, (loop, lines)
