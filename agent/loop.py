@@ -30,6 +30,7 @@ from agent.outcomes import (
 )
 from agent.prompts import DEFAULT_SYSTEM_PROMPT, build_system_prompt
 from agent.protocols import (
+    JournalUnavailable,
     MemoryRecord,
     MemoryStore,
     ProgressCallback,
@@ -219,6 +220,8 @@ class Agent:
                 else:
                     recall = StepRecall(self.recall, self.config.recall_k)
                     outcome = await self._loop(state, actor, trace, recall, offer)
+        except JournalUnavailable:
+            raise  # nothing ran; the host handles the event again once its store is back
         except LLMError as exc:
             log.warning("run %s: model call failed: %s", state.run_id, type(exc).__name__)
             outcome = failed("model_error", state, trace, exc)

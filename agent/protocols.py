@@ -161,6 +161,12 @@ class JournalEntry:
     is_error: bool = False
 
 
+class JournalUnavailable(Exception):
+    """The journal could not record that an approved call starts. The run stops without an
+    outcome (the call did not run), so the host can handle the event again later instead of
+    telling the user it failed and losing their approval."""
+
+
 class ToolJournal(Protocol):
     """A durable record of approved side-effecting calls, so that a replay never repeats one.
 

@@ -32,7 +32,13 @@ from agent.deferred import (
 from agent.execution import ExecutionPolicy, check_call, error_result, execute, notify
 from agent.messages import ToolResultBlock, ToolUseBlock
 from agent.outcomes import RunTrace, ToolCallTrace
-from agent.protocols import JournalEntry, ProgressCallback, ProgressEvent, ToolJournal
+from agent.protocols import (
+    JournalEntry,
+    JournalUnavailable,
+    ProgressCallback,
+    ProgressEvent,
+    ToolJournal,
+)
 from agent.state import RunState
 from agent.tools import Tool, ToolContext, ToolRegistry
 
@@ -218,7 +224,10 @@ class Actor:
         if self.journal is None:
             return await self._run(use, state.steps, key=retry.key)
         call = retry.key if retry.attempt == 0 else f"{retry.key}#{retry.attempt}"
-        earlier = await self.journal.begin(self.context.run, state.run_id, call)
+        try:
+            earlier = await self.journal.begin(self.context.run, state.run_id, call)
+        except Exception as exc:
+            raise JournalUnavailable(f"run {state.run_id}: could not journal {call}") from exc
         if earlier is not None and not earlier.finished:
             log.warning(
                 "run %s: %s was interrupted; asking before trying again", state.run_id, call

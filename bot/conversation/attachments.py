@@ -149,6 +149,12 @@ class Gatherer:
         usable = bool(objective) or not event.attachments
         return Gathered(objective=objective, blocks=blocks, notes=notes, usable=usable)
 
+    async def saw(self, event: InboundMessage) -> None:
+        """Note a thread message Parley read as seen, without reading the thread."""
+        conversation = event.conversation
+        if self.marks and conversation.thread_id and event.message_id and not event.is_direct:
+            await self.marks.see(conversation.id, event.message_id)
+
     # --- context ----------------------------------------------------------------------------
 
     async def _thread(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from adapters.base import InboundAction, InboundMessage, OutboundMessage
+from adapters.base import InboundAction, InboundMessage, OutboundMessage, mention
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
 from bot.conversation.commands import help_text, unknown_command
 from bot.conversation.effects import (
@@ -47,7 +47,6 @@ from bot.conversation.render import (
     MEMORY_ACTION,
     REJECT,
     decided_message,
-    mention,
     outcome_message,
     stale_click_text,
 )

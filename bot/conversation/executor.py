@@ -34,6 +34,7 @@ from bot.conversation.commands import Commands
 from bot.conversation.engine import Policy, decide
 from bot.conversation.render import MEMORY_ACTION, typed_mentions
 from bot.conversation.running import Admission, Called, Invoke, Reply, Runner, run_context
+from bot.ops.health import redis_away
 from bot.ops.logs import log_context
 from bot.runtime.decisions import Decision, DecisionStore
 from bot.runtime.locks import Lease
@@ -106,7 +107,12 @@ class Executor:
         )
         try:
             await self._play(turn)
-        except Exception:
+        except Exception as exc:
+            if redis_away(exc):
+                # The stored session stands: once Redis is back the entry is handled again
+                # the same way (a decision it resolved is resumed, not lost).
+                await self.runner.clear_progress(turn.reply.adapter, turn.event.conversation)
+                raise
             # Don't leave the conversation "working" on a run whose outcome is lost; the
             # entry stays unhandled, so the worker may try it again (then dead-letters it).
             if session.status == "running":
@@ -261,6 +267,8 @@ class Executor:
         blocks: list[ContentBlock] = []
         if resume.attachments and isinstance(turn.event, InboundMessage):
             blocks = (await self.runner.gather(turn.event, turn.reply, following=True)).blocks
+        elif isinstance(turn.event, InboundMessage):
+            await self.runner.saw(turn.event)
         return await self._call(
             turn,
             lambda progress: self.agent.resume(

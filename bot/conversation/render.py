@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from adapters.base import Button, Inbound, InboundMessage, OutboundMessage
+from adapters.base import Button, Inbound, InboundMessage, OutboundMessage, mention
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
 from bot.runtime.decisions import Decision
 
@@ -37,10 +37,6 @@ _KEY = re.compile(r"^[\w.-]{1,64}$")
 _LIVE = re.compile(r"<(?=[!@#])|(?<![\w.])@(?=\w)|\](?=\()")
 WORD_JOINER = "\u2060"
 _FENCE_BREAK = re.compile(r"(?<=`)(?=`)")  # between two backticks: no ``` can end the block
-
-
-def mention(platform: str, user_id: str, name: str) -> str:
-    return f"<@{user_id}>" if platform == "slack" else (name or user_id)
 
 
 _TYPED_MENTION = re.compile(r"<[@!][^<>\s]+>")

@@ -191,6 +191,12 @@ class Runner:
             await reply.send(OutboundMessage(text=" ".join(gathered.notes)), "files")
         return gathered
 
+    async def saw(self, event: InboundMessage) -> None:
+        """A message read without gathering (an answer to a question): noted as seen, so a
+        later mention does not read it again as missed."""
+        if self.gatherer is not None:
+            await self.gatherer.saw(event)
+
     async def answer(self, called: Called | None, reply: Reply, message: OutboundMessage) -> None:
         """Deliver the final answer: finish its stream, or send it, under the outcome key."""
         answer = reply.allow(message)

@@ -15,9 +15,8 @@ import uuid
 
 import redis.asyncio as aioredis
 
-from adapters.base import ChatAdapter, ConversationKey, OutboundMessage
+from adapters.base import ChatAdapter, ConversationKey, OutboundMessage, mention
 from agent.protocols import RunContext
-from bot.conversation.render import mention
 from bot.ops import metrics
 from bot.ops.health import Health, pause
 from bot.runtime.keys import Keys

@@ -3,8 +3,10 @@ model may name the call differently) reuses the result or asks before running it
 
 from __future__ import annotations
 
+import pytest
+
 from agent import Agent, AwaitingApproval, Finished, RunState, builtin_registry
-from agent.protocols import JournalEntry, RunContext
+from agent.protocols import JournalEntry, JournalUnavailable, RunContext
 from agent.testing import ScriptedModel, call, reply, turn
 from agent.tools import ToolContext, ToolRegistry, tool
 from tests.agent.doubles import DictJournal
@@ -83,3 +85,36 @@ async def test_an_interrupted_covered_call_is_put_to_the_user_again(ctx: RunCont
     assert isinstance(done, Finished) and done.answer == "Done."
     assert sent == [("ann@example.com", "p1.1")]  # the retry keeps the plan step's key
     assert journal.entries[(saved.run_id, "p1.1#1")].finished
+
+
+class UnreachableJournal(DictJournal):
+    """A journal whose store is away when a call would start."""
+
+    async def begin(self, context: RunContext, run_id: str, call: str) -> JournalEntry | None:
+        raise ConnectionError("store away")
+
+
+async def test_a_journal_that_cannot_record_the_start_stops_the_run_without_an_outcome(
+    ctx: RunContext,
+) -> None:
+    tools, sent = mailer()
+    model = ScriptedModel(
+        [
+            turn(call("propose_plan", "p1", goal="Tell Ann", steps=PLAN)),
+            turn(call("send_email", "e1", to="ann@example.com")),
+            turn(call("send_email", "e2", to="ann@example.com")),  # the replay
+            reply("Done."),
+        ]
+    )
+    saved = await proposed(ctx, model, tools)
+    agent = Agent(model, tools, journal=UnreachableJournal())
+    # Not a Failed run the user would be told about: the host retries once its store is back.
+    with pytest.raises(JournalUnavailable) as raised:
+        await agent.resume(roundtrip(saved), approved=True)
+    assert isinstance(raised.value.__cause__, ConnectionError)
+    assert sent == []
+
+    replay = await Agent(model, tools, journal=DictJournal()).resume(
+        roundtrip(saved), approved=True
+    )
+    assert isinstance(replay, Finished) and sent == [("ann@example.com", "p1.1")]

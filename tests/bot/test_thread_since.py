@@ -16,7 +16,7 @@ from bot.conversation.attachments import SINCE_HEADER, THREAD_HEADER, ThreadMark
 from bot.ops.http import HttpServer
 from bot.runtime.keys import Keys
 from tests.adapters.test_slack import SECRET, Slack
-from tests.agent.scripted import ScriptedModel, reply
+from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import running
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
@@ -44,7 +44,7 @@ async def parley(
         server = HttpServer("127.0.0.1", 0)
         server.add_route(*adapter.slack_route())
         await server.start()
-        slack = Slack(fake, harness, f"http://127.0.0.1:{server.port}/slack/events")
+        slack = Slack(fake, harness, f"http://127.0.0.1:{server.port}/slack/events", adapter)
         try:
             yield slack
         finally:
@@ -142,3 +142,37 @@ async def test_a_followed_direct_thread_is_not_read_again(redis: aioredis.Redis)
     assert [p.text for p in fake.in_channel("DANA")] == ["Hello.", "Sure.", "Done."]
     # the first message, in a thread Parley did not follow yet, is the only look back
     assert len(fake.method_calls("conversations.replies")) <= 1
+
+
+async def test_an_answer_to_a_question_counts_as_seen(redis: aioredis.Redis) -> None:
+    model = ScriptedModel(
+        [
+            turn(call("ask_user", question="Which day?", options=[])),
+            reply("Tuesday it is."),
+            reply("Noted."),
+        ]
+    )
+    async with FakeSlack() as fake:
+        fake.users.update({"UANA": "Ana", "UBOB": "Bob", "UCAT": "Cat"})
+        root = fs.message_ts()
+        fake.thread("CGEN", root, ("UANA", "Let's plan the release"))
+        first = fs.mention_event("UANA", "pick a day?", thread_ts=root, ts=at(root, 10))
+        answer = fs.channel_message("UANA", "Tuesday", thread_ts=root, ts=at(root, 20))
+        again = fs.mention_event("UANA", "anything new?", thread_ts=root, ts=at(root, 40))
+        async with parley(redis, fake, model) as slack:
+            written(fake, root, first["ts"], "UANA", first["text"])
+            await slack.event(first)
+            await said(slack, 1)  # the question
+            written(fake, root, answer["ts"], "UANA", answer["text"])
+            await slack.event(answer)  # a plain reply answering it
+            await said(slack, 2)
+            written(fake, root, at(root, 30), "UCAT", "QA is ready")
+            written(fake, root, again["ts"], "UANA", again["text"])
+            await slack.event(again)
+            await said(slack, 3)
+
+    mention_turn = model.turn_requests[-1].messages[-1].text
+    # only what Parley was not sent; the answer it read is not repeated as missed
+    assert thread_lines(mention_turn) == ["[Cat]: QA is ready"]
+    replies = fake.method_calls("conversations.replies")
+    assert [r.body.get("oldest") for r in replies] == [None, answer["ts"]]
