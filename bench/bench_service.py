@@ -108,7 +108,7 @@ async def seed_memories(redis_url: str, users: list[int]) -> int:
                 )
             await pipe.execute()
         written += len(texts)
-    await store.recount()  # recall reads each scope's size from the counts, as in production
+    await store.counts.recount()  # recall reads each scope's size from the counts, as in production
     await redis.aclose()
     return written
 
