@@ -169,6 +169,12 @@ def overlap(found: list[list[str]], exact: list[list[str]]) -> float:
     return hits / max(1, sum(len(b) for b in exact))
 
 
+SHIPPED = MemoryConfig()
+# p95 seconds for the shipped algorithm and policy in the 100k scope, by index size
+KNN_P95: dict[int, float] = {}
+RECALL_P95: dict[int, float] = {}
+
+
 async def measure(redis: aioredis.Redis, total: int, indexes: list[Algorithm]) -> None:
     started = time.perf_counter()
     position = 0
@@ -207,6 +213,9 @@ async def measure(redis: aioredis.Redis, total: int, indexes: list[Algorithm]) -
                     agree = f", finds the paraphrased memory {hits / len(sources):.3f}"
                     if exact:
                         agree += f", top-5 overlap with exact {overlap(found, exact):.3f}"
+                    shipped = (algorithm, policy) == (SHIPPED.algorithm, SHIPPED.hybrid_policy)
+                    if shipped and size == 100_000:
+                        KNN_P95[total] = percentile(timings, 0.95)
                     print(
                         f"   scope {size:>7,}: {algorithm.upper():>4} {policy:<8} KNN-5 "
                         f"{describe(timings)}{agree}",
@@ -230,10 +239,13 @@ async def recall_end_to_end(
         )
         timings = []
         for i in range(QUERIES):
-            sentence = f"{SENTENCES[i % len(SENTENCES)]} ({i})"  # defeat the query cache
+            # a sentence never embedded before: the embedder's cache must not hide its cost
+            sentence = f"{SENTENCES[i % len(SENTENCES)]} ({algorithm} {policy} {i})"
             started = time.perf_counter()
             await store.recall(sentence, CONTEXTS["team:slack:TBIG"])
             timings.append(time.perf_counter() - started)
+        if (algorithm, policy) == (SHIPPED.algorithm, SHIPPED.hybrid_policy):
+            RECALL_P95[total] = percentile(timings, 0.95)
         print(
             f"   recall (embed included), 100k scope in {total:,}: {algorithm.upper()} {policy} "
             f"{describe(timings)}",
@@ -266,3 +278,10 @@ async def main() -> None:
             await measure(redis, 1_000_000, ["flat", "hnsw"])
             await redis.aclose()
     print("targets: KNN p95 <= 5 ms and recall (embed included) p95 <= 15 ms, 100k scope in 1M")
+    total = max(KNN_P95)  # 1M when PARLEY_BENCH_1M is set, else the 120k index
+    knn_ms, recall_ms = KNN_P95[total] * 1000, RECALL_P95[total] * 1000
+    print(
+        f"BENCH memory index={total} algorithm={SHIPPED.algorithm} "
+        f"policy={SHIPPED.hybrid_policy} knn_p95_ms={knn_ms:.2f} recall_p95_ms={recall_ms:.2f} "
+        f"ok={str(knn_ms <= 5 and recall_ms <= 15).lower()}"
+    )
