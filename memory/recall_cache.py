@@ -18,10 +18,12 @@ SIZE_KEPT = 10.0  # seconds a non-empty scope's size is trusted
 SIZES_KEPT = 10_000  # scope sets whose size is remembered
 USED_EVERY = 1.0  # seconds between two writes of recall's last-used times
 
-# A last-used time for a memory that still exists (a forgotten one must not come back).
+# Last-used times for memories that still exist (a forgotten one must not come back).
 _TOUCH = """
-if redis.call('exists', KEYS[1]) == 1 then
-  return redis.call('hset', KEYS[1], 'last_used_at', ARGV[1])
+for i = 1, #KEYS do
+  if redis.call('exists', KEYS[i]) == 1 then
+    redis.call('hset', KEYS[i], 'last_used_at', ARGV[i])
+  end
 end
 return 0
 """
@@ -34,6 +36,7 @@ class RecallCache:
         self._sizes: dict[tuple[str, ...], tuple[float, int]] = {}  # → (trusted until, size)
         self._used: dict[str, float] = {}  # memory key → last used, not yet written
         self._used_written = -math.inf
+        self._touch = redis.register_script(_TOUCH)
 
     async def size(self, scopes: list[str]) -> int:
         """How many memories the scopes hold: counted, or a recent non-zero count."""
@@ -57,16 +60,13 @@ class RecallCache:
             await self.write_used()
 
     async def write_used(self) -> None:
-        """Write the last-used times noted so far, in one round trip."""
+        """Write the last-used times noted so far, in one round trip (also at stop)."""
         used, self._used = self._used, {}
         self._used_written = time.monotonic()
         if not used:
             return
         try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for key, when in used.items():
-                    pipe.eval(_TOUCH, 1, key, when)
-                await pipe.execute()
+            await self._touch(keys=list(used), args=list(used.values()))
         except BaseException:
             for key, when in used.items():  # kept for the next write
                 self._used.setdefault(key, when)

@@ -303,8 +303,9 @@ class RedisMemoryStore:
     async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
         removable = self._removable(context)
         if memory_id is not None:
-            doc = await self.index.fetch(memory_id) or {}
-            scope, author = str(doc.get("scope") or ""), str(doc.get("author") or "")
+            # two fields, not the whole hash with its vector
+            found = await self.redis.hmget(self._key(memory_id), ["scope", "author"])
+            scope, author = (decode(v) if v is not None else "" for v in found)
             mine = author == context.user_id or scope == context.user_scope
             if scope not in context.readable_scopes() or not mine:
                 return 0

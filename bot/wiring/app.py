@@ -145,6 +145,10 @@ async def run_role(
             await close_model(model)
         gc_tuning.uninstall()
         if store is not None:
+            try:  # recall's last-used times noted since its last write
+                await store.write_used()
+            except Exception as exc:
+                log.warning("could not store recall's last-used times (%s)", type(exc).__name__)
             await store.embedder.close()
         log.info("%s stopped", role)
 
