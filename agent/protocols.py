@@ -175,7 +175,8 @@ class ToolJournal(Protocol):
     """
 
     async def begin(self, context: RunContext, run_id: str, call: str) -> JournalEntry | None:
-        """Record that `call` starts; if it was recorded before, change nothing and return that."""
+        """Record that `call` starts; if it was recorded before, change nothing and return that.
+        Raises JournalUnavailable when the store cannot be reached."""
         ...
 
     async def finish(

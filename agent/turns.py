@@ -34,7 +34,6 @@ from agent.messages import ToolResultBlock, ToolUseBlock
 from agent.outcomes import RunTrace, ToolCallTrace
 from agent.protocols import (
     JournalEntry,
-    JournalUnavailable,
     ProgressCallback,
     ProgressEvent,
     ToolJournal,
@@ -224,10 +223,7 @@ class Actor:
         if self.journal is None:
             return await self._run(use, state.steps, key=retry.key)
         call = retry.key if retry.attempt == 0 else f"{retry.key}#{retry.attempt}"
-        try:
-            earlier = await self.journal.begin(self.context.run, state.run_id, call)
-        except Exception as exc:
-            raise JournalUnavailable(f"run {state.run_id}: could not journal {call}") from exc
+        earlier = await self.journal.begin(self.context.run, state.run_id, call)
         if earlier is not None and not earlier.finished:
             log.warning(
                 "run %s: %s was interrupted; asking before trying again", state.run_id, call

@@ -11,7 +11,8 @@ import json
 
 import redis.asyncio as aioredis
 
-from agent.protocols import JournalEntry, RunContext
+from agent.protocols import JournalEntry, JournalUnavailable, RunContext
+from bot.ops.health import REDIS_DOWN
 from bot.runtime.keys import Keys
 
 _STARTED = json.dumps({"finished": False})
@@ -25,11 +26,14 @@ class RedisToolJournal:
 
     async def begin(self, context: RunContext, run_id: str, call: str) -> JournalEntry | None:
         key = self.keys.journal(context.conversation_id, run_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hsetnx(key, call, _STARTED)
-            pipe.hget(key, call)
-            pipe.pexpire(key, self.ttl_ms)
-            created, raw, _ = await pipe.execute()
+        try:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hsetnx(key, call, _STARTED)
+                pipe.hget(key, call)
+                pipe.pexpire(key, self.ttl_ms)
+                created, raw, _ = await pipe.execute()
+        except REDIS_DOWN as exc:  # the call did not start: the run stops, the entry is retried
+            raise JournalUnavailable(f"could not journal {call}") from exc
         if created:
             return None
         return JournalEntry(**json.loads(raw))

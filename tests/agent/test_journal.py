@@ -91,7 +91,7 @@ class UnreachableJournal(DictJournal):
     """A journal whose store is away when a call would start."""
 
     async def begin(self, context: RunContext, run_id: str, call: str) -> JournalEntry | None:
-        raise ConnectionError("store away")
+        raise JournalUnavailable("store away") from ConnectionError("store away")
 
 
 async def test_a_journal_that_cannot_record_the_start_stops_the_run_without_an_outcome(
