@@ -4,9 +4,9 @@ Every Bot API call goes through python-telegram-bot's `AIORateLimiter`, which wa
 429 `RetryAfter` a few times and holds every other call back meanwhile. A wait longer than
 `max_wait` is not waited out: the error surfaces at once, so the outbox parks the message
 instead of holding a worker for minutes. The limiter's own flood limits (30 messages a
-second overall, 20 a minute per group) are off by default: Telegram enforces its limits
-itself with RetryAfter, and a fixed cap of 30 a second would hold the whole service below
-the 200 replies a second it is measured at (`bench_service`); `flood_limits` turns them on.
+second overall, 20 a minute per group) are off: Telegram enforces its limits itself with
+RetryAfter, and a fixed cap of 30 a second would hold the whole service below the 200
+replies a second it is measured at (`bench_service`).
 Calls are awaited one after another per conversation, so the limiter keeps their order.
 
 `delivery()` is the one place PTB's errors become the adapter error tree: a refusal that
@@ -47,11 +47,8 @@ class _WaitTooLong(Exception):
 class RateLimiter(AIORateLimiter):
     """PTB's limiter, but a RetryAfter over `max_wait` seconds is raised, not slept through."""
 
-    def __init__(self, *, max_retries: int, max_wait: float, flood_limits: bool = False) -> None:
-        if flood_limits:
-            super().__init__(max_retries=max_retries)
-        else:
-            super().__init__(overall_max_rate=0, group_max_rate=0, max_retries=max_retries)
+    def __init__(self, *, max_retries: int, max_wait: float) -> None:
+        super().__init__(overall_max_rate=0, group_max_rate=0, max_retries=max_retries)
         self.max_wait = max_wait
 
     async def process_request(

@@ -334,10 +334,12 @@ class Agent:
                     raise MissingDependency(item.name, kind)
         specs = registry.specs()
         window = Window(tokens=self.config.context_tokens, tools=estimate_tools(specs))
-        self._offered = _Offer(
+        offer = _Offer(
             registry=registry, version=registry.version, specs=specs, window=window, deps=deps
         )
-        return self._offered
+        if registry is self.tools:  # a run's own registry (with its MCP tools) is not kept
+            self._offered = offer
+        return offer
 
     @staticmethod
     def _account(state: RunState, trace: RunTrace, usage: Usage) -> None:

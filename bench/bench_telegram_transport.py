@@ -21,6 +21,8 @@ from typing import Any
 
 from aiohttp import web
 
+from bench.support import bench_line
+
 SENDS = 2_000
 CONCURRENCY = 32
 ROUNDS = 3
@@ -131,11 +133,13 @@ async def main() -> None:
         server.stdin.close()
         await server.wait()
     ok = ratio >= 2.0 and limiter <= 0.5
-    print(
-        f"BENCH telegram_transport cpu_ratio={ratio:.2f} "
-        f"aiohttp_us={medians['aiohttp'] * 1e6:.0f} httpx_us={medians['httpx'] * 1e6:.0f} "
-        f"limiter_overhead_pct={limiter * 100:.0f} ok={'true' if ok else 'false'}",
-        flush=True,
+    bench_line(
+        "telegram_transport",
+        ok=ok,
+        cpu_ratio=f"{ratio:.2f}",
+        aiohttp_us=f"{medians['aiohttp'] * 1e6:.0f}",
+        httpx_us=f"{medians['httpx'] * 1e6:.0f}",
+        limiter_overhead_pct=f"{limiter * 100:.0f}",
     )
 
 
