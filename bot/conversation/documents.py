@@ -53,6 +53,9 @@ class Unsupported(UnreadableDocument):
     pass
 
 
+TOO_MUCH = "{name} was too much for me to read, so I left it unread."
+
+
 class TooComplex(UnreadableDocument):
     pass
 
@@ -95,7 +98,7 @@ def read_pdf(name: str, data: bytes, max_chars: int) -> tuple[str, int]:
     except UnreadableDocument:
         raise
     except MemoryError:  # past the reading process's memory limit
-        raise TooComplex(f"{name} was too much for me to read, so I left it unread.") from None
+        raise TooComplex(TOO_MUCH.format(name=name)) from None
     except Exception as exc:  # pypdf raises many kinds of error on damaged files
         log.info("could not read a PDF (%s)", type(exc).__name__)
         raise DamagedDocument(f"{name} looks damaged: I couldn't read it as a PDF.") from exc

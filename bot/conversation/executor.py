@@ -3,14 +3,14 @@
 `handle` loads what `decide` needs (the session, and the decision the event is about: one
 read each), then performs the effects in order. An effect the world answers (`Admit`,
 `Claim`, `Run`, `Resume`) ends its list; its answer goes back to `decide` as a follow-up.
-The session is stored once the entry is done (and once before a run, so a replay resumes
-the same way), with the entry marked handled.
+The session is stored once the entry is done, with the entry marked handled (and before a
+resumed run, so a replay resumes the same way).
 
 Every reply goes through the outbox under a key derived from the entry and what the reply is
 for, so processing the same entry twice never posts twice. Delivery failure is an outcome,
 not an error: a send the platform did not take is the outbox's to retry, park or give up,
-and the conversation settles all the same. Only Redis being away (or a bug) escapes; then a
-run's conversation is left idle, and the worker tries the entry again.
+and the conversation settles all the same. Redis being away escapes (the stored session
+left as it was), and so does a bug (a run's conversation left idle): the worker retries.
 """
 
 from __future__ import annotations
@@ -224,7 +224,10 @@ class Executor:
             log.warning("could not answer a button press in %s", action.conversation.id)
 
     async def _claim(self, turn: Turn, claim: fx.Claim) -> fx.Claimed:
-        decided = await self.decisions.decide(claim.decision_id, claim.status, claim.by)
+        pending = turn.pending  # read for this event already: the claim is about it
+        if pending is None or pending.id != claim.decision_id:
+            pending = await self.decisions.get(claim.decision_id)
+        decided = pending and await self.decisions.decide(pending, claim.status, claim.by)
         current = None
         if decided is None and isinstance(turn.event, InboundAction):
             current = await self.decisions.get(claim.decision_id)  # to say who was first
@@ -313,8 +316,6 @@ class Executor:
         turn.session.status = (
             "awaiting_answer" if opened.kind == "question" else "awaiting_approval"
         )
-
-    # --- outside an entry -------------------------------------------------------------------
 
     async def delivered(self, message: OutboundMessage, ref: MessageRef) -> None:
         """A parked message went out late: attach a decision prompt to its decision."""

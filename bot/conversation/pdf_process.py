@@ -16,7 +16,7 @@ import resource
 import sys
 
 from bot.conversation import documents
-from bot.conversation.documents import TooComplex, UnreadableDocument, read_pdf
+from bot.conversation.documents import TOO_MUCH, TooComplex, UnreadableDocument, read_pdf
 
 CHILD_ENV = ("PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LANG", "LC_ALL", "TMPDIR")
 MEMORY_BYTES = 768 * 1024 * 1024  # the child's address space: Python and pypdf take ~150 MB
@@ -58,7 +58,7 @@ async def read_pdf_apart(name: str, data: bytes, max_chars: int, seconds: float)
     try:
         answer = json.loads(out)
     except ValueError:  # died without answering: out of memory, or killed
-        raise TooComplex(f"{name} was too much for me to read, so I left it unread.") from None
+        raise TooComplex(TOO_MUCH.format(name=name)) from None
     if "error" in answer:
         raise ERRORS.get(answer["error"], documents.DamagedDocument)(str(answer["sentence"]))
     return str(answer["text"]), int(answer["pages"])

@@ -108,18 +108,18 @@ class DecisionStore:
         decision.decided_at = float(fields["decided_at"])
         return decision
 
-    async def decide(self, decision_id: str, status: Status, by: str) -> Decision | None:
-        """Move a pending decision to `status` once; returns it, or None if already decided."""
-        decision = await self.get(decision_id)
-        if decision is None:
-            return None
+    async def decide(self, decision: Decision, status: Status, by: str) -> Decision | None:
+        """Move a pending decision to `status` once; returns it as decided, or None if it was
+        decided already (the script changes only these three fields, so nothing is read back)."""
+        now = time.time()
         result = await self._decide(
-            keys=[self.keys.decision(decision_id), self.keys.pending(decision.kind)],
-            args=[status, by, f"{time.time():.3f}", decision_id],
+            keys=[self.keys.decision(decision.id), self.keys.pending(decision.kind)],
+            args=[status, by, f"{now:.3f}", decision.id],
         )
-        if result:
-            return await self.get(decision_id)
-        return None
+        if not result:
+            return None
+        update = {"status": status, "decided_by": by, "decided_at": float(f"{now:.3f}")}
+        return decision.model_copy(update=update)
 
     async def count_pending(self, kind: Kind) -> int:
         """Pending decisions of a kind that have not expired (expired ones are pruned)."""

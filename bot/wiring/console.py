@@ -29,6 +29,7 @@ from agent.protocols import RunContext
 from bot.config import Settings
 from bot.conversation.commands import Commands
 from bot.conversation.executor import Executor
+from bot.conversation.render import APPROVE, REJECT
 from bot.conversation.running import Runner
 from bot.ops.service_checks import check_anthropic, check_ollama
 from bot.runtime.decisions import DecisionStore
@@ -310,7 +311,7 @@ async def _approve(chat: Chat, person: Person, decision_id: str) -> Inbound | No
         chat.say("Please answer yes or no.")
     chat.say("approved." if approved else "rejected.")
     if approved:
-        return person.presses(decision_id, "approve")
+        return person.presses(decision_id, APPROVE)
     if decision.lower() in ("", "n", "no"):
-        return person.presses(decision_id, "reject")
+        return person.presses(decision_id, REJECT)
     return person.says(decision)  # a "no" with a reason: the reason goes to the model

@@ -30,10 +30,10 @@ from adapters.base import (
     Platform,
 )
 from bot.conversation.render import APPROVE, MEMORY_ACTION
+from bot.conversation.running import THINKING
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPIN_SECONDS = 0.1
-THINKING = "Thinking…"
 _ids = itertools.count(1)
 
 
