@@ -3,10 +3,15 @@ search, and last-used times are written together, never bringing back a forgotte
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
+from pathlib import Path
 
-from memory import RedisMemoryStore
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from memory import Embedder, RedisMemoryStore, open_store
 from tests.memory.test_store import ANA_DM, ANA_DM_LATER
+from tests.private_redis import private_redis
 
 
 async def calls(redis: aioredis.Redis, command: str) -> int:
@@ -42,3 +47,25 @@ async def test_last_used_times_are_written_together_and_only_for_memories_that_e
     await store.write_used()
     assert float(await redis.hget(key, "last_used_at") or 0) > written
     assert not await redis.exists(f"parley:memory:doc:{porto.id}")  # not brought back
+
+
+async def test_last_used_times_noted_while_redis_is_away_are_written_once_it_is_back(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    async with private_redis(tmp_path / "redis") as server:
+        client = aioredis.Redis.from_url(server.url)
+        try:
+            store = await open_store(client, embedder)
+            peanuts = await store.remember("I'm allergic to peanuts", ANA_DM)
+            key = f"parley:memory:doc:{peanuts.id}"
+            await store.recall("which foods should I stay away from?", ANA_DM_LATER)
+            written = float(await client.hget(key, "last_used_at") or 0)
+            await store.recall("anything about peanuts?", ANA_DM_LATER)  # noted, not written
+            await server.down()
+            with pytest.raises(RedisConnectionError):
+                await store.write_used()
+            await server.up()
+            await store.write_used()  # what the failed write held is kept for this one
+            assert float(await client.hget(key, "last_used_at") or 0) > written
+        finally:
+            await client.aclose()
