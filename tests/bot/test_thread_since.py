@@ -7,12 +7,16 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
+from adapters.base import Actor, ConversationKey, InboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
 from bot.config import Settings
-from bot.conversation.attachments import SINCE_HEADER, THREAD_HEADER, ThreadMarks
+from bot.conversation.attachments import SINCE_HEADER, THREAD_HEADER, Gatherer, ThreadMarks
 from bot.ops.http import HttpServer
 from bot.runtime.keys import Keys
 from tests.adapters.test_slack import SECRET, Slack
@@ -20,6 +24,7 @@ from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import running
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
+from tests.private_redis import private_redis
 
 
 async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
@@ -176,3 +181,46 @@ async def test_an_answer_to_a_question_counts_as_seen(redis: aioredis.Redis) -> 
     assert thread_lines(mention_turn) == ["[Cat]: QA is ready"]
     replies = fake.method_calls("conversations.replies")
     assert [r.body.get("oldest") for r in replies] == [None, answer["ts"]]
+
+
+class NoThread:
+    """A conversation source whose threads hold nothing more."""
+
+    async def download(self, attachment: object, limit: int) -> bytes:
+        raise AssertionError("no files here")
+
+    async def thread_history(
+        self, conversation: ConversationKey, before: str, after: str | None = None
+    ) -> list[object]:
+        return []
+
+
+async def test_a_mark_redis_could_not_take_fails_the_gathering_and_the_retry_keeps_it(
+    tmp_path: Path,
+) -> None:
+    # Redis away while the mark is written: the error escapes (so the worker retries the
+    # entry, instead of a run that lost its place in the thread); once back, the retry marks.
+    async with private_redis(tmp_path / "redis") as server:
+        client = aioredis.Redis.from_url(server.url)
+        try:
+            marks = ThreadMarks(client, Keys(), ttl=60)
+            gatherer = Gatherer(marks=marks)
+            conversation = ConversationKey(
+                platform="slack", chat_id="CGEN", thread_id="1.000000", team_id="T1"
+            )
+            event = InboundMessage(
+                event_id="slack:Ev1",
+                conversation=conversation,
+                actor=Actor(platform="slack", user_id="UANA", team_id="T1"),
+                text="so?",
+                is_direct=False,
+                message_id="1.000040",
+            )
+            await server.down()
+            with pytest.raises(RedisConnectionError):
+                await gatherer.gather(event, NoThread(), following=True)
+            await server.up()
+            await gatherer.gather(event, NoThread(), following=True)  # no mark before: no read
+            assert await marks.see(conversation.id, "1.000050") == "1.000040"
+        finally:
+            await client.aclose()
