@@ -196,6 +196,12 @@ async def redis_counts(redis: aioredis.Redis) -> tuple[int, dict[str, int]]:
     return int(stats["total_reads_processed"]), calls
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb(pid: int) -> tuple[float, float]:
     """(current, peak) resident set size of a process, in MB."""
     status = Path(f"/proc/{pid}/status").read_text()
@@ -313,6 +319,7 @@ async def main() -> None:
                     await measure(telegram, url, 5, base)  # warm-up
                     base += 100
                     reads0, commands0 = await redis_counts(counter)
+                    cpu0 = [cpu_seconds(p.pid) for p in processes]
                     objectives = 0
                     for concurrency, pause in RUNS:
                         latencies, wall = await measure(
@@ -334,6 +341,17 @@ async def main() -> None:
                             else:
                                 figures["per_s"] = rate
                     reads1, commands1 = await redis_counts(counter)
+                    cpu = [cpu_seconds(p.pid) - c for p, c in zip(processes, cpu0, strict=True)]
+                    # CPU per objective does not depend on what else the machine is doing
+                    print(
+                        f"{name}: CPU per objective: "
+                        + ", ".join(
+                            f"{role} {spent / objectives * 1000:.1f} ms"
+                            for (role, _), spent in zip(layout, cpu, strict=True)
+                        )
+                    )
+                    if key == "run":
+                        figures["cpu_ms"] = cpu[0] / objectives * 1000
                     trips = (reads1 - reads0) / objectives
                     spent = {
                         command: (calls - commands0.get(command, 0)) / objectives
@@ -381,6 +399,7 @@ async def main() -> None:
         objectives_per_s=f"{figures['per_s']:.0f}",
         p50_ms=f"{figures['p50_ms']:.1f}",
         p99_ms=f"{figures['p99_ms']:.1f}",
+        cpu_ms=f"{figures['cpu_ms']:.1f}",
         redis_trips=f"{figures['trips']:.1f}",
         rss_mb=f"{figures['rss_mb']:.0f}",
         gc_p99_ms=f"{figures['gc_p99_ms']:g}",

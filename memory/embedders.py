@@ -2,8 +2,10 @@
 
 Both are RedisVL vectorizers (a `CustomVectorizer` around the ONNX model, RedisVL's own
 `OllamaTextVectorizer`), so the store speaks RedisVL's interface.
-The local model runs in a worker thread, never on the event loop; single queries (recall)
-go through a small LRU cache because a conversation repeats itself. The packaged model and
+The local model runs in worker threads, never on the event loop. Single queries (recall) go
+through a small LRU cache, because a conversation repeats itself, and those that arrive while
+the model is busy are embedded together in one call: under load a batch of 8 costs 2.9 ms a
+sentence against 5.3 ms one by one, and a lone query still goes out at once. The packaged model and
 tokenizer are checked against pinned SHA-256 digests before they load (licences: NOTICE).
 """
 
@@ -27,7 +29,7 @@ TOKENIZER = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2-tokenizer.json"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs
-BATCH = 32
+BATCH = 16  # a sentence costs no less in bigger batches, and the peak memory grows
 
 
 class EmbeddingModelError(RuntimeError):
@@ -87,6 +89,9 @@ class _MiniLM:
         verify(tokenizer, TOKENIZER_SHA256, "embedding tokenizer")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1  # one thread per call; calls run in parallel threads
+        # The arena keeps the peak of any call for good: 32 long texts left it 700 MB bigger.
+        # Without it, calls are as fast.
+        options.enable_cpu_mem_arena = False
         self.session = onnxruntime.InferenceSession(
             str(model), options, providers=["CPUExecutionProvider"]
         )
@@ -109,6 +114,56 @@ class _MiniLM:
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
             out.append(pooled / np.clip(norms, 1e-12, None))
         return np.vstack(out).astype(np.float32)
+
+
+class _Batcher:
+    """Embeds single texts, joining those that wait for a free thread into one model call."""
+
+    def __init__(
+        self, model: Callable[[list[str]], np.ndarray], pool: ThreadPoolExecutor, threads: int
+    ) -> None:
+        self.model = model
+        self.pool = pool
+        self.threads = threads
+        self.waiting: list[tuple[str, asyncio.Future[np.ndarray]]] = []
+        self.draining = 0  # counted by the drains themselves: a done-callback would come late
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def embed(self, text: str) -> np.ndarray:
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        self.waiting.append((text, future))
+        if self.draining < self.threads:
+            self.draining += 1
+            task = asyncio.create_task(self._drain())
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            await self._embed_waiting()
+        finally:
+            self.draining -= 1
+
+    async def _embed_waiting(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self.waiting:
+            batch, self.waiting = self.waiting[:BATCH], self.waiting[BATCH:]
+            batch = [(text, future) for text, future in batch if not future.done()]
+            if not batch:
+                continue
+            try:
+                rows = await loop.run_in_executor(self.pool, self.model, [t for t, _ in batch])
+            except BaseException as exc:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                continue
+            for (_, future), row in zip(batch, rows, strict=True):
+                if not future.done():
+                    future.set_result(row)
 
 
 class _Cache:
@@ -139,6 +194,7 @@ def local_embedder(
     model = _MiniLM(model_path)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embed")
     cache = _Cache(cache_size)
+    batcher = _Batcher(model.embed, pool, threads)
 
     def embed_many(texts: list[str], **_: Any) -> list[list[float]]:
         return [row.tolist() for row in model.embed(list(texts))]
@@ -152,9 +208,10 @@ def local_embedder(
 
     async def aembed(text: str, **_: Any) -> list[float]:
         cached = cache.get(text)
-        if cached is not None:
-            return cached
-        return await asyncio.get_running_loop().run_in_executor(pool, embed, text)
+        if cached is None:
+            cached = (await batcher.embed(text)).tolist()
+            cache.put(text, cached)
+        return cached
 
     async def aembed_many(texts: list[str], **_: Any) -> list[list[float]]:
         return await asyncio.get_running_loop().run_in_executor(pool, embed_many, texts)
