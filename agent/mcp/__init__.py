@@ -1,9 +1,28 @@
 """MCP servers as a tool source: their tools offered as `<server>__<tool>`, with approval
-derived from each tool's annotations (only `readOnlyHint: true` runs without asking)."""
+derived from each tool's annotations (only `readOnlyHint: true` runs without asking).
 
-from agent.mcp.client import McpServer, McpToolbox, Timing
+The client side loads the `mcp` SDK (about 18 MB resident), so it is imported on first use:
+a process without MCP servers reads the configuration module only.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from agent.mcp.config import McpConfig, McpConfigError, ServerConfig, load_config
-from agent.mcp.tools import McpTool, tool_name
+
+if TYPE_CHECKING:
+    from agent.mcp.client import McpServer, McpToolbox, Timing
+    from agent.mcp.tools import McpTool, tool_name
+
+_LAZY = {
+    "McpServer": "client",
+    "McpToolbox": "client",
+    "Timing": "client",
+    "McpTool": "tools",
+    "tool_name": "tools",
+}
 
 __all__ = [
     "McpConfig",
@@ -16,3 +35,10 @@ __all__ = [
     "load_config",
     "tool_name",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

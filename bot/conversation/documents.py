@@ -15,8 +15,6 @@ import io
 import logging
 from pathlib import PurePosixPath
 
-from pypdf import PdfReader
-
 log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = frozenset(
@@ -82,6 +80,8 @@ def read_text(name: str, data: bytes) -> str:
 
 def read_pdf(name: str, data: bytes, max_chars: int) -> tuple[str, int]:
     """The text of a PDF's pages, stopping once past `max_chars`; (text, page count)."""
+    from pypdf import PdfReader  # only the PDF child process needs it
+
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-
-from PIL import Image, UnidentifiedImageError
+from typing import TYPE_CHECKING
 
 from agent.messages import ImageType
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PilImage
 
 FORMATS: dict[str, ImageType] = {
     "PNG": "image/png",
@@ -55,6 +57,8 @@ def is_image(head: bytes) -> bool:
 
 def fit_image(data: bytes) -> FittedImage:
     """The image as the model should get it; raises BadImage."""
+    from PIL import Image, UnidentifiedImageError  # loaded with the first image (~5 MB)
+
     try:
         with Image.open(io.BytesIO(data)) as image:
             media_type = FORMATS.get(image.format or "")
@@ -78,7 +82,7 @@ def fit_image(data: bytes) -> FittedImage:
         raise BadImage(type(exc).__name__) from exc
 
 
-def _scaled(image: Image.Image) -> FittedImage:
+def _scaled(image: PilImage) -> FittedImage:
     image.thumbnail((SCALED_SIDE, SCALED_SIDE))
     out = io.BytesIO()
     if image.mode in ("RGBA", "LA", "P", "PA") or "transparency" in image.info:

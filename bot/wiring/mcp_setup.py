@@ -4,16 +4,22 @@ operators (`parley mcp list`, `parley doctor`, `/readyz` detail)."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from agent.mcp import McpConfigError, McpToolbox, Timing, load_config
+from agent.mcp import McpConfigError, load_config
 from bot.config import Settings
 from bot.ops.checks import CHECK_TIMEOUT, Check
 from bot.ops.http import ReadinessCheck
+
+if TYPE_CHECKING:
+    from agent.mcp import McpToolbox, Timing
 
 log = logging.getLogger(__name__)
 
 
 def timing(settings: Settings) -> Timing:
+    from agent.mcp import Timing  # the MCP SDK loads only where servers are configured
+
     mcp = settings.mcp
     return Timing(
         start_timeout=mcp.start_timeout,
@@ -30,6 +36,8 @@ def build_toolbox(settings: Settings) -> McpToolbox | None:
     """
     if settings.mcp.config is None:
         return None
+    from agent.mcp import McpToolbox
+
     config = load_config(settings.mcp.config)
     log.info("MCP servers configured: %s", ", ".join(config.enabled()) or "none")
     return McpToolbox(config, timing(settings))
