@@ -10,6 +10,10 @@ Taking the lock is one round trip that also puts newly read entries on the conve
 backlog and reads what the holder needs first (the backlog's oldest entry and the stored
 session); releasing it says how many entries are still waiting. Only the holder writes the
 session, so its lease keeps the stored copy and a second read is never needed.
+
+The acknowledgement of an entry whose session is stored waits on the lease for the holder's
+next write (the next session save, a renewal or the release) and rides in its round trip, a
+non-transactional pipeline: the inbox and the conversation are different slots in a cluster.
 """
 
 from __future__ import annotations
@@ -19,30 +23,29 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
 from bot.ops.health import REDIS_DOWN, redis_away
 from bot.runtime.keys import Keys
+from bot.runtime.reclaimer import GROUP
 
 log = logging.getLogger(__name__)
 
-Queue = Callable[[Pipeline], object]  # adds commands to a pipeline
-
-# KEYS: lock, fence, backlog, session. ARGV: owner, lease ms, fence ttl ms, backlog ttl ms,
-# then backlog members to add. Returns false, or {token, oldest backlog member, session, the
+# KEYS: lock, fence, backlog, session. ARGV: owner, lease ms, ttl ms (fence and backlog), then
+# backlog members to add. Returns false, or {token, oldest backlog member, session, the
 # members this call added (none was on the backlog before)...}.
 _ACQUIRE = """
 local added = {}
-if #ARGV > 4 then
-  for i = 5, #ARGV do
+if #ARGV > 3 then
+  for i = 4, #ARGV do
     if redis.call('zadd', KEYS[3], 'NX', 0, ARGV[i]) == 1 then
       added[#added + 1] = ARGV[i]
     end
   end
-  redis.call('pexpire', KEYS[3], ARGV[4])
+  redis.call('pexpire', KEYS[3], ARGV[3])
 end
 if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false
@@ -80,8 +83,9 @@ class Lease:
     It also carries what the holder knows of its conversation: the session as last stored
     (raw JSON, None if there is none) and the backlog's oldest member as last seen; the
     entries it put on the backlog on their first delivery and has not tried yet (no earlier
-    attempt can have left anything behind for them); and writes that may wait for its next
-    session save, so that they share its round trip (key → value, ttl in ms)."""
+    attempt can have left anything behind for them); writes that may wait for its next
+    session save, so that they share its round trip (key → value, ttl in ms); and the handled
+    entries whose sessions are stored, acknowledged with its next write (`riding`)."""
 
     def __init__(
         self,
@@ -102,6 +106,7 @@ class Lease:
         self.added: set[str] = set()  # backlog members its acquisition put there
         self.untried: set[str] = set()
         self.records: dict[str, tuple[str, int]] = {}
+        self.acks: list[str] = []
         self._lost = asyncio.Event()
 
     @property
@@ -118,6 +123,19 @@ class Lease:
     async def wait_lost(self) -> None:
         await self._lost.wait()
 
+    @contextlib.contextmanager
+    def riding(self, pipe: Pipeline, inbox: str) -> Iterator[None]:
+        """Queue the waiting acknowledgements into `pipe`, whose round trip the block makes;
+        they wait for the next one if it fails (acknowledging twice is harmless)."""
+        acks, self.acks = self.acks, []
+        if acks:
+            pipe.xack(inbox, GROUP, *acks)
+        try:
+            yield
+        except BaseException:
+            self.acks[:0] = acks
+            raise
+
 
 class ConversationLocks:
     def __init__(
@@ -126,14 +144,13 @@ class ConversationLocks:
         keys: Keys,
         *,
         lease: float,
-        fence_ttl: float,
-        backlog_ttl: float | None = None,
+        ttl: float,
     ) -> None:
+        """`ttl`: how long a conversation's fence and backlog outlive their last write."""
         self.redis = redis
         self.keys = keys
         self.lease_ms = int(lease * 1000)
-        self.fence_ttl_ms = int(fence_ttl * 1000)
-        self.backlog_ttl_ms = int((backlog_ttl or fence_ttl) * 1000)
+        self.ttl_ms = int(ttl * 1000)
         self.owner = uuid.uuid4().hex[:12]
         self._acquire = redis.register_script(_ACQUIRE)
         self._renew = redis.register_script(_RENEW)
@@ -155,13 +172,7 @@ class ConversationLocks:
             self.keys.backlog(conversation_id),
             self.keys.session(conversation_id),
         ]
-        args: list[str | int] = [
-            self.owner,
-            self.lease_ms,
-            self.fence_ttl_ms,
-            self.backlog_ttl_ms,
-            *add,
-        ]
+        args: list[str | int] = [self.owner, self.lease_ms, self.ttl_ms, *add]
         taken = await self._acquire(keys=keys, args=args)
         if taken is None:
             return None
@@ -170,17 +181,18 @@ class ConversationLocks:
         lease.added = {_text(member) for member in taken[3:]}
         return lease
 
-    async def release(self, lease: Lease, also: Queue | None = None) -> int:
-        """Let go of the lock; returns how many entries wait on its backlog."""
+    async def release(self, lease: Lease) -> int:
+        """Let go of the lock (with the waiting acknowledgements); returns how many entries
+        wait on its backlog."""
         keys = [self.keys.lock(lease.conversation_id), self.keys.backlog(lease.conversation_id)]
-        if also is None:
+        if not lease.acks:
             remaining = await self._release(keys=keys, args=[lease.value])
         else:
             async with self.redis.pipeline(transaction=False) as pipe:
-                also(pipe)
-                # EVAL: a registered script in a pipeline costs a SCRIPT EXISTS first.
-                pipe.eval(_RELEASE, len(keys), *keys, lease.value)
-                *_, remaining = await pipe.execute()
+                with lease.riding(pipe, self.keys.inbox):
+                    # EVAL: a registered script in a pipeline costs a SCRIPT EXISTS first.
+                    pipe.eval(_RELEASE, len(keys), *keys, lease.value)
+                    *_, remaining = await pipe.execute()
         lease.remaining = int(remaining)
         return lease.remaining
 
@@ -211,11 +223,12 @@ class ConversationLocks:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
 
-    async def let_go(self, lease: Lease, also: Queue | None = None) -> bool:
+    async def let_go(self, lease: Lease) -> bool:
         """Release, never failing the caller (the lease runs out anyway); False if Redis did
-        not take it. `also` queues more commands into the release's round trip."""
+        not take it (then it is tried again before this process's next try for the
+        conversation, acknowledgements included)."""
         try:
-            await self.release(lease, also)
+            await self.release(lease)
         except Exception as exc:
             if redis_away(exc):
                 self._unreleased[lease.conversation_id] = lease
@@ -228,7 +241,7 @@ class ConversationLocks:
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
             try:
-                kept = await self._renew(keys=[key], args=[lease.value, self.lease_ms])
+                kept = await self._renew_riding(lease, key)
             except REDIS_DOWN:
                 if time.monotonic() - renewed < self.lease_ms / 1000:
                     continue  # Redis may be back before the lease runs out
@@ -238,6 +251,17 @@ class ConversationLocks:
                 log.warning("lost the lock of %s", lease.conversation_id)
                 return
             renewed = time.monotonic()
+
+    async def _renew_riding(self, lease: Lease, key: str) -> object:
+        """Renew; waiting acknowledgements ride along (a long run must not leave the entry
+        before it idle long enough to be reclaimed)."""
+        if not lease.acks:
+            return await self._renew(keys=[key], args=[lease.value, self.lease_ms])
+        async with self.redis.pipeline(transaction=False) as pipe:
+            with lease.riding(pipe, self.keys.inbox):
+                pipe.eval(_RENEW, 1, key, lease.value, self.lease_ms)
+                *_, kept = await pipe.execute()
+        return kept
 
 
 def _text(value: bytes | str) -> str:

@@ -14,16 +14,19 @@ own between two entries.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Literal
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel
+from redis.asyncio.client import Pipeline
 
 from agent.state import RunState
 from bot.runtime.keys import Keys, backlog_member
 from bot.runtime.locks import Lease, LockLost
 
 Status = Literal["idle", "running", "awaiting_answer", "awaiting_approval"]
+Queue = Callable[[Pipeline], object]  # adds commands to a pipeline
 
 # KEYS: lock, session, backlog. ARGV: lease value, session, ttl ms, backlog member done ('' if
 # none). Returns false if the lease is lost, else {1, the backlog's oldest member}.
@@ -81,11 +84,12 @@ class SessionStore:
             raw = await self.redis.get(self.keys.session(conversation_id))
         return Session.model_validate_json(raw) if raw else Session()
 
-    async def save(self, lease: Lease, session: Session) -> None:
+    async def save(self, lease: Lease, session: Session, also: Queue | None = None) -> None:
         """Store the session if `lease` still holds the conversation; else raise LockLost.
 
         Its `last_entry` leaves the backlog, and the lease learns the backlog's next entry.
-        The lease's waiting records are written first, in the same round trip."""
+        The lease's waiting records and `also`'s writes go first, in the same round trip
+        (they are not fenced), and its waiting acknowledgements ride along."""
         session.updated_at = time.time()
         conversation = lease.conversation_id
         keys = [
@@ -96,14 +100,17 @@ class SessionStore:
         raw = session.model_dump_json()
         done = backlog_member(session.last_entry) if session.last_entry else ""
         args: list[str | int] = [lease.value, raw, self.ttl_ms, done]
-        if lease.records:
+        if lease.records or lease.acks or also is not None:
             records, lease.records = lease.records, {}
             async with self.redis.pipeline(transaction=False) as pipe:
                 for key, (value, ttl_ms) in records.items():
                     pipe.set(key, value, px=ttl_ms)
-                # EVAL: a registered script in a pipeline costs a SCRIPT EXISTS first.
-                pipe.eval(_WRITE, len(keys), *keys, *args)
-                *_, written = await pipe.execute()
+                if also is not None:
+                    also(pipe)
+                with lease.riding(pipe, self.keys.inbox):  # entries stored by earlier saves
+                    # EVAL: a registered script in a pipeline costs a SCRIPT EXISTS first.
+                    pipe.eval(_WRITE, len(keys), *keys, *args)
+                    *_, written = await pipe.execute()
         else:
             written = await self._write(keys=keys, args=args)
         if not written:

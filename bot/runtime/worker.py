@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
-from redis.asyncio.client import Pipeline
 from redis.exceptions import ResponseError
 
 from adapters.base import Inbound
@@ -265,19 +264,21 @@ class Worker:
             # First delivered, then put on the backlog as we took the lock: nobody tried them.
             first = {member for member, fresh in adding.items() if fresh}
             lease.untried = {entry_of(member) for member in first & lease.added}
-            stored: list[str] = []  # handled, acknowledged with the release
             try:
                 async with self.locks.kept(lease):
-                    await self._work(lease, stored)
+                    await self._work(lease)
             finally:
-                released = await self.locks.let_go(lease, self._acks(stored))
+                released = await self.locks.let_go(lease)
         if lease.lost or not released:
             self._stalled.add(conversation)  # whoever holds it now drains; else we do
         elif lease.remaining and not self._stopping.is_set():
             self._spawn(conversation)  # an entry arrived between our last look and the release
 
-    async def _work(self, lease: Lease, stored: list[str]) -> None:
-        """Handle the backlog, oldest first, while the lease holds."""
+    async def _work(self, lease: Lease) -> None:
+        """Handle the backlog, oldest first, while the lease holds. A handled entry is
+        acknowledged with the lease's next write after its session is stored (the next
+        session save, a renewal, the release): a crash before that replays it, and the
+        stored session's `last_entry` makes the replay a no-op."""
         backlog = self.keys.backlog(lease.conversation_id)
         head = lease.head
         while head is not None and not lease.lost:
@@ -290,23 +291,17 @@ class Worker:
                 if self._stopping.is_set():
                     return  # it stays pending for whoever runs next
                 continue
-            stored.append(entry)
+            lease.acks.append(entry)
             if lease.done == head:  # the session save took it off and read the next
                 head = lease.head
-                if head is not None:  # acknowledge now, not only at the end of a long drain
-                    await self.redis.xack(self.keys.inbox, GROUP, *stored)
-                    stored.clear()
                 continue
+            # Nothing stored for it (done before, or given up): take it off ourselves.
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.xack(self.keys.inbox, GROUP, *stored)
-                pipe.zrem(backlog, head)
-                pipe.zrange(backlog, 0, 0)
-                *_, found = await pipe.execute()
-            stored.clear()
+                with lease.riding(pipe, self.keys.inbox):
+                    pipe.zrem(backlog, head)
+                    pipe.zrange(backlog, 0, 0)
+                    *_, found = await pipe.execute()
             head = found[0] if found else None
-
-    def _acks(self, stored: list[str]) -> Callable[[Pipeline], object] | None:
-        return (lambda pipe: pipe.xack(self.keys.inbox, GROUP, *stored)) if stored else None
 
     async def _process(self, entry: str, lease: Lease) -> Processed:
         """Handle one entry: done (acknowledge it), retry (keep it), or lost (the lock)."""

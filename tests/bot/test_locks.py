@@ -15,7 +15,7 @@ CHAT = "telegram:-:5:-"
 
 
 def locks_on(redis: aioredis.Redis) -> ConversationLocks:
-    return ConversationLocks(redis, KEYS, lease=5, fence_ttl=60, backlog_ttl=60)
+    return ConversationLocks(redis, KEYS, lease=5, ttl=60)
 
 
 async def test_taking_the_lock_queues_entries_and_reads_the_oldest_and_the_session(
