@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from functools import partial
 
 from adapters.base import (
     ChatAdapter,
@@ -58,7 +59,7 @@ class Turn:
     reply: Reply
     lease: Lease
     called: Called | None = None  # the agent call of this entry, once it returned
-    opened: Decision | None = None  # the decision this entry asks for
+    opened: Decision | None = None  # the decision this entry asks for, until it is stored
 
     @property
     def event(self) -> Inbound:
@@ -160,11 +161,14 @@ class Executor:
         )
 
     async def _finish(self, turn: Turn, entry_id: str | None) -> None:
-        """Clear the progress display and store the session (with the entry, once handled)."""
+        """Clear the progress display and store the session (with the entry, once handled,
+        and the decision it opened)."""
         await self.runner.clear_progress(turn.reply.adapter, turn.event.conversation)
         if entry_id is not None:
             turn.session.last_entry = entry_id
-        await self.sessions.save(turn.lease, turn.session)
+        opened, turn.opened = turn.opened, None
+        also = None if opened is None else partial(self.decisions.queue, decision=opened)
+        await self.sessions.save(turn.lease, turn.session, also)
 
     # --- effects ----------------------------------------------------------------------------
 
@@ -201,9 +205,13 @@ class Executor:
                 await self._open(turn, effect)
             case fx.Prompt():
                 posted = await reply.send(effect.message, "outcome")
-                if posted is not None and turn.opened is not None:
-                    turn.opened.message_id = posted.message_id
-                    await self.decisions.save(turn.opened)
+                if turn.opened is not None and posted is not None:
+                    turn.opened.message_id = posted.message_id  # stored with the session
+                elif turn.opened is not None:
+                    # Parked (or sent before a crash, id unknown): a late delivery must find
+                    # the decision to tie its message to it, so it cannot wait.
+                    opened, turn.opened = turn.opened, None
+                    await self.decisions.save(opened)
             case fx.Command():
                 await self._command(turn)
             case fx.Forget():
@@ -310,7 +318,9 @@ class Executor:
             options=list(opened.options),
             is_direct=opened.is_direct,
         )
-        await self.decisions.save(decision)
+        # Stored with the session, together with its prompt's message id: one write. A
+        # press on its buttons is an entry of this conversation, handled under its lock
+        # after this one, so the decision is there before anyone can act on it.
         turn.opened = decision
         turn.session.decision_id = decision.id
         turn.session.status = (

@@ -14,6 +14,7 @@ from typing import Literal
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel
+from redis.asyncio.client import Pipeline
 
 from bot.runtime.keys import Keys
 
@@ -80,22 +81,26 @@ class DecisionStore:
         )
 
     async def save(self, decision: Decision) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            self.queue(pipe, decision)
+            await pipe.execute()
+
+    def queue(self, pipe: Pipeline, decision: Decision) -> None:
+        """Add the decision's write to `pipe` (to share another write's round trip)."""
         key = self.keys.decision(decision.id)
         record = decision.model_dump_json(exclude={"status", "decided_by", "decided_at"})
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(
-                key,
-                mapping={
-                    "record": record,
-                    "status": decision.status,
-                    "decided_by": decision.decided_by,
-                    "decided_at": decision.decided_at,
-                },
-            )
-            pipe.pexpire(key, int((self.ttl + GRACE) * 1000))
-            if decision.status == "pending":
-                pipe.zadd(self.keys.pending(decision.kind), {decision.id: decision.expires_at})
-            await pipe.execute()
+        pipe.hset(
+            key,
+            mapping={
+                "record": record,
+                "status": decision.status,
+                "decided_by": decision.decided_by,
+                "decided_at": decision.decided_at,
+            },
+        )
+        pipe.pexpire(key, int((self.ttl + GRACE) * 1000))
+        if decision.status == "pending":
+            pipe.zadd(self.keys.pending(decision.kind), {decision.id: decision.expires_at})
 
     async def get(self, decision_id: str) -> Decision | None:
         raw = await self.redis.hgetall(self.keys.decision(decision_id))

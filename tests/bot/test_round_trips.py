@@ -21,9 +21,9 @@ from bot.runtime.inbox import Inbox
 from bot.runtime.keys import backlog_member
 from bot.runtime.sessions import Session
 from bot.runtime.worker import GROUP
-from tests.agent.scripted import ScriptedModel, reply
+from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings
-from tests.bot.recording import dm, message
+from tests.bot.recording import click, dm, message
 from tests.bot.test_delivery import ANA, CONVERSATION, bot, texts, until
 from tests.bot.trips import TripLog, counted
 from tests.fakes.telegram import FakeTelegram
@@ -131,6 +131,37 @@ async def test_one_objective_costs_five_round_trips(redis: aioredis.Redis, redis
         ("SET",),  # the answer's outbox claim, before it is sent
         ("SET", "EVAL"),  # the answer's record with the session save
         ("XACK", "EVAL"),  # the acknowledgement with the release
+    ]
+
+
+async def test_a_question_is_stored_once_with_its_message_in_the_session_save(
+    redis: aioredis.Redis, redis_url: str
+) -> None:
+    chat = dm()
+    asking = turn(call("ask_user", question="Which size?", options=["Small", "Large"]))
+    model = ScriptedModel([reply("warm"), asking, reply("Large it is.")])
+    async with counted(redis_url) as (client, log), running(client, model) as harness:
+        await warmed_up(harness)
+        since = len(log)
+        await harness.submit(message(chat, "order a pizza"))
+        await harness.settle()
+        until = len(log)
+        [question] = harness.adapter.in_conversation(chat)
+        session = await harness.runtime.sessions.load(chat.id)
+        assert session.status == "awaiting_answer" and session.decision_id is not None
+        decision = await harness.runtime.decisions.get(session.decision_id)
+        assert decision is not None and decision.message_id == question.ref.message_id
+        await harness.submit(click(chat, question, "1"))
+        await harness.settle()
+    assert harness.adapter.texts(chat)[-1] == "Large it is."
+    assert question.current.buttons == () and "Large" in question.current.text
+    assert objective_trips(log, since, until) == [
+        ("EVALSHA",),
+        ("EVALSHA",),
+        ("SET",),  # the prompt's outbox claim
+        # its record, the decision (with the prompt's id) and the session: one round trip
+        ("SET", "HSET", "PEXPIRE", "ZADD", "EVAL"),
+        ("XACK", "EVAL"),
     ]
 
 
