@@ -3,8 +3,8 @@
 `handle` loads what `decide` needs (the session, and the decision the event is about: one
 read each), then performs the effects in order. An effect the world answers (`Admit`,
 `Claim`, `Run`, `Resume`) ends its list; its answer goes back to `decide` as a follow-up.
-The session is stored once the entry is done, with the entry marked handled (and before a
-resumed run, so a replay resumes the same way).
+The session is stored once the entry is done, with the entry marked handled and a decision
+it opened (a press on its prompt is a later entry), and before a resumed run (for replays).
 
 Every reply goes through the outbox under a key derived from the entry and what the reply is
 for, so processing the same entry twice never posts twice. Delivery failure is an outcome,
@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from functools import partial
 
 from adapters.base import (
     ChatAdapter,
@@ -161,13 +160,11 @@ class Executor:
         )
 
     async def _finish(self, turn: Turn, entry_id: str | None) -> None:
-        """Clear the progress display and store the session (with the entry, once handled,
-        and the decision it opened)."""
+        """Clear progress; store the session (the entry once handled, a decision it opened)."""
         await self.runner.clear_progress(turn.reply.adapter, turn.event.conversation)
         if entry_id is not None:
             turn.session.last_entry = entry_id
-        opened, turn.opened = turn.opened, None
-        also = None if opened is None else partial(self.decisions.queue, decision=opened)
+        also = self.decisions.queued(turn.opened) if turn.opened else None
         await self.sessions.save(turn.lease, turn.session, also)
 
     # --- effects ----------------------------------------------------------------------------
@@ -207,11 +204,9 @@ class Executor:
                 posted = await reply.send(effect.message, "outcome")
                 if turn.opened is not None and posted is not None:
                     turn.opened.message_id = posted.message_id  # stored with the session
-                elif turn.opened is not None:
-                    # Parked (or sent before a crash, id unknown): a late delivery must find
-                    # the decision to tie its message to it, so it cannot wait.
-                    opened, turn.opened = turn.opened, None
-                    await self.decisions.save(opened)
+                elif turn.opened is not None:  # parked: a late delivery must find the decision
+                    await self.decisions.save(turn.opened)
+                    turn.opened = None
             case fx.Command():
                 await self._command(turn)
             case fx.Forget():
@@ -308,7 +303,7 @@ class Executor:
 
     async def _open(self, turn: Turn, opened: fx.Open) -> None:
         await self.runner.discard(turn.called)
-        decision = self.decisions.new(
+        turn.opened = self.decisions.new(
             id=opened.decision_id,
             kind=opened.kind,
             conversation_id=turn.event.conversation.id,
@@ -318,11 +313,7 @@ class Executor:
             options=list(opened.options),
             is_direct=opened.is_direct,
         )
-        # Stored with the session, together with its prompt's message id: one write. A
-        # press on its buttons is an entry of this conversation, handled under its lock
-        # after this one, so the decision is there before anyone can act on it.
-        turn.opened = decision
-        turn.session.decision_id = decision.id
+        turn.session.decision_id = turn.opened.id
         turn.session.status = (
             "awaiting_answer" if opened.kind == "question" else "awaiting_approval"
         )

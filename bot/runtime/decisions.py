@@ -10,6 +10,7 @@ import base64
 import hashlib
 import secrets
 import time
+from collections.abc import Callable
 from typing import Literal
 
 import redis.asyncio as aioredis
@@ -82,25 +83,30 @@ class DecisionStore:
 
     async def save(self, decision: Decision) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
-            self.queue(pipe, decision)
+            self.queued(decision)(pipe)
             await pipe.execute()
 
-    def queue(self, pipe: Pipeline, decision: Decision) -> None:
-        """Add the decision's write to `pipe` (to share another write's round trip)."""
-        key = self.keys.decision(decision.id)
-        record = decision.model_dump_json(exclude={"status", "decided_by", "decided_at"})
-        pipe.hset(
-            key,
-            mapping={
-                "record": record,
-                "status": decision.status,
-                "decided_by": decision.decided_by,
-                "decided_at": decision.decided_at,
-            },
-        )
-        pipe.pexpire(key, int((self.ttl + GRACE) * 1000))
-        if decision.status == "pending":
-            pipe.zadd(self.keys.pending(decision.kind), {decision.id: decision.expires_at})
+    def queued(self, decision: Decision) -> Callable[[Pipeline], None]:
+        """The decision's write, to add to a pipeline another write's round trip sends (it
+        is written as the decision is when the pipeline is filled)."""
+
+        def queue(pipe: Pipeline) -> None:
+            key = self.keys.decision(decision.id)
+            record = decision.model_dump_json(exclude={"status", "decided_by", "decided_at"})
+            pipe.hset(
+                key,
+                mapping={
+                    "record": record,
+                    "status": decision.status,
+                    "decided_by": decision.decided_by,
+                    "decided_at": decision.decided_at,
+                },
+            )
+            pipe.pexpire(key, int((self.ttl + GRACE) * 1000))
+            if decision.status == "pending":
+                pipe.zadd(self.keys.pending(decision.kind), {decision.id: decision.expires_at})
+
+        return queue
 
     async def get(self, decision_id: str) -> Decision | None:
         raw = await self.redis.hgetall(self.keys.decision(decision_id))

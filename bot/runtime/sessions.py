@@ -28,8 +28,9 @@ from bot.runtime.locks import Lease, LockLost
 Status = Literal["idle", "running", "awaiting_answer", "awaiting_approval"]
 Queue = Callable[[Pipeline], object]  # adds commands to a pipeline
 
-# KEYS: lock, session, backlog. ARGV: lease value, session, ttl ms, backlog member done ('' if
-# none). Returns false if the lease is lost, else {1, the backlog's oldest member}.
+# KEYS: lock, session, backlog, untried. ARGV: lease value, session, ttl ms, backlog member
+# done ('' if none). Returns false if the lease is lost, else {1, the backlog's oldest member,
+# whether it was untried} (see bot/runtime/locks.py).
 _WRITE = """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return false
@@ -38,7 +39,11 @@ redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])
 if ARGV[4] ~= '' then
   redis.call('zrem', KEYS[3], ARGV[4])
 end
-return {1, redis.call('zrange', KEYS[3], 0, 0)[1] or false}
+local head = redis.call('zrange', KEYS[3], 0, 0)[1]
+if not head then
+  return {1, false, 0}
+end
+return {1, head, redis.call('srem', KEYS[4], head)}
 """
 
 
@@ -96,6 +101,7 @@ class SessionStore:
             self.keys.lock(conversation),
             self.keys.session(conversation),
             self.keys.backlog(conversation),
+            self.keys.untried(conversation),
         ]
         raw = session.model_dump_json()
         done = backlog_member(session.last_entry) if session.last_entry else ""
@@ -117,4 +123,4 @@ class SessionStore:
             raise LockLost(conversation)
         lease.session = raw.encode()
         lease.done = done.encode() or None
-        lease.head = written[1] or None
+        lease.next_up(written[1] or None, written[2])

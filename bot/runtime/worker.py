@@ -250,8 +250,10 @@ class Worker:
         async with self._slots:
             arrived = self._arrived.get(conversation, {})
             adding = dict(arrived)
+            first = [member for member, fresh in adding.items() if fresh]
+            again = [member for member, fresh in adding.items() if not fresh]
             try:
-                lease = await self.locks.try_acquire(conversation, list(adding))
+                lease = await self.locks.try_acquire(conversation, again, first)
             except BaseException:  # taken up again later, unless it is on the backlog now
                 self._arrived.setdefault(conversation, {}).update(dict.fromkeys(adding, False))
                 raise
@@ -261,25 +263,33 @@ class Worker:
                 self._arrived.pop(conversation, None)
             if lease is None:
                 return  # its holder drains the backlog, our entries included
-            # First delivered, then put on the backlog as we took the lock: nobody tried them.
-            first = {member for member, fresh in adding.items() if fresh}
-            lease.untried = {entry_of(member) for member in first & lease.added}
-            try:
-                async with self.locks.kept(lease):
-                    await self._work(lease)
-            finally:
-                released = await self.locks.let_go(lease)
+            released = await self._hold(lease)
         if lease.lost or not released:
             self._stalled.add(conversation)  # whoever holds it now drains; else we do
         elif lease.remaining and not self._stopping.is_set():
-            self._spawn(conversation)  # an entry arrived between our last look and the release
+            self._spawn(conversation)  # an entry arrived as the lock went (a lost race)
+
+    async def _hold(self, lease: Lease) -> bool:
+        """Drain the backlog under the lease, then let go of it in one round trip that keeps
+        it instead while entries wait (they arrived as the last one finished), so those are
+        drained without taking the lock again. False if Redis did not take the release."""
+        while True:
+            try:
+                async with self.locks.kept(lease):
+                    await self._work(lease)
+            except BaseException:
+                await self.locks.let_go(lease)
+                raise
+            keep = not lease.lost and not self._stopping.is_set()
+            released = await self.locks.let_go(lease, keep_if_waiting=keep)
+            if not (released and lease.kept):
+                return released
 
     async def _work(self, lease: Lease) -> None:
         """Handle the backlog, oldest first, while the lease holds. A handled entry is
         acknowledged with the lease's next write after its session is stored (the next
         session save, a renewal, the release): a crash before that replays it, and the
         stored session's `last_entry` makes the replay a no-op."""
-        backlog = self.keys.backlog(lease.conversation_id)
         head = lease.head
         while head is not None and not lease.lost:
             entry = entry_of(head)
@@ -296,12 +306,8 @@ class Worker:
                 head = lease.head
                 continue
             # Nothing stored for it (done before, or given up): take it off ourselves.
-            async with self.redis.pipeline(transaction=False) as pipe:
-                with lease.riding(pipe, self.keys.inbox):
-                    pipe.zrem(backlog, head)
-                    pipe.zrange(backlog, 0, 0)
-                    *_, found = await pipe.execute()
-            head = found[0] if found else None
+            await self.locks.skip(lease, head)
+            head = lease.head
 
     async def _process(self, entry: str, lease: Lease) -> Processed:
         """Handle one entry: done (acknowledge it), retry (keep it), or lost (the lock)."""

@@ -10,17 +10,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 
 import pytest
 import redis as syncredis
 import redis.asyncio as aioredis
 
+from adapters.base import Inbound
 from agent.messages import ChatRequest, ChatResponse
 from bot.runtime.inbox import Inbox
-from bot.runtime.keys import backlog_member
-from bot.runtime.sessions import Session
-from bot.runtime.worker import GROUP
+from bot.runtime.keys import Keys, backlog_member
+from bot.runtime.locks import ConversationLocks, Lease
+from bot.runtime.sessions import Session, SessionStore
+from bot.runtime.worker import GROUP, Worker
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings
 from tests.bot.recording import click, dm, message
@@ -274,6 +277,95 @@ async def test_an_entry_stored_but_left_unacknowledged_by_a_dead_worker_replays_
     assert harness.adapter.texts(chat) == []  # no second run, no reply
     assert len(model.requests) == 1
     assert not await redis.xpending_range(keys.inbox, GROUP, min="-", max="+", count=10)
+
+
+async def test_an_entry_that_arrives_as_the_holder_finishes_is_drained_under_the_same_lock(
+    redis: aioredis.Redis, redis_url: str
+) -> None:
+    """The release finds it waiting and keeps the lock instead of letting go and taking it
+    again; and it was first delivered to the worker that failed to take the lock, so the
+    holder is told it is untried."""
+    chat = dm()
+    keys = Keys()
+    handled: list[tuple[str, bool]] = []
+    async with counted(redis_url) as (client, log):
+        sessions = SessionStore(client, keys, ttl=60)
+        inbox = Inbox(client, keys, dedup_ttl=60)
+
+        async def handle(entry_id: str, event: Inbound, lease: Lease) -> None:
+            handled.append((entry_id, entry_id in lease.untried))
+            session = await sessions.load(lease.conversation_id, lease)
+            session.last_entry = entry_id
+            await sessions.save(lease, session)
+            if len(handled) == 1:  # the next message arrives after the save looked for more
+                await inbox.submit(message(chat, "two"))
+                deadline = time.monotonic() + 20
+                while not await redis.zcard(keys.backlog(chat.id)):
+                    assert time.monotonic() < deadline, "the entry never reached the backlog"
+                    await asyncio.sleep(0.01)
+
+        locks = ConversationLocks(client, keys, lease=5, ttl=60)
+        worker = Worker(client, keys, locks, handle, block=0.05)
+        await worker.ensure_group()
+        reading = asyncio.create_task(worker.run())
+        try:
+            await inbox.submit(message(chat, "one"))
+            deadline = time.monotonic() + 20
+            while len(handled) < 2 or worker._tasks:
+                assert time.monotonic() < deadline, f"not drained: {handled}"
+                await asyncio.sleep(0.01)
+        finally:
+            worker.stop()
+            await reading
+    one, two = [e.decode() for e, _ in await redis.xrange(keys.inbox)]
+    assert handled == [(one, True), (two, True)]
+    assert log.by("Worker._drain_conversation") == [
+        ("EVALSHA",),  # one's drain takes the lock
+        ("EVALSHA",),  # two's drain finds it taken, and puts two on the backlog
+        ("XACK", "EVAL"),  # the release acknowledges one, finds two waiting, keeps the lock
+        ("XACK", "EVAL"),  # the release acknowledges two and lets go
+    ]
+    assert not await redis.xpending_range(keys.inbox, GROUP, min="-", max="+", count=10)
+    assert not await redis.exists(keys.lock(chat.id), keys.backlog(chat.id))
+
+
+class Gated(ScriptedModel):
+    """A scripted model that answers only once `opened` is set."""
+
+    def __init__(self, *script: ChatResponse) -> None:
+        super().__init__(list(script))
+        self.asked = asyncio.Event()
+        self.opened = asyncio.Event()
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        self.asked.set()
+        await self.opened.wait()
+        return await super().complete(request)
+
+
+async def test_an_entry_first_delivered_while_another_runs_streams_without_reading_back(
+    redis: aioredis.Redis, redis_url: str, telegram: FakeTelegram
+) -> None:
+    model = Gated(reply("One."), reply("Two."))
+    async with bot(redis, telegram, model) as harness:
+        backlog = harness.runtime.keys.backlog(CONVERSATION)
+        async with monitored(redis_url) as commands:
+            telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="one"))
+            await asyncio.wait_for(model.asked.wait(), 20)
+            telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="two"))
+            deadline = time.monotonic() + 20
+            while await redis.zcard(backlog) < 2:  # two waits behind one
+                assert time.monotonic() < deadline, "two never reached the backlog"
+                await asyncio.sleep(0.01)
+            model.opened.set()
+            await until(lambda: len(telegram.chat(ANA)) == 2)
+            await harness.settle()
+            await asyncio.sleep(0.3)  # the monitor's last lines
+    assert texts(telegram) == ["One.", "Two."]
+    # Two was put on the backlog by a worker that could not take the lock; the holder was
+    # told it is untried, so its streamed answer did not read its outbox key either.
+    reads = [c for c in commands if c.startswith("GET ")]
+    assert not [c for c in reads if "outbox" in c or "session" in c], reads
 
 
 @contextlib.asynccontextmanager
