@@ -228,7 +228,7 @@ async def test_a_long_run_does_not_hold_back_the_acknowledgement_of_the_entry_be
     model = ScriptedModel([])
 
     def first(request: ChatRequest) -> ChatResponse:
-        model.latency = 1.2  # the next run outlasts two renewals (every lease / 3 = 0.4 s)
+        model.latency = 2.5  # the next run outlasts two renewals (every lease / 3 = 1 s)
         return reply("first")
 
     def second(request: ChatRequest) -> ChatResponse:
@@ -239,14 +239,14 @@ async def test_a_long_run_does_not_hold_back_the_acknowledgement_of_the_entry_be
     model.push(first, second)
     keys = None
     try:
-        async with running(redis, model, config=settings(PARLEY_LOCK_LEASE=1.2)) as harness:
+        async with running(redis, model, config=settings(PARLEY_LOCK_LEASE=3)) as harness:
             keys = harness.runtime.keys
             await harness.runtime.worker.ensure_group()
         inbox = Inbox(redis, keys, dedup_ttl=60)
         for text in ("one", "two"):
             await inbox.submit(message(chat, text))
         one, two = [e.decode() for e, _ in await redis.xrange(keys.inbox)]
-        async with running(redis, model, config=settings(PARLEY_LOCK_LEASE=1.2)) as harness:
+        async with running(redis, model, config=settings(PARLEY_LOCK_LEASE=3)) as harness:
             await harness.settle(within=20)
     finally:
         reader.close()
