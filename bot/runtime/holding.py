@@ -28,7 +28,8 @@ class Lease:
     entries it was told are untried and has not tried yet (no earlier attempt can have left
     anything behind for them); writes that may wait for its next session save, so that they
     share its round trip (key → value, ttl in ms); and the handled entries whose sessions
-    are stored, acknowledged with its next write (`riding`)."""
+    are stored, acknowledged with its next write (`riding`). The session save that stores
+    `let_go_after` lets go of the lock if no entry waits (`released`)."""
 
     def __init__(
         self,
@@ -50,6 +51,9 @@ class Lease:
         self.untried: set[str] = set()
         self.records: dict[str, tuple[str, int]] = {}
         self.acks: list[str] = []
+        self.let_go_after: bytes | None = None  # the backlog member being handled
+        self.letting_go = False  # a session save that may let go of the lock is under way
+        self.released = False  # a session save let go of the lock (nothing waited)
         self._lost = asyncio.Event()
 
     @property

@@ -9,9 +9,10 @@ released on this process's next try for that conversation, so no outage leaves i
 Taking the lock is one round trip that also puts newly read entries on the conversation's
 backlog and reads what the holder needs first (the backlog's oldest entry and the stored
 session). Only the holder writes the session, so its lease keeps the stored copy and a
-second read is never needed. Letting go is one round trip too: while entries wait it keeps
-the lock instead and says which one is next, so a holder drains what arrived as it finished
-without taking the lock again.
+second read is never needed. Usually the session save that stores the last waiting entry
+lets go of the lock (`bot/runtime/sessions.py`); otherwise letting go is one round trip of
+its own, which keeps the lock instead while entries wait and says which one is next, so a
+holder drains what arrived as it finished without taking the lock again.
 
 An entry put on the backlog on its first delivery (by whoever tried the lock) stays marked
 untried until a holder is told it is next, so its handling need not look for what an earlier
@@ -236,12 +237,16 @@ class ConversationLocks:
         renewed = time.monotonic()
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
+            if lease.released:
+                return
             try:
                 kept = await self._renew_riding(lease, key)
             except REDIS_DOWN:
                 if time.monotonic() - renewed < self.lease_ms / 1000:
                     continue  # Redis may be back before the lease runs out
                 kept = False
+            if not kept and (lease.letting_go or lease.released):
+                continue  # a session save let go of it (the holder is done)
             if not kept:
                 lease.lost = True
                 log.warning("lost the lock of %s", lease.conversation_id)

@@ -4,8 +4,8 @@ Every entry read is put on its conversation's backlog (a sorted set ordered by e
 the worker tries that conversation's lock, in the same script. Whoever holds the lock drains
 the backlog oldest first, so entries of one conversation are handled one at a time and in
 order, whichever worker read them. An entry is acknowledged only after its effects are
-stored (the last one of a drain together with the lock's release); entries left by a dead
-worker are claimed again by the reclaimer (`bot/runtime/reclaimer.py`).
+stored, with the holder's next write (or next read, if its save let go of the lock); entries
+left by a dead worker are claimed again by the reclaimer (`bot/runtime/reclaimer.py`).
 
 Faults: while Redis is away every loop backs off and tries again, and conversations cut off
 mid-way are taken up again once it is back (their entries stay pending until acknowledged).
@@ -31,8 +31,8 @@ from redis.exceptions import ResponseError
 
 from adapters.base import Inbound
 from bot.ops import metrics
-from bot.ops.health import Health, pause, redis_away
-from bot.runtime.failures import Failures, OnError, dead_letter, dead_lettered
+from bot.ops.health import REDIS_DOWN, Health, pause, redis_away
+from bot.runtime.failures import Failures, OnError
 from bot.runtime.inbox import decode_entry, queued_at_of
 from bot.runtime.keys import Keys, backlog_member, entry_of
 from bot.runtime.locks import ConversationLocks, Lease, LockLost, while_held
@@ -92,6 +92,7 @@ class Worker:
         self._read_events: OrderedDict[str, Inbound] = OrderedDict()
         # Backlog members read but not yet on their backlog (the next lock try puts them).
         self._arrived: dict[str, dict[str, bool]] = {}  # → on its first delivery
+        self._acks: list[str] = []  # stored entries whose save let go: XACKed with the next read
 
     async def ensure_group(self) -> None:
         await ensure_group(self.redis, self.keys)
@@ -142,23 +143,30 @@ class Worker:
                 await asyncio.gather(*pending, return_exceptions=True)
 
     async def leave(self) -> None:
+        if self._acks:  # else they replay as no-ops
+            with contextlib.suppress(*REDIS_DOWN):
+                await self.redis.xack(self.keys.inbox, GROUP, *self._acks)
         await self.reclaimer.leave()
 
     async def _read(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        response = await self._read_group(">")
-        if not response:
-            return []
-        return list(response[0][1])
-
-    async def _read_group(self, start: str) -> Any:
+        acks, self._acks = self._acks, []
         try:
-            return await self.redis.xreadgroup(
-                GROUP,
-                self.name,
-                {self.keys.inbox: start},
-                count=self.concurrency * 2,
-                block=self.block_ms if start == ">" else None,
-            )
+            response = await self._read_group(">", acks)
+        except BaseException:
+            self._acks[:0] = acks
+            raise
+        return list(response[0][1]) if response else []
+
+    async def _read_group(self, start: str, acks: Sequence[str] = ()) -> Any:
+        block = self.block_ms if start == ">" else None
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                if acks:
+                    pipe.xack(self.keys.inbox, GROUP, *acks)
+                pipe.xreadgroup(
+                    GROUP, self.name, {self.keys.inbox: start}, self.concurrency * 2, block
+                )
+                return (await pipe.execute())[-1]
         except ResponseError as exc:
             if not group_gone(exc):
                 raise
@@ -188,7 +196,6 @@ class Worker:
     ) -> None:
         """Note entries for their drains (`first`: read with '>'); dead-letter bad ones."""
         conversations: dict[str, None] = {}  # ordered, without repeats
-        quarantined: list[str] = []
         settled: list[tuple[str, dict[bytes, bytes] | None, Exception | None]] = []
         for entry_id, fields in entries:
             entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
@@ -199,7 +206,6 @@ class Worker:
                 event, conversation = decode_entry(fields)
             except Exception as undecodable:
                 settled.append((entry, fields, undecodable))
-                quarantined.append(entry)
                 continue
             if queued_at := queued_at_of(fields):
                 metrics.QUEUE_LAG.observe(max(0.0, time.time() - queued_at))
@@ -207,16 +213,7 @@ class Worker:
             self._arrived.setdefault(conversation, {})[backlog_member(entry)] = first
             conversations[conversation] = None
         if settled:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for entry, fields, error in settled:
-                    if error is not None:
-                        dead_letter(
-                            pipe, self.keys, entry, fields, "undecodable", error, attempts=0
-                        )
-                    pipe.xack(self.keys.inbox, GROUP, entry)
-                await pipe.execute()
-        for entry in quarantined:
-            dead_lettered(entry, "undecodable")
+            await self.failures.settle_unreadable(settled)
         while len(self._read_events) > READ_CACHE:
             self._read_events.popitem(last=False)
         for conversation in conversations:
@@ -280,6 +277,9 @@ class Worker:
             except BaseException:
                 await self.locks.let_go(lease)
                 raise
+            if lease.released:  # by the last session save: nothing waited
+                self._acks += lease.acks
+                return True
             keep = not lease.lost and not self._stopping.is_set()
             released = await self.locks.let_go(lease, keep_if_waiting=keep)
             if not (released and lease.kept):
@@ -293,6 +293,7 @@ class Worker:
         head = lease.head
         while head is not None and not lease.lost:
             entry = entry_of(head)
+            lease.let_go_after = head  # its session save lets go of the lock if none waits
             processed = await self._process(entry, lease)
             if processed == "lost":
                 lease.lost = True
