@@ -267,9 +267,9 @@ class Worker:
             self._spawn(conversation)  # an entry arrived as the lock went (a lost race)
 
     async def _hold(self, lease: Lease) -> bool:
-        """Drain the backlog under the lease, then let go of it in one round trip that keeps
-        it instead while entries wait (they arrived as the last one finished), so those are
-        drained without taking the lock again. False if Redis did not take the release."""
+        """Drain the backlog under the lease. The last session save lets go of the lock; if
+        not, one round trip does, or keeps it while entries wait (they came as the last one
+        finished) to drain them without taking it again. False if Redis did not take it."""
         while True:
             try:
                 async with self.locks.kept(lease):
@@ -287,8 +287,8 @@ class Worker:
 
     async def _work(self, lease: Lease) -> None:
         """Handle the backlog, oldest first, while the lease holds. A handled entry is
-        acknowledged with the lease's next write after its session is stored (the next
-        session save, a renewal, the release): a crash before that replays it, and the
+        acknowledged after its session is stored, with the lease's next write (a save, a
+        renewal, the release) or the next read: a crash before that replays it, and the
         stored session's `last_entry` makes the replay a no-op."""
         head = lease.head
         while head is not None and not lease.lost:
