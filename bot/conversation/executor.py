@@ -3,8 +3,8 @@
 `handle` loads what `decide` needs (the session, and the decision the event is about: one
 read each), then performs the effects in order. An effect the world answers (`Admit`,
 `Claim`, `Run`, `Resume`) ends its list; its answer goes back to `decide` as a follow-up.
-The session is stored once the entry is done, with the entry marked handled (and before a
-resumed run, so a replay resumes the same way).
+The session is stored once the entry is done, with the entry marked handled and a decision
+it opened (a press on its prompt is a later entry), and before a resumed run (for replays).
 
 Every reply goes through the outbox under a key derived from the entry and what the reply is
 for, so processing the same entry twice never posts twice. Delivery failure is an outcome,
@@ -58,7 +58,7 @@ class Turn:
     reply: Reply
     lease: Lease
     called: Called | None = None  # the agent call of this entry, once it returned
-    opened: Decision | None = None  # the decision this entry asks for
+    opened: Decision | None = None  # the decision this entry asks for, until it is stored
 
     @property
     def event(self) -> Inbound:
@@ -160,11 +160,12 @@ class Executor:
         )
 
     async def _finish(self, turn: Turn, entry_id: str | None) -> None:
-        """Clear the progress display and store the session (with the entry, once handled)."""
+        """Clear progress; store the session (the entry once handled, a decision it opened)."""
         await self.runner.clear_progress(turn.reply.adapter, turn.event.conversation)
         if entry_id is not None:
             turn.session.last_entry = entry_id
-        await self.sessions.save(turn.lease, turn.session)
+        also = self.decisions.queued(turn.opened) if turn.opened else None
+        await self.sessions.save(turn.lease, turn.session, also)
 
     # --- effects ----------------------------------------------------------------------------
 
@@ -201,9 +202,11 @@ class Executor:
                 await self._open(turn, effect)
             case fx.Prompt():
                 posted = await reply.send(effect.message, "outcome")
-                if posted is not None and turn.opened is not None:
-                    turn.opened.message_id = posted.message_id
+                if turn.opened is not None and posted is not None:
+                    turn.opened.message_id = posted.message_id  # stored with the session
+                elif turn.opened is not None:  # parked: a late delivery must find the decision
                     await self.decisions.save(turn.opened)
+                    turn.opened = None
             case fx.Command():
                 await self._command(turn)
             case fx.Forget():
@@ -300,7 +303,7 @@ class Executor:
 
     async def _open(self, turn: Turn, opened: fx.Open) -> None:
         await self.runner.discard(turn.called)
-        decision = self.decisions.new(
+        turn.opened = self.decisions.new(
             id=opened.decision_id,
             kind=opened.kind,
             conversation_id=turn.event.conversation.id,
@@ -310,9 +313,7 @@ class Executor:
             options=list(opened.options),
             is_direct=opened.is_direct,
         )
-        await self.decisions.save(decision)
-        turn.opened = decision
-        turn.session.decision_id = decision.id
+        turn.session.decision_id = turn.opened.id
         turn.session.status = (
             "awaiting_answer" if opened.kind == "question" else "awaiting_approval"
         )

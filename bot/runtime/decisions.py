@@ -10,10 +10,12 @@ import base64
 import hashlib
 import secrets
 import time
+from collections.abc import Callable
 from typing import Literal
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel
+from redis.asyncio.client import Pipeline
 
 from bot.runtime.keys import Keys
 
@@ -80,9 +82,17 @@ class DecisionStore:
         )
 
     async def save(self, decision: Decision) -> None:
-        key = self.keys.decision(decision.id)
-        record = decision.model_dump_json(exclude={"status", "decided_by", "decided_at"})
         async with self.redis.pipeline(transaction=True) as pipe:
+            self.queued(decision)(pipe)
+            await pipe.execute()
+
+    def queued(self, decision: Decision) -> Callable[[Pipeline], None]:
+        """The decision's write, to add to a pipeline another write's round trip sends (it
+        is written as the decision is when the pipeline is filled)."""
+
+        def queue(pipe: Pipeline) -> None:
+            key = self.keys.decision(decision.id)
+            record = decision.model_dump_json(exclude={"status", "decided_by", "decided_at"})
             pipe.hset(
                 key,
                 mapping={
@@ -95,7 +105,8 @@ class DecisionStore:
             pipe.pexpire(key, int((self.ttl + GRACE) * 1000))
             if decision.status == "pending":
                 pipe.zadd(self.keys.pending(decision.kind), {decision.id: decision.expires_at})
-            await pipe.execute()
+
+        return queue
 
     async def get(self, decision_id: str) -> Decision | None:
         raw = await self.redis.hgetall(self.keys.decision(decision_id))

@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from adapters.base import Inbound
 from bot.ops import metrics
 from bot.runtime.keys import Keys
+from bot.runtime.reclaimer import GROUP
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,21 @@ class Failures:
         self.max_attempts = max_attempts
         self.attempts_ttl_ms = int(attempts_ttl * 1000)
         self.on_error = on_error
+
+    async def settle_unreadable(
+        self, settled: list[tuple[str, dict[bytes, bytes] | None, Exception | None]]
+    ) -> None:
+        """Acknowledge entries read with nothing to do: trimmed away (no fields), or
+        undecodable (with the error: dead-lettered first, in the same round trip)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for entry, fields, error in settled:
+                if error is not None:
+                    dead_letter(pipe, self.keys, entry, fields, "undecodable", error, attempts=0)
+                pipe.xack(self.keys.inbox, GROUP, entry)
+            await pipe.execute()
+        for entry, _, error in settled:
+            if error is not None:
+                dead_lettered(entry, "undecodable")
 
     async def count(self, conversation_id: str, entry: str, exc: Exception) -> tuple[int, float]:
         """Count a failed try: the tries so far, and the pause before the next one (0 when

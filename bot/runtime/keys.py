@@ -43,6 +43,10 @@ class Keys:
     def backlog(self, conversation_id: str) -> str:
         return self.conversation(conversation_id, "backlog")
 
+    def untried(self, conversation_id: str) -> str:
+        """Backlog members on their first delivery that no holder has been told of yet."""
+        return self.conversation(conversation_id, "untried")
+
     def journal(self, conversation_id: str, run_id: str) -> str:
         """Approved tool calls of one run: started, finished and their results."""
         return self.conversation(conversation_id, f"journal:{run_id}")
@@ -109,6 +113,7 @@ PATTERNS: dict[str, str] = {
     "conv:*:fence": "ttl",
     "conv:*:session": "ttl",
     "conv:*:backlog": "ttl",
+    "conv:*:untried": "ttl",
     "conv:*:journal:*": "ttl",
     "conv:*:attempts": "ttl",
     "conv:*:seen": "ttl",

@@ -8,8 +8,19 @@ released on this process's next try for that conversation, so no outage leaves i
 
 Taking the lock is one round trip that also puts newly read entries on the conversation's
 backlog and reads what the holder needs first (the backlog's oldest entry and the stored
-session); releasing it says how many entries are still waiting. Only the holder writes the
-session, so its lease keeps the stored copy and a second read is never needed.
+session). Only the holder writes the session, so its lease keeps the stored copy and a
+second read is never needed. Usually the session save that stores the last waiting entry
+lets go of the lock (`bot/runtime/sessions.py`); otherwise letting go is one round trip of
+its own, which keeps the lock instead while entries wait and says which one is next, so a
+holder drains what arrived as it finished without taking the lock again.
+
+An entry put on the backlog on its first delivery (by whoever tried the lock) stays marked
+untried until a holder is told it is next, so its handling need not look for what an earlier
+attempt left; a holder that dies before trying it costs the next one only that look.
+
+The acknowledgement of an entry whose session is stored waits on the lease for the holder's
+next write (the next session save, a renewal or the release) and rides in its round trip, a
+non-transactional pipeline: the inbox and the conversation are different slots in a cluster.
 """
 
 from __future__ import annotations
@@ -19,30 +30,32 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 
 import redis.asyncio as aioredis
-from redis.asyncio.client import Pipeline
 
 from bot.ops.health import REDIS_DOWN, redis_away
+from bot.runtime.holding import Lease, LockLost, while_held
 from bot.runtime.keys import Keys
+
+__all__ = ["ConversationLocks", "Lease", "LockLost", "while_held"]  # the holder's side too
 
 log = logging.getLogger(__name__)
 
-Queue = Callable[[Pipeline], object]  # adds commands to a pipeline
-
-# KEYS: lock, fence, backlog, session. ARGV: owner, lease ms, fence ttl ms, backlog ttl ms,
-# then backlog members to add. Returns false, or {token, oldest backlog member, session, the
-# members this call added (none was on the backlog before)...}.
+# KEYS: lock, fence, backlog, session, untried. ARGV: owner, lease ms, ttl ms (fence, backlog,
+# untried), how many of the members that follow are on their first delivery, then backlog
+# members to add (those first). Returns false, or {token, oldest member, whether it was
+# untried, session}.
 _ACQUIRE = """
-local added = {}
 if #ARGV > 4 then
+  local first = 4 + tonumber(ARGV[4])
   for i = 5, #ARGV do
-    if redis.call('zadd', KEYS[3], 'NX', 0, ARGV[i]) == 1 then
-      added[#added + 1] = ARGV[i]
+    if redis.call('zadd', KEYS[3], 'NX', 0, ARGV[i]) == 1 and i <= first then
+      redis.call('sadd', KEYS[5], ARGV[i])
     end
   end
-  redis.call('pexpire', KEYS[3], ARGV[4])
+  redis.call('pexpire', KEYS[3], ARGV[3])
+  redis.call('pexpire', KEYS[5], ARGV[3])
 end
 if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return false
@@ -50,8 +63,11 @@ end
 local token = redis.call('incr', KEYS[2])
 redis.call('pexpire', KEYS[2], ARGV[3])
 redis.call('set', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
-local head = redis.call('zrange', KEYS[3], 0, 0)[1] or false
-return {token, head, redis.call('get', KEYS[4]), unpack(added)}
+local head = redis.call('zrange', KEYS[3], 0, 0)[1]
+if not head then
+  return {token, false, 0, redis.call('get', KEYS[4])}
+end
+return {token, head, redis.call('srem', KEYS[5], head), redis.call('get', KEYS[4])}
 """
 
 _RENEW = """
@@ -61,62 +77,35 @@ end
 return 0
 """
 
-# KEYS: lock, backlog. Returns how many entries wait on the backlog.
+# KEYS: lock, backlog, untried. ARGV: lease value, '1' to keep the lock while entries wait,
+# lease ms. Returns {1, oldest member, whether it was untried} if it kept the lock, else
+# {0, how many entries wait}.
 _RELEASE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
+local ours = redis.call('get', KEYS[1]) == ARGV[1]
+if ours and ARGV[2] == '1' then
+  local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+  if head then
+    redis.call('pexpire', KEYS[1], ARGV[3])
+    return {1, head, redis.call('srem', KEYS[3], head)}
+  end
+end
+if ours then
   redis.call('del', KEYS[1])
 end
-return redis.call('zcard', KEYS[2])
+return {0, redis.call('zcard', KEYS[2])}
 """
 
 
-class LockLost(Exception):
-    """The lease ran out and another worker may hold the conversation now."""
-
-
-class Lease:
-    """A held conversation lock: `value` proves it, `token` orders holders.
-
-    It also carries what the holder knows of its conversation: the session as last stored
-    (raw JSON, None if there is none) and the backlog's oldest member as last seen; the
-    entries it put on the backlog on their first delivery and has not tried yet (no earlier
-    attempt can have left anything behind for them); and writes that may wait for its next
-    session save, so that they share its round trip (key → value, ttl in ms)."""
-
-    def __init__(
-        self,
-        conversation_id: str,
-        value: str,
-        token: int,
-        *,
-        session: bytes | None = None,
-        head: bytes | None = None,
-    ) -> None:
-        self.conversation_id = conversation_id
-        self.value = value
-        self.token = token
-        self.session = session
-        self.head = head
-        self.done: bytes | None = None  # the backlog member the last session save took off
-        self.remaining = 0  # entries left on the backlog at release
-        self.added: set[str] = set()  # backlog members its acquisition put there
-        self.untried: set[str] = set()
-        self.records: dict[str, tuple[str, int]] = {}
-        self._lost = asyncio.Event()
-
-    @property
-    def lost(self) -> bool:
-        return self._lost.is_set()
-
-    @lost.setter
-    def lost(self, value: bool) -> None:
-        if value:
-            self._lost.set()
-        else:
-            self._lost.clear()
-
-    async def wait_lost(self) -> None:
-        await self._lost.wait()
+# KEYS: backlog, untried. ARGV: the member to take off. Returns {oldest member, was untried}.
+_SKIP = """
+redis.call('zrem', KEYS[1], ARGV[1])
+redis.call('srem', KEYS[2], ARGV[1])
+local head = redis.call('zrange', KEYS[1], 0, 0)[1]
+if not head then
+  return {false, 0}
+end
+return {head, redis.call('srem', KEYS[2], head)}
+"""
 
 
 class ConversationLocks:
@@ -126,14 +115,13 @@ class ConversationLocks:
         keys: Keys,
         *,
         lease: float,
-        fence_ttl: float,
-        backlog_ttl: float | None = None,
+        ttl: float,
     ) -> None:
+        """`ttl`: how long a conversation's fence and backlog outlive their last write."""
         self.redis = redis
         self.keys = keys
         self.lease_ms = int(lease * 1000)
-        self.fence_ttl_ms = int(fence_ttl * 1000)
-        self.backlog_ttl_ms = int((backlog_ttl or fence_ttl) * 1000)
+        self.ttl_ms = int(ttl * 1000)
         self.owner = uuid.uuid4().hex[:12]
         self._acquire = redis.register_script(_ACQUIRE)
         self._renew = redis.register_script(_RENEW)
@@ -141,8 +129,11 @@ class ConversationLocks:
         # Leases whose release failed (Redis was away), released before the next try.
         self._unreleased: dict[str, Lease] = {}
 
-    async def try_acquire(self, conversation_id: str, add: Sequence[str] = ()) -> Lease | None:
-        """Put `add` (backlog members) on the backlog, then take the lock if it is free."""
+    async def try_acquire(
+        self, conversation_id: str, add: Sequence[str] = (), first: Sequence[str] = ()
+    ) -> Lease | None:
+        """Put `add` and `first` (backlog members; `first` on their first delivery) on the
+        backlog, then take the lock if it is free."""
         if (stale := self._unreleased.pop(conversation_id, None)) is not None:
             try:
                 await self.release(stale)
@@ -154,35 +145,53 @@ class ConversationLocks:
             self.keys.fence(conversation_id),
             self.keys.backlog(conversation_id),
             self.keys.session(conversation_id),
+            self.keys.untried(conversation_id),
         ]
-        args: list[str | int] = [
-            self.owner,
-            self.lease_ms,
-            self.fence_ttl_ms,
-            self.backlog_ttl_ms,
-            *add,
-        ]
+        members = [*first, *add]
+        args: list[str | int] = [self.owner, self.lease_ms, self.ttl_ms, len(first), *members]
         taken = await self._acquire(keys=keys, args=args)
         if taken is None:
             return None
-        token, head, session = int(taken[0]), taken[1] or None, taken[2] or None
-        lease = Lease(conversation_id, f"{self.owner}:{token}", token, session=session, head=head)
-        lease.added = {_text(member) for member in taken[3:]}
+        token, head, untried, session = int(taken[0]), taken[1] or None, taken[2], taken[3]
+        lease = Lease(conversation_id, f"{self.owner}:{token}", token, session=session or None)
+        lease.next_up(head, untried)
         return lease
 
-    async def release(self, lease: Lease, also: Queue | None = None) -> int:
-        """Let go of the lock; returns how many entries wait on its backlog."""
-        keys = [self.keys.lock(lease.conversation_id), self.keys.backlog(lease.conversation_id)]
-        if also is None:
-            remaining = await self._release(keys=keys, args=[lease.value])
+    async def release(self, lease: Lease, *, keep_if_waiting: bool = False) -> int:
+        """Let go of the lock (with the waiting acknowledgements); returns how many entries
+        wait on its backlog. With `keep_if_waiting`, a lock with entries waiting is kept
+        (renewed) instead: `lease.kept` says so and `lease.head` is the next entry."""
+        conversation = lease.conversation_id
+        keys = [
+            self.keys.lock(conversation),
+            self.keys.backlog(conversation),
+            self.keys.untried(conversation),
+        ]
+        args: list[str | int] = [lease.value, int(keep_if_waiting), self.lease_ms]
+        if not lease.acks:
+            released = await self._release(keys=keys, args=args)
         else:
             async with self.redis.pipeline(transaction=False) as pipe:
-                also(pipe)
-                # EVAL: a registered script in a pipeline costs a SCRIPT EXISTS first.
-                pipe.eval(_RELEASE, len(keys), *keys, lease.value)
-                *_, remaining = await pipe.execute()
-        lease.remaining = int(remaining)
+                with lease.riding(pipe, self.keys.inbox):
+                    # EVAL: a registered script in a pipeline costs a SCRIPT EXISTS first.
+                    pipe.eval(_RELEASE, len(keys), *keys, *args)
+                    *_, released = await pipe.execute()
+        lease.kept = bool(released[0])
+        lease.remaining = 1 if lease.kept else int(released[1])  # kept: at least its head waits
+        if lease.kept:
+            lease.next_up(released[1], released[2])
         return lease.remaining
+
+    async def skip(self, lease: Lease, member: bytes) -> None:
+        """Take a member off the backlog that no session save took off (nothing was stored
+        for it), and note the next one; waiting acknowledgements ride along."""
+        conversation = lease.conversation_id
+        keys = [self.keys.backlog(conversation), self.keys.untried(conversation)]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            with lease.riding(pipe, self.keys.inbox):
+                pipe.eval(_SKIP, len(keys), *keys, member)
+                *_, found = await pipe.execute()
+        lease.next_up(found[0] or None, found[1])
 
     @contextlib.asynccontextmanager
     async def held(
@@ -211,11 +220,12 @@ class ConversationLocks:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
 
-    async def let_go(self, lease: Lease, also: Queue | None = None) -> bool:
+    async def let_go(self, lease: Lease, *, keep_if_waiting: bool = False) -> bool:
         """Release, never failing the caller (the lease runs out anyway); False if Redis did
-        not take it. `also` queues more commands into the release's round trip."""
+        not take it (then it is tried again before this process's next try for the
+        conversation, acknowledgements included)."""
         try:
-            await self.release(lease, also)
+            await self.release(lease, keep_if_waiting=keep_if_waiting)
         except Exception as exc:
             if redis_away(exc):
                 self._unreleased[lease.conversation_id] = lease
@@ -227,35 +237,29 @@ class ConversationLocks:
         renewed = time.monotonic()
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
+            if lease.released:
+                return
             try:
-                kept = await self._renew(keys=[key], args=[lease.value, self.lease_ms])
+                kept = await self._renew_riding(lease, key)
             except REDIS_DOWN:
                 if time.monotonic() - renewed < self.lease_ms / 1000:
                     continue  # Redis may be back before the lease runs out
                 kept = False
+            if not kept and (lease.letting_go or lease.released):
+                continue  # a session save let go of it (the holder is done)
             if not kept:
                 lease.lost = True
                 log.warning("lost the lock of %s", lease.conversation_id)
                 return
             renewed = time.monotonic()
 
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-async def while_held(lease: Lease, work: Awaitable[None]) -> None:
-    """Await `work`, stopped with LockLost as soon as the lease is found lost: a new holder
-    handles the entry again, and a stale run must not answer before it."""
-    task = asyncio.ensure_future(work)
-    lost = asyncio.ensure_future(lease.wait_lost())
-    try:
-        await asyncio.wait((task, lost), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not task.done():
-            task.cancel()
-        lost.cancel()
-        await asyncio.gather(task, lost, return_exceptions=True)
-    if task.cancelled():
-        raise LockLost(lease.conversation_id)
-    task.result()
+    async def _renew_riding(self, lease: Lease, key: str) -> object:
+        """Renew; waiting acknowledgements ride along (a long run must not leave the entry
+        before it idle long enough to be reclaimed)."""
+        if not lease.acks:
+            return await self._renew(keys=[key], args=[lease.value, self.lease_ms])
+        async with self.redis.pipeline(transaction=False) as pipe:
+            with lease.riding(pipe, self.keys.inbox):
+                pipe.eval(_RENEW, 1, key, lease.value, self.lease_ms)
+                *_, kept = await pipe.execute()
+        return kept

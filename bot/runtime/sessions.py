@@ -8,25 +8,31 @@
 
 Storing a session whose `last_entry` moved on also takes that entry off the conversation's
 backlog and reads the next one, in the same script: the worker needs no round trip of its
-own between two entries.
+own between two entries. When that entry is the one its worker is handling and none waits,
+the script also lets go of the lock, so the holder's last round trip is its last save.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel
+from redis.asyncio.client import Pipeline
 
 from agent.state import RunState
 from bot.runtime.keys import Keys, backlog_member
 from bot.runtime.locks import Lease, LockLost
 
 Status = Literal["idle", "running", "awaiting_answer", "awaiting_approval"]
+Queue = Callable[[Pipeline], object]  # adds commands to a pipeline
 
-# KEYS: lock, session, backlog. ARGV: lease value, session, ttl ms, backlog member done ('' if
-# none). Returns false if the lease is lost, else {1, the backlog's oldest member}.
+# KEYS: lock, session, backlog, untried. ARGV: lease value, session, ttl ms, backlog member
+# done ('' if none), '1' to let go of the lock if no entry waits. Returns false if the lease
+# is lost, else {1, the backlog's oldest member, whether it was untried (see
+# bot/runtime/locks.py), whether it let go of the lock}.
 _WRITE = """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return false
@@ -35,7 +41,15 @@ redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])
 if ARGV[4] ~= '' then
   redis.call('zrem', KEYS[3], ARGV[4])
 end
-return {1, redis.call('zrange', KEYS[3], 0, 0)[1] or false}
+local head = redis.call('zrange', KEYS[3], 0, 0)[1]
+if head then
+  return {1, head, redis.call('srem', KEYS[4], head), 0}
+end
+if ARGV[5] == '1' then
+  redis.call('del', KEYS[1])
+  return {1, false, 0, 1}
+end
+return {1, false, 0, 0}
 """
 
 
@@ -81,33 +95,52 @@ class SessionStore:
             raw = await self.redis.get(self.keys.session(conversation_id))
         return Session.model_validate_json(raw) if raw else Session()
 
-    async def save(self, lease: Lease, session: Session) -> None:
+    async def save(self, lease: Lease, session: Session, also: Queue | None = None) -> None:
         """Store the session if `lease` still holds the conversation; else raise LockLost.
 
-        Its `last_entry` leaves the backlog, and the lease learns the backlog's next entry.
-        The lease's waiting records are written first, in the same round trip."""
+        Its `last_entry` leaves the backlog, and the lease learns the backlog's next entry;
+        if that was the lease's `let_go_after` and no entry waits, the lock is let go of
+        (`lease.released`). The lease's waiting records and `also`'s writes go first, in the
+        same round trip (they are not fenced), and its waiting acknowledgements ride along."""
         session.updated_at = time.time()
         conversation = lease.conversation_id
         keys = [
             self.keys.lock(conversation),
             self.keys.session(conversation),
             self.keys.backlog(conversation),
+            self.keys.untried(conversation),
         ]
         raw = session.model_dump_json()
         done = backlog_member(session.last_entry) if session.last_entry else ""
-        args: list[str | int] = [lease.value, raw, self.ttl_ms, done]
-        if lease.records:
-            records, lease.records = lease.records, {}
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for key, (value, ttl_ms) in records.items():
-                    pipe.set(key, value, px=ttl_ms)
-                # EVAL: a registered script in a pipeline costs a SCRIPT EXISTS first.
-                pipe.eval(_WRITE, len(keys), *keys, *args)
-                *_, written = await pipe.execute()
-        else:
-            written = await self._write(keys=keys, args=args)
+        let_go = bool(done) and done.encode() == lease.let_go_after
+        args: list[str | int] = [lease.value, raw, self.ttl_ms, done, int(let_go)]
+        lease.letting_go = let_go  # the renewal may find the lock gone meanwhile
+        try:
+            written = await self._write_with(lease, keys, args, also)
+        finally:
+            lease.letting_go = False
         if not written:
             raise LockLost(conversation)
         lease.session = raw.encode()
         lease.done = done.encode() or None
-        lease.head = written[1] or None
+        lease.next_up(written[1] or None, written[2])
+        lease.released = bool(written[3])
+        if lease.released:
+            lease.remaining = 0
+
+    async def _write_with(
+        self, lease: Lease, keys: list[str], args: list[str | int], also: Queue | None
+    ) -> Any:
+        if not (lease.records or lease.acks or also is not None):
+            return await self._write(keys=keys, args=args)
+        records, lease.records = lease.records, {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key, (value, ttl_ms) in records.items():
+                pipe.set(key, value, px=ttl_ms)
+            if also is not None:
+                also(pipe)
+            with lease.riding(pipe, self.keys.inbox):  # entries stored by earlier saves
+                # EVAL: a registered script in a pipeline costs a SCRIPT EXISTS first.
+                pipe.eval(_WRITE, len(keys), *keys, *args)
+                *_, written = await pipe.execute()
+        return written

@@ -4,8 +4,8 @@ Every entry read is put on its conversation's backlog (a sorted set ordered by e
 the worker tries that conversation's lock, in the same script. Whoever holds the lock drains
 the backlog oldest first, so entries of one conversation are handled one at a time and in
 order, whichever worker read them. An entry is acknowledged only after its effects are
-stored (the last one of a drain together with the lock's release); entries left by a dead
-worker are claimed again by the reclaimer (`bot/runtime/reclaimer.py`).
+stored, with the holder's next write (or next read, if its save let go of the lock); entries
+left by a dead worker are claimed again by the reclaimer (`bot/runtime/reclaimer.py`).
 
 Faults: while Redis is away every loop backs off and tries again, and conversations cut off
 mid-way are taken up again once it is back (their entries stay pending until acknowledged).
@@ -27,13 +27,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
-from redis.asyncio.client import Pipeline
 from redis.exceptions import ResponseError
 
 from adapters.base import Inbound
 from bot.ops import metrics
-from bot.ops.health import Health, pause, redis_away
-from bot.runtime.failures import Failures, OnError, dead_letter, dead_lettered
+from bot.ops.health import REDIS_DOWN, Health, pause, redis_away
+from bot.runtime.failures import Failures, OnError
 from bot.runtime.inbox import decode_entry, queued_at_of
 from bot.runtime.keys import Keys, backlog_member, entry_of
 from bot.runtime.locks import ConversationLocks, Lease, LockLost, while_held
@@ -93,6 +92,7 @@ class Worker:
         self._read_events: OrderedDict[str, Inbound] = OrderedDict()
         # Backlog members read but not yet on their backlog (the next lock try puts them).
         self._arrived: dict[str, dict[str, bool]] = {}  # → on its first delivery
+        self._acks: list[str] = []  # stored entries whose save let go: XACKed with the next read
 
     async def ensure_group(self) -> None:
         await ensure_group(self.redis, self.keys)
@@ -143,23 +143,30 @@ class Worker:
                 await asyncio.gather(*pending, return_exceptions=True)
 
     async def leave(self) -> None:
+        if self._acks:  # else they replay as no-ops
+            with contextlib.suppress(*REDIS_DOWN):
+                await self.redis.xack(self.keys.inbox, GROUP, *self._acks)
         await self.reclaimer.leave()
 
     async def _read(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        response = await self._read_group(">")
-        if not response:
-            return []
-        return list(response[0][1])
-
-    async def _read_group(self, start: str) -> Any:
+        acks, self._acks = self._acks, []
         try:
-            return await self.redis.xreadgroup(
-                GROUP,
-                self.name,
-                {self.keys.inbox: start},
-                count=self.concurrency * 2,
-                block=self.block_ms if start == ">" else None,
-            )
+            response = await self._read_group(">", acks)
+        except BaseException:
+            self._acks[:0] = acks
+            raise
+        return list(response[0][1]) if response else []
+
+    async def _read_group(self, start: str, acks: Sequence[str] = ()) -> Any:
+        block = self.block_ms if start == ">" else None
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                if acks:
+                    pipe.xack(self.keys.inbox, GROUP, *acks)
+                pipe.xreadgroup(
+                    GROUP, self.name, {self.keys.inbox: start}, self.concurrency * 2, block
+                )
+                return (await pipe.execute())[-1]
         except ResponseError as exc:
             if not group_gone(exc):
                 raise
@@ -189,7 +196,6 @@ class Worker:
     ) -> None:
         """Note entries for their drains (`first`: read with '>'); dead-letter bad ones."""
         conversations: dict[str, None] = {}  # ordered, without repeats
-        quarantined: list[str] = []
         settled: list[tuple[str, dict[bytes, bytes] | None, Exception | None]] = []
         for entry_id, fields in entries:
             entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
@@ -200,7 +206,6 @@ class Worker:
                 event, conversation = decode_entry(fields)
             except Exception as undecodable:
                 settled.append((entry, fields, undecodable))
-                quarantined.append(entry)
                 continue
             if queued_at := queued_at_of(fields):
                 metrics.QUEUE_LAG.observe(max(0.0, time.time() - queued_at))
@@ -208,16 +213,7 @@ class Worker:
             self._arrived.setdefault(conversation, {})[backlog_member(entry)] = first
             conversations[conversation] = None
         if settled:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for entry, fields, error in settled:
-                    if error is not None:
-                        dead_letter(
-                            pipe, self.keys, entry, fields, "undecodable", error, attempts=0
-                        )
-                    pipe.xack(self.keys.inbox, GROUP, entry)
-                await pipe.execute()
-        for entry in quarantined:
-            dead_lettered(entry, "undecodable")
+            await self.failures.settle_unreadable(settled)
         while len(self._read_events) > READ_CACHE:
             self._read_events.popitem(last=False)
         for conversation in conversations:
@@ -251,8 +247,10 @@ class Worker:
         async with self._slots:
             arrived = self._arrived.get(conversation, {})
             adding = dict(arrived)
+            first = [member for member, fresh in adding.items() if fresh]
+            again = [member for member, fresh in adding.items() if not fresh]
             try:
-                lease = await self.locks.try_acquire(conversation, list(adding))
+                lease = await self.locks.try_acquire(conversation, again, first)
             except BaseException:  # taken up again later, unless it is on the backlog now
                 self._arrived.setdefault(conversation, {}).update(dict.fromkeys(adding, False))
                 raise
@@ -262,26 +260,40 @@ class Worker:
                 self._arrived.pop(conversation, None)
             if lease is None:
                 return  # its holder drains the backlog, our entries included
-            # First delivered, then put on the backlog as we took the lock: nobody tried them.
-            first = {member for member, fresh in adding.items() if fresh}
-            lease.untried = {entry_of(member) for member in first & lease.added}
-            stored: list[str] = []  # handled, acknowledged with the release
-            try:
-                async with self.locks.kept(lease):
-                    await self._work(lease, stored)
-            finally:
-                released = await self.locks.let_go(lease, self._acks(stored))
+            released = await self._hold(lease)
         if lease.lost or not released:
             self._stalled.add(conversation)  # whoever holds it now drains; else we do
         elif lease.remaining and not self._stopping.is_set():
-            self._spawn(conversation)  # an entry arrived between our last look and the release
+            self._spawn(conversation)  # an entry arrived as the lock went (a lost race)
 
-    async def _work(self, lease: Lease, stored: list[str]) -> None:
-        """Handle the backlog, oldest first, while the lease holds."""
-        backlog = self.keys.backlog(lease.conversation_id)
+    async def _hold(self, lease: Lease) -> bool:
+        """Drain the backlog under the lease. The last session save lets go of the lock; if
+        not, one round trip does, or keeps it while entries wait (they came as the last one
+        finished) to drain them without taking it again. False if Redis did not take it."""
+        while True:
+            try:
+                async with self.locks.kept(lease):
+                    await self._work(lease)
+            except BaseException:
+                await self.locks.let_go(lease)
+                raise
+            if lease.released:  # by the last session save: nothing waited
+                self._acks += lease.acks
+                return True
+            keep = not lease.lost and not self._stopping.is_set()
+            released = await self.locks.let_go(lease, keep_if_waiting=keep)
+            if not (released and lease.kept):
+                return released
+
+    async def _work(self, lease: Lease) -> None:
+        """Handle the backlog, oldest first, while the lease holds. A handled entry is
+        acknowledged after its session is stored, with the lease's next write (a save, a
+        renewal, the release) or the next read: a crash before that replays it, and the
+        stored session's `last_entry` makes the replay a no-op."""
         head = lease.head
         while head is not None and not lease.lost:
             entry = entry_of(head)
+            lease.let_go_after = head  # its session save lets go of the lock if none waits
             processed = await self._process(entry, lease)
             if processed == "lost":
                 lease.lost = True
@@ -290,23 +302,13 @@ class Worker:
                 if self._stopping.is_set():
                     return  # it stays pending for whoever runs next
                 continue
-            stored.append(entry)
+            lease.acks.append(entry)
             if lease.done == head:  # the session save took it off and read the next
                 head = lease.head
-                if head is not None:  # acknowledge now, not only at the end of a long drain
-                    await self.redis.xack(self.keys.inbox, GROUP, *stored)
-                    stored.clear()
                 continue
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.xack(self.keys.inbox, GROUP, *stored)
-                pipe.zrem(backlog, head)
-                pipe.zrange(backlog, 0, 0)
-                *_, found = await pipe.execute()
-            stored.clear()
-            head = found[0] if found else None
-
-    def _acks(self, stored: list[str]) -> Callable[[Pipeline], object] | None:
-        return (lambda pipe: pipe.xack(self.keys.inbox, GROUP, *stored)) if stored else None
+            # Nothing stored for it (done before, or given up): take it off ourselves.
+            await self.locks.skip(lease, head)
+            head = lease.head
 
     async def _process(self, entry: str, lease: Lease) -> Processed:
         """Handle one entry: done (acknowledge it), retry (keep it), or lost (the lock)."""

@@ -236,7 +236,7 @@ async def run_console(
             redis,
             Keys(settings.redis.key_prefix),
             lease=settings.runtime.lock_lease,
-            fence_ttl=settings.runtime.session_ttl,
+            ttl=settings.runtime.session_ttl,
         )
         person = Person(getpass.getuser())
 

@@ -138,8 +138,7 @@ def build_runtime(
         redis,
         keys,
         lease=runtime_settings.lock_lease,
-        fence_ttl=runtime_settings.session_ttl,
-        backlog_ttl=runtime_settings.session_ttl,
+        ttl=runtime_settings.session_ttl,
     )
     agent = make_agent(scheduler)
     if agent.journal is None:  # approved side effects run at most once across processes

@@ -181,7 +181,7 @@ async def test_replaying_a_delivered_approval_posts_nothing_new(redis: aioredis.
         crashed.status, crashed.decision_id = "running", None
         crashed.resolving = Resolution(entry_id=entry.decode(), approved=True)
         await redis.set(harness.runtime.keys.session(chat.id), crashed.model_dump_json())
-        locks = ConversationLocks(redis, harness.runtime.keys, lease=5, fence_ttl=60)
+        locks = ConversationLocks(redis, harness.runtime.keys, lease=5, ttl=60)
         held = await locks.try_acquire(chat.id)
         assert held is not None
         await harness.runtime.executor.handle(entry.decode(), decode(fields[b"event"]), held)

@@ -1,6 +1,7 @@
 """The conversation lock's round trips carry what its holder needs next: taking it puts new
 entries on the backlog and reads the oldest one and the session; storing the session takes
-the handled entry off and reads the next; releasing it says how many still wait."""
+the handled entry off and reads the next; releasing it says how many still wait, or keeps
+the lock while some do. Each says whether the entry it names is untried."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ CHAT = "telegram:-:5:-"
 
 
 def locks_on(redis: aioredis.Redis) -> ConversationLocks:
-    return ConversationLocks(redis, KEYS, lease=5, fence_ttl=60, backlog_ttl=60)
+    return ConversationLocks(redis, KEYS, lease=5, ttl=60)
 
 
 async def test_taking_the_lock_queues_entries_and_reads_the_oldest_and_the_session(
@@ -26,7 +27,7 @@ async def test_taking_the_lock_queues_entries_and_reads_the_oldest_and_the_sessi
     lease = await locks_on(redis).try_acquire(CHAT, members)
     assert lease is not None
     assert lease.head is not None and entry_of(lease.head) == "7-0"
-    assert lease.added == set(members)
+    assert lease.untried == set()  # not first deliveries: someone may have tried them
     assert lease.session is not None
     assert Session.model_validate_json(lease.session).last_entry == "1-0"
     assert await redis.zrange(KEYS.backlog(CHAT), 0, -1) == [m.encode() for m in sorted(members)]
@@ -42,9 +43,56 @@ async def test_entries_go_on_the_backlog_even_while_someone_else_holds_the_lock(
     assert await locks.try_acquire(CHAT, [backlog_member("4-0")]) is None
     assert await redis.zcard(KEYS.backlog(CHAT)) == 2
     assert await locks.release(holder) == 2  # both wait: the holder knows to drain again
-    # Only what this acquisition put on the backlog counts as added by it.
-    again = await locks.try_acquire(CHAT, [backlog_member("3-0"), backlog_member("8-0")])
-    assert again is not None and again.added == {backlog_member("8-0")}
+    assert not holder.kept and not await redis.exists(KEYS.lock(CHAT))
+
+
+async def test_an_entry_first_delivered_to_whoever_tried_the_lock_is_untried_for_the_holder(
+    redis: aioredis.Redis,
+) -> None:
+    locks, sessions = locks_on(redis), SessionStore(redis, KEYS, ttl=60)
+    holder = await locks.try_acquire(CHAT, first=[backlog_member("3-0")])
+    assert holder is not None and holder.untried == {"3-0"}
+    # Another worker's first delivery, put on the backlog as it failed to take the lock;
+    # a member already on the backlog is not untried, whatever its reader thought.
+    assert await locks.try_acquire(CHAT, first=[backlog_member("4-0")]) is None
+    assert await locks.try_acquire(CHAT, first=[backlog_member("3-0")]) is None
+    assert await locks.try_acquire(CHAT, [backlog_member("5-0")]) is None  # a redelivery
+    session = await sessions.load(CHAT, holder)
+    session.last_entry = "3-0"
+    await sessions.save(holder, session)
+    assert holder.head == backlog_member("4-0").encode() and "4-0" in holder.untried
+    session.last_entry = "4-0"
+    await sessions.save(holder, session)
+    assert holder.head == backlog_member("5-0").encode() and "5-0" not in holder.untried
+    # A holder that was told and died before trying it leaves it tried for the next one.
+    await redis.delete(KEYS.lock(CHAT))
+    again = await locks.try_acquire(CHAT)
+    assert again is not None and again.head == backlog_member("5-0").encode()
+    assert again.untried == set()
+
+
+async def test_releasing_keeps_the_lock_while_entries_wait_when_asked(
+    redis: aioredis.Redis,
+) -> None:
+    locks, sessions = locks_on(redis), SessionStore(redis, KEYS, ttl=60)
+    holder = await locks.try_acquire(CHAT, first=[backlog_member("3-0")])
+    assert holder is not None
+    session = await sessions.load(CHAT, holder)
+    session.last_entry = "3-0"
+    await sessions.save(holder, session)
+    assert holder.head is None
+    # An entry arrives after the save looked and before the release.
+    assert await locks.try_acquire(CHAT, first=[backlog_member("4-0")]) is None
+    await redis.pexpire(KEYS.lock(CHAT), 1000)
+    assert await locks.release(holder, keep_if_waiting=True) == 1
+    assert holder.kept and holder.head == backlog_member("4-0").encode()
+    assert "4-0" in holder.untried
+    assert await redis.get(KEYS.lock(CHAT)) == holder.value.encode()
+    assert await redis.pttl(KEYS.lock(CHAT)) > 1000  # renewed for a whole lease
+    session.last_entry = "4-0"
+    await sessions.save(holder, session)
+    assert await locks.release(holder, keep_if_waiting=True) == 0
+    assert not holder.kept and not await redis.exists(KEYS.lock(CHAT))
 
 
 async def test_storing_the_session_takes_its_entry_off_the_backlog_and_reads_the_next(

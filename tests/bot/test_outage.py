@@ -148,7 +148,7 @@ async def test_a_lock_is_kept_through_a_short_outage(
     private_redis: EmbeddedRedis, client: aioredis.Redis
 ) -> None:
     keys = Keys()
-    locks = ConversationLocks(client, keys, lease=4, fence_ttl=60)
+    locks = ConversationLocks(client, keys, lease=4, ttl=60)
     async with locks.held(CHAT) as lease:
         assert lease is not None
         await asyncio.to_thread(private_redis.stop)
@@ -164,7 +164,7 @@ async def test_a_lock_whose_release_failed_in_an_outage_is_not_left_stuck(
     private_redis: EmbeddedRedis, client: aioredis.Redis
 ) -> None:
     keys = Keys()
-    locks = ConversationLocks(client, keys, lease=60, fence_ttl=600)
+    locks = ConversationLocks(client, keys, lease=60, ttl=600)
     async with locks.held(CHAT) as lease:
         assert lease is not None
         await asyncio.to_thread(private_redis.stop)

@@ -298,7 +298,7 @@ async def test_a_replayed_entry_does_not_post_again(redis: aioredis.Redis) -> No
         await redis.set(harness.runtime.keys.session(chat.id), session.model_dump_json())
         [(entry, fields)] = await redis.xrange(harness.runtime.keys.inbox)
 
-        locks = ConversationLocks(redis, harness.runtime.keys, lease=5, fence_ttl=60)
+        locks = ConversationLocks(redis, harness.runtime.keys, lease=5, ttl=60)
         held = await locks.try_acquire(chat.id)
         assert held is not None
         await harness.runtime.executor.handle(entry.decode(), decode(fields[b"event"]), held)
