@@ -1,7 +1,9 @@
 """An answer shown while it is written, delivered exactly once under one outbox key.
 
 The agent's `text_delta` events grow the answer; `AnswerStream` shows it through the
-adapter's `LiveMessage` at once and then at most every `interval` seconds. The final message
+adapter's `LiveMessage` once it has been written for `first_show` seconds, and then at most
+every `interval` seconds. An answer written within `first_show` is never shown half: it goes
+out by `finish` alone, as one ordinary message. The final message
 goes out under the outbox key the reply would have used anyway, so a replay after a crash
 behaves like the outbox: the key's value (`bot/runtime/records.py`) says what happened
 before::
@@ -73,12 +75,14 @@ class AnswerStream:
     redis_key: str
     ttl_ms: int
     interval: float
+    first_show: float = 0.0  # seconds an answer is written before it is first shown
     text: str = ""
     # "live" when no earlier attempt can have left anything under the key (saves a read)
     mode: Mode = "unknown"
     later: Lease | None = None  # its record then waits for this lease's next session save
     _shown: str = ""
-    _last_show: float = 0.0
+    _last_show: float = 0.0  # 0.0: nothing shown yet
+    _first_text: float | None = None  # when the answer's first text came
     _recorded: str | None = None
     _previous: str | None = None  # the half message a crashed attempt left
     _delivered: str | None = None  # the message an earlier attempt delivered
@@ -94,10 +98,14 @@ class AnswerStream:
     async def on_progress(self, event: ProgressEvent) -> None:
         if event.kind == "text_delta":
             self.text += event.detail.get("text", "")
+            if self._first_text is None:
+                self._first_text = time.monotonic()
             await self._grow()
         elif event.kind == "text_reset":
             self.text = ""
             await self._cancel_flush()
+            if not self._last_show:
+                self._first_text = None  # the next text is a new answer with its own hold
             if self._shown:
                 self._shown = ""
                 await self.live.reset(event.detail.get("status"))
@@ -107,8 +115,11 @@ class AnswerStream:
             await self._read_key()
         if self.mode != "live" or self._flush is not None:
             return
-        interval = max(self.interval, self.live.min_interval)
-        wait = self._last_show + interval - time.monotonic()
+        if self._last_show:
+            due = self._last_show + max(self.interval, self.live.min_interval)
+        else:
+            due = (self._first_text or 0.0) + self.first_show
+        wait = due - time.monotonic()
         if wait <= 0:
             await self._show()
         else:

@@ -36,6 +36,7 @@ ANSWER = (
     "Here is a longer answer that arrives in pieces, so the chat shows it growing "
     "long before the model has finished writing the last sentence of it."
 )
+PACE = 0.06  # seconds between 6-character deltas: ~1.5 s of writing, well past the first show
 
 
 def streaming_settings(**streaming: Any) -> Settings:
@@ -93,7 +94,7 @@ async def test_a_private_answer_streams_as_drafts_then_arrives_once(
     redis, telegram: FakeTelegram
 ) -> None:
     async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
-        hosted.script(fa.streamed(ANSWER, pace=0.03, chunk=6))
+        hosted.script(fa.streamed(ANSWER, pace=PACE, chunk=6))
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="tell me"))
         await until(lambda: len(telegram.chat(ANA)) == 1)
         await harness.settle()
@@ -104,14 +105,14 @@ async def test_a_private_answer_streams_as_drafts_then_arrives_once(
         assert all(ANSWER.startswith(d) for d in drafts) and drafts[0] != ANSWER
         assert max(when(telegram, "sendMessageDraft")[:2]) < when(telegram, "sendMessage")[0]
         # the drafts were throttled to the configured interval
-        assert len(drafts) <= 2 + (len(ANSWER) / 6 * 0.03) / 0.1 + 2
+        assert len(drafts) <= 2 + (len(ANSWER) / 6 * PACE) / 0.1 + 2
 
 
 async def test_a_group_answer_is_one_message_edited_as_it_grows(
     redis, telegram: FakeTelegram
 ) -> None:
     async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
-        hosted.script(fa.streamed(ANSWER, pace=0.03, chunk=6))
+        hosted.script(fa.streamed(ANSWER, pace=PACE, chunk=6))
         telegram.push(
             telegram.message(chat_id=GROUP, user_id=ANA, text="@parley_bot hi", chat_type="group")
         )
@@ -127,7 +128,7 @@ async def test_a_429_pauses_the_edits_and_the_answer_still_lands_once(
     redis, telegram: FakeTelegram
 ) -> None:
     async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
-        hosted.script(fa.streamed(ANSWER, pace=0.05, chunk=6))
+        hosted.script(fa.streamed(ANSWER, pace=0.08, chunk=6))
         telegram.fail_next("editMessageText", retry_after=1)
         telegram.push(
             telegram.message(chat_id=GROUP, user_id=ANA, text="@parley_bot hi", chat_type="group")
@@ -263,7 +264,8 @@ async def test_a_hosted_stream_dying_midway_is_replaced_by_the_fallback_answer(
             redis_breaker(redis, "parley:breaker:anthropic", "anthropic", BreakerPolicy()),
             timeout=10,
         )
-        hosted.script(fa.broken("The hosted model got this far and then", pace=0.03))
+        # about 1 s of writing: shown after the first-show hold, before the stream dies
+        hosted.script(fa.broken("The hosted model got this far and then", pace=0.2))
         local.script(fo.reply(ANSWER))
         try:
             async with running(
@@ -294,7 +296,7 @@ async def test_a_hosted_stream_dying_midway_is_replaced_by_the_fallback_answer(
 
 async def test_group_edits_keep_inside_telegrams_group_limit(redis, telegram: FakeTelegram) -> None:
     async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
-        hosted.script(fa.streamed(ANSWER, pace=0.14, chunk=6))  # about 3.6 s of writing
+        hosted.script(fa.streamed(ANSWER, pace=0.2, chunk=6))  # about 5 s of writing
         telegram.push(
             telegram.message(chat_id=GROUP, user_id=ANA, text="@parley_bot hi", chat_type="group")
         )
