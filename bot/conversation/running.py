@@ -158,8 +158,6 @@ class Runner:
                 await show(latest[0])
 
         started = time.monotonic()
-        if stream is not None:
-            await stream.prepare()
         timer = asyncio.create_task(show_when_slow())
         try:
             outcome = await invoke(progress)

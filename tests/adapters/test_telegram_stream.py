@@ -25,6 +25,7 @@ from bot.runtime.keys import Keys
 from bot.runtime.outbox import Outbox
 from bot.runtime.streaming import AnswerStream
 from tests.bot.harness import Harness, running
+from tests.bot.test_round_trips import monitored
 from tests.fakes import anthropic as fa
 from tests.fakes import ollama as fo
 from tests.fakes.anthropic import FakeAnthropic
@@ -242,7 +243,6 @@ async def test_a_replay_that_ends_in_a_question_still_posts_the_question(
         await crashed.on_progress(delta("Let me think"))
         await crashed.settle()  # the worker died here, with a half message shown
         replay = stream()
-        await replay.prepare()
         await replay.discard()  # this time the run asks a question instead
         outbox = Outbox(redis, keys, ttl=60)
         question = OutboundMessage(text="Which day?")
@@ -306,3 +306,51 @@ async def test_group_edits_keep_inside_telegrams_group_limit(redis, telegram: Fa
         edits = when(telegram, "editMessageText")
         assert edits[0] - first >= 2.9, "a group message is edited at most every 3 s"
         assert len(edits) <= 3
+
+
+async def test_an_answer_never_shown_claims_its_key_and_learns_it_in_one_call(
+    redis: aioredis.Redis, redis_url: str, telegram: FakeTelegram
+) -> None:
+    # An entry taken from the backlog may have been tried before, so its key must be read;
+    # a quick answer reads it as it claims it, with no GET of its own.
+    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    await adapter.initialize()
+    conversation = ConversationKey(platform="telegram", chat_id=str(GROUP))
+    keys = Keys("parley")
+
+    def stream(entry: str) -> AnswerStream:
+        live = adapter.live(conversation, user_id=str(ANA), team_id=None, is_direct=False)
+        return AnswerStream(
+            live=live,
+            adapter=adapter,
+            conversation=conversation,
+            redis=redis,
+            redis_key=keys.outbox(f"{entry}:outcome"),
+            ttl_ms=60_000,
+            interval=0.05,
+            first_show=0.5,
+        )
+
+    try:
+        async with monitored(redis_url) as commands:
+            quick = stream("entry-1")
+            await quick.on_progress(delta("Done."))
+            await quick.settle()
+            ref = await quick.finish(OutboundMessage(text="Done."))
+            await asyncio.sleep(0.3)  # the monitor's last lines
+        assert ref is not None and [p.text for p in telegram.chat(GROUP)] == ["Done."]
+        key = keys.outbox("entry-1:outcome")
+        assert await redis.get(key) == json.dumps(ref.message_id).encode()
+        claim, record = [c.split() for c in commands if key in c]
+        assert claim[:3] == ["SET", key, "in-flight"] and {"NX", "GET"} <= set(claim[3:])
+        assert record[:2] == ["SET", key]
+
+        # a finish that died midway left its claim: the claim meets it, and nothing is sent
+        await redis.set(keys.outbox("entry-2:outcome"), b"in-flight", px=60_000)
+        interrupted = stream("entry-2")
+        await interrupted.on_progress(delta("Done again."))
+        assert await interrupted.finish(OutboundMessage(text="Done again.")) is None
+        assert await redis.get(keys.outbox("entry-2:outcome")) == b"in-flight"
+        assert [p.text for p in telegram.chat(GROUP)] == ["Done."]
+    finally:
+        await adapter.stop()
