@@ -161,9 +161,9 @@ async def test_a_direct_message_shows_the_assistant_status(redis) -> None:
 async def test_thinking_before_a_tool_call_is_taken_back_and_shown_as_status(redis) -> None:
     async with slack_bot(redis) as s:
         s.hosted.script(
-            # the thought is written over about 1 s, so it is shown before the tool call
+            # the thought is written over about 1.6 s, so it is shown before the tool call
             fa.tool(
-                "calculator", thought="Let me work that out first.", expression="6*7", pace=0.3
+                "calculator", thought="Let me work that out first.", expression="6*7", pace=0.4
             ),
             fa.streamed("It is 42, as the calculator says.", pace=0.02, chunk=5),
         )

@@ -16,7 +16,10 @@ from tests.fakes.server import FakeServer
 from tests.fakes.telegram import FakeTelegram
 
 HOLD = 0.5  # the shipped PARLEY_STREAM_FIRST_SHOW
-QUICK = 0.01  # seconds between deltas: the whole answer within ~0.1 s, far inside the hold
+# The quick answers come in one delta, and the hold is the longest allowed, so that even on
+# a loaded machine the run is over long before it ends.
+LONG_HOLD = {"PARLEY_STREAM_FIRST_SHOW": 0.9}
+QUICK = fa.streamed(ANSWER, chunk=len(ANSWER))
 # The calls that show, deliver or take back an answer on each platform.
 TELEGRAM_ANSWERING = ("sendMessageDraft", "sendMessage", "editMessageText", "deleteMessage")
 SLACK_ANSWERING = (
@@ -42,8 +45,8 @@ def live_markers(commands: list[str]) -> list[str]:
 async def test_a_quick_private_answer_is_one_message_with_no_draft(
     redis: aioredis.Redis, redis_url: str, telegram: FakeTelegram
 ) -> None:
-    async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
-        hosted.script(fa.streamed(ANSWER, pace=QUICK, chunk=20))
+    async with anthropic() as hosted, bot(redis, telegram, hosted, **LONG_HOLD) as (harness, _):
+        hosted.script(QUICK)
         async with monitored(redis_url) as commands:
             telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="tell me"))
             await until(lambda: len(telegram.chat(ANA)) == 1)
@@ -57,8 +60,8 @@ async def test_a_quick_private_answer_is_one_message_with_no_draft(
 async def test_a_quick_group_answer_is_one_message_never_edited(
     redis: aioredis.Redis, redis_url: str, telegram: FakeTelegram
 ) -> None:
-    async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
-        hosted.script(fa.streamed(ANSWER, pace=QUICK, chunk=20))
+    async with anthropic() as hosted, bot(redis, telegram, hosted, **LONG_HOLD) as (harness, _):
+        hosted.script(QUICK)
         async with monitored(redis_url) as commands:
             telegram.push(
                 telegram.message(
@@ -74,8 +77,8 @@ async def test_a_quick_group_answer_is_one_message_never_edited(
 
 
 async def test_a_quick_slack_answer_is_one_post_with_no_stream(redis: aioredis.Redis) -> None:
-    async with slack_bot(redis) as s:
-        s.hosted.script(fa.streamed(ANSWER, pace=QUICK, chunk=20))
+    async with slack_bot(redis, **LONG_HOLD) as s:
+        s.hosted.script(QUICK)
         mention = fs.mention_event("UANA", "tell me")
         await s.event(mention)
         await until(lambda: bool(s.fake.in_channel("CGEN")))
@@ -144,12 +147,12 @@ async def test_a_slow_slack_answer_starts_its_stream_after_the_hold(redis: aiore
 async def test_thinking_cut_short_by_a_tool_within_the_hold_shows_nothing(
     redis: aioredis.Redis, telegram: FakeTelegram
 ) -> None:
-    async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
+    async with anthropic() as hosted, bot(redis, telegram, hosted, **LONG_HOLD) as (harness, _):
         hosted.script(
             fa.tool("calculator", thought="Let me work that out first.", expression="6*7"),
             # the answer comes after the hold has passed since the thought: it has a hold
             # of its own, and is written well within it
-            fa.Item("text", [{"type": "text", "text": ANSWER}], delay=HOLD + 0.3, chunk=20),
+            fa.Item("text", [{"type": "text", "text": ANSWER}], delay=1.2, chunk=len(ANSWER)),
         )
         telegram.push(
             telegram.message(chat_id=GROUP, user_id=ANA, text="@parley_bot 6*7?", chat_type="group")
@@ -164,10 +167,10 @@ async def test_thinking_cut_short_by_a_tool_within_the_hold_shows_nothing(
 async def test_thinking_cut_short_within_the_hold_starts_no_slack_stream(
     redis: aioredis.Redis,
 ) -> None:
-    async with slack_bot(redis) as s:
+    async with slack_bot(redis, **LONG_HOLD) as s:
         s.hosted.script(
             fa.tool("calculator", thought="Let me work that out first.", expression="6*7"),
-            fa.Item("text", [{"type": "text", "text": ANSWER}], delay=HOLD + 0.3, chunk=20),
+            fa.Item("text", [{"type": "text", "text": ANSWER}], delay=1.2, chunk=len(ANSWER)),
         )
         await s.event(fs.mention_event("UANA", "6*7?"))
         await until(lambda: bool(s.fake.in_channel("CGEN")))

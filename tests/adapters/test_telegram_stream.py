@@ -264,8 +264,8 @@ async def test_a_hosted_stream_dying_midway_is_replaced_by_the_fallback_answer(
             redis_breaker(redis, "parley:breaker:anthropic", "anthropic", BreakerPolicy()),
             timeout=10,
         )
-        # about 1 s of writing: shown after the first-show hold, before the stream dies
-        hosted.script(fa.broken("The hosted model got this far and then", pace=0.2))
+        # about 1.5 s of writing: shown after the first-show hold, before the stream dies
+        hosted.script(fa.broken("The hosted model got this far and then", pace=0.3))
         local.script(fo.reply(ANSWER))
         try:
             async with running(

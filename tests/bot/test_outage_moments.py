@@ -153,7 +153,7 @@ async def test_redis_away_as_a_streamed_answer_first_shows(
     caplog.set_level(logging.INFO, logger="bot")
     async with FakeTelegram() as telegram, FakeAnthropic() as hosted:
         # the first piece is shown after the first-show hold, well before the second comes
-        hosted.script(fa.streamed(ANSWER, pace=1.0, chunk=80), fa.streamed(ANSWER, pace=0.01))
+        hosted.script(fa.streamed(ANSWER, pace=1.5, chunk=80), fa.streamed(ANSWER, pace=0.01))
         hosted.script(fa.Item("text", [{"type": "text", "text": "Still here."}]))
 
         async def outage() -> None:
