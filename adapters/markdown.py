@@ -2,15 +2,16 @@
 
 A reply is a sequence of top-level blocks (paragraphs, headings, lists, quotes, code, tables,
 rules). A platform supplies a `Style` that renders inline spans and blocks; every block is
-rendered on its own, so each rendered piece has balanced markup, and pieces are packed into
-messages within the platform's limit. A block too long for one message is cut in its source
-on line, then word boundaries, and each part rendered again.
+rendered on its own from the one parse, so each rendered piece has balanced markup, and
+pieces are packed into messages within the platform's limit. Only a block too long for one
+message is parsed again: cut in its source on line, then word boundaries, and each part
+rendered anew.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -53,22 +54,9 @@ class Source:
     code: bool = False
 
 
-def sources(markdown: str) -> list[Source]:
-    """The top-level blocks of a Markdown text, as source slices, in order."""
-    lines = markdown.replace("\r\n", "\n").split("\n")
-    out: list[Source] = []
-    for node in SyntaxTreeNode(_PARSER.parse("\n".join(lines))).children:
-        if node.map is None:
-            continue
-        start, end = node.map
-        text = "\n".join(lines[start:end]).strip("\n")
-        if text.strip():
-            out.append(Source(text, code=node.type in ("fence", "code_block")))
-    return out
-
-
-def render(markdown: str, style: Style) -> str:
-    """All of a Markdown text in one platform's markup (blocks separated by a blank line)."""
+def _parse(markdown: str, style: Style) -> list[tuple[SyntaxTreeNode, Callable[[str], str]]]:
+    """The top-level nodes of a Markdown text, each with what puts the platform's own tokens
+    back into its rendering."""
     tokens: list[str] = []
 
     def hole(match: re.Match[str]) -> str:
@@ -78,20 +66,43 @@ def render(markdown: str, style: Style) -> str:
     def raw(text: str) -> str:
         return _HOLE.sub(lambda m: tokens[int(m.group(1))], text)
 
+    def special(rendered: str) -> str:
+        return _HOLE.sub(lambda m: style.special(tokens[int(m.group(1))]), rendered)
+
     protected = _SPECIAL.sub(hole, markdown.replace("\ue000", "").replace("\ue001", ""))
     root = SyntaxTreeNode(_PARSER.parse(protected.replace("\r\n", "\n")))
     for node in root.walk():  # inside code a token is shown as written, never live
         if node.type in ("fence", "code_block", "code_inline") and node.token is not None:
             node.token.content = raw(node.token.content)
-    rendered = "\n\n".join(out for node in root.children if (out := _block(node, style)))
-    return _HOLE.sub(lambda m: style.special(tokens[int(m.group(1))]), rendered)
+    return [(node, special) for node in root.children]
+
+
+def render(markdown: str, style: Style) -> str:
+    """All of a Markdown text in one platform's markup (blocks separated by a blank line)."""
+    return "\n\n".join(
+        out for node, special in _parse(markdown, style) if (out := special(_block(node, style)))
+    )
 
 
 def split(markdown: str, style: Style, limit: int, separator: str = "\n\n") -> list[str]:
     """Render and pack into messages of at most `limit` characters, each with balanced markup."""
+    # a special token spans no line, so the parsed lines are the source's lines
+    lines = markdown.replace("\r\n", "\n").split("\n")
     pieces: list[str] = []
-    for source in sources(markdown):
-        pieces.extend(_fit(source, style, limit))
+    for node, special in _parse(markdown, style):
+        if node.map is None:
+            continue
+        start, end = node.map
+        text = "\n".join(lines[start:end]).strip("\n")
+        if not text.strip():
+            continue
+        rendered = special(_block(node, style))
+        if len(rendered) <= limit:
+            pieces.extend([rendered] if rendered else [])
+        else:
+            pieces.extend(
+                _fit(Source(text, code=node.type in ("fence", "code_block")), style, limit)
+            )
     messages: list[str] = []
     current = ""
     for piece in pieces:

@@ -9,7 +9,9 @@ model streams: zero latency (the whole answer at once: what Parley itself adds) 
 (about 2 s of writing, where the throttle bounds the platform calls).
 Places: a Telegram private chat (drafts), a Telegram group (one message edited as it grows)
 and a Slack thread (chat.startStream / appendStream / stopStream). "Visible" is when the
-fake platform received the call that showed the answer's first text.
+fake platform received the call that showed the answer's first text: with a zero-latency
+model that is the one ordinary message the answer arrives as (it is written well within
+`PARLEY_STREAM_FIRST_SHOW`); a paced answer shows first once that hold is over.
 """
 
 from __future__ import annotations
@@ -65,7 +67,10 @@ class Place:
 PLACES = [
     Place("telegram-private", ("sendMessageDraft", "sendMessage")),
     Place("telegram-group", ("sendMessage", "editMessageText")),
-    Place("slack-thread", ("chat.startStream", "chat.appendStream", "chat.stopStream")),
+    Place(
+        "slack-thread",
+        ("chat.startStream", "chat.appendStream", "chat.stopStream", "chat.postMessage"),
+    ),
 ]
 SETUP_CALLS = ("getMe", "setMyCommands", "auth.test")
 

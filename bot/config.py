@@ -209,6 +209,8 @@ class LimitsSettings(_Section):
 class StreamingSettings(_Section):
     enabled: bool = Field(True, alias="PARLEY_STREAMING")
     interval: float = Field(1.0, alias="PARLEY_STREAM_INTERVAL", gt=0, le=30)
+    # under a second: any answer that takes longer than that to write streams
+    first_show: float = Field(0.5, alias="PARLEY_STREAM_FIRST_SHOW", ge=0, lt=1)
 
 
 class AttachmentSettings(_Section):

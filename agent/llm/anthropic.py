@@ -8,6 +8,10 @@ last tool, the system head, the last prior turn and the newest turn (the API's m
 four). What changes from call to call (time, recalled memories, summary, objective) would
 break that prefix, so it travels after the last breakpoint, at the end of the newest user
 turn, wrapped in <context>.
+
+The SDK traces every call with OpenTelemetry unless told not to; with no tracer provider set
+up, each call still builds a span that goes nowhere. So tracing is off unless the process has
+it configured (`tracing_configured`); then the SDK's own environment variables decide.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, Iterator
+import os
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from typing import Any
 
 import anthropic
+from opentelemetry import trace
 
 from agent.llm.base import ProviderAuthError, ProviderRejected, ProviderUnavailable
 from agent.llm.streaming import StreamEvent, TextDelta, ToolUseStarted
@@ -43,6 +49,29 @@ _STOP_REASONS: dict[str, StopReason] = {
     "stop_sequence": "stop_sequence",
 }
 _CACHE = {"type": "ephemeral"}
+# OpenTelemetry's variables that send traces somewhere (the exporter's has a value "none")
+_OTEL_TRACING = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_PYTHON_TRACER_PROVIDER",
+)
+
+
+def tracing_configured(
+    environ: Mapping[str, str] = os.environ, provider: trace.TracerProvider | None = None
+) -> bool:
+    """Whether the operator or the host set up OpenTelemetry tracing for this process: the
+    SDK's `ANTHROPIC_OPEN_TELEMETRY*` variables, OpenTelemetry's tracing variables, or a
+    tracer provider installed before the client is built."""
+    if any(name.startswith("ANTHROPIC_OPEN_TELEMETRY") for name in environ):
+        return True
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if (exporter and exporter != "none") or any(environ.get(name) for name in _OTEL_TRACING):
+        return True
+    provider = provider if provider is not None else trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
 class AnthropicModel:
@@ -63,6 +92,8 @@ class AnthropicModel:
             timeout=timeout,
             max_retries=0,
             http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
+            # None: the SDK's own variables decide; False: no span work at all (~0.3 ms a call)
+            open_telemetry=None if tracing_configured() else False,
         )
 
     async def complete(self, request: ChatRequest) -> ChatResponse:

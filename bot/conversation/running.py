@@ -107,6 +107,7 @@ class Called:
 class Runner:
     outbox: Outbox
     stream_interval: float | None = None  # seconds between live updates; None: no streaming
+    stream_first_show: float = 0.0  # seconds an answer is written before it is first shown
     charge: Charge | None = None
     after_run: AfterRun | None = None
     gatherer: Gatherer | None = None
@@ -157,8 +158,6 @@ class Runner:
                 await show(latest[0])
 
         started = time.monotonic()
-        if stream is not None:
-            await stream.prepare()
         timer = asyncio.create_task(show_when_slow())
         try:
             outcome = await invoke(progress)
@@ -248,6 +247,7 @@ class Runner:
             redis_key=self.outbox.keys.outbox(reply.key_for("outcome")),
             ttl_ms=self.outbox.ttl_ms,
             interval=self.stream_interval,
+            first_show=self.stream_first_show,
             mode="live"
             if reply.lease is not None and reply.entry_id in reply.lease.untried
             else "unknown",

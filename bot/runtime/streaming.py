@@ -1,10 +1,12 @@
 """An answer shown while it is written, delivered exactly once under one outbox key.
 
 The agent's `text_delta` events grow the answer; `AnswerStream` shows it through the
-adapter's `LiveMessage` at once and then at most every `interval` seconds. The final message
-goes out under the outbox key the reply would have used anyway, so a replay after a crash
-behaves like the outbox: the key's value (`bot/runtime/records.py`) says what happened
-before::
+adapter's `LiveMessage` once it has been written for `first_show` seconds, and then at most
+every `interval` seconds. An answer written within `first_show` is never shown half: it goes
+out by `finish` alone, as one ordinary message. The final message goes out under the outbox
+key the reply would have used anyway, so a replay after a crash behaves like the outbox: the
+key's value (`bot/runtime/records.py`) says what happened before. It is read at the first
+show, or else by `finish` as it claims the key (SET NX GET: one round trip for both)::
 
     (none)              nothing shown yet: stream, then finish
     {"live": "<id>"}    a crashed attempt left a half message: replace it with the answer
@@ -73,42 +75,43 @@ class AnswerStream:
     redis_key: str
     ttl_ms: int
     interval: float
+    first_show: float = 0.0  # seconds an answer is written before it is first shown
     text: str = ""
     # "live" when no earlier attempt can have left anything under the key (saves a read)
     mode: Mode = "unknown"
     later: Lease | None = None  # its record then waits for this lease's next session save
     _shown: str = ""
-    _last_show: float = 0.0
+    _last_show: float = 0.0  # 0.0: nothing shown yet
+    _first_text: float | None = None  # when the answer's first text came
     _recorded: str | None = None
     _previous: str | None = None  # the half message a crashed attempt left
     _delivered: str | None = None  # the message an earlier attempt delivered
     _flush: asyncio.Task[None] | None = field(default=None, repr=False)
     _flush_waiting: bool = False  # the flush task still sleeps (cancelling it loses nothing)
 
-    async def prepare(self) -> None:
-        """Read what an earlier attempt left under the key before the model's first token,
-        so the first text goes out without a Redis round trip in its way."""
-        if self.mode == "unknown":
-            await self._read_key()
-
     async def on_progress(self, event: ProgressEvent) -> None:
         if event.kind == "text_delta":
             self.text += event.detail.get("text", "")
+            if self._first_text is None:
+                self._first_text = time.monotonic()
             await self._grow()
         elif event.kind == "text_reset":
             self.text = ""
             await self._cancel_flush()
+            if not self._last_show:
+                self._first_text = None  # the next text is a new answer with its own hold
             if self._shown:
                 self._shown = ""
                 await self.live.reset(event.detail.get("status"))
 
     async def _grow(self) -> None:
-        if self.mode == "unknown":
-            await self._read_key()
-        if self.mode != "live" or self._flush is not None:
+        if self.mode not in ("unknown", "live") or self._flush is not None:
             return
-        interval = max(self.interval, self.live.min_interval)
-        wait = self._last_show + interval - time.monotonic()
+        if self._last_show:
+            due = self._last_show + max(self.interval, self.live.min_interval)
+        else:
+            due = (self._first_text or 0.0) + self.first_show
+        wait = due - time.monotonic()
         if wait <= 0:
             await self._show()
         else:
@@ -127,6 +130,10 @@ class AnswerStream:
         text = self.text
         if not text.strip() or text == self._shown:
             return
+        if self.mode == "unknown":
+            await self._read_key()
+            if self.mode != "live":
+                return
         self._last_show = time.monotonic()
         self._shown = text
         await self.live.show(text)
@@ -144,7 +151,10 @@ class AnswerStream:
             self._recorded = message_id
 
     async def _read_key(self) -> None:
-        value = await self.redis.get(self.redis_key)
+        self._learn(await self.redis.get(self.redis_key))
+
+    def _learn(self, value: bytes | str | None) -> None:
+        """The mode that what an earlier attempt left under the key calls for."""
         if value is None:
             self.mode = "live"
         elif _raw(value).startswith(IN_FLIGHT) or _raw(value) in MARKERS:
@@ -176,6 +186,8 @@ class AnswerStream:
         await self._cancel_flush()
         if self._shown or self.live.message_id is not None:
             await self.live.discard()
+        if self.mode == "unknown":
+            await self._read_key()
         if self._recorded is not None or self.mode == "replay":
             # the key belongs to the answer; the question or plan is sent under it instead
             await self.redis.delete(self.redis_key)
@@ -185,8 +197,14 @@ class AnswerStream:
         """Deliver the final message once, finishing or replacing what was streamed."""
         await self._cancel_flush()
         platform = self.conversation.platform
+        claimed = False
         if self.mode == "unknown":
-            await self._read_key()
+            # take the key if nothing is under it, else learn what is (one round trip)
+            previous: bytes | None = await self.redis.set(  # type: ignore[assignment]
+                self.redis_key, IN_FLIGHT, px=self.ttl_ms, nx=True, get=True
+            )
+            self._learn(previous)
+            claimed = previous is None
         if self.mode == "delivered":
             metrics.DELIVERIES.labels(platform, "replayed").inc()
             if self._delivered is None:
@@ -195,9 +213,10 @@ class AnswerStream:
                 )
                 return None
             return MessageRef(conversation=self.conversation, message_id=self._delivered)
-        # the key is ours (read before the run; the conversation's lock keeps others out)
+        # the key is ours (the conversation's lock keeps others out)
         try:
-            await self.redis.set(self.redis_key, IN_FLIGHT, px=self.ttl_ms)
+            if not claimed:
+                await self.redis.set(self.redis_key, IN_FLIGHT, px=self.ttl_ms)
         except Exception as exc:
             if redis_away(exc):
                 await self._take_back_unrecorded()

@@ -204,7 +204,9 @@ def console_executor(
         outbox=outbox,
         commands=commands,
         runner=Runner(
-            outbox=outbox, stream_interval=streaming.interval if streaming.enabled else None
+            outbox=outbox,
+            stream_interval=streaming.interval if streaming.enabled else None,
+            stream_first_show=streaming.first_show,
         ),
         max_message_chars=settings.agent.max_message_chars,
     )

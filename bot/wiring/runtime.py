@@ -153,6 +153,7 @@ def build_runtime(
         runner=Runner(
             outbox=outbox,
             stream_interval=settings.streaming.interval if settings.streaming.enabled else None,
+            stream_first_show=settings.streaming.first_show,
             charge=charge,
             after_run=after_run,
             gatherer=Gatherer(

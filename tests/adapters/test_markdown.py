@@ -118,3 +118,16 @@ def test_model_written_mentions_ping_nobody_unless_allowed() -> None:
 def test_mentions_inside_links_and_code_do_not_ping() -> None:
     out = slack_text("see [<!channel>](https://x.example) and `<!here>`\n\n```\n<@U1>\n```")
     assert "<!channel>" not in out and "<!here>" not in out and "<@U1>" not in out
+
+
+def test_a_reference_link_defined_in_another_block_is_a_link() -> None:
+    # the blocks are rendered from one parse of the whole answer, which knows every reference
+    text = (
+        "See [the guide][g] and [the spec].\n\nMore below.\n\n"
+        "[g]: https://example.org/guide\n[the spec]: https://example.org/spec"
+    )
+    (message,) = split_html(text)
+    assert message == (
+        'See <a href="https://example.org/guide">the guide</a> and '
+        '<a href="https://example.org/spec">the spec</a>.\n\nMore below.'
+    )

@@ -29,6 +29,7 @@ ANSWER = (
     "Here is a longer answer that arrives in pieces, so the thread shows it growing "
     "long before the model has finished writing the last sentence of it."
 )
+PACE = 0.06  # seconds between 6-character deltas: ~1.5 s of writing, well past the first show
 
 
 class Bot:
@@ -92,7 +93,7 @@ def finished(fake: FakeSlack) -> bool:
 
 async def test_a_thread_answer_streams_naming_the_recipient(redis) -> None:
     async with slack_bot(redis) as s:
-        s.hosted.script(fa.streamed(ANSWER, pace=0.03, chunk=6))
+        s.hosted.script(fa.streamed(ANSWER, pace=PACE, chunk=6))
         mention = fs.mention_event("UANA", "tell me")
         await s.event(mention)
         await until(lambda: bool(s.fake.in_channel("CGEN")) and finished(s.fake))
@@ -111,7 +112,7 @@ async def test_a_thread_answer_streams_naming_the_recipient(redis) -> None:
 async def test_a_refused_stream_falls_back_to_one_ordinary_message(redis) -> None:
     async with slack_bot(redis) as s:
         s.fake.external_users.add("UEXT")  # a Slack Connect user: Slack says user_not_found
-        s.hosted.script(fa.streamed(ANSWER, pace=0.02, chunk=10))
+        s.hosted.script(fa.streamed(ANSWER, pace=0.1, chunk=10))  # 1.5 s: it streams
         await s.event(fs.mention_event("UEXT", "tell me"))
         await until(lambda: bool(s.fake.in_channel("CGEN")))
         await s.harness.settle()
@@ -124,7 +125,7 @@ async def test_a_refused_stream_falls_back_to_one_ordinary_message(redis) -> Non
 async def test_a_stream_refused_midway_is_replaced_by_the_whole_answer(redis) -> None:
     async with slack_bot(redis) as s:
         s.fake.refuse_stream("chat.appendStream", "ratelimited")
-        s.hosted.script(fa.streamed(ANSWER, pace=0.03, chunk=6))
+        s.hosted.script(fa.streamed(ANSWER, pace=PACE, chunk=6))
         await s.event(fs.mention_event("UANA", "tell me"))
         await until(lambda: bool(s.fake.in_channel("CGEN")) and s.fake.in_channel("CGEN")[0].edits)
         await s.harness.settle()
@@ -136,7 +137,7 @@ async def test_a_stream_refused_midway_is_replaced_by_the_whole_answer(redis) ->
 async def test_a_refused_stop_is_replaced_not_doubled(redis) -> None:
     async with slack_bot(redis) as s:
         s.fake.refuse_stream("chat.stopStream", "internal_error")
-        s.hosted.script(fa.streamed(ANSWER, pace=0.01, chunk=20))
+        s.hosted.script(fa.streamed(ANSWER, pace=0.2, chunk=20))  # 1.4 s: it streams
         await s.event(fs.mention_event("UANA", "tell me"))
         await until(lambda: bool(s.fake.in_channel("CGEN")) and s.fake.in_channel("CGEN")[0].edits)
         await s.harness.settle()
@@ -160,8 +161,9 @@ async def test_a_direct_message_shows_the_assistant_status(redis) -> None:
 async def test_thinking_before_a_tool_call_is_taken_back_and_shown_as_status(redis) -> None:
     async with slack_bot(redis) as s:
         s.hosted.script(
+            # the thought is written over about 1.6 s, so it is shown before the tool call
             fa.tool(
-                "calculator", thought="Let me work that out first.", expression="6*7", delay=0.7
+                "calculator", thought="Let me work that out first.", expression="6*7", pace=0.4
             ),
             fa.streamed("It is 42, as the calculator says.", pace=0.02, chunk=5),
         )

@@ -25,6 +25,7 @@ from bot.runtime.keys import Keys
 from bot.runtime.outbox import Outbox
 from bot.runtime.streaming import AnswerStream
 from tests.bot.harness import Harness, running
+from tests.bot.test_round_trips import monitored
 from tests.fakes import anthropic as fa
 from tests.fakes import ollama as fo
 from tests.fakes.anthropic import FakeAnthropic
@@ -36,6 +37,7 @@ ANSWER = (
     "Here is a longer answer that arrives in pieces, so the chat shows it growing "
     "long before the model has finished writing the last sentence of it."
 )
+PACE = 0.06  # seconds between 6-character deltas: ~1.5 s of writing, well past the first show
 
 
 def streaming_settings(**streaming: Any) -> Settings:
@@ -93,7 +95,7 @@ async def test_a_private_answer_streams_as_drafts_then_arrives_once(
     redis, telegram: FakeTelegram
 ) -> None:
     async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
-        hosted.script(fa.streamed(ANSWER, pace=0.03, chunk=6))
+        hosted.script(fa.streamed(ANSWER, pace=PACE, chunk=6))
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="tell me"))
         await until(lambda: len(telegram.chat(ANA)) == 1)
         await harness.settle()
@@ -104,14 +106,14 @@ async def test_a_private_answer_streams_as_drafts_then_arrives_once(
         assert all(ANSWER.startswith(d) for d in drafts) and drafts[0] != ANSWER
         assert max(when(telegram, "sendMessageDraft")[:2]) < when(telegram, "sendMessage")[0]
         # the drafts were throttled to the configured interval
-        assert len(drafts) <= 2 + (len(ANSWER) / 6 * 0.03) / 0.1 + 2
+        assert len(drafts) <= 2 + (len(ANSWER) / 6 * PACE) / 0.1 + 2
 
 
 async def test_a_group_answer_is_one_message_edited_as_it_grows(
     redis, telegram: FakeTelegram
 ) -> None:
     async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
-        hosted.script(fa.streamed(ANSWER, pace=0.03, chunk=6))
+        hosted.script(fa.streamed(ANSWER, pace=PACE, chunk=6))
         telegram.push(
             telegram.message(chat_id=GROUP, user_id=ANA, text="@parley_bot hi", chat_type="group")
         )
@@ -127,7 +129,7 @@ async def test_a_429_pauses_the_edits_and_the_answer_still_lands_once(
     redis, telegram: FakeTelegram
 ) -> None:
     async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
-        hosted.script(fa.streamed(ANSWER, pace=0.05, chunk=6))
+        hosted.script(fa.streamed(ANSWER, pace=0.08, chunk=6))
         telegram.fail_next("editMessageText", retry_after=1)
         telegram.push(
             telegram.message(chat_id=GROUP, user_id=ANA, text="@parley_bot hi", chat_type="group")
@@ -241,7 +243,6 @@ async def test_a_replay_that_ends_in_a_question_still_posts_the_question(
         await crashed.on_progress(delta("Let me think"))
         await crashed.settle()  # the worker died here, with a half message shown
         replay = stream()
-        await replay.prepare()
         await replay.discard()  # this time the run asks a question instead
         outbox = Outbox(redis, keys, ttl=60)
         question = OutboundMessage(text="Which day?")
@@ -263,7 +264,8 @@ async def test_a_hosted_stream_dying_midway_is_replaced_by_the_fallback_answer(
             redis_breaker(redis, "parley:breaker:anthropic", "anthropic", BreakerPolicy()),
             timeout=10,
         )
-        hosted.script(fa.broken("The hosted model got this far and then", pace=0.03))
+        # about 1.5 s of writing: shown after the first-show hold, before the stream dies
+        hosted.script(fa.broken("The hosted model got this far and then", pace=0.3))
         local.script(fo.reply(ANSWER))
         try:
             async with running(
@@ -294,7 +296,7 @@ async def test_a_hosted_stream_dying_midway_is_replaced_by_the_fallback_answer(
 
 async def test_group_edits_keep_inside_telegrams_group_limit(redis, telegram: FakeTelegram) -> None:
     async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
-        hosted.script(fa.streamed(ANSWER, pace=0.14, chunk=6))  # about 3.6 s of writing
+        hosted.script(fa.streamed(ANSWER, pace=0.2, chunk=6))  # about 5 s of writing
         telegram.push(
             telegram.message(chat_id=GROUP, user_id=ANA, text="@parley_bot hi", chat_type="group")
         )
@@ -304,3 +306,51 @@ async def test_group_edits_keep_inside_telegrams_group_limit(redis, telegram: Fa
         edits = when(telegram, "editMessageText")
         assert edits[0] - first >= 2.9, "a group message is edited at most every 3 s"
         assert len(edits) <= 3
+
+
+async def test_an_answer_never_shown_claims_its_key_and_learns_it_in_one_call(
+    redis: aioredis.Redis, redis_url: str, telegram: FakeTelegram
+) -> None:
+    # An entry taken from the backlog may have been tried before, so its key must be read;
+    # a quick answer reads it as it claims it, with no GET of its own.
+    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    await adapter.initialize()
+    conversation = ConversationKey(platform="telegram", chat_id=str(GROUP))
+    keys = Keys("parley")
+
+    def stream(entry: str) -> AnswerStream:
+        live = adapter.live(conversation, user_id=str(ANA), team_id=None, is_direct=False)
+        return AnswerStream(
+            live=live,
+            adapter=adapter,
+            conversation=conversation,
+            redis=redis,
+            redis_key=keys.outbox(f"{entry}:outcome"),
+            ttl_ms=60_000,
+            interval=0.05,
+            first_show=0.5,
+        )
+
+    try:
+        async with monitored(redis_url) as commands:
+            quick = stream("entry-1")
+            await quick.on_progress(delta("Done."))
+            await quick.settle()
+            ref = await quick.finish(OutboundMessage(text="Done."))
+            await asyncio.sleep(0.3)  # the monitor's last lines
+        assert ref is not None and [p.text for p in telegram.chat(GROUP)] == ["Done."]
+        key = keys.outbox("entry-1:outcome")
+        assert await redis.get(key) == json.dumps(ref.message_id).encode()
+        claim, record = [c.split() for c in commands if key in c]
+        assert claim[:3] == ["SET", key, "in-flight"] and {"NX", "GET"} <= set(claim[3:])
+        assert record[:2] == ["SET", key]
+
+        # a finish that died midway left its claim: the claim meets it, and nothing is sent
+        await redis.set(keys.outbox("entry-2:outcome"), b"in-flight", px=60_000)
+        interrupted = stream("entry-2")
+        await interrupted.on_progress(delta("Done again."))
+        assert await interrupted.finish(OutboundMessage(text="Done again.")) is None
+        assert await redis.get(keys.outbox("entry-2:outcome")) == b"in-flight"
+        assert [p.text for p in telegram.chat(GROUP)] == ["Done."]
+    finally:
+        await adapter.stop()

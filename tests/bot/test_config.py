@@ -85,3 +85,13 @@ def test_design_contract_variables_exist() -> None:
         "PARLEY_DATA_DIR",
     ]:
         assert name in names, name
+
+
+def test_the_first_show_of_a_streamed_answer_stays_under_a_second() -> None:
+    # the design promises that any answer taking more than a second to write streams
+    assert Settings.load(env_file=None).streaming.first_show == 0.5
+    held = Settings.load(env_file=None, streaming={"PARLEY_STREAM_FIRST_SHOW": 0.9})
+    assert held.streaming.first_show == 0.9
+    with pytest.raises(ConfigError) as caught:
+        Settings.load(env_file=None, streaming={"PARLEY_STREAM_FIRST_SHOW": 1})
+    assert "PARLEY_STREAM_FIRST_SHOW" in str(caught.value)

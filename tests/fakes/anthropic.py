@@ -72,12 +72,14 @@ def text(value: str, *, delay: float = 0.0, usage: dict[str, int] | None = None)
     return Item("text", [{"type": "text", "text": value}], delay=delay, usage=usage or {})
 
 
-def tool(name: str, *, thought: str = "", delay: float = 0.0, **tool_input: Any) -> Item:
+def tool(
+    name: str, *, thought: str = "", delay: float = 0.0, pace: float = 0.0, **tool_input: Any
+) -> Item:
     content: list[dict[str, Any]] = [{"type": "text", "text": thought}] if thought else []
     content.append(
         {"type": "tool_use", "id": f"toolu_{next(_ids):06d}", "name": name, "input": tool_input}
     )
-    return Item("tool", content, delay=delay)
+    return Item("tool", content, delay=delay, pace=pace)
 
 
 def error(status: int, *, retry_after: float | None = None, message: str = "") -> Item:
