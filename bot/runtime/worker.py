@@ -57,7 +57,7 @@ class Worker:
         on_error: OnError | None = None,
         concurrency: int = 8,
         reclaim_idle: float = 60.0,
-        backlog_ttl: float = 86_400.0,
+        attempts_ttl: float = 86_400.0,
         block: float = 1.0,
         name: str | None = None,
         max_attempts: int = 3,
@@ -75,7 +75,7 @@ class Worker:
         self.reclaiming = health.register("reclaimer", every=max(0.05, reclaim_idle / 2) + 30.0)
         self._health = health
         self.failures = Failures(
-            redis, keys, max_attempts=max_attempts, attempts_ttl=backlog_ttl, on_error=on_error
+            redis, keys, max_attempts=max_attempts, attempts_ttl=attempts_ttl, on_error=on_error
         )
         self.reclaimer = Reclaimer(
             redis, keys, self.name, self._accept, self.reclaiming, reclaim_idle=reclaim_idle

@@ -177,7 +177,7 @@ def build_runtime(
         on_error=executor.fail_quietly,
         concurrency=runtime_settings.concurrency,
         reclaim_idle=runtime_settings.reclaim_idle,
-        backlog_ttl=runtime_settings.session_ttl,
+        attempts_ttl=runtime_settings.session_ttl,
         max_attempts=runtime_settings.max_attempts,
         health=health,
     )
