@@ -117,7 +117,7 @@ class MemorySettings(_Section):
     recall_max_distance: float = Field(0.85, alias="PARLEY_RECALL_MAX_DISTANCE", gt=0, le=2)
     recall_margin: float = Field(0.125, alias="PARLEY_RECALL_MARGIN", ge=0, le=2)
     recall_recency_weight: float = Field(0.0, alias="PARLEY_RECALL_RECENCY_WEIGHT", ge=0, le=1)
-    recall_generic_distance: float = Field(0.35, alias="PARLEY_RECALL_GENERIC_DISTANCE", ge=0, le=2)
+    recall_generic_distance: float = Field(0.4, alias="PARLEY_RECALL_GENERIC_DISTANCE", ge=0, le=2)
     merge_distance: float = Field(0.1, alias="PARLEY_MEMORY_MERGE_DISTANCE", ge=0, le=2)
     max_per_user: int = Field(1000, alias="PARLEY_MEMORY_MAX_PER_USER", ge=1)
     max_per_chat: int = Field(10_000, alias="PARLEY_MEMORY_MAX_PER_CHAT", ge=1)

@@ -33,6 +33,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# The model that runs is built from the packaged one, once per environment (a few seconds).
+"$VENV/bin/python" -m memory.model_build >/dev/null || exit 1
+
 # The bundled Redis Stack exists for Linux x86-64 only; elsewhere Parley runs on a Redis 8
 # named by REDIS_URL. Say in one line how to get one, unless it is already configured.
 system=$(uname -s) machine=$(uname -m)

