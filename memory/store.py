@@ -155,7 +155,9 @@ class RedisMemoryStore:
         vector = await self.embedder.embed(query)
         if await self.generic.matches(vector):
             return (await self._page(scopes, 0, k)).records
-        chosen = self.rank(await self.nearest(vector, scopes, k * 2, size), k, time.time())
+        # A recency bonus can lift a farther memory into the top k; without one, k is enough.
+        wanted = k * 2 if self.config.recency_weight else k
+        chosen = self.rank(await self.nearest(vector, scopes, wanted, size), k, time.time())
         if chosen:
             await self.cache.used([self._key(record.id) for record in chosen])
         return chosen
