@@ -8,7 +8,7 @@ back to back, 50 conversations at p50 20 ms would need 2,500 objectives/s).
 What is measured is everything Parley does per objective, as in production: webhook, dedup,
 queue, lock, session, limits, memory recall (every user has 20 memories, and every message
 is different, so each one is embedded and searched), the model round trip, delivery. The
-service runs with its shipped settings (16 runs at once per worker, the shipped garbage
+service runs with its shipped settings (32 runs at once per worker, the shipped garbage
 collection and Redis pool) except for the per-user rate limit, which the bench would trip.
 Also reported: Redis round trips per objective (socket reads the server processed, from
 `INFO stats`, and commands from `INFO commandstats`), each process's CPU time per objective

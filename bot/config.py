@@ -179,7 +179,7 @@ class AccessSettings(_Section):
 
 
 class RuntimeSettings(_Section):
-    concurrency: int = Field(16, alias="PARLEY_WORKER_CONCURRENCY", ge=1)
+    concurrency: int = Field(32, alias="PARLEY_WORKER_CONCURRENCY", ge=1)
     decision_ttl: float = Field(86_400.0, alias="PARLEY_DECISION_TTL", gt=0)
     lock_lease: float = Field(30.0, alias="PARLEY_LOCK_LEASE", gt=0)
     reclaim_idle: float = Field(60.0, alias="PARLEY_RECLAIM_IDLE", gt=0)
