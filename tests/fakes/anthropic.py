@@ -114,6 +114,7 @@ class PromptCache:
     def __init__(self, *, min_tokens: int = 1024) -> None:
         self.min_tokens = min_tokens
         self.entries: dict[str, float] = {}  # prefix hash → expiry (monotonic)
+        self.swept = 0.0  # expired entries are dropped once a second, not on every request
 
     @staticmethod
     def blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -140,7 +141,9 @@ class PromptCache:
     def usage(self, body: dict[str, Any]) -> dict[str, int]:
         blocks = self.blocks(body)
         now = time.monotonic()
-        self.entries = {k: t for k, t in self.entries.items() if t > now}
+        if now - self.swept >= 1.0:
+            self.entries = {k: t for k, t in self.entries.items() if t > now}
+            self.swept = now
         digest = hashlib.sha256(str(body.get("model")).encode())
         hashes, totals, total = [], [], 0
         for text, _ in blocks:
@@ -152,7 +155,7 @@ class PromptCache:
         read = 0
         for mark in marks:
             for i in range(mark, max(-1, mark - LOOKBACK_BLOCKS), -1):
-                if hashes[i] in self.entries:
+                if self.entries.get(hashes[i], 0.0) > now:
                     self.entries[hashes[i]] = now + CACHE_LIFETIME
                     read = max(read, totals[i])
                     break
