@@ -40,6 +40,8 @@ class Lease:
         self.ttl = ttl
         self.retry = min(retry, ttl / 3)
         self.held = False
+        # Whether an attempt has had an answer: until then nobody knows who holds it.
+        self.tried = False
         self._lock = redis.lock(key, timeout=ttl, blocking=False, thread_local=False)
         self._renewed = 0.0
         name = f"lease {key.rsplit(':', 1)[-1]}"
@@ -61,6 +63,7 @@ class Lease:
                     wait = min(wait, self.heartbeat.failed(exc))
                     await self._unreachable(on_lost)
                 else:
+                    self.tried = True
                     self.heartbeat.beat()
                 await pause(stop, wait)
         finally:

@@ -40,6 +40,7 @@ class Platforms:
         self.adapters: dict[str, ChatAdapter] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop_lease = asyncio.Event()
+        self._polling_lease: Lease | None = None
         self.telegram = self._telegram()
         self.slack = self._slack()
 
@@ -109,6 +110,7 @@ class Platforms:
             await self.telegram.start()
             if self.settings.telegram.mode == "polling":
                 lease = Lease(self.redis, self.keys.lease("telegram-polling"), health=self.health)
+                self._polling_lease = lease
                 task = asyncio.create_task(
                     lease.hold_while(
                         self._stop_lease, self.telegram.start_polling, self.telegram.stop_polling
@@ -144,7 +146,11 @@ class Platforms:
             return True, "none configured"
         found: list[tuple[str, bool, str]] = []
         if self.telegram is not None:
-            found.append(("telegram", *self.telegram.health()))
+            lease = self._polling_lease
+            if lease is not None and not lease.tried:  # signed in, but nobody polls yet
+                found.append(("telegram", False, "polling: trying for the polling lease"))
+            else:
+                found.append(("telegram", *self.telegram.health()))
         if self.slack is not None:
             found.append(("slack", *(await self.slack.health())))
         ready = all(ok for _, ok, _ in found)

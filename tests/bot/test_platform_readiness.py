@@ -72,6 +72,43 @@ async def until_ready(
         await asyncio.sleep(0.1)
 
 
+async def test_signed_in_is_not_ready_until_the_polling_lease_has_an_answer(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    """Between getMe and the first try for the polling lease nobody receives: not ready. A
+    replica that finds another one polling is ready (it stands by)."""
+    config = {"TELEGRAM_BOT_TOKEN": telegram.token, "TELEGRAM_API_URL": telegram.url}
+    settings = Settings.load(env_file=None, telegram=config)
+    keys = Keys()
+    first = Platforms(settings, redis, keys, Inbox(redis, keys, dedup_ttl=60).submit)
+    second = Platforms(settings, redis, keys, Inbox(redis, keys, dedup_ttl=60).submit)
+    stop = asyncio.Event()
+    try:
+        await first.start_receiving(stop)
+        assert first.telegram is not None and first.telegram.me is not None  # signed in
+        assert await first.check() == (False, "telegram: polling: trying for the polling lease")
+        ready, detail = await until_checked(first)
+        assert ready and "polling: last getUpdates" in detail
+        await second.start_receiving(stop)
+        assert not (await second.check())[0]
+        ready, detail = await until_checked(second)
+        assert ready and detail == "telegram: signed in as @parley_bot"
+        assert second.telegram is not None and not second.telegram.polling
+    finally:
+        stop.set()
+        await second.close()
+        await first.close()
+
+
+async def until_checked(platforms: Platforms, within: float = 30.0) -> tuple[bool, str]:
+    deadline = time.monotonic() + within
+    while True:
+        ready, detail = await platforms.check()
+        if ready or time.monotonic() > deadline:
+            return ready, detail
+        await asyncio.sleep(0.05)
+
+
 async def test_telegram_polling_that_keeps_failing_makes_the_gateway_not_ready(
     redis: aioredis.Redis, telegram: FakeTelegram
 ) -> None:
