@@ -24,18 +24,27 @@ class PrivateRedis:
         self.folder = folder
         self.port = free_port()
         self._server: EmbeddedRedis | None = None
+        # Clear while an `up` waits for the server to answer. Clients may be served already,
+        # so a `down` meanwhile waits for it and then stops that server.
+        self._started = asyncio.Event()
+        self._started.set()
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     async def up(self) -> None:
-        assert self._server is None
+        assert self._server is None and self._started.is_set()
         server = EmbeddedRedis(self.folder, persistent=True, port=self.port)
-        await asyncio.to_thread(server.start)
-        self._server = server
+        self._started.clear()
+        try:
+            await asyncio.to_thread(server.start)
+            self._server = server
+        finally:
+            self._started.set()
 
     async def down(self) -> None:
+        await self._started.wait()
         server, self._server = self._server, None
         if server is not None:
             await asyncio.to_thread(server.stop)
