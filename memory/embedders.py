@@ -121,9 +121,13 @@ class _MiniLM:
         out = np.empty((len(texts), DIMS), dtype=np.float32)
         for row, encoding in enumerate(self.tokenizer.encode_batch(texts)):
             ids = np.array([encoding.ids], dtype=np.int64)
-            feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-            hidden = self.session.run(["last_hidden_state"], feed | {"token_type_ids": ids * 0})
-            pooled = hidden[0][0].mean(axis=0)  # every token counts: nothing is padding
+            feed = {
+                "input_ids": ids,
+                "attention_mask": np.ones_like(ids),
+                "token_type_ids": np.zeros_like(ids),
+            }
+            [hidden] = self.session.run(["last_hidden_state"], feed)
+            pooled = hidden[0].mean(axis=0)  # every token counts: nothing is padding
             out[row] = pooled / max(float(np.linalg.norm(pooled)), 1e-12)
         return out
 

@@ -95,3 +95,11 @@ def test_the_first_show_of_a_streamed_answer_stays_under_a_second() -> None:
     with pytest.raises(ConfigError) as caught:
         Settings.load(env_file=None, streaming={"PARLEY_STREAM_FIRST_SHOW": 1})
     assert "PARLEY_STREAM_FIRST_SHOW" in str(caught.value)
+
+
+def test_the_shipped_memory_settings_are_the_memory_defaults() -> None:
+    """The recall-quality tests score `MemoryConfig()`; what ships is the settings' defaults."""
+    from bot.wiring.memory_setup import memory_config
+    from memory import MemoryConfig
+
+    assert memory_config(Settings.load(env_file=None)) == MemoryConfig()
