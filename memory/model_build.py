@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from memory.embedders import (
@@ -41,18 +41,24 @@ def build(target: Path = RUN_MODEL, source: Path | None = None) -> Path:
     source = source or packaged_model()
     verify(source, MODEL_SHA256, "packaged embedding model")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+    # A fixed scratch folder, so what a killed build left (a 90 MB folded model) is cleared.
+    scratch = target.parent / f".{target.name}.building"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    try:
         # Constant folding turns the packaged int8 weights into the float32 graph the
         # quantizer reads; nothing else is rewritten at this level.
-        folded = Path(scratch) / "folded.onnx"
+        folded = scratch / "folded.onnx"
         options = onnxruntime.SessionOptions()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.optimized_model_filepath = str(folded)
         onnxruntime.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
-        built = Path(scratch) / "model.onnx"
+        built = scratch / "model.onnx"
         quantize_dynamic(folded, built, weight_type=QuantType.QInt8, per_channel=True)
         verify(built, RUN_MODEL_SHA256, "built embedding model")
-        os.replace(built, target)
+        os.replace(built, target)  # a reader sees the old file or the whole new one
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 

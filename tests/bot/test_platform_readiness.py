@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -18,9 +19,11 @@ from bot.config import Settings
 from bot.ops.http import HttpServer
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
+from bot.wiring.connection import redis_client
 from bot.wiring.platforms import Platforms
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
+from tests.private_redis import private_redis
 
 
 @pytest.fixture
@@ -98,6 +101,35 @@ async def test_signed_in_is_not_ready_until_the_polling_lease_has_an_answer(
         stop.set()
         await second.close()
         await first.close()
+
+
+async def test_redis_away_as_polling_starts_is_not_ready_until_it_is_back(
+    telegram: FakeTelegram, tmp_path: Path
+) -> None:
+    """Nobody can know who polls while the lease cannot be asked: not ready, and ready with
+    polling running once Redis is back."""
+    config = {"TELEGRAM_BOT_TOKEN": telegram.token, "TELEGRAM_API_URL": telegram.url}
+    settings = Settings.load(env_file=None, telegram=config)
+    keys = Keys()
+    stop = asyncio.Event()
+    async with private_redis(tmp_path / "redis") as server:
+        client = redis_client(server.url, settings)
+        platforms = Platforms(settings, client, keys, Inbox(client, keys, dedup_ttl=60).submit)
+        try:
+            await server.down()
+            await platforms.start_receiving(stop)
+            await asyncio.sleep(1.5)  # tries, and fails, for the lease
+            assert await platforms.check() == (
+                False,
+                "telegram: polling: trying for the polling lease",
+            )
+            await server.up()
+            ready, detail = await until_checked(platforms)
+            assert ready and "polling: last getUpdates" in detail
+        finally:
+            stop.set()
+            await platforms.close()
+            await client.aclose()
 
 
 async def until_checked(platforms: Platforms, within: float = 30.0) -> tuple[bool, str]:

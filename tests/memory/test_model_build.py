@@ -38,6 +38,16 @@ def test_building_gives_the_pinned_file_once(tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["model.onnx"]  # no scratch left
 
 
+def test_what_a_killed_build_left_is_cleared(tmp_path: Path) -> None:
+    target = tmp_path / "model.onnx"
+    left = tmp_path / ".model.onnx.building"  # a build killed after folding the model
+    left.mkdir()
+    (left / "folded.onnx").write_bytes(b"x" * 1000)
+    build(target)
+    assert digest(target) == RUN_MODEL_SHA256
+    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
+
+
 def test_a_damaged_build_is_replaced(tmp_path: Path) -> None:
     target = tmp_path / "model.onnx"
     target.write_bytes(b"half a model")
