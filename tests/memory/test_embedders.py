@@ -125,3 +125,14 @@ def test_a_batch_of_long_texts_does_not_keep_its_memory(model: _MiniLM) -> None:
     before = resident_mb()
     model.embed(["word " * 300] * 32)
     assert resident_mb() - before < 150
+
+
+def test_hostile_texts_give_unit_vectors(model: _MiniLM) -> None:
+    """Empty, huge (cut at the model's 256 tokens), control characters, emoji only."""
+    texts = ["", "x" * 200_000, "a\x00b\x1b[2J\ufeff\u202e", "🙂" * 5000, "word " * 50_000]
+    vectors = model.embed(texts)
+    assert vectors.shape == (len(texts), 384)
+    assert np.isfinite(vectors).all()
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    # a text past the cut embeds as its first 256 tokens do
+    assert np.allclose(vectors[4], model.embed(["word " * 254])[0], atol=1e-5)
