@@ -138,8 +138,12 @@ class PromptCache:
                 add(f"{message.get('role')}{index}:", block)
         return found
 
-    def usage(self, body: dict[str, Any]) -> dict[str, int]:
-        blocks = self.blocks(body)
+    def usage(
+        self, body: dict[str, Any], blocks: list[tuple[str, bool]] | None = None
+    ) -> dict[str, int]:
+        """What the request reads from and writes to the cache (`blocks`: `blocks(body)`,
+        when the caller has them already)."""
+        blocks = self.blocks(body) if blocks is None else blocks
         now = time.monotonic()
         if now - self.swept >= 1.0:
             self.entries = {k: t for k, t in self.entries.items() if t > now}
@@ -193,7 +197,8 @@ class FakeAnthropic(FakeServer):
 
     async def _messages(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
         body = recorded.body if isinstance(recorded.body, dict) else {}
-        breakpoints = sum(mark for _, mark in PromptCache.blocks(body))
+        blocks = PromptCache.blocks(body)
+        breakpoints = sum(mark for _, mark in blocks)
         if breakpoints > MAX_BREAKPOINTS:
             return self._error(
                 400,
@@ -222,9 +227,9 @@ class FakeAnthropic(FakeServer):
             return self._error(item.status, message, item.headers)
         headers = {"request-id": f"req_{next(_ids):08d}"}
         if body.get("stream"):
-            return await self._sse(request, item, body, headers)
+            return await self._sse(request, item, body, blocks, headers)
         usage = {
-            **self.cache.usage(body),
+            **self.cache.usage(body, blocks),
             "output_tokens": sum(len(json.dumps(c)) for c in item.content) // 4 + 1,
             **item.usage,
         }
@@ -241,7 +246,12 @@ class FakeAnthropic(FakeServer):
         return web.json_response(payload, headers=headers)
 
     async def _sse(
-        self, request: web.Request, item: Item, body: dict[str, Any], headers: dict[str, str]
+        self,
+        request: web.Request,
+        item: Item,
+        body: dict[str, Any],
+        blocks: list[tuple[str, bool]],
+        headers: dict[str, str],
     ) -> web.StreamResponse:
         response = web.StreamResponse(
             headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -251,7 +261,7 @@ class FakeAnthropic(FakeServer):
         async def send(event: str, data: dict[str, Any]) -> None:
             await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
 
-        usage: dict[str, Any] = {**self.cache.usage(body), "output_tokens": 1, **item.usage}
+        usage: dict[str, Any] = {**self.cache.usage(body, blocks), "output_tokens": 1, **item.usage}
         message: dict[str, Any] = {
             "id": f"msg_{next(_ids):08d}",
             "type": "message",
