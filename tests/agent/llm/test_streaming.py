@@ -97,6 +97,33 @@ async def test_anthropic_stream_announces_a_tool_call_and_assembles_its_input(
     assert response.message.tool_uses[0].input == {"expression": "6*7"}
 
 
+async def test_anthropic_sends_the_same_request_whether_traced_or_not(hosted, closing) -> None:
+    """Untraced calls post the body as JSON through the SDK's generic post; traced ones go
+    through `messages.create`, which records the span. The API must see no difference."""
+    turns = [Message.user('Grüße, 東京 🙂 "quoted" \\ and\nnewline'), Message.assistant("ok")]
+    ask = ChatRequest(
+        system="You are Parley.", messages=[*turns, Message.user("6*7?")], tools=[CALC]
+    )
+    results = []
+    for traced in (False, True):
+        model = hosted_model(hosted, closing)
+        model.traced = traced
+        hosted.script(fa.tool("calculator", thought="Let me compute.", expression="6*7"))
+        results.append(await collect(model.stream(ask)))
+    plain, typed = hosted.message_calls[-2:]
+    assert plain.body == typed.body and plain.body["stream"] is True
+    assert plain.headers.pop("Host") and typed.headers.pop("Host")  # each its own connection
+    assert plain.headers == typed.headers and plain.headers["Content-Type"] == "application/json"
+    (events, response), (typed_events, typed_response) = results
+    assert events == typed_events and response.stop_reason == typed_response.stop_reason
+    assert response.message.text == typed_response.message.text == "Let me compute."
+    assert (
+        [(u.name, u.input) for u in response.message.tool_uses]
+        == [(u.name, u.input) for u in typed_response.message.tool_uses]
+        == [("calculator", {"expression": "6*7"})]
+    )
+
+
 async def test_anthropic_error_event_midway_counts_as_unavailable(hosted, closing) -> None:
     hosted.script(fa.broken("Partial answ", "overloaded_error"))
     seen: list[StreamEvent] = []
