@@ -221,11 +221,16 @@ class RedisMemoryStore:
             memory_id = existing.id
             if existing.origin == "remembered":
                 origin = "remembered"  # asked for once: stays protected
-            mapping.update(id=memory_id, origin=origin, created_at=existing.created_at)
+            mapping.update(id=memory_id, origin=origin)
+            # The stored time stays: a search returns it rounded to 10 ms, and writing that
+            # back could move the memory after one written just after it.
+            del mapping["created_at"]
+            created_at = existing.created_at
             await self.index.load([mapping], keys=[self._key(memory_id)])
             log.info("memory %s updated instead of duplicated", memory_id)
         else:
             memory_id = uuid.uuid4().hex[:12]
+            created_at = now
             mapping.update(id=memory_id, origin=origin)
             await self._insert(scope, mapping, origin)
         return MemoryRecord(
@@ -235,7 +240,7 @@ class RedisMemoryStore:
             scope=scope,
             author=context.user_id,
             source_conversation=context.conversation_id,
-            created_at=float(mapping["created_at"]),
+            created_at=created_at,
             last_used_at=now,
             origin=origin,
         )

@@ -105,6 +105,20 @@ async def test_near_duplicates_merge(store: RedisMemoryStore) -> None:
     ]
 
 
+async def test_a_merge_keeps_the_exact_time_the_memory_was_first_written(
+    store: RedisMemoryStore,
+) -> None:
+    """A search returns the time rounded to 10 ms; written back, it could sort the merged
+    memory after one written just after it."""
+    first = await store.remember("I prefer tea over coffee", ANA_DM)
+    key = store._key(first.id)
+    written = await store.redis.hget(key, "created_at")
+    merged = await store.remember("I prefer tea over coffee.", ANA_DM)
+    assert merged.id == first.id and merged.text.endswith(".")
+    assert await store.redis.hget(key, "created_at") == written
+    assert abs(merged.created_at - first.created_at) < 0.01
+
+
 async def test_forget_one_or_all_but_only_your_own(store: RedisMemoryStore) -> None:
     await store.remember("I'm vegetarian", ANA_DM)
     await store.remember("I run on Sundays", ANA_DM)
