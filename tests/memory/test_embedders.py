@@ -4,7 +4,10 @@ each gets its own sentence's vector, and a failing or abandoned call harms no ot
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -136,3 +139,24 @@ def test_hostile_texts_give_unit_vectors(model: _MiniLM) -> None:
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
     # a text past the cut embeds as its first 256 tokens do
     assert np.allclose(vectors[4], model.embed(["word " * 254])[0], atol=1e-5)
+
+
+def test_embedding_starts_no_threads_beyond_the_pool() -> None:
+    """The tokenizer's own thread pool would take every text from the embedding thread and
+    hand it back; in a fresh process, embedding must leave only the threads it had."""
+    script = (
+        "import os, threading\n"
+        "from memory.embedders import _MiniLM\n"
+        "model = _MiniLM()\n"
+        "before = len(os.listdir('/proc/self/task'))\n"
+        "for n in range(50): model.embed([f'what is on my list for day {n}?'])\n"
+        "worker = threading.Thread(target=model.embed, args=(['from another thread'],))\n"
+        "worker.start(); worker.join()\n"
+        "print(before, len(os.listdir('/proc/self/task')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TOKENIZERS_PARALLELISM"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    before, after = done.stdout.split()
+    assert after == before, done.stdout
