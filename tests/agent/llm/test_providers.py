@@ -133,21 +133,32 @@ async def test_anthropic_round_trips_tool_calls_and_caches_the_prefix(
         (400, ProviderRejected),
     ],
 )
+@pytest.mark.parametrize("streamed", [False, True], ids=["complete", "stream"])
 async def test_anthropic_errors_map_to_the_error_tree_without_retries(
-    hosted: FakeAnthropic, status: int, expected: type[Exception]
+    hosted: FakeAnthropic, status: int, expected: type[Exception], streamed: bool
 ) -> None:
     hosted.script(fa.error(status, retry_after=7))
     with pytest.raises(expected) as caught:
-        await anthropic_model(hosted).complete(conversation())
+        await ask(anthropic_model(hosted), streamed)
     assert len(hosted.message_calls) == 1  # the SDK did not retry
     if status in (429, 529):
         assert isinstance(caught.value, ProviderUnavailable) and caught.value.retry_after == 7
 
 
-async def test_anthropic_timeout_is_unavailable(hosted: FakeAnthropic) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["complete", "stream"])
+async def test_anthropic_timeout_is_unavailable(hosted: FakeAnthropic, streamed: bool) -> None:
     hosted.script(fa.hang())
     with pytest.raises(ProviderUnavailable, match="timed out"):
-        await anthropic_model(hosted, timeout=0.3).complete(conversation())
+        await ask(anthropic_model(hosted, timeout=0.3), streamed)
+
+
+async def ask(model: AnthropicModel, streamed: bool) -> None:
+    """One call, whole or streamed (the two go through different SDK methods)."""
+    if not streamed:
+        await model.complete(conversation())
+        return
+    async for _ in model.stream(conversation()):
+        pass
 
 
 async def test_ollama_round_trips_tool_calls_with_num_ctx(local: FakeOllama) -> None:
