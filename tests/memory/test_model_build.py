@@ -92,12 +92,22 @@ def test_the_built_model_embeds_as_the_packaged_one() -> None:
         assert found[0] >= found[1] - 0.03, (within, found)
 
 
-def test_fused_attention_computes_what_the_exported_graph_does(tmp_path: Path) -> None:
-    """Before quantization the fused graph must be the same function: each text runs alone
-    and unpadded, where the exported mask lets every token see every other."""
-    folded, fused = tmp_path / "folded.onnx", tmp_path / "fused.onnx"
+@pytest.fixture(scope="module")
+def fused_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The folded export and its fused graph, made once for the tests that read them."""
+    folder = tmp_path_factory.mktemp("fusion")
+    folded, fused = folder / "folded.onnx", folder / "fused.onnx"
     fold(packaged_model(), folded)
     fuse_attention(folded, fused)
+    return folded, fused
+
+
+def test_fused_attention_computes_what_the_exported_graph_does(
+    fused_pair: tuple[Path, Path],
+) -> None:
+    """Before quantization the fused graph must be the same function: each text runs alone
+    and unpadded, where the exported mask lets every token see every other."""
+    folded, fused = fused_pair
     texts = ["hi", "what should I prepare for the apollo review?", "Grüße 東京 🙂 " * 40]
     runs = []
     for path in (folded, fused):
@@ -109,9 +119,8 @@ def test_fused_attention_computes_what_the_exported_graph_does(tmp_path: Path) -
     assert sum(n.op_type == "Attention" for n in nodes) == 6 and len(nodes) < 120
 
 
-def test_a_graph_of_another_shape_is_not_fused(tmp_path: Path) -> None:
-    folded, fused = tmp_path / "folded.onnx", tmp_path / "fused.onnx"
-    fold(packaged_model(), folded)
-    fuse_attention(folded, fused)
+def test_a_graph_of_another_shape_is_not_fused(
+    fused_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
     with pytest.raises(EmbeddingModelError, match="cannot fuse the model's attention"):
-        fuse_attention(fused, tmp_path / "again.onnx")  # no softmax left to find
+        fuse_attention(fused_pair[1], tmp_path / "again.onnx")  # no softmax left to find
