@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -164,6 +165,23 @@ async def test_fallback_decides_before_the_first_token(
     events, response = await collect(fallback(redis, hosted, local, closing).stream(request()))
     assert not any(isinstance(e, StreamReset) for e in events)
     assert text_of(events) == ANSWER and response.provider == "ollama"
+
+
+async def test_a_streamed_hosted_model_that_comes_back_is_used_again(
+    redis: aioredis.Redis, hosted, local, closing
+) -> None:
+    """Streams over the generic post, through an outage: a 529 sends the run to the
+    fallback, and once the retry-after has passed one probe finds the model back."""
+    hosted.script(fa.error(529, retry_after=0.3))
+    local.responder = lambda body: fo.reply("from ollama")
+    model = fallback(redis, hosted, local, closing)
+    _, during = await collect(model.stream(request()))
+    assert during.provider == "ollama"
+    await asyncio.sleep(0.35)
+    hosted.script(fa.streamed("back again"))
+    events, after = await collect(model.stream(request()))
+    assert after.provider == "anthropic" and text_of(events) == "back again"
+    assert (await redis.hget(KEY, "state")) == b"closed"
 
 
 async def test_hosted_stream_dying_midway_is_replaced_not_appended(
