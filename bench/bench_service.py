@@ -7,9 +7,11 @@ Each concurrent conversation sends its next message as soon as the previous repl
 back to back, 50 conversations at p50 20 ms would need 2,500 objectives/s).
 What is measured is everything Parley does per objective, as in production: webhook, dedup,
 queue, lock, session, limits, memory recall (every user has 20 memories, and every message
-is different, so each one is embedded and searched), the model round trip, delivery. The
-service runs with its shipped settings (32 runs at once per worker, the shipped garbage
-collection and Redis pool) except for the per-user rate limit, which the bench would trip.
+is different, so each one is embedded and searched; each memory was last used some time in
+the past month, so its first recall writes its new last-used time), the model round trip,
+delivery. The service runs with its shipped settings (32 runs at once per worker, the shipped
+garbage collection and Redis pool) except for the per-user rate limit, which the bench would
+trip.
 Also reported: Redis round trips per objective (socket reads the server processed, from
 `INFO stats`, and commands from `INFO commandstats`), each process's CPU time per objective
 (which, unlike throughput, a busy machine does not change), each process's RSS, and the garbage
@@ -96,6 +98,9 @@ async def seed_memories(redis_url: str, users: list[int]) -> int:
         async with redis.pipeline(transaction=False) as pipe:
             for text, vector in zip(texts, vectors, strict=True):
                 memory_id = uuid.uuid4().hex[:12]
+                # Last used some time this past month, as in production: the first recall of
+                # each one writes its new last-used time, and Redis indexes it again.
+                used = time.time() - rng.uniform(0, 30 * 86_400)
                 pipe.hset(
                     f"{settings.redis.key_prefix}:memory:doc:{memory_id}",
                     mapping={
@@ -105,8 +110,8 @@ async def seed_memories(redis_url: str, users: list[int]) -> int:
                         "scope": f"user:telegram:{user}",
                         "author": str(user),
                         "source": f"telegram:{user}",
-                        "created_at": time.time(),
-                        "last_used_at": time.time(),
+                        "created_at": used - rng.uniform(0, 30 * 86_400),
+                        "last_used_at": used,
                         "embedding": np.asarray(vector, dtype=np.float32).tobytes(),
                     },
                 )

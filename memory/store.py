@@ -158,8 +158,7 @@ class RedisMemoryStore:
         # A recency bonus can lift a farther memory into the top k; without one, k is enough.
         wanted = k * 2 if self.config.recency_weight else k
         chosen = self.rank(await self.nearest(vector, scopes, wanted, size), k, time.time())
-        if chosen:
-            await self.cache.used([self._key(record.id) for record in chosen])
+        await self.cache.used({self._key(record.id): record.last_used_at for record in chosen})
         return chosen
 
     async def write_used(self) -> None:
