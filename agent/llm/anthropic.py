@@ -21,12 +21,12 @@ import json
 import logging
 import os
 from collections.abc import AsyncGenerator, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import anthropic
+import orjson
 from anthropic import AsyncStream
 from anthropic.types import Message as ApiMessage
-from anthropic.types import RawMessageStreamEvent
 from opentelemetry import trace
 
 from agent.llm.base import ProviderAuthError, ProviderRejected, ProviderUnavailable
@@ -117,27 +117,29 @@ class AnthropicModel:
         message: dict[str, Any] = {"content": [], "usage": {}}
         partial_json: dict[int, list[str]] = {}
         with sdk_errors():
-            events = await self._open_stream(self.wire_request(request))
-            async with events:
+            async with contextlib.aclosing(self._events(self.wire_request(request))) as events:
                 async for event in events:
-                    if event.type == "content_block_delta":
-                        delta = event.delta
-                        if delta.type == "text_delta":
-                            message["content"][event.index]["text"] += delta.text
-                            yield TextDelta(delta.text)
-                        elif delta.type == "input_json_delta":
-                            partial_json.setdefault(event.index, []).append(delta.partial_json)
-                    elif event.type == "content_block_start":
-                        block = event.content_block.model_dump()
+                    kind = event["type"]
+                    if kind == "content_block_delta":
+                        delta = event["delta"]
+                        if delta["type"] == "text_delta":
+                            message["content"][event["index"]]["text"] += delta["text"]
+                            yield TextDelta(delta["text"])
+                        elif delta["type"] == "input_json_delta":
+                            parts = partial_json.setdefault(event["index"], [])
+                            parts.append(delta["partial_json"])
+                    elif kind == "content_block_start":
+                        block = event["content_block"]
                         message["content"].append(block)
                         if block["type"] == "tool_use":
                             yield ToolUseStarted(block["name"])
-                    elif event.type == "message_start":
-                        message["model"] = event.message.model
-                        message["usage"] = event.message.usage.model_dump()
-                    elif event.type == "message_delta":
-                        message["stop_reason"] = event.delta.stop_reason
-                        message["usage"].update(event.usage.model_dump(exclude_none=True))
+                    elif kind == "message_start":
+                        message["model"] = event["message"]["model"]
+                        message["usage"] = dict(event["message"]["usage"])
+                    elif kind == "message_delta":
+                        message["stop_reason"] = event["delta"]["stop_reason"]
+                        usage = event.get("usage") or {}
+                        message["usage"].update((k, v) for k, v in usage.items() if v is not None)
         for index, parts in partial_json.items():
             try:
                 message["content"][index]["input"] = json.loads("".join(parts) or "{}")
@@ -145,20 +147,29 @@ class AnthropicModel:
                 raise ProviderRejected(self.name, "a streamed tool call had broken JSON") from exc
         yield from_wire(message, self.model)
 
-    async def _open_stream(self, wire: dict[str, Any]) -> AsyncStream[RawMessageStreamEvent]:
+    async def _events(self, wire: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+        """The stream's events as the API's JSON."""
         if self.traced:  # the SDK's method, which records the call's span
-            return await self.client.messages.create(**wire, stream=True)
+            typed = await self.client.messages.create(**wire, stream=True)
+            async with typed:
+                async for event in typed:
+                    yield event.model_dump()
+            return
         # The SDK's own generic post, with the body already JSON: `messages.create` first
         # copies the whole request (every tool schema and turn) looking for values to convert,
-        # which plain JSON never holds. That copy was about 0.3 ms of CPU a call.
-        body = json.dumps({**wire, "stream": True}, ensure_ascii=False, separators=(",", ":"))
-        return await self.client.post(
+        # which plain JSON never holds. That copy was about 0.3 ms of CPU a call. Its events
+        # come as the JSON the API sent (`object`): building the SDK's event models for them
+        # cost another 0.08 ms.
+        raw = await self.client.post(
             "/v1/messages",
-            cast_to=ApiMessage,  # what `messages.create` names; a stream reads its events
-            content=body.encode(),
+            cast_to=ApiMessage,  # what `messages.create` names
+            content=to_json({**wire, "stream": True}),
             stream=True,
-            stream_cls=AsyncStream[RawMessageStreamEvent],
+            stream_cls=AsyncStream[object],
         )
+        async with raw:
+            async for event in raw:
+                yield cast(dict[str, Any], event)
 
     def wire_request(self, request: ChatRequest) -> dict[str, Any]:
         tools = [
@@ -217,6 +228,15 @@ def to_wire(message: Message) -> dict[str, Any]:
             content.append({"type": "image", "source": source})
     # The API rejects empty content; a lone placeholder keeps the turn structure valid.
     return {"role": message.role, "content": content or [{"type": "text", "text": "…"}]}
+
+
+def to_json(value: Any) -> bytes:
+    """A request body. orjson takes a twentieth of json's CPU (58 → 3 µs for 10 KB); json
+    writes what orjson refuses, such as an integer past 64 bits in a model's tool call."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def from_wire(data: dict[str, Any], model: str) -> ChatResponse:

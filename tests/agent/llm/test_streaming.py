@@ -15,7 +15,14 @@ from agent.llm.breaker_redis import redis_breaker
 from agent.llm.fallback import FallbackModel
 from agent.llm.ollama import OllamaModel
 from agent.llm.streaming import StreamEvent, StreamReset, TextDelta, ToolUseStarted
-from agent.messages import ChatRequest, ChatResponse, Message, ToolSpec
+from agent.messages import (
+    ChatRequest,
+    ChatResponse,
+    Message,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+)
 from tests.fakes import anthropic as fa
 from tests.fakes import ollama as fo
 from tests.fakes.anthropic import FakeAnthropic
@@ -117,12 +124,34 @@ async def test_anthropic_sends_the_same_request_whether_traced_or_not(hosted, cl
     assert plain.headers == typed.headers and plain.headers["Content-Type"] == "application/json"
     (events, response), (typed_events, typed_response) = results
     assert events == typed_events and response.stop_reason == typed_response.stop_reason
+    assert response.usage == typed_response.usage and response.usage.output_tokens
     assert response.message.text == typed_response.message.text == "Let me compute."
     assert (
         [(u.name, u.input) for u in response.message.tool_uses]
         == [(u.name, u.input) for u in typed_response.message.tool_uses]
         == [("calculator", {"expression": "6*7"})]
     )
+
+
+async def test_a_tool_call_with_an_integer_past_64_bits_goes_back_exactly(hosted, closing) -> None:
+    """The body is written by orjson, and by json where orjson refuses (past 64 bits): a
+    model's odd tool call must not make every later request of the conversation fail."""
+    huge = 2**70 + 1
+    call = ToolUseBlock(id="toolu_1", name="calculator", input={"expression": "x", "n": huge})
+    turns = [
+        Message.user("what is x?"),
+        Message(role="assistant", content=[call]),
+        Message(role="user", content=[ToolResultBlock(tool_use_id="toolu_1", content="42")]),
+    ]
+    hosted.script(fa.text("It is 42."))
+    _, response = await collect(
+        hosted_model(hosted, closing).stream(
+            ChatRequest(system="You are Parley.", messages=turns, tools=[CALC])
+        )
+    )
+    assert response.message.text == "It is 42."
+    sent = hosted.message_calls[-1].body["messages"][1]["content"][0]
+    assert sent["input"] == {"expression": "x", "n": huge}
 
 
 async def test_anthropic_error_event_midway_counts_as_unavailable(hosted, closing) -> None:
