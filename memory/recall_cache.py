@@ -2,8 +2,8 @@
 
 A scope found non-empty is trusted so for `SIZE_KEPT` seconds (the count then only picks the
 query plan, and counting a 100k-memory scope through the index costs ~30 ms). Last-used
-times are noted and written together at most once a second, only to memories that still
-exist, so a forgotten memory never comes back.
+times are noted and written together, only to memories that still exist, so a forgotten
+memory never comes back.
 
 Writing one field of a memory makes RediSearch index the whole document again, its vector
 included: about 0.3 ms of Redis, which every other client waits out. Written on every use,

@@ -12,9 +12,8 @@ response use `complete`; summaries and extraction keep doing so.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from agent.llm.base import ChatModel
 from agent.messages import ChatRequest, ChatResponse
@@ -40,17 +39,10 @@ class StreamReset:
 StreamEvent = TextDelta | ToolUseStarted | StreamReset | ChatResponse
 
 
-class StreamingModel(Protocol):
-    """A ChatModel that can also stream; `stream_of` tells by the method alone, which costs a
-    tenth of a microsecond where an isinstance check against this Protocol costs six."""
-
-    name: str
-
-    def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]: ...
-
-
 async def stream_of(model: ChatModel, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
-    """The model's stream, or its one complete answer as a stream of one."""
+    """The model's stream, or its one complete answer as a stream of one. A model streams if
+    it has a `stream` method: an isinstance check against a runtime Protocol cost 6 µs."""
+    stream: Callable[[ChatRequest], AsyncGenerator[StreamEvent, None]] | None
     stream = getattr(model, "stream", None)
     if stream is not None:
         async with contextlib.aclosing(stream(request)) as events:
