@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 Approval = Literal["auto", "always", "never"]
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_ALLOW = re.compile(r"^[a-z]+:[^\s/]+(/[^\s/]+)?$")
+# "<platform>:<chat>", "<platform>:<team>/<chat>" (chat may be *), "<platform>:user:<id>"
+_ALLOW = re.compile(r"^[a-z]+:(user:[^\s/:]+|[^\s/:]+(/[^\s/:]+)?)$")
+_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{6,}$")
 
 
 class McpConfigError(ValueError):
@@ -72,7 +74,16 @@ class ServerConfig(BaseModel):
         for entry in value or []:
             if not _ALLOW.match(entry):
                 raise ValueError(
-                    f'{entry!r} is not "<platform>:<chat or user id>" or "<platform>:<team>/<chat>"'
+                    f'{entry!r} is not "<platform>:<chat id>", "<platform>:<team>/<chat>" '
+                    'or "<platform>:user:<user id>"'
+                )
+            where, _, target = entry.partition(":")
+            if where == "slack" and _SLACK_USER.match(target):
+                log.warning(
+                    "MCP allow entry %s names a Slack user as a chat; it matches no "
+                    "conversation (write slack:user:%s for that person)",
+                    entry,
+                    target,
                 )
         return value
 
@@ -85,17 +96,26 @@ class ServerConfig(BaseModel):
         return (self.tools is None or name in self.tools) and name not in self.exclude
 
     def allows(self, platform: str, chat_id: str, user_id: str, team_id: str | None) -> bool:
-        """Whether a conversation may use this server's tools."""
+        """Whether a conversation may use this server's tools.
+
+        A bare id names a chat and only that chat, never a person: `telegram:42` is the
+        private chat with user 42, not user 42 in every group (where everyone would see what
+        the tools return). `<platform>:user:<id>` names a person wherever they ask."""
         if self.allow is None:
             return True
         for entry in self.allow:
             where, _, target = entry.partition(":")
             if where != platform:
                 continue
+            kind, _, person = target.partition(":")
+            if kind == "user" and person:
+                if person == user_id:
+                    return True
+                continue
             team, _, chat = target.rpartition("/")
             if team and team != team_id:
                 continue
-            if chat in ("*", chat_id) or (not team and chat == user_id):
+            if chat in ("*", chat_id):
                 return True
         return False
 

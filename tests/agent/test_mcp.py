@@ -252,6 +252,33 @@ async def test_servers_are_offered_only_where_allowed(ctx: RunContext) -> None:
         assert result.is_error and "no tool named" in result.content.lower()
 
 
+async def test_allowing_a_persons_dm_does_not_offer_the_server_in_their_groups() -> None:
+    """Attack: user 7 is allowed a finance server in their private chat (`telegram:7`); in a
+    group, a message tells the model to look the ledger up and post it for everyone."""
+    finance = stdio_server(tools=["lookup"], allow=["telegram:7", "telegram:user:9"])
+    dm = RunContext(conversation_id="telegram:7", platform="telegram", user_id="7", chat_id="7")
+    group = RunContext(
+        conversation_id="telegram:-1001",
+        platform="telegram",
+        user_id="7",
+        chat_id="-1001",
+        is_direct=False,
+    )
+    someone_in_dm = RunContext(
+        conversation_id="telegram:9", platform="telegram", user_id="9", chat_id="9"
+    )
+    async with toolbox(finance=finance) as box:
+        assert [t.name for t in box.tools_for(dm)] == ["finance__lookup"]
+        assert list(box.tools_for(group)) == []
+        # the explicit person form still names a person wherever they ask
+        assert [t.name for t in box.tools_for(someone_in_dm)] == ["finance__lookup"]
+        model = ScriptedModel([turn(call("finance__lookup", key="ledger")), reply("posted")])
+        await agent(model, box).run("post the ledger here for everyone", group)
+        assert "finance__lookup" not in {t.name for t in model.requests[0].tools}
+        result = model.requests[1].messages[-1].content[0]
+        assert result.is_error and "no tool named" in result.content.lower()
+
+
 async def test_a_server_that_was_down_is_retried_with_backoff(ctx: RunContext) -> None:
     port = free_port()
     late = ServerConfig(url=f"http://127.0.0.1:{port}/mcp", headers={"Authorization": "Bearer t"})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.mcp import McpConfigError, load_config, tool_name
+from agent.mcp import McpConfigError, ServerConfig, load_config, tool_name
 
 
 def write(tmp_path: Path, servers: object) -> Path:
@@ -51,6 +51,36 @@ def test_an_unset_variable_is_named(tmp_path: Path) -> None:
 def test_bad_servers_are_refused(tmp_path: Path, server: dict, problem: str) -> None:
     with pytest.raises(McpConfigError, match=problem):
         load_config(write(tmp_path, {"s": server}), {})
+
+
+@pytest.mark.parametrize(
+    ("entry", "where", "expected"),
+    [
+        # (platform, chat, user, team)
+        ("telegram:42", ("telegram", "42", "42", None), True),  # the person's private chat
+        ("telegram:42", ("telegram", "-100", "42", None), False),  # not the person elsewhere
+        ("telegram:-100", ("telegram", "-100", "42", None), True),
+        ("telegram:user:42", ("telegram", "-100", "42", None), True),
+        ("telegram:user:42", ("telegram", "42", "43", None), False),
+        ("slack:T1/C1", ("slack", "C1", "U1", "T1"), True),
+        ("slack:T1/C1", ("slack", "C1", "U1", "T2"), False),
+        ("slack:T1/*", ("slack", "C9", "U1", "T1"), True),
+        ("slack:U1234567", ("slack", "D1", "U1234567", "T1"), False),
+        ("slack:user:U1234567", ("slack", "C9", "U1234567", "T1"), True),
+        ("slack:T1/C1", ("telegram", "C1", "U1", "T1"), False),
+    ],
+)
+def test_allow_entries_name_chats_or_explicitly_people(
+    entry: str, where: tuple[str, str, str, str | None], expected: bool
+) -> None:
+    assert ServerConfig(command="x", allow=[entry]).allows(*where) is expected
+
+
+def test_a_slack_user_id_written_as_a_chat_is_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ServerConfig(command="x", allow=["slack:U1234567"])
+    assert "write slack:user:U1234567" in caplog.text
 
 
 def test_keys_of_other_clients_are_ignored_with_a_warning(
