@@ -227,11 +227,27 @@ class ChannelRefused(Exception):
     """A channel cannot be read for this person; the message says why, for the model."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChannelInfo:
+    """A channel as the platform lists it: enough to decide who may see what it holds."""
+
+    id: str
+    members: frozenset[str]
+    complete: bool  # False: it has more members than were listed
+    with_parley: bool  # Parley is a member
+    teams: frozenset[str] = frozenset()  # the workspaces that host or share it (Slack)
+    allowed: bool = True  # inside the platform's allowlists (teams, channels)
+
+
 @runtime_checkable
 class ChannelSource(Protocol):
-    async def read_channel(self, user_id: str, channel: str, oldest: float) -> list[ContextMessage]:
-        """A channel's messages since `oldest` (epoch seconds), oldest first, if both Parley and
-        the user are members; ChannelRefused otherwise."""
+    async def channel_info(self, channel: str) -> ChannelInfo:
+        """The channel named by id, mention or #name; ChannelRefused when unknown."""
+        ...
+
+    async def channel_history(self, channel_id: str, oldest: float) -> list[ContextMessage]:
+        """The channel's messages since `oldest` (epoch seconds), oldest first; ChannelRefused
+        when the platform will not give them. Who may see them is the caller's question."""
         ...
 
 

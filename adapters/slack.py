@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -34,6 +34,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
     Attachment,
+    ChannelInfo,
     ContextMessage,
     ConversationKey,
     DeliveryFailed,
@@ -230,9 +231,18 @@ class SlackAdapter:
             conversation.chat_id, conversation.thread_id, before, self.bot_user_id, after=after
         )
 
-    async def read_channel(self, user_id: str, channel: str, oldest: float) -> list[ContextMessage]:
+    async def channel_info(self, channel: str) -> ChannelInfo:
         await self.initialize()
-        return await self._threads.channel(user_id, channel, oldest, self.bot_user_id)
+        info = await self._threads.channel_info(channel, self.bot_user_id)
+        config = self.config
+        allowed = not (config.allowed_channels and info.id not in config.allowed_channels)
+        if config.allowed_teams and not info.teams & set(config.allowed_teams):
+            allowed = False
+        return replace(info, allowed=allowed)
+
+    async def channel_history(self, channel_id: str, oldest: float) -> list[ContextMessage]:
+        await self.initialize()
+        return await self._threads.channel_history(channel_id, oldest, self.bot_user_id)
 
     def live(
         self, conversation: ConversationKey, *, user_id: str, team_id: str | None, is_direct: bool

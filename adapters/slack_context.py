@@ -22,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
     Attachment,
+    ChannelInfo,
     ChannelRefused,
     ContextMessage,
     DownloadError,
@@ -34,7 +35,8 @@ SLACK_FILE_HOSTS = ("slack.com", "slack-edge.com", "slack-files.com")
 DOWNLOAD_TIMEOUT = 60.0
 HISTORY_PAGES = 5  # of up to 200 messages each
 LIST_PAGES = 10  # of channels or members, 200 each
-CHANNEL_ID = re.compile(r"^<#([CG][A-Z0-9]+)(?:\|[^>]*)?>$|^([CG][A-Z0-9]{6,})$")
+# Slack ids are upper case, channel names lower case: a bare upper-case word is an id.
+CHANNEL_ID = re.compile(r"^<#([CG][A-Z0-9]+)(?:\|[^>]*)?>$|^([CGD][A-Z0-9]{2,})$")
 NAME_SECONDS = 3600.0
 NAMES_KEPT = 5000
 SKIPPED_SUBTYPES = {"channel_join", "channel_leave", "group_join", "group_leave"}
@@ -143,17 +145,30 @@ class ThreadReader:
         found.sort(key=lambda item: _ts(item[0]))
         return [message for _, message in found if message.text or message.author]
 
-    async def channel(
-        self, user: str, channel: str, oldest: float, bot_user_id: str | None
-    ) -> list[ContextMessage]:
-        """A channel's top-level messages since `oldest`, if both Parley and `user` are in it."""
+    async def channel_info(self, channel: str, bot_user_id: str | None) -> ChannelInfo:
+        """Who is in a channel (named by id, mention or #name), and which team hosts it."""
         try:
             channel_id = await self._channel_id(channel)
-            members = await self._members(channel_id)
-            if bot_user_id not in members or user not in members:
-                raise ChannelRefused(
-                    f"{channel} can only be read when both Parley and the user are members of it."
-                )
+            members, complete = await self._members(channel_id)
+            info = (await self.client.conversations_info(channel=channel_id)).get("channel") or {}
+        except SlackApiError as exc:
+            error = exc.response.get("error")
+            raise ChannelRefused(f"Slack would not let Parley read {channel} ({error}).") from exc
+        teams = {str(t) for t in info.get("shared_team_ids") or ()}
+        teams |= {str(info[k]) for k in ("context_team_id", "conversation_host_id") if info.get(k)}
+        return ChannelInfo(
+            id=channel_id,
+            members=frozenset(members),
+            complete=complete,
+            with_parley=bool(bot_user_id) and bot_user_id in members,
+            teams=frozenset(teams),
+        )
+
+    async def channel_history(
+        self, channel_id: str, oldest: float, bot_user_id: str | None
+    ) -> list[ContextMessage]:
+        """A channel's top-level messages since `oldest`, oldest first."""
+        try:
             raw = [
                 m
                 async for m in paged(
@@ -167,7 +182,7 @@ class ThreadReader:
             ]
         except SlackApiError as exc:
             error = exc.response.get("error")
-            raise ChannelRefused(f"Slack would not let Parley read {channel} ({error}).") from exc
+            raise ChannelRefused(f"Slack would not let Parley read it ({error}).") from exc
         found = []
         for message in raw:
             ts = str(message.get("ts") or "")
@@ -201,13 +216,19 @@ class ThreadReader:
                 return str(item["id"])
         raise ChannelRefused(f"There is no channel {channel} that Parley is in.")
 
-    async def _members(self, channel_id: str) -> set[str]:
-        return {
-            str(m)
-            async for m in paged(
-                self.client.conversations_members, "members", LIST_PAGES, channel=channel_id
+    async def _members(self, channel_id: str) -> tuple[set[str], bool]:
+        """The channel's members, and whether that is all of them (at most LIST_PAGES pages)."""
+        members: set[str] = set()
+        cursor: str | None = None
+        for _ in range(LIST_PAGES):
+            response = await self.client.conversations_members(
+                channel=channel_id, limit=200, cursor=cursor
             )
-        }
+            members.update(str(m) for m in response.get("members") or [])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                return members, True
+        return members, False
 
     async def _render(self, message: dict[str, Any], bot_user_id: str | None) -> ContextMessage:
         user = message.get("user")

@@ -24,6 +24,7 @@ from agent.protocols import RunContext
 from agent.state import RunState
 from agent.testing import ScriptedModel
 from agent.tools import (
+    ApprovalRequired,
     Tool,
     ToolContext,
     ToolError,
@@ -35,6 +36,7 @@ from agent.tools import (
 __all__ = [
     "Agent",
     "AgentConfig",
+    "ApprovalRequired",
     "AwaitingAnswer",
     "AwaitingApproval",
     "ChatModel",

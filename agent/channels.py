@@ -1,9 +1,9 @@
 """`read_channel`: what was said in a channel lately, read-only, when the model asks for it.
 
 Channel history never comes along by itself; the model calls this tool ("summarise the last
-hour in #x"). Whether the requester may see the channel is the `ChannelReader`'s decision
-(the bot asks the platform), so one person never reads a channel through Parley that they
-could not read themselves.
+hour in #x"). Whether it may be read is the `ChannelReader`'s decision (the bot asks the
+platform): never a channel the requester could not read themselves, and only with their
+approval, answered to them alone, one that not everyone who sees the answer could read.
 """
 
 from __future__ import annotations
@@ -32,10 +32,11 @@ class ChannelMessage:
 
 class ChannelReader(Protocol):
     async def read_channel(
-        self, context: RunContext, channel: str, since: float
+        self, context: RunContext, channel: str, since: float, *, approved: bool = False
     ) -> list[ChannelMessage]:
         """Messages in `channel` since `since` (epoch seconds), oldest first; ToolError when
-        the channel is unknown or the requester may not read it."""
+        the channel is unknown or the requester may not read it; ApprovalRequired when not
+        everyone who sees the answer could read it (`approved`: the requester said yes)."""
         ...
 
 
@@ -87,6 +88,6 @@ def read_channel_tool(reader: ChannelReader) -> Tool:
             since: how far back to read: "30m", "2h", "1d", or an ISO 8601 time (at most 7 days)
         """
         start = parse_since(since)
-        return render(await reader.read_channel(ctx.run, channel, start))
+        return render(await reader.read_channel(ctx.run, channel, start, approved=ctx.approved))
 
     return Tool(read_channel, category="context")

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from agent.messages import ToolResultBlock, ToolUseBlock
 from agent.observations import clean
-from agent.tools import Tool, ToolError, tool
+from agent.tools import ApprovalRequired, Tool, ToolError, tool
 
 ASK_USER = "ask_user"
 PROPOSE_PLAN = "propose_plan"
@@ -47,6 +47,7 @@ class PlanStep:
     tool: str
     args: dict[str, Any]
     description: str
+    private: bool = False  # its result is for the requester alone (`ApprovalRequired`)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,12 +143,13 @@ def question_for(use: ToolUseBlock) -> PendingQuestion:
     )
 
 
-def step_for(use: ToolUseBlock, tool: Tool) -> PlanStep:
+def step_for(use: ToolUseBlock, tool: Tool, asked: ApprovalRequired | None = None) -> PlanStep:
     return PlanStep(
         call_id=use.id,
         tool=tool.name,
         args=dict(use.input),
-        description=tool.describe_call(use.input),
+        description=asked.description if asked else tool.describe_call(use.input),
+        private=asked.private if asked else False,
     )
 
 

@@ -61,3 +61,5 @@ class ToolContext:
     # that accept an idempotency key, so a retried request is recognised as the earlier one.
     idempotency_key: str = ""
     deps: Mapping[type[Any], object] = field(default_factory=dict)  # the host's, by type
+    # The requester approved this very call (after it raised `ApprovalRequired`).
+    approved: bool = False

@@ -1,7 +1,7 @@
 """Running one tool call: validate, time out, retry transient failures, observe.
 
-Whatever happens, the caller gets a `ToolResultBlock` for the model — cancellation excepted,
-which always propagates.
+Whatever happens, the caller gets a `ToolResultBlock` for the model — cancellation and a
+tool's `ApprovalRequired` excepted, which propagate.
 """
 
 from __future__ import annotations
@@ -24,7 +24,14 @@ from agent.messages import ToolResultBlock, ToolUseBlock
 from agent.observations import clean, render, untrusted
 from agent.outcomes import ToolCallTrace
 from agent.protocols import ProgressCallback, ProgressEvent
-from agent.tools import Tool, ToolContext, ToolError, ToolRegistry, TransientToolError
+from agent.tools import (
+    ApprovalRequired,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    TransientToolError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +104,11 @@ async def execute(
     await notify(on_progress, ProgressEvent(kind="tool_started", step=step, tool=tool.name))
     try:
         value = await _call_with_retries(tool, call.input, context, policy, trace)
+    except ApprovalRequired:
+        if not context.approved:
+            raise
+        # asked and answered: a tool that asks again gets no second prompt
+        result = error_result(call.id, f"{tool.name} could not run.", policy.output_limit)
     except ToolError as exc:
         result = error_result(call.id, f"{tool.name} failed: {exc}", policy.output_limit)
     except RETRYABLE as exc:

@@ -139,7 +139,9 @@ class Agent:
         if history is not None:
             previous = history.clone()
             previous.abandon(MOVED_ON)
+            previous.keep_for(context)  # another requester's tool results stay theirs
             state.messages, state.summary = previous.messages, previous.summary
+            state.private_to = previous.private_to
         new = [*attachments, TextBlock(text=objective)]
         last = state.messages[-1] if state.messages else None
         if last is not None and last.role == "user":  # keep roles alternating

@@ -16,6 +16,11 @@ from agent.messages import ContentBlock, ImageBlock, Message, TextBlock, ToolRes
 from agent.protocols import RunContext
 
 IMAGE_GONE = "[The user shared an image {name}here earlier; it is no longer available.]"
+OTHERS_RESULT = (
+    "[{tool} ran for another person earlier in this conversation; its result is theirs, so it "
+    "is not shown. Call it again if this request needs it.]"
+)
+PRIVATE_ANSWER = "[An answer given privately to another person; not shown.]"
 
 
 class RunState(BaseModel):
@@ -34,6 +39,9 @@ class RunState(BaseModel):
     last_user_text: str = ""  # the latest thing the user said, for recall
     started_at: float = Field(default_factory=time.time)
     errors: list[str] = Field(default_factory=list)
+    # The requester who was answered privately because of what a call read
+    # (`ApprovalRequired(private=True)`): the history holds what only they may see.
+    private_to: str | None = None
 
     def clone(self) -> RunState:
         """An independent copy; the JSON round trip the session store already relies on is
@@ -73,6 +81,33 @@ class RunState(BaseModel):
                     for b in message.content
                 ]
                 self.messages[index] = Message(role=message.role, content=content)
+
+    def keep_for(self, context: RunContext) -> None:
+        """Keep of this history only what `context`'s requester may see.
+
+        Tool results belong to whoever caused them: for anyone else they become a note that
+        the tool was used, and so does every answer of a private run. The running summary,
+        written from those results, goes too."""
+        previous = self.context
+        if (previous.platform, previous.user_id) == (context.platform, context.user_id):
+            return
+        names = {use.id: use.name for message in self.messages for use in message.tool_uses}
+        for index, message in enumerate(self.messages):
+            content: list[ContentBlock] = []
+            for block in message.content:
+                if isinstance(block, ToolResultBlock):
+                    tool = names.get(block.tool_use_id, "A tool")
+                    block = ToolResultBlock(
+                        tool_use_id=block.tool_use_id, content=OTHERS_RESULT.format(tool=tool)
+                    )
+                elif (
+                    self.private_to and message.role == "assistant" and isinstance(block, TextBlock)
+                ):
+                    block = TextBlock(text=PRIVATE_ANSWER)
+                content.append(block)
+            self.messages[index] = Message(role=message.role, content=content)
+        self.summary = ""
+        self.private_to = None
 
     def abandon(self, note: str) -> None:
         """Give every open call a result saying why it never ran, and drop what was pending

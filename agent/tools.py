@@ -10,6 +10,10 @@ Errors::
     ToolError                 permanent: the model sees it as an error observation
     ├── TransientToolError    retried with exponential backoff and jitter
     └── ToolLoadError         a skills file or entry point could not be loaded
+
+`ApprovalRequired` is not an error but a signal (as in pydantic-ai): a read-only tool that
+finds, while it runs, that this call needs a person's yes raises it; the call then waits in
+the turn's plan like a side-effecting one and runs again with `ToolContext.approved`.
 """
 
 from __future__ import annotations
@@ -52,6 +56,18 @@ class TransientToolError(ToolError):
 
 class ToolLoadError(ToolError):
     """A third-party tool could not be loaded."""
+
+
+class ApprovalRequired(Exception):  # noqa: N818 - a signal, not an error
+    """This call needs the requester's yes before it may give its result.
+
+    `description` is what the approval prompt says about the call; `private`: its result is
+    for the requester alone, so once it ran the run answers the requester privately."""
+
+    def __init__(self, description: str, *, private: bool = False) -> None:
+        super().__init__(description)
+        self.description = description
+        self.private = private
 
 
 class _Args(BaseModel):

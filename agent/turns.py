@@ -39,7 +39,7 @@ from agent.protocols import (
     ToolJournal,
 )
 from agent.state import RunState
-from agent.tools import Tool, ToolContext, ToolRegistry
+from agent.tools import ApprovalRequired, Tool, ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ class _Calls:
     retries: dict[str, Retry] = field(default_factory=dict)  # uncovered calls of unknown fate
     asks: list[ToolUseBlock] = field(default_factory=list)
     proposals: list[ToolUseBlock] = field(default_factory=list)
+    asked: dict[str, ApprovalRequired] = field(default_factory=dict)  # by call id
 
 
 @dataclass(kw_only=True)
@@ -73,7 +74,14 @@ class Actor:
     async def act(self, state: RunState, uses: list[ToolUseBlock]) -> TurnResult:
         turn = TurnResult()
         calls = self._sort(state, uses, turn)
-        turn.results += await self.run_concurrently(calls.read_only, state.steps)
+        for use, outcome in zip(
+            calls.read_only, await self.run_concurrently(calls.read_only, state.steps), strict=True
+        ):
+            if isinstance(outcome, ApprovalRequired):  # it needs a yes after all
+                calls.uncovered.append((use, self.registry.get(use.name)))
+                calls.asked[use.id] = outcome
+            else:
+                turn.results.append(outcome)
         # approved earlier through propose_plan; in the model's order, journaled by plan step
         for use, checked, key in calls.covered:
             result = await self._run_once(state, use, Retry(key=key, attempt=0))
@@ -138,7 +146,9 @@ class Actor:
                 self._record(use, "", "deferred")
         for use, _ in calls.uncovered:
             self._record(use, "", "deferred")
-        steps = [deferred.step_for(use, tool) for use, tool in calls.uncovered]
+        steps = [
+            deferred.step_for(use, tool, calls.asked.get(use.id)) for use, tool in calls.uncovered
+        ]
         if not steps and not proposed:
             return None
         return PendingPlan(
@@ -187,6 +197,8 @@ class Actor:
         for step in pending.steps:  # one at a time, in the order the model asked for them
             use = ToolUseBlock(id=step.call_id, name=step.tool, input=step.args)
             retry = pending.retries.get(step.call_id, Retry(key=step.call_id, attempt=0))
+            if step.private:  # from here on the run answers its requester alone
+                state.private_to = self.context.run.user_id
             result = await self._run_once(state, use, retry)
             if result is None:
                 uncertain[step.call_id] = Retry(key=retry.key, attempt=retry.attempt + 1)
@@ -197,18 +209,28 @@ class Actor:
             state.approved_plan = plan
         return [*results, *granted], deferred.retry_of(pending, uncertain)
 
-    async def run_concurrently(self, uses: list[ToolUseBlock], step: int) -> list[ToolResultBlock]:
+    async def run_concurrently(
+        self, uses: list[ToolUseBlock], step: int
+    ) -> list[ToolResultBlock | ApprovalRequired]:
+        """Each call's result, or its request for approval, in the order of `uses`."""
         if not uses:
             return []
         if len(uses) == 1:
-            return [await self._run(uses[0], step)]
+            return [await self._try(uses[0], step)]
         # TaskGroup cancels and drains the other calls if this task is cancelled
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(self._run(use, step)) for use in uses]
+            tasks = [group.create_task(self._try(use, step)) for use in uses]
         return [task.result() for task in tasks]
 
+    async def _try(self, use: ToolUseBlock, step: int) -> ToolResultBlock | ApprovalRequired:
+        try:
+            return await self._run(use, step)
+        except ApprovalRequired as asked:
+            return asked
+
     async def _run(self, use: ToolUseBlock, step: int, key: str | None = None) -> ToolResultBlock:
-        context = replace(self.context, idempotency_key=key or use.id)
+        # a keyed call is one a person approved: the tool may give what it asked approval for
+        context = replace(self.context, idempotency_key=key or use.id, approved=key is not None)
         result, call = await execute(
             self.registry, use, context, self.policy, step=step, on_progress=self.on_progress
         )

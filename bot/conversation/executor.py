@@ -254,9 +254,11 @@ class Executor:
         if not gathered.usable:
             return None
         context = run_context(event)
+        private = history is not None and history.private_to == context.user_id
         return await self._call(
             turn,
-            lambda progress: self.agent.run(
+            private=private,
+            invoke=lambda progress: self.agent.run(
                 gathered.objective,
                 context,
                 history=history,
@@ -275,9 +277,14 @@ class Executor:
             blocks = (await self.runner.gather(turn.event, turn.reply, following=True)).blocks
         elif isinstance(turn.event, InboundMessage):
             await self.runner.saw(turn.event)
+        plan = state.pending_plan
+        private = state.private_to is not None or bool(
+            resolution.approved and plan and any(step.private for step in plan.steps)
+        )
         return await self._call(
             turn,
-            lambda progress: self.agent.resume(
+            private=private,
+            invoke=lambda progress: self.agent.resume(
                 state,
                 answer=resolution.answer,
                 approved=resolution.approved,
@@ -287,7 +294,7 @@ class Executor:
             ),
         )
 
-    async def _call(self, turn: Turn, invoke: Invoke) -> fx.Ran:
+    async def _call(self, turn: Turn, *, invoke: Invoke, private: bool) -> fx.Ran:
         session = turn.session
         session.status = "running"
         session.decision_id = None
@@ -295,7 +302,7 @@ class Executor:
             # A replay must resume the way this entry resolved the decision. A new run needs
             # no save: a replay after a crash starts it again from the stored session.
             await self.sessions.save(turn.lease, session)
-        turn.called = await self.runner.call(turn.event, turn.reply, invoke)
+        turn.called = await self.runner.call(turn.event, turn.reply, invoke, private=private)
         outcome = turn.called.outcome
         session.state = outcome.state
         session.resolving = None

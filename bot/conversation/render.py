@@ -50,10 +50,11 @@ def typed_mentions(event: Inbound) -> frozenset[str]:
 
 
 def outcome_message(outcome: Outcome, decision_id: str | None = None) -> OutboundMessage:
+    private_to = outcome.state.private_to  # what it read is for the requester alone
     if isinstance(outcome, Finished):
-        return OutboundMessage(text=outcome.answer)
+        return OutboundMessage(text=outcome.answer, private_to=private_to)
     if isinstance(outcome, Failed):
-        return OutboundMessage(text=outcome.message)
+        return OutboundMessage(text=outcome.message, private_to=private_to)
     if isinstance(outcome, AwaitingAnswer):
         buttons = tuple(
             Button(label=option, value=str(index)) for index, option in enumerate(outcome.options)

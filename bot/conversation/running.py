@@ -113,7 +113,11 @@ class Runner:
     gatherer: Gatherer | None = None
     _progress_shown: set[str] = field(default_factory=set)
 
-    async def call(self, event: Inbound, reply: Reply, invoke: Invoke) -> Called:
+    async def call(
+        self, event: Inbound, reply: Reply, invoke: Invoke, *, private: bool = False
+    ) -> Called:
+        """Run `invoke`; `private`: the answer is for the requester alone, so neither it nor
+        the model's words as a status are shown in the conversation while it is written."""
         conversation = event.conversation
         latest: list[str] = []
         said: list[int] = []  # the step whose status is the model's own words
@@ -129,13 +133,13 @@ class Runner:
             except Exception:
                 log.debug("progress update failed in %s", conversation.id)
 
-        stream = self._answer_stream(event, reply)
+        stream = None if private else self._answer_stream(event, reply)
 
         async def progress(update: ProgressEvent) -> None:
             if update.kind in ("text_delta", "text_reset"):
                 if stream is not None:
                     await stream.on_progress(update)
-                if status := update.detail.get("status"):
+                if (status := update.detail.get("status")) and not private:
                     latest[:], said[:] = [status], [update.step]
                     if showing:
                         await show(status)

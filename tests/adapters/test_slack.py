@@ -15,8 +15,10 @@ import redis.asyncio as aioredis
 
 from adapters.slack import SlackAdapter, SlackConfig
 from agent.builtin_tools import builtin_registry
+from agent.channels import read_channel_tool
 from agent.tools import tool
 from bot.config import Settings
+from bot.conversation.channels import Channels
 from bot.ops.http import HttpServer
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
@@ -87,6 +89,7 @@ async def slack_bot(
     model: ScriptedModel,
     *,
     approvers: list[str] | None = None,
+    channels: bool = False,
     **config: Any,
 ) -> AsyncIterator[Slack]:
     async with FakeSlack() as fake:
@@ -101,6 +104,8 @@ async def slack_bot(
         )
         registry = builtin_registry()
         registry.register(post_update)
+        if channels:  # the model may call read_channel, as the service offers it
+            registry.register(read_channel_tool(Channels({"slack": adapter})))
         settings = Settings.load(
             env_file=None,
             runtime={"PARLEY_RECLAIM_IDLE": 0.5},

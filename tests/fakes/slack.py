@@ -17,7 +17,8 @@ envelope to the connected app and `fake.socket_acks` collects its acks), and for
 and files: conversations.replies (`fake.thread(channel, thread_ts, ...)` plus what the bot
 posted in that thread; paged with `fake.page_size`; `oldest` honoured), conversations.members
 (`fake.members[channel]`), conversations.list (`fake.channel_names[id] = name`),
-conversations.history (`fake.history[channel]`, filtered by `oldest`), users.info (`fake.users[id] = "Display Name"`) and file
+conversations.history (`fake.history[channel]`, filtered by `oldest`), conversations.info
+(host team from `fake.channel_teams[channel]`, default T1), users.info (`fake.users[id] = "Display Name"`) and file
 downloads at `url_private` (`fake.add_file(data, name, mimetype)` returns the file object an
 event carries; a request without `Authorization: Bearer <fake.bot_token>` gets Slack's
 sign-in web page, as the real one does). `fake.posts`
@@ -72,6 +73,7 @@ class FakeSlack(FakeServer):
         self.threads: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.members: dict[str, list[str]] = {}
         self.channel_names: dict[str, str] = {}  # id -> name, for conversations.list
+        self.channel_teams: dict[str, list[str]] = {}  # id -> host team, then shared ones
         self.history: dict[str, list[dict[str, Any]]] = {}  # channel -> top-level messages
         self.users: dict[str, str] = {}
         self.files: dict[str, tuple[bytes, str]] = {}  # path -> (bytes, mimetype)
@@ -382,11 +384,27 @@ class FakeSlack(FakeServer):
         found.sort(key=lambda m: float(m["ts"]), reverse=True)  # Slack answers newest first
         return {"ok": True, "messages": found, "has_more": False, "response_metadata": {}}
 
+    async def _m_conversations_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel") or "")
+        if channel not in self.members:
+            return {"ok": False, "error": "channel_not_found"}
+        teams = self.channel_teams.get(channel, [TEAM])
+        info = {"id": channel, "name": self.channel_names.get(channel, channel.lower())}
+        info |= {"context_team_id": teams[0], "is_shared": len(teams) > 1}
+        return {
+            "ok": True,
+            "channel": info | ({"shared_team_ids": teams} if len(teams) > 1 else {}),
+        }
+
     async def _m_conversations_members(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = str(params.get("channel") or "")
         if channel not in self.members:
             return {"ok": False, "error": "channel_not_found"}
-        return {"ok": True, "members": self.members[channel], "response_metadata": {}}
+        start = int(params.get("cursor") or 0)
+        members = self.members[channel]
+        page, more = members[start : start + self.page_size], start + self.page_size < len(members)
+        cursor = str(start + self.page_size) if more else ""
+        return {"ok": True, "members": page, "response_metadata": {"next_cursor": cursor}}
 
     async def _m_users_info(self, params: dict[str, Any]) -> dict[str, Any]:
         user = str(params.get("user") or "")
