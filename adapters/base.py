@@ -80,6 +80,10 @@ class Attachment:
     mime_type: str = ""
     size: int | None = None  # bytes, as the platform declares it
     quoted: bool = False  # on the message this one replies to
+    # Spoken media (a voice note, an audio file, a video note or clip): transcribed, and the
+    # transcript becomes the message text.
+    speech: bool = False
+    duration: float | None = None  # seconds, as the platform declares it
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,6 +40,7 @@ CHANNEL_ID = re.compile(r"^<#([CG][A-Z0-9]+)(?:\|[^>]*)?>$|^([CGD][A-Z0-9]{2,})$
 NAME_SECONDS = 3600.0
 NAMES_KEPT = 5000
 SKIPPED_SUBTYPES = {"channel_join", "channel_leave", "group_join", "group_leave"}
+CLIPS = ("slack_audio", "slack_video")  # audio and video clips recorded in Slack
 MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 
 
@@ -53,12 +54,16 @@ def files_of(event: dict[str, Any]) -> tuple[Attachment, ...]:
         if not isinstance(url, str) or not url:
             continue  # a tombstone, or hidden by the workspace's plan
         size = item.get("size")
+        mime = str(item.get("mimetype") or "")
+        duration = item.get("duration_ms")
         found.append(
             Attachment(
                 ref=url,
                 name=str(item.get("name") or item.get("title") or "file"),
-                mime_type=str(item.get("mimetype") or ""),
+                mime_type=mime,
                 size=size if isinstance(size, int) else None,
+                speech=mime.startswith(("audio/", "video/")) or item.get("subtype") in CLIPS,
+                duration=duration / 1000 if isinstance(duration, int | float) else None,
             )
         )
     return tuple(found)

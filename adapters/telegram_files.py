@@ -7,6 +7,7 @@ the largest whose declared size is within the limit is taken.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 
 from telegram import Bot, Message, PhotoSize, User
@@ -21,7 +22,8 @@ DOWNLOAD_TIMEOUT = 60.0
 
 
 def attachments_of(message: Message, limit: int, *, quoted: bool = False) -> list[Attachment]:
-    """The message's photo (largest size within `limit`) and document, as references."""
+    """The message's photo (largest size within `limit`), voice, audio, video note and
+    document, as references."""
     found: list[Attachment] = []
     if message.photo:
         photo = _largest_within(message.photo, limit)
@@ -34,6 +36,8 @@ def attachments_of(message: Message, limit: int, *, quoted: bool = False) -> lis
                 quoted=quoted,
             )
         )
+    if not quoted:  # a quoted voice note is someone else's words, not this message's text
+        found.extend(_speech_of(message))
     document = message.document
     if document is not None:
         found.append(
@@ -46,6 +50,37 @@ def attachments_of(message: Message, limit: int, *, quoted: bool = False) -> lis
             )
         )
     return found
+
+
+def _speech_of(message: Message) -> list[Attachment]:
+    """A voice note, audio file or video note, marked to be transcribed."""
+    found = []
+    if message.voice is not None:  # Opus in Ogg: `.oga` is the name transcription APIs accept
+        voice = message.voice
+        found.append(_spoken(voice.file_id, "voice.oga", "audio/ogg", voice.file_size, voice))
+    if message.audio is not None:
+        audio = message.audio
+        mime = audio.mime_type or "audio/mpeg"
+        name = audio.file_name or "audio"
+        found.append(_spoken(audio.file_id, name, mime, audio.file_size, audio))
+    if message.video_note is not None:
+        note = message.video_note
+        found.append(_spoken(note.file_id, "video_note.mp4", "video/mp4", note.file_size, note))
+    return found
+
+
+def _spoken(ref: str, name: str, mime: str, size: int | None, media: object) -> Attachment:
+    duration = getattr(media, "duration", None)
+    if isinstance(duration, dt.timedelta):
+        duration = duration.total_seconds()
+    return Attachment(
+        ref=ref,
+        name=name,
+        mime_type=mime,
+        size=size,
+        speech=True,
+        duration=float(duration) if isinstance(duration, int | float) else None,
+    )
 
 
 def replied_to(

@@ -221,6 +221,15 @@ class AttachmentSettings(_Section):
     pdf_timeout: float = Field(20.0, alias="PARLEY_PDF_TIMEOUT", gt=0)
 
 
+class VoiceSettings(_Section):
+    transcribe_url: str | None = Field(None, alias="PARLEY_TRANSCRIBE_URL")
+    transcribe_model: str = Field("whisper-1", alias="PARLEY_TRANSCRIBE_MODEL")
+    transcribe_api_key: SecretStr | None = Field(None, alias="PARLEY_TRANSCRIBE_API_KEY")
+    transcribe_timeout: float = Field(60.0, alias="PARLEY_TRANSCRIBE_TIMEOUT", gt=0)
+    max_mb: float = Field(20.0, alias="PARLEY_VOICE_MAX_MB", gt=0)
+    max_seconds: float = Field(600.0, alias="PARLEY_VOICE_MAX_SECONDS", gt=0)
+
+
 class LogSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", alias="PARLEY_LOG_LEVEL")
     format: Literal["json", "text"] = Field("text", alias="PARLEY_LOG_FORMAT")
@@ -252,6 +261,7 @@ class Settings(BaseModel):
     log: LogSettings
     streaming: StreamingSettings
     attachments: AttachmentSettings
+    voice: VoiceSettings
 
     @classmethod
     def load(cls, env_file: str | Path | None = ".env", **overrides: Any) -> Settings:

@@ -127,7 +127,7 @@ class Gatherer:
         if context:
             text = self._render_context(event, context, since_seen=following)
             blocks.append(TextBlock(text=text))
-        files = list(event.attachments)
+        files = [a for a in event.attachments if not a.speech]  # heard before (voice.py)
         if len(files) > self.max_files:
             left = ", ".join(_name(a) for a in files[self.max_files :])
             notes.append(TOO_MANY.format(limit=self.max_files, names=left))
@@ -146,7 +146,7 @@ class Gatherer:
             names = ", ".join(_name(a) for a in files if not a.quoted) or "a file"
             objective = ALONE.format(names=names)
         # Files were the whole message and none could be used: the notes are the answer.
-        usable = bool(objective) or not event.attachments
+        usable = bool(objective) or not files
         return Gathered(objective=objective, blocks=blocks, notes=notes, usable=usable)
 
     async def saw(self, event: InboundMessage) -> None:

@@ -8,6 +8,9 @@ and `Resume` (what did the run come to?). The executor answers each with a follo
 
     Received ─▶ Admit ─▶ Admitted ─▶ Run ────────────────▶ Ran ─▶ Answer | Open + Prompt
             └▶ Claim ─▶ Claimed ─▶ Edit, Notify, Resume ─┘
+
+A spoken message is transcribed once admitted (`Transcribe` ─▶ `Transcribed`), and then goes
+on as if its transcript had been typed.
 """
 
 from __future__ import annotations
@@ -59,7 +62,17 @@ class Ran:
     note: OutboundMessage | None = None
 
 
-Event = Received | Admitted | Claimed | Ran
+@dataclass(frozen=True, kw_only=True)
+class Transcribed:
+    """The answer to `Transcribe`: `received` now holds the message with its transcript as
+    text, or `refusal` is the one sentence that says why there is none."""
+
+    received: Received
+    transcript: str = ""
+    refusal: str | None = None
+
+
+Event = Received | Admitted | Claimed | Ran | Transcribed
 
 # --- effects ------------------------------------------------------------------------------
 
@@ -95,6 +108,11 @@ class Notify:
 @dataclass(frozen=True, kw_only=True)
 class Admit:
     """Check the sender's rate and budget; answered with `Admitted`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transcribe:
+    """Turn the message's voice note or audio into its text; answered with `Transcribed`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,5 +183,20 @@ class Forget:
 
 
 Effect = (
-    Send | Edit | Notify | Admit | Claim | Settle | Run | Resume | Answer | Open | Prompt | Command
-) | Forget
+    (
+        Send
+        | Edit
+        | Notify
+        | Admit
+        | Claim
+        | Settle
+        | Run
+        | Resume
+        | Answer
+        | Open
+        | Prompt
+        | Command
+    )
+    | Forget
+    | Transcribe
+)

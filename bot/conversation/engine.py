@@ -41,6 +41,8 @@ from bot.conversation.effects import (
     Run,
     Send,
     Settle,
+    Transcribe,
+    Transcribed,
 )
 from bot.conversation.render import (
     APPROVE,
@@ -72,6 +74,9 @@ BARE_MENTION = {
     ("slack", True): "Tell me what you need in words — `/parley help` lists my commands.",
 }
 BARE_MENTION_ELSEWHERE = "Tell me what you need, or send /help to see my commands."
+
+HEARD = "🎤 “{text}”"
+QUOTED = 300  # characters of a transcript said back
 
 FEEDBACK_NOTE = "Understood — I won't go ahead with that plan. I'll take your message into account."
 NOT_YOURS_TO_CANCEL = "Only {who} or an approver can cancel what I'm waiting on here."
@@ -116,6 +121,8 @@ def decide(
         return _admitted(session, pending, event, policy)
     if isinstance(event, Claimed):
         return _claimed(session, pending, event, policy)
+    if isinstance(event, Transcribed):
+        return _transcribed(session, pending, event, policy)
     return _ran(event)
 
 
@@ -176,14 +183,29 @@ def _admitted(
         return [_say(admitted.refusal)]
     event = admitted.received.event
     decision = _live(session, pending, policy)
+    waiting = decision is not None and session.state is not None
+    if waiting and decision is not None and not may_decide(event, decision, policy):
+        return [_said_to(WAIT_FOR_REQUESTER, decision)]
+    if isinstance(event, InboundMessage) and any(a.speech for a in event.attachments):
+        return [Transcribe()]  # then on as if typed (`_transcribed`)
     if decision is None or session.state is None:
         # A decision that expired or went away meanwhile: the conversation moves on.
         stale = session.decision_id is not None and decision is None
         return [*([Settle(abandon=EXPIRED_NOTE)] if stale else []), Run()]
-    if not may_decide(event, decision, policy):
-        return [_said_to(WAIT_FOR_REQUESTER, decision)]
     status: DecisionStatus = "answered" if decision.kind == "question" else "rejected"
     return [Claim(decision_id=decision.id, status=status, by=_by(event))]
+
+
+def _transcribed(
+    session: Session, pending: Decision | None, heard: Transcribed, policy: Policy
+) -> list[Effect]:
+    if heard.refusal is not None:
+        return [_say(heard.refusal)]
+    # Said back in one short line, so a misheard word can be put right.
+    quote = heard.transcript if len(heard.transcript) <= QUOTED else heard.transcript[:QUOTED]
+    line = HEARD.format(text=quote.replace("\n", " ") + ("…" if quote != heard.transcript else ""))
+    going_on = _admitted(session, pending, Admitted(received=heard.received), policy)
+    return [_say(line, slot="transcript"), *going_on]
 
 
 # --- button presses -----------------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from adapters.base import (
     ChatAdapter,
@@ -34,6 +34,7 @@ from bot.conversation.commands import Commands
 from bot.conversation.engine import Policy, decide
 from bot.conversation.render import MEMORY_ACTION, typed_mentions
 from bot.conversation.running import Admission, Called, Invoke, Reply, Runner, run_context
+from bot.conversation.voice import Voice
 from bot.ops.health import redis_away
 from bot.ops.logs import log_context
 from bot.runtime.decisions import Decision, DecisionStore
@@ -77,6 +78,7 @@ class Executor:
     approvers: frozenset[str] = frozenset()
     max_message_chars: int = 4000
     admission: Admission | None = None
+    voice: Voice = field(default_factory=lambda: Voice(transcriber=None))
 
     async def handle(self, entry_id: str, event: Inbound, lease: Lease) -> None:
         session = await self.sessions.load(lease.conversation_id, lease)
@@ -188,6 +190,13 @@ class Executor:
                 return fx.Admitted(received=received, refusal=refusal)
             case fx.Claim():
                 return await self._claim(turn, effect)
+            case fx.Transcribe():
+                assert isinstance(turn.event, InboundMessage)
+                heard = await self.voice.hear(turn.event, reply.adapter)
+                turn.received = fx.Received(entry_id=received.entry_id, event=heard.event)
+                return fx.Transcribed(
+                    received=turn.received, transcript=heard.transcript, refusal=heard.refusal
+                )
             case fx.Settle(abandon=abandon):
                 if abandon is not None and session.state is not None:
                     session.state.abandon(abandon)

@@ -22,6 +22,7 @@ from bot.conversation.attachments import Gatherer, ThreadMarks
 from bot.conversation.commands import Commands, UsageText
 from bot.conversation.executor import Executor
 from bot.conversation.running import Admission, Charge, Runner
+from bot.conversation.voice import Transcriber, Voice
 from bot.ops import metrics
 from bot.ops.health import Health, Heartbeat, pause
 from bot.runtime.decisions import DecisionStore
@@ -168,6 +169,7 @@ def build_runtime(
         approvers=frozenset(settings.access.approvers),
         max_message_chars=settings.agent.max_message_chars,
         admission=admission,
+        voice=voice_of(settings),
     )
     worker = Worker(
         redis,
@@ -193,4 +195,25 @@ def build_runtime(
         drain_timeout=runtime_settings.drain_timeout,
         poll=poll,
         health=health,
+    )
+
+
+def voice_of(settings: Settings) -> Voice:
+    """Voice notes through the configured transcription API, or a polite refusal without one."""
+    voice = settings.voice
+    key = voice.transcribe_api_key
+    transcriber = (
+        Transcriber(
+            url=voice.transcribe_url,
+            model=voice.transcribe_model,
+            api_key=key.get_secret_value() if key else None,
+            timeout=voice.transcribe_timeout,
+        )
+        if voice.transcribe_url
+        else None
+    )
+    return Voice(
+        transcriber=transcriber,
+        max_bytes=int(voice.max_mb * 1024 * 1024),
+        max_seconds=voice.max_seconds,
     )

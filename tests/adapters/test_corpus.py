@@ -288,8 +288,10 @@ def _telegram_message(update: dict[str, Any]) -> Expected:
 
 
 def _files(message: dict[str, Any]) -> int:
-    """Photos and documents reach the model as files (their content is checked later)."""
-    return int(bool(message.get("photo"))) + int("document" in message)
+    """Photos and documents reach the model as files (their content is checked later); voice
+    notes, audio files and video notes are transcribed."""
+    spoken = sum(int(bool(message.get(kind))) for kind in ("voice", "audio", "video_note"))
+    return int(bool(message.get("photo"))) + int("document" in message) + spoken
 
 
 def _telegram_command(text: str, direct: bool) -> tuple[str, str] | None:

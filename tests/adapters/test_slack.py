@@ -90,6 +90,7 @@ async def slack_bot(
     *,
     approvers: list[str] | None = None,
     channels: bool = False,
+    settings: dict[str, dict[str, Any]] | None = None,  # more settings sections
     **config: Any,
 ) -> AsyncIterator[Slack]:
     async with FakeSlack() as fake:
@@ -106,14 +107,13 @@ async def slack_bot(
         registry.register(post_update)
         if channels:  # the model may call read_channel, as the service offers it
             registry.register(read_channel_tool(Channels({"slack": adapter})))
-        settings = Settings.load(
+        loaded = Settings.load(
             env_file=None,
             runtime={"PARLEY_RECLAIM_IDLE": 0.5},
             access={"PARLEY_APPROVERS": ",".join(approvers or [])},
+            **(settings or {}),
         )
-        async with running(
-            redis, model, adapter=adapter, tools=registry, config=settings
-        ) as harness:  # type: ignore[arg-type]
+        async with running(redis, model, adapter=adapter, tools=registry, config=loaded) as harness:  # type: ignore[arg-type]
             adapter.handler = harness.runtime.inbox.submit
             await adapter.start()
             server = HttpServer("127.0.0.1", 0)

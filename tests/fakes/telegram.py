@@ -130,6 +130,7 @@ class FakeTelegram(FakeServer):
         caption: str | None = None,
         sticker: bool = False,
         reply_to: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,  # more fields, e.g. {"voice": {…}}
     ) -> dict[str, Any]:
         chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
         if chat_type != "private":
@@ -170,6 +171,7 @@ class FakeTelegram(FakeServer):
             }
         if reply_to is not None:
             message["reply_to_message"] = reply_to
+        message.update(extra or {})
         if thread_id is not None:
             message["message_thread_id"] = thread_id
             message["is_topic_message"] = True

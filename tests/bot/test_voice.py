@@ -1,0 +1,323 @@
+"""Voice notes, audio files and video notes are heard: transcribed through an OpenAI-compatible
+API (a fake one here), said back in one quoted line, and answered as if typed.
+
+Telegram through the real python-telegram-bot against the fake Bot API, Slack through
+slack-bolt with signed requests; the transcription API through its real wire format
+(multipart `file` + `model`, `{"text": …}`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from agent.builtin_tools import builtin_registry
+from bot.config import Settings
+from bot.conversation.voice import FAILED, NOT_SET_UP, NOTHING_HEARD
+from tests.adapters.test_slack import slack_bot
+from tests.adapters.test_telegram import ANA, BOB, GROUP, adapter_for, send_email, until
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.harness import Harness, running
+from tests.fakes import slack as fs
+from tests.fakes.telegram import FakeTelegram
+from tests.fakes.transcribe import FakeTranscriber
+
+OGG = b"OggS\x00\x02" + bytes(range(256)) * 40  # a voice note's bytes, as Telegram stores them
+SAID = "Remind me to call Ana at five, and buy oat milk."
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeTranscriber]:
+    async with FakeTranscriber() as fake:
+        yield fake
+
+
+def voice_settings(transcriber: FakeTranscriber | None, **voice: Any) -> Settings:
+    values = dict(voice)
+    if transcriber is not None:
+        values.setdefault("PARLEY_TRANSCRIBE_URL", transcriber.url)
+    return Settings.load(
+        env_file=None, runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2}, voice=values
+    )
+
+
+@contextlib.asynccontextmanager
+async def telegram_bot(
+    redis: aioredis.Redis, model: ScriptedModel, settings: Settings
+) -> AsyncIterator[tuple[Harness, FakeTelegram]]:
+    async with FakeTelegram() as fake:
+        adapter = adapter_for(fake)
+        registry = builtin_registry()
+        registry.register(send_email)
+        async with running(
+            redis,
+            model,
+            adapter=adapter,  # type: ignore[arg-type]
+            tools=registry,
+            config=settings,
+        ) as harness:
+            adapter.handler = harness.runtime.inbox.submit
+            await adapter.start()
+            await adapter.start_polling()
+            try:
+                yield harness, fake
+            finally:
+                await adapter.stop()
+
+
+def voice_note(fake: FakeTelegram, data: bytes = OGG, duration: int = 4) -> dict[str, Any]:
+    """A voice note as the Bot API sends it."""
+    file_id = fake.add_file(data, path="voice/file_7.oga")
+    return {
+        "voice": {
+            "duration": duration,
+            "mime_type": "audio/ogg",
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_size": len(data),
+        }
+    }
+
+
+async def test_a_telegram_voice_note_is_transcribed_quoted_and_answered(
+    redis, api: FakeTranscriber
+) -> None:
+    model = ScriptedModel([reply("Noted: call Ana at five, oat milk.")])
+    api.text = SAID
+    settings = voice_settings(
+        api,
+        PARLEY_TRANSCRIBE_MODEL="whisper-large-v3",
+        PARLEY_TRANSCRIBE_API_KEY="sk-voice",
+    )
+    async with telegram_bot(redis, model, settings) as (harness, telegram):
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
+        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        await harness.settle()
+    [upload] = api.uploads
+    assert upload.data == OGG  # byte for byte what Telegram stored
+    assert upload.filename == "voice.oga"
+    assert upload.model == "whisper-large-v3"
+    assert upload.authorization == "Bearer sk-voice"
+    heard, answer = [p.text for p in telegram.chat(ANA)]
+    assert heard == f"🎤 “{SAID}”"
+    assert answer == "Noted: call Ana at five, oat milk."
+    newest = model.turn_requests[0].messages[-1]
+    assert newest.role == "user" and newest.text == SAID  # unchanged, and all of the turn
+
+
+async def test_telegram_audio_files_and_video_notes_are_sent_with_names_the_api_accepts(
+    redis, api: FakeTranscriber
+) -> None:
+    model = ScriptedModel([reply("Got the song."), reply("Got the video note.")])
+    mp3, mp4 = b"ID3\x04" + b"\x01" * 900, b"\x00\x00\x00\x18ftypmp42" + b"\x02" * 900
+    api.text = "la la la"
+    async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
+        audio_id = telegram.add_file(mp3, path="music/file_1")
+        audio = {
+            "audio": {
+                "duration": 31,
+                "mime_type": "audio/mpeg",
+                "file_id": audio_id,
+                "file_unique_id": "ua",
+                "file_size": len(mp3),
+                "performer": "Ana",
+                "title": "Demo",
+            }
+        }
+        telegram.push(
+            telegram.message(chat_id=ANA, user_id=ANA, caption="what is this?", extra=audio)
+        )
+        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        note_id = telegram.add_file(mp4, path="video_notes/file_2.mp4")
+        note = {
+            "video_note": {
+                "duration": 6,
+                "length": 240,
+                "file_id": note_id,
+                "file_unique_id": "uv",
+                "file_size": len(mp4),
+            }
+        }
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=note))
+        await until(lambda: len(telegram.chat(ANA)) == 4, within=15)
+        await harness.settle()
+    assert [(u.filename, u.data) for u in api.uploads] == [
+        ("audio.mp3", mp3),
+        ("video_note.mp4", mp4),
+    ]
+    # The caption is the message, the transcript follows it.
+    assert model.turn_requests[0].messages[-1].text == "what is this?\n\nla la la"
+    assert model.turn_requests[1].messages[-1].text == "la la la"
+
+
+async def test_without_a_transcriber_one_sentence_says_voice_is_not_set_up(
+    redis, api: FakeTranscriber
+) -> None:
+    model = ScriptedModel([reply("Hello!")])
+    async with telegram_bot(redis, model, voice_settings(None)) as (harness, telegram):
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
+        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
+        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        await harness.settle()
+    assert [p.text for p in telegram.chat(ANA)] == [NOT_SET_UP, "Hello!"]
+    assert len(model.turn_requests) == 1
+    assert not telegram.method_calls("getFile")  # nothing downloaded for nothing
+    assert not api.uploads  # a server that runs but is not configured hears nothing
+
+
+async def test_a_failing_transcriber_is_one_sentence_and_the_next_voice_note_works(
+    redis, api: FakeTranscriber
+) -> None:
+    model = ScriptedModel([reply("Typed, and heard."), reply("Heard you this time.")])
+    api.text = SAID
+    async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
+        api.status = 500
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
+        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="still there?"))
+        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        api.status = 200  # the transcriber is back
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
+        await until(lambda: len(telegram.chat(ANA)) == 4, within=15)
+        await harness.settle()
+    texts = [p.text for p in telegram.chat(ANA)]
+    assert texts == [FAILED, "Typed, and heard.", f"🎤 “{SAID}”", "Heard you this time."]
+    assert len(api.uploads) == 2
+
+
+async def test_a_hanging_transcriber_times_out_into_one_sentence(
+    redis, api: FakeTranscriber
+) -> None:
+    model = ScriptedModel([reply("Here.")])
+    api.text = SAID
+    api.hang = True
+    settings = voice_settings(api, PARLEY_TRANSCRIBE_TIMEOUT=0.5)
+    async with telegram_bot(redis, model, settings) as (harness, telegram):
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
+        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hello?"))
+        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        await harness.settle()
+    assert [p.text for p in telegram.chat(ANA)] == [FAILED, "Here."]
+
+
+async def test_limits_are_settings_and_the_refusal_states_them(redis, api: FakeTranscriber) -> None:
+    model = ScriptedModel([])
+    api.text = SAID
+    settings = voice_settings(api, PARLEY_VOICE_MAX_SECONDS=60, PARLEY_VOICE_MAX_MB=0.5)
+    async with telegram_bot(redis, model, settings) as (harness, telegram):
+        long = voice_note(telegram, duration=95)
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=long))
+        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        big = voice_note(telegram, data=b"OggS" + b"\x00" * 700_000, duration=20)
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=big))
+        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        await harness.settle()
+    assert [p.text for p in telegram.chat(ANA)] == [
+        "That voice message is too long for me (95 s; the limit is 60 s).",
+        "That voice message is too large for me (0.7 MB; the limit is 0.5 MB).",
+    ]
+    assert not api.uploads and not model.turn_requests
+
+
+async def test_silence_gets_a_sentence_not_an_empty_run(redis, api: FakeTranscriber) -> None:
+    model = ScriptedModel([])
+    api.text = "  "
+    async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
+        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        await harness.settle()
+    assert [p.text for p in telegram.chat(ANA)] == [NOTHING_HEARD]
+    assert not model.turn_requests
+
+
+async def test_a_voice_reply_to_parley_in_a_group_is_heard_and_others_are_not(
+    redis, api: FakeTranscriber
+) -> None:
+    model = ScriptedModel([reply("Sure.")])
+    api.text = "what's on today?"
+    async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
+        chatter = voice_note(telegram)  # a voice note to the group, not to Parley
+        telegram.push(
+            telegram.message(chat_id=GROUP, user_id=BOB, chat_type="group", extra=chatter)
+        )
+        addressed = voice_note(telegram)
+        telegram.push(
+            telegram.message(
+                chat_id=GROUP,
+                user_id=ANA,
+                chat_type="group",
+                reply_to_bot=True,
+                extra=addressed,
+            )
+        )
+        await until(lambda: len(telegram.chat(GROUP)) == 2, within=15)
+        await harness.settle()
+    assert len(api.uploads) == 1
+    assert [p.text for p in telegram.chat(GROUP)] == ["🎤 “what's on today?”", "Sure."]
+
+
+async def test_a_voice_reply_to_a_pending_approval_counts_as_its_words(
+    redis, api: FakeTranscriber
+) -> None:
+    model = ScriptedModel(
+        [turn(call("send_email", to="bob@example.com")), reply("Understood, not sent.")]
+    )
+    api.text = "no, wait, not Bob"
+    async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="email bob"))
+        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        await harness.settle()
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
+        await until(lambda: len(telegram.chat(ANA)) >= 3, within=15)
+        await harness.settle()
+    [result] = [b for b in model.turn_requests[-1].messages[-1].content if b.type == "tool_result"]
+    assert "Their reason: no, wait, not Bob" in str(result.content)  # what was said
+    assert "🎤 “no, wait, not Bob”" in [p.text for p in telegram.chat(ANA)]
+
+
+async def test_slack_audio_files_and_clips_are_heard(redis, api: FakeTranscriber) -> None:
+    model = ScriptedModel([reply("Clip heard."), reply("File heard.")])
+    webm, m4a = b"\x1aE\xdf\xa3" + b"\x03" * 800, b"\x00\x00\x00\x20ftypM4A " + b"\x04" * 800
+    api.text = SAID
+    async with slack_bot(redis, model, settings={"voice": voice_url(api)}) as s:
+        clip = {
+            **s.fake.add_file(webm, "audio_message.webm", "audio/webm"),
+            "subtype": "slack_audio",
+            "filetype": "webm",
+            "media_display_type": "audio",
+            "duration_ms": 5140,
+        }
+        await s.event(fs.dm_event("UANA", "", files=[clip], subtype="file_share"))
+        await until(lambda: len(s.fake.in_channel("DANA")) == 2, within=15)
+        recording = s.fake.add_file(m4a, "Recording 12", "audio/mp4")
+        await s.event(fs.mention_event("UANA", "summarise", files=[recording]))
+        await until(lambda: len(s.fake.in_channel("CGEN")) == 2, within=15)
+        await s.harness.settle()
+    assert [(u.filename, u.data) for u in api.uploads] == [
+        ("audio_message.webm", webm),
+        ("Recording_12.m4a", m4a),
+    ]
+    assert [p.body for p in s.fake.in_channel("DANA")] == [f"🎤 “{SAID}”", "Clip heard."]
+    assert model.turn_requests[1].messages[-1].text.endswith(f"summarise\n\n{SAID}")
+
+
+async def test_a_transcript_cannot_ping_a_slack_channel(redis, api: FakeTranscriber) -> None:
+    model = ScriptedModel([reply("Done.")])
+    api.text = "<!channel> lunch is ready <@UBOB>"
+    async with slack_bot(redis, model, settings={"voice": voice_url(api)}) as s:
+        clip = s.fake.add_file(OGG, "voice.ogg", "audio/ogg")
+        await s.event(fs.dm_event("UANA", "", files=[clip], subtype="file_share"))
+        await until(lambda: len(s.fake.in_channel("DANA")) == 2, within=15)
+        await s.harness.settle()
+    heard = s.fake.in_channel("DANA")[0].body
+    assert "<!channel>" not in heard and "<@UBOB>" not in heard
+
+
+def voice_url(api: FakeTranscriber) -> dict[str, Any]:
+    return {"PARLEY_TRANSCRIBE_URL": api.url}
