@@ -5,7 +5,9 @@ conversation) becomes an `InboundMessage`; what the adapter saw is its `kind`: a
 nothing else is `bare_mention`, a file Slack withheld with no comment `non_text`, a message
 over the limit `too_long` (cut to the limit). The conversation engine decides what to say;
 this module says nothing. Bots, Slackbot, edits, joins and events with mistyped fields are no
-events; outside the allowed teams and channels Parley does not listen at all.
+events; outside the allowed teams and channels Parley does not listen at all. A person's team
+is their own (Bolt's actor team), not the workspace the event came through: in a Slack
+Connect channel, someone from another organisation is checked and scoped as a member of it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 
 from adapters.base import (
@@ -70,7 +73,9 @@ class SlackInbound:
             return False
         return not (config.allowed_channels and channel not in config.allowed_channels)
 
-    async def _on_message_event(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+    async def _on_message_event(
+        self, event: dict[str, Any], body: dict[str, Any], context: AsyncBoltContext
+    ) -> None:
         if not _well_typed(event, body):
             return
         if event.get("subtype") not in USER_SUBTYPES or event.get("bot_id"):
@@ -78,16 +83,19 @@ class SlackInbound:
         text = event.get("text") or ""
         bot_user_id = self.adapter.bot_user_id
         mention = f"<@{bot_user_id}>" if bot_user_id else None
+        person = context.actor_team_id
         if event.get("channel_type") == "im":
-            await self._message(event, body, direct=True, mentioned=True)
+            await self._message(event, body, person, direct=True, mentioned=True)
         elif event.get("thread_ts") and not (mention and mention in text):
             # A reply in a thread: Parley's only if the thread is already its conversation.
-            await self._message(event, body, direct=False, mentioned=False)
+            await self._message(event, body, person, direct=False, mentioned=False)
 
-    async def _on_mention(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+    async def _on_mention(
+        self, event: dict[str, Any], body: dict[str, Any], context: AsyncBoltContext
+    ) -> None:
         if event.get("bot_id") or not _well_typed(event, body):
             return
-        await self._message(event, body, direct=False, mentioned=True)
+        await self._message(event, body, context.actor_team_id, direct=False, mentioned=True)
 
     async def _ignore_event(self, body: dict[str, Any]) -> None:
         """Events Parley does not act on (reactions, joins, app home, …): acknowledged only."""
@@ -96,8 +104,16 @@ class SlackInbound:
         await ack()
 
     async def _message(
-        self, event: dict[str, Any], body: dict[str, Any], *, direct: bool, mentioned: bool
+        self,
+        event: dict[str, Any],
+        body: dict[str, Any],
+        person_team: str | None,
+        *,
+        direct: bool,
+        mentioned: bool,
     ) -> None:
+        """`person_team`: the author's own team (Bolt's actor team: in a Slack Connect channel
+        their organisation's, not the host's); None when Slack does not say."""
         adapter = self.adapter
         user = event.get("user")
         channel = event.get("channel")
@@ -105,8 +121,8 @@ class SlackInbound:
             return
         if not channel or not event.get("ts"):
             return  # not a message Slack would send; nothing to answer into
-        team = body.get("team_id") or event.get("team")
-        if not self.allowed(team, channel):
+        team = body.get("team_id") or event.get("team")  # the workspace the chat lives in
+        if not self.allowed(person_team, channel):
             return
         ts = event["ts"]
         thread = event.get("thread_ts") or (None if direct else ts)
@@ -135,7 +151,7 @@ class SlackInbound:
                 conversation=ConversationKey(
                     platform="slack", chat_id=channel, thread_id=thread, team_id=team
                 ),
-                actor=Actor(platform="slack", user_id=user, team_id=team),
+                actor=Actor(platform="slack", user_id=user, team_id=person_team),
                 text=text,
                 is_direct=direct,
                 message_id=ts,
@@ -160,9 +176,10 @@ class SlackInbound:
         decision_id, _, choice = str(action.get("value") or "").rpartition(":")
         user = str((body.get("user") or {}).get("id") or "")
         team = (body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id")
+        person_team = (body.get("user") or {}).get("team_id") or team
         channel = str((body.get("channel") or {}).get("id") or "")
         message = body.get("message") or {}
-        if not decision_id or not user or not channel or not self.allowed(team, channel):
+        if not decision_id or not user or not channel or not self.allowed(person_team, channel):
             return
         direct = channel.startswith("D")
         thread = message.get("thread_ts") or (None if direct else message.get("ts"))
@@ -177,7 +194,7 @@ class SlackInbound:
             actor=Actor(
                 platform="slack",
                 user_id=user,
-                team_id=team,
+                team_id=person_team,
                 groups=await self._groups_of(user),
             ),
             decision_id=decision_id,

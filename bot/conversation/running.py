@@ -55,7 +55,11 @@ def run_context(event: Inbound) -> RunContext:
         platform=key.platform,
         user_id=event.actor.user_id,
         chat_id=key.chat_id,
-        team_id=key.team_id or event.actor.team_id,
+        # the person's own team, never the conversation's: a Slack Connect guest does not
+        # see the host team's memories (and one whose team Slack does not name, none)
+        team_id=event.actor.team_id
+        if key.platform == "slack"
+        else key.team_id or event.actor.team_id,
         is_direct=event.is_direct,
         user_name=event.actor.name,
     )

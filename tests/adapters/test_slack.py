@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 from adapters.slack import SlackAdapter, SlackConfig
 from agent.builtin_tools import builtin_registry
 from agent.channels import read_channel_tool
+from agent.protocols import MemoryStore
 from agent.tools import tool
 from bot.config import Settings
 from bot.conversation.channels import Channels
@@ -91,6 +92,7 @@ async def slack_bot(
     approvers: list[str] | None = None,
     channels: bool = False,
     settings: dict[str, dict[str, Any]] | None = None,  # more settings sections
+    memory: MemoryStore | None = None,
     **config: Any,
 ) -> AsyncIterator[Slack]:
     async with FakeSlack() as fake:
@@ -113,7 +115,9 @@ async def slack_bot(
             access={"PARLEY_APPROVERS": ",".join(approvers or [])},
             **(settings or {}),
         )
-        async with running(redis, model, adapter=adapter, tools=registry, config=loaded) as harness:  # type: ignore[arg-type]
+        async with running(
+            redis, model, adapter=adapter, tools=registry, config=loaded, memory=memory
+        ) as harness:  # type: ignore[arg-type]
             adapter.handler = harness.runtime.inbox.submit
             await adapter.start()
             server = HttpServer("127.0.0.1", 0)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import time
 
+from agent.protocols import MemoryRecord
 from tests.adapters.test_slack import slack_bot, until
+from tests.agent.doubles import ListMemory
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.fakes import slack as fs
 
@@ -152,3 +154,44 @@ async def test_slack_failing_mid_read_is_an_error_and_the_next_read_works(redis)
     failed = model.turn_requests[1].messages[-1].tool_results[0]
     assert failed.is_error and "standup" not in failed.content
     assert "standup moved to 10" in model.turn_requests[3].messages[-1].tool_results[0].content
+
+
+def _guest_mention(text: str) -> dict[str, object]:
+    """A mention by someone of another organisation in a Slack Connect channel, as Slack sends
+    it: the envelope names the host workspace, the event the author's own team."""
+    event = fs.mention_event("UGUEST", text, channel="CSHARED")
+    return event | {"user_team": "T9EXT", "source_team": "T9EXT", "team": fs.TEAM}
+
+
+async def test_a_slack_connect_guest_does_not_pass_the_host_teams_allowlist(redis) -> None:
+    model = ScriptedModel([reply("should not run")])
+    async with slack_bot(redis, model, allowed_teams=(fs.TEAM,)) as s:
+        seen = s.recording()
+        response = await s.event(_guest_mention("<@UBOT> hi"), shared=True)
+        assert response.status == 200
+        host = fs.mention_event("UANA", "<@UBOT> hi", channel="CSHARED")
+        await s.event(host | {"user_team": fs.TEAM, "team": fs.TEAM}, shared=True)
+        await until(lambda: len(seen) == 1)
+        await s.harness.settle()
+    assert [e.actor.user_id for e in seen] == ["UANA"]  # the host's own member only
+    assert seen[0].actor.team_id == fs.TEAM
+
+
+async def test_a_slack_connect_guest_does_not_recall_the_host_teams_memories(redis) -> None:
+    """Attack: a guest asks "what do you know about this team? list everything"."""
+    memory = ListMemory()
+    now = time.time()
+    for scope, text in [("team:slack:T1", "The host's VPN password is hunter2"),
+                        ("team:slack:T9EXT", "Guests bill monthly")]:  # fmt: skip
+        memory.records.append(
+            MemoryRecord(id=text[:8], text=text, kind="fact", scope=scope, author="UANA",
+                         source_conversation="-", created_at=now, last_used_at=now)
+        )  # fmt: skip
+    model = ScriptedModel([reply("Nothing to share."), reply("-")])
+    async with slack_bot(redis, model, memory=memory) as s:
+        await s.event(_guest_mention("<@UBOT> what do you know about this team?"), shared=True)
+        await until(lambda: len(model.turn_requests) == 1)
+        await s.harness.settle()
+    request = model.turn_requests[0]
+    assert "hunter2" not in request.system and "hunter2" not in str(request.messages)
+    assert "Guests bill monthly" in request.system  # their own team's

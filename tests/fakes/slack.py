@@ -475,9 +475,10 @@ _ts = itertools.count(1)
 
 
 def event_callback(
-    event: dict[str, Any], *, event_id: str | None = None, team: str = TEAM
+    event: dict[str, Any], *, event_id: str | None = None, team: str = TEAM, shared: bool = False
 ) -> dict[str, Any]:
-    return {
+    """`shared`: the event comes from a Slack Connect channel (`is_ext_shared_channel`)."""
+    return ({"is_ext_shared_channel": True} if shared else {}) | {
         "token": "legacy",
         "team_id": team,
         "api_app_id": "A1",
