@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint typecheck pytest bench clean
+.PHONY: setup run test test-fast lint typecheck pytest pytest-fast pytest-slow bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -12,6 +12,9 @@ run: setup
 
 test: setup lint typecheck pytest
 
+# The tests that need no Redis, network or child process: under a minute, for every edit.
+test-fast: setup pytest-fast
+
 lint:
 	$(BIN)/ruff check bot agent memory adapters tests bench
 	$(BIN)/ruff format --check bot agent memory adapters tests bench
@@ -19,8 +22,15 @@ lint:
 typecheck:
 	$(BIN)/mypy
 
-pytest:
-	$(BIN)/pytest -q -p no:cacheprovider
+# The fast tier first (guarded: a test in it that opens a socket or starts a process fails),
+# then the rest, naming the 20 slowest.
+pytest: pytest-fast pytest-slow
+
+pytest-fast:
+	$(BIN)/pytest -q -p no:cacheprovider --tier fast
+
+pytest-slow:
+	$(BIN)/pytest -q -p no:cacheprovider --tier slow --durations=20
 
 bench:
 	@PARLEY_EXTRAS=test,bench bash scripts/setup.sh

@@ -17,6 +17,8 @@ import redis.asyncio as aioredis
 
 from bot.ops.embedded_redis import EmbeddedRedis
 
+pytest_plugins = ["tests.tiers"]
+
 EXTERNAL_REDIS = os.environ.get("PARLEY_TEST_REDIS_URL") or None
 
 # The tests must never read a developer's .env or reach a real service.

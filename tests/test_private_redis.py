@@ -11,6 +11,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.private_redis import PrivateRedis
 
+pytestmark = pytest.mark.process
+
 
 async def test_down_while_up_is_still_starting_stops_that_server(tmp_path: Path) -> None:
     server = PrivateRedis(tmp_path)

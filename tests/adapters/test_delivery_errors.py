@@ -22,6 +22,8 @@ from adapters.telegram_stream import TelegramLive
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 
+pytestmark = pytest.mark.network
+
 ANA, GROUP = 42, -100123
 TO_ANA = ConversationKey(platform="telegram", chat_id=str(ANA))
 

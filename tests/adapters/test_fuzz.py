@@ -188,6 +188,7 @@ def slack() -> Iterator[tuple[Harness, SlackAdapter]]:
     harness.loop.close()
 
 
+@pytest.mark.network
 @SETTINGS
 @given(payload=slack_events())
 def test_slack_payloads_never_crash_the_adapter(

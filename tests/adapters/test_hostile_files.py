@@ -147,6 +147,7 @@ async def test_a_decompression_bomb_image_is_one_sentence_and_the_next_message_w
     assert took < 15  # the header is read, not the pixels
 
 
+@pytest.mark.process
 def test_an_image_between_pillows_warning_and_its_error_is_refused_in_bounded_memory() -> None:
     # 12000 × 12000 RGBA: Pillow only warns (it errors past twice its limit), and decoding
     # it would take 576 MB. In a child process, with warnings as they are in production.

@@ -8,6 +8,8 @@ import base64
 import time
 from collections.abc import Callable
 
+import pytest
+
 from adapters.base import Actor, Attachment, ConversationKey, DownloadError, InboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
 from adapters.slack_context import download, may_receive_token
@@ -167,6 +169,7 @@ async def test_the_bot_token_only_goes_to_slack_hosts() -> None:
         raise AssertionError("the download should have been refused")
 
 
+@pytest.mark.network
 async def test_read_channel_reads_only_channels_the_requester_shares_with_parley() -> None:
     now = time.time()
     async with FakeSlack() as fake:

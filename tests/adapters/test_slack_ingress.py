@@ -28,6 +28,8 @@ from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 from tests.private_redis import PrivateRedis, private_redis
 
+pytestmark = pytest.mark.network
+
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 
 

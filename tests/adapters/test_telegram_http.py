@@ -17,6 +17,8 @@ from telegram.error import NetworkError, TimedOut
 
 from adapters.telegram_http import AiohttpRequest
 
+pytestmark = pytest.mark.network
+
 TOKEN = "123456:TEST-token"
 
 

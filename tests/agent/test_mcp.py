@@ -19,6 +19,8 @@ from agent.protocols import RunContext
 from agent.testing import ScriptedModel, call, reply, turn
 from tests.fakes.mcp_process import free_port, http_server, stdio_server
 
+pytestmark = pytest.mark.process
+
 TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
 
 

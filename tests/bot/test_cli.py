@@ -11,6 +11,8 @@ import pytest
 
 from bot.cli import COMMANDS, main
 
+pytestmark = pytest.mark.process
+
 
 @pytest.mark.parametrize(
     "argv",

@@ -13,6 +13,8 @@ from bot.config import Settings
 from bot.ops.doctor import run_doctor
 from bot.ops.embedded_redis import EmbeddedRedis, free_port
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture
 def plain_redis_url(tmp_path) -> Iterator[str]:

@@ -14,6 +14,8 @@ import redis
 
 from bot.ops.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 
+pytestmark = pytest.mark.process
+
 PORT_LINE = re.compile(rb"embedded Redis Stack on 127\.0\.0\.1:(\d+)")
 
 

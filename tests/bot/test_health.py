@@ -13,6 +13,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from bot.ops.health import Backoff, Health
 from bot.ops.http import HttpServer
 
+pytestmark = pytest.mark.network
+
 
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[Health, str]]:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from bot.ops.http import HttpServer
+
+pytestmark = pytest.mark.network
 
 
 async def hook(request: web.Request) -> web.Response:

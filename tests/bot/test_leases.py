@@ -69,6 +69,7 @@ async def test_a_clean_stop_hands_the_polling_lease_over_at_once(redis) -> None:
         assert await redis.get("parley:lease:telegram-polling") is None
 
 
+@pytest.mark.network
 async def test_the_lease_outlives_a_redis_outage(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -21,6 +21,8 @@ from tests.bot.harness import running
 from tests.bot.recording import click, dm, message
 from tests.fakes.mcp_process import stdio_server
 
+pytestmark = pytest.mark.process
+
 TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
 BROKEN = ServerConfig(command="/nonexistent/mcp-server")
 

@@ -20,6 +20,8 @@ from tests.bot.recording import dm, message
 from tests.bot.test_mcp import config_file, toolbox
 from tests.fakes.mcp_process import stdio_server
 
+pytestmark = pytest.mark.process
+
 MANGLED = stdio_server(env={"MCP_BAD_SCHEMA": "1"})
 
 

@@ -28,6 +28,8 @@ from tests.bot.harness import running, settings
 from tests.bot.recording import dm, message
 from tests.bot.test_faults import echo, until
 
+pytestmark = pytest.mark.network
+
 
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:

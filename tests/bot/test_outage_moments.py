@@ -34,6 +34,8 @@ from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.private_redis import PrivateRedis, private_redis
 
+pytestmark = pytest.mark.network
+
 SENT: list[str] = []
 TASKS: set[asyncio.Future[None]] = set()  # servers started again in the background
 

@@ -29,6 +29,8 @@ from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.private_redis import PrivateRedis, private_redis
 
+pytestmark = pytest.mark.network
+
 SHIPPED: list[str] = []
 
 

@@ -34,6 +34,7 @@ async def until(predicate: Callable[[], Awaitable[bool]], within: float = 30.0) 
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.network
 async def test_redis_back_empty_the_worker_creates_its_group_again_and_keeps_reading(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -195,6 +195,7 @@ class NoThread:
         return []
 
 
+@pytest.mark.network
 async def test_a_mark_redis_could_not_take_fails_the_gathering_and_the_retry_keeps_it(
     tmp_path: Path,
 ) -> None:

@@ -141,6 +141,7 @@ def test_hostile_texts_give_unit_vectors(model: _MiniLM) -> None:
     assert np.allclose(vectors[4], model.embed(["word " * 254])[0], atol=1e-5)
 
 
+@pytest.mark.process
 def test_embedding_starts_no_threads_beyond_the_pool() -> None:
     """The tokenizer's own thread pool would take every text from the embedding thread and
     hand it back; in a fresh process, embedding must leave only the threads it had."""

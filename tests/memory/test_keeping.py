@@ -306,6 +306,7 @@ async def test_scope_counts_follow_every_change(redis: aioredis.Redis, embedder:
     assert (await store.list_memories(BOB_DM)).total == 1
 
 
+@pytest.mark.network
 async def test_an_unreachable_ollama_fails_an_embedding_fast() -> None:
     import time
 

@@ -29,6 +29,7 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.heavy
 def test_building_gives_the_pinned_file_once(tmp_path: Path) -> None:
     target = tmp_path / "share" / "model.onnx"
     assert build(target) == target
@@ -39,6 +40,7 @@ def test_building_gives_the_pinned_file_once(tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["model.onnx"]  # no scratch left
 
 
+@pytest.mark.heavy
 def test_what_a_killed_build_left_is_cleared(tmp_path: Path) -> None:
     target = tmp_path / "model.onnx"
     left = tmp_path / ".model.onnx.building"  # a build killed after folding the model
@@ -49,6 +51,7 @@ def test_what_a_killed_build_left_is_cleared(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
 
 
+@pytest.mark.heavy
 def test_a_damaged_build_is_replaced(tmp_path: Path) -> None:
     target = tmp_path / "model.onnx"
     target.write_bytes(b"half a model")
@@ -69,6 +72,7 @@ def test_a_damaged_packaged_model_is_not_built_from(tmp_path: Path) -> None:
     assert not (tmp_path / "model.onnx").exists()
 
 
+@pytest.mark.heavy
 def test_the_built_model_embeds_as_the_packaged_one() -> None:
     rows = [json.loads(line) for line in EVAL_SET.read_text().splitlines() if line.strip()]
     facts = [row["text"] for row in rows if row["type"] == "fact"]
@@ -102,6 +106,7 @@ def fused_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return folded, fused
 
 
+@pytest.mark.heavy
 def test_fused_attention_computes_what_the_exported_graph_does(
     fused_pair: tuple[Path, Path],
 ) -> None:

@@ -104,6 +104,7 @@ async def test_last_used_times_go_in_batches_of_bounded_size(
     assert all([await used_at(redis, key) > 1.0 for key in keys])
 
 
+@pytest.mark.network
 async def test_last_used_times_noted_while_redis_is_away_are_written_once_it_is_back(
     tmp_path: Path, embedder: Embedder
 ) -> None:

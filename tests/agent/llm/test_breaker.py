@@ -216,6 +216,7 @@ async def test_the_in_process_breaker_sends_one_probe_after_the_cooldown(
     assert (await model.complete(request())).provider == "anthropic"
 
 
+@pytest.mark.process
 def test_the_agent_and_its_fallback_model_load_without_redis() -> None:
     code = (
         "import sys, agent, agent.llm.fallback\n"

@@ -55,6 +55,7 @@ async def test_anthropic_gets_an_image_block_with_the_exact_bytes(
     assert text == {"type": "text", "text": "what is this?"}
 
 
+@pytest.mark.network
 async def test_ollama_sends_images_only_to_a_vision_model_and_asks_once(
     models: list[AnthropicModel | OllamaModel],
 ) -> None:
