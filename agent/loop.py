@@ -42,6 +42,7 @@ from agent.protocols import (
 )
 from agent.recalling import StepRecall
 from agent.state import RunState
+from agent.stopping import RunStopped, check, unless_stopped
 from agent.thinking import think
 from agent.tools import ToolContext, ToolRegistry, ToolSource
 from agent.turns import Actor
@@ -129,11 +130,13 @@ class Agent:
         history: RunState | None = None,
         on_progress: ProgressCallback | None = None,
         attachments: Sequence[ContentBlock] = (),
+        stop: asyncio.Event | None = None,
     ) -> Outcome:
         """Start on a new objective; `history` is this conversation's previous run, if any.
 
         `attachments` (earlier messages of a thread, images, file text) go before the
-        objective in the user's turn.
+        objective in the user's turn. Setting `stop` ends the run at its next step boundary
+        (`agent.stopping`).
         """
         state = RunState(context=context, objective=objective, last_user_text=objective)
         if history is not None:
@@ -148,7 +151,9 @@ class Agent:
             state.messages[-1] = Message(role="user", content=[*last.content, *new])
         else:
             state.messages.append(Message(role="user", content=new))
-        return await self._segment(state, on_progress, answer=None, approved=None, reason=None)
+        return await self._segment(
+            state, on_progress, answer=None, approved=None, reason=None, stop=stop
+        )
 
     async def resume(
         self,
@@ -159,6 +164,7 @@ class Agent:
         reason: str | None = None,
         on_progress: ProgressCallback | None = None,
         attachments: Sequence[ContentBlock] = (),
+        stop: asyncio.Event | None = None,
     ) -> Outcome:
         """Continue a suspended run with the user's answer or approval decision.
 
@@ -178,6 +184,7 @@ class Agent:
             approved=approved,
             reason=reason,
             attachments=attachments,
+            stop=stop,
         )
 
     async def _segment(
@@ -189,6 +196,7 @@ class Agent:
         approved: bool | None,
         reason: str | None,
         attachments: Sequence[ContentBlock] = (),
+        stop: asyncio.Event | None = None,
     ) -> Outcome:
         trace = RunTrace()
         registry = self.tools
@@ -206,6 +214,7 @@ class Agent:
             trace=trace,
             on_progress=on_progress or self.on_progress,
             journal=self.journal,
+            stop=stop,
         )
         started = time.monotonic()
         try:
@@ -224,6 +233,8 @@ class Agent:
                     outcome = await self._loop(state, actor, trace, recall, offer)
         except JournalUnavailable:
             raise  # nothing ran; the host handles the event again once its store is back
+        except RunStopped:
+            outcome = failed("stopped", state, trace)
         except LLMError as exc:
             log.warning("run %s: model call failed: %s", state.run_id, type(exc).__name__)
             outcome = failed("model_error", state, trace, exc)
@@ -242,8 +253,10 @@ class Agent:
         self, state: RunState, actor: Actor, trace: RunTrace, recall: StepRecall, offer: _Offer
     ) -> Outcome:
         specs, window = offer.specs, offer.window
+        stop = actor.stop
         while True:
             # CHECK the guards before spending another model call
+            check(stop)
             if state.steps >= self.config.max_steps:
                 return failed("max_steps", state, trace)
             if state.usage.total >= self.config.token_budget:
@@ -282,9 +295,10 @@ class Agent:
             )
             think_started = time.monotonic()
             if self.config.stream:
-                response = await think(self.model, request, actor, step=step.index)
+                thinking = think(self.model, request, actor, step=step.index)
             else:
-                response = await self.model.complete(request)
+                thinking = self.model.complete(request)
+            response = await unless_stopped(stop, thinking)
             step.model_duration = time.monotonic() - think_started
             state.steps += 1
             self._account(state, trace, response.usage)
@@ -306,6 +320,7 @@ class Agent:
             if turn.question is not None:
                 state.pending_question, state.pending_results = turn.question, turn.results
                 q = turn.question
+                check(stop)  # what ran is kept; the question is not asked
                 return AwaitingAnswer(
                     question=q.question,
                     options=q.options,
@@ -315,6 +330,7 @@ class Agent:
                 )
             if turn.plan is not None:
                 state.pending_plan, state.pending_results = turn.plan, turn.results
+                check(stop)
                 return AwaitingApproval(plan=turn.plan.plan(), state=state, trace=trace)
             state.close_turn(turn.results)
 

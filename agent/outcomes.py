@@ -29,7 +29,7 @@ __all__ = [
     "failed",
 ]
 
-FailReason = Literal["max_steps", "token_budget", "deadline", "model_error", "error"]
+FailReason = Literal["max_steps", "token_budget", "deadline", "model_error", "error", "stopped"]
 
 
 @dataclass(kw_only=True)
@@ -121,6 +121,7 @@ FAIL_MESSAGES: dict[FailReason, str] = {
     "Please try again, perhaps with a smaller request.",
     "model_error": "I can't reach my language model right now; please try again in a few minutes.",
     "error": "Something went wrong on my side while working on this. Please try again.",
+    "stopped": "Stopped.",  # the host says what was stopped (it knows who asked)
 }
 
 

@@ -39,6 +39,7 @@ from agent.protocols import (
     ToolJournal,
 )
 from agent.state import RunState
+from agent.stopping import NOT_RUN
 from agent.tools import ApprovalRequired, Tool, ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class Actor:
     trace: RunTrace
     on_progress: ProgressCallback | None = None
     journal: ToolJournal | None = None
+    stop: asyncio.Event | None = None  # set: no further call starts (`agent.stopping`)
 
     async def act(self, state: RunState, uses: list[ToolUseBlock]) -> TurnResult:
         turn = TurnResult()
@@ -196,6 +198,10 @@ class Actor:
         uncertain: dict[str, Retry] = {}
         for step in pending.steps:  # one at a time, in the order the model asked for them
             use = ToolUseBlock(id=step.call_id, name=step.tool, input=step.args)
+            if self.stop is not None and self.stop.is_set():
+                self._record(use, NOT_RUN, "skipped", is_error=True)
+                results.append(ToolResultBlock(tool_use_id=use.id, content=NOT_RUN, is_error=True))
+                continue
             retry = pending.retries.get(step.call_id, Retry(key=step.call_id, attempt=0))
             if step.private:  # from here on the run answers its requester alone
                 state.private_to = self.context.run.user_id
