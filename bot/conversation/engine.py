@@ -114,6 +114,8 @@ def decide(
     if isinstance(event, Received):
         if session.resolving is not None and session.resolving.entry_id == event.entry_id:
             return [Resume(resolution=session.resolving, attachments=_has_files(event))]
+        if session.stopped_by == event.entry_id:
+            return []  # this stop reached the run it stopped, which said so
         if isinstance(event.event, InboundAction):
             return _pressed(session, pending, event.event, policy)
         return _message(session, pending, event.event, policy)
@@ -311,12 +313,19 @@ def _ran(ran: Ran) -> list[Effect]:
 def may_decide(event: InboundMessage | InboundAction, decision: Decision, policy: Policy) -> bool:
     """The requester always; in a shared chat, configured approvers (ids or groups) too."""
     actor = event.actor
-    if actor.user_id == decision.requester_id:
+    return may_act(actor.user_id, actor.groups, decision.requester_id, decision.is_direct, policy)
+
+
+def may_act(
+    user_id: str, groups: tuple[str, ...], requester_id: str, is_direct: bool, policy: Policy
+) -> bool:
+    """Who may decide for, cancel or stop a requester's run (see `may_decide`)."""
+    if user_id == requester_id:
         return True
-    if decision.is_direct:
+    if is_direct:
         return False
     approvers = policy.approvers
-    return actor.user_id in approvers or bool(approvers.intersection(actor.groups))
+    return user_id in approvers or bool(approvers.intersection(groups))
 
 
 def _live(session: Session, pending: Decision | None, policy: Policy) -> Decision | None:

@@ -15,8 +15,11 @@ left as it was), and so does a bug (a run's conversation left idle): the worker 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from adapters.base import (
@@ -29,11 +32,13 @@ from adapters.base import (
 )
 from agent.loop import Agent
 from agent.messages import ContentBlock
+from agent.outcomes import Failed, Outcome
+from agent.protocols import ProgressEvent
 from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
-from bot.conversation.engine import Policy, decide
+from bot.conversation.engine import Policy, decide, may_act
 from bot.conversation.render import MEMORY_ACTION, typed_mentions
-from bot.conversation.running import Admission, Called, Invoke, Reply, Runner, run_context
+from bot.conversation.running import Admission, Called, Reply, Runner, run_context
 from bot.conversation.voice import Voice
 from bot.ops.health import redis_away
 from bot.ops.logs import log_context
@@ -41,12 +46,17 @@ from bot.runtime.decisions import Decision, DecisionStore
 from bot.runtime.locks import Lease
 from bot.runtime.outbox import Outbox
 from bot.runtime.sessions import Session, SessionStore
+from bot.runtime.stops import StopRequest, Stops, Watch
 
 log = logging.getLogger(__name__)
 
 ERROR_TEXT = "Sorry — something went wrong on my side. Please try again."
 INTERRUPTED = "Interrupted: the run failed before this call's result was known."
 MAX_ROUNDS = 8  # follow-ups per entry; the rules need at most four (admit, claim, run, ran)
+# An agent call, given where its progress goes and the event that stops it.
+Stoppable = Callable[
+    [Callable[[ProgressEvent], Awaitable[None]], asyncio.Event | None], Awaitable[Outcome]
+]
 
 
 @dataclass(kw_only=True)
@@ -79,6 +89,7 @@ class Executor:
     max_message_chars: int = 4000
     admission: Admission | None = None
     voice: Voice = field(default_factory=lambda: Voice(transcriber=None))
+    stops: Stops | None = None  # stop requests that reach a run while it works
 
     async def handle(self, entry_id: str, event: Inbound, lease: Lease) -> None:
         session = await self.sessions.load(lease.conversation_id, lease)
@@ -267,12 +278,13 @@ class Executor:
         return await self._call(
             turn,
             private=private,
-            invoke=lambda progress: self.agent.run(
+            invoke=lambda progress, stop: self.agent.run(
                 gathered.objective,
                 context,
                 history=history,
                 on_progress=progress,
                 attachments=gathered.blocks,
+                stop=stop,
             ),
         )
 
@@ -293,29 +305,55 @@ class Executor:
         return await self._call(
             turn,
             private=private,
-            invoke=lambda progress: self.agent.resume(
+            invoke=lambda progress, stop: self.agent.resume(
                 state,
                 answer=resolution.answer,
                 approved=resolution.approved,
                 reason=resolution.reason,
                 on_progress=progress,
                 attachments=blocks,
+                stop=stop,
             ),
         )
 
-    async def _call(self, turn: Turn, *, invoke: Invoke, private: bool) -> fx.Ran:
+    async def _call(self, turn: Turn, *, invoke: Stoppable, private: bool) -> fx.Ran:
         session = turn.session
+        requester = (
+            session.state.context.user_id
+            if session.resolving is not None and session.state is not None
+            else turn.event.actor.user_id
+        )
         session.status = "running"
         session.decision_id = None
         if session.resolving is not None:
             # A replay must resume the way this entry resolved the decision. A new run needs
             # no save: a replay after a crash starts it again from the stored session.
             await self.sessions.save(turn.lease, session)
-        turn.called = await self.runner.call(turn.event, turn.reply, invoke, private=private)
+        with self._watching(turn, requester) as watch:
+            stop = watch.stop if watch is not None else None
+            turn.called = await self.runner.call(
+                turn.event, turn.reply, lambda progress: invoke(progress, stop), private=private
+            )
         outcome = turn.called.outcome
         session.state = outcome.state
         session.resolving = None
+        if watch is not None and watch.by is not None and _stopped(outcome):
+            session.stopped_by = watch.by.entry_id
         return fx.Ran(received=turn.received, outcome=outcome, note=turn.called.note)
+
+    def _watching(
+        self, turn: Turn, requester: str
+    ) -> contextlib.AbstractContextManager[Watch | None]:
+        """While the run works, a stop request from whoever may stop it sets its event."""
+        if self.stops is None:
+            return contextlib.nullcontext()
+        event = turn.event
+        policy = self._policy(turn)
+
+        def allows(request: StopRequest) -> bool:
+            return may_act(request.user_id, request.groups, requester, event.is_direct, policy)
+
+        return self.stops.watching(event.conversation.id, turn.received.entry_id, allows)
 
     async def _open(self, turn: Turn, opened: fx.Open) -> None:
         await self.runner.discard(turn.called)
@@ -358,6 +396,10 @@ class Executor:
             await reply.send(OutboundMessage(text=ERROR_TEXT), "reply")
         except Exception:
             log.exception("could not report an error in %s", event.conversation.id)
+
+
+def _stopped(outcome: Outcome) -> bool:
+    return isinstance(outcome, Failed) and outcome.reason == "stopped"
 
 
 def _settle(session: Session) -> None:

@@ -54,7 +54,8 @@ def outcome_message(outcome: Outcome, decision_id: str | None = None) -> Outboun
     if isinstance(outcome, Finished):
         return OutboundMessage(text=outcome.answer, private_to=private_to)
     if isinstance(outcome, Failed):
-        return OutboundMessage(text=outcome.message, private_to=private_to)
+        text = stopped_text(outcome) if outcome.reason == "stopped" else outcome.message
+        return OutboundMessage(text=text, private_to=private_to)
     if isinstance(outcome, AwaitingAnswer):
         buttons = tuple(
             Button(label=option, value=str(index)) for index, option in enumerate(outcome.options)
@@ -130,3 +131,29 @@ def stale_click_text(decision: Decision | None, now: float) -> str:
     if decision.status == "expired" or decision.expired(now):
         return REQUEST_EXPIRED
     return ALREADY.get(decision.status, NO_LONGER_WAITING).format(who=decision.decided_by)
+
+
+STOPPED_TEXT = "⏹ Stopped: {objective}. Nothing more will run for it."
+STOPPED_DONE = "Done before the stop: {calls}."
+STOPPED_NOT_RUN = "Not done: {calls}."
+OBJECTIVE_LIMIT = 80  # characters of the stopped request shown
+
+
+def stopped_text(outcome: Failed) -> str:
+    """What a stopped run was doing, and which of its calls ran before the stop."""
+    objective = defang(outcome.state.objective)
+    if len(objective) > OBJECTIVE_LIMIT:
+        objective = objective[: OBJECTIVE_LIMIT - 1] + "…"
+    lines = [STOPPED_TEXT.format(objective=f"“{objective}”")]
+    calls = [*outcome.trace.resumed_calls, *(c for s in outcome.trace.steps for c in s.tool_calls)]
+    done = [
+        f"`{c.tool}`" + (" (failed)" if c.is_error else "")
+        for c in calls
+        if c.status in ("ok", "error")
+    ]
+    not_run = [f"`{c.tool}`" for c in calls if c.status == "skipped"]
+    if done:
+        lines.append(STOPPED_DONE.format(calls=", ".join(done)))
+    if not_run:
+        lines.append(STOPPED_NOT_RUN.format(calls=", ".join(not_run)))
+    return "\n".join(lines)

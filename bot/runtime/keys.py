@@ -54,6 +54,15 @@ class Keys:
     def attempts(self, conversation_id: str) -> str:
         return self.conversation(conversation_id, "attempts")
 
+    def stop(self, conversation_id: str) -> str:
+        """The newest request to stop the conversation's run (bot/runtime/stops.py)."""
+        return self.conversation(conversation_id, "stop")
+
+    @property
+    def stops(self) -> str:
+        """The channel stop requests are published on."""
+        return f"{self.prefix}:stops"
+
     def thread_seen(self, conversation_id: str) -> str:
         """The newest thread message Parley saw, so it reads only what came after it."""
         return self.conversation(conversation_id, "seen")
@@ -117,6 +126,7 @@ PATTERNS: dict[str, str] = {
     "conv:*:journal:*": "ttl",
     "conv:*:attempts": "ttl",
     "conv:*:seen": "ttl",
+    "conv:*:stop": "ttl",
     "decision:*": "ttl",
     "decisions:pending:*": "retention: members leave when decided or pruned when expired",
     "outbox:*": "ttl",

@@ -68,6 +68,7 @@ class Session(BaseModel):
     decision_id: str | None = None  # the pending question or approval
     resolving: Resolution | None = None
     last_entry: str | None = None  # newest inbox entry whose effects are stored
+    stopped_by: str | None = None  # the stop request (an inbox entry) that ended the last run
     updated_at: float = 0.0
 
     def done_with(self, entry_id: str) -> bool:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from adapters.base import Inbound
+from adapters.base import Inbound, InboundMessage
 from bot.ops import metrics
 from bot.ops.health import REDIS_DOWN, Health, pause, redis_away
 from bot.runtime.failures import Failures, OnError
@@ -37,6 +37,7 @@ from bot.runtime.inbox import decode_entry, queued_at_of
 from bot.runtime.keys import Keys, backlog_member, entry_of
 from bot.runtime.locks import ConversationLocks, Lease, LockLost, while_held
 from bot.runtime.reclaimer import GROUP, Reclaimer, ensure_group, group_gone
+from bot.runtime.stops import StopRequest, Stops
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,10 @@ class Worker:
         name: str | None = None,
         max_attempts: int = 3,
         health: Health | None = None,
+        stops: Stops | None = None,
     ) -> None:
         self.redis = redis
+        self.stops = stops
         self.keys = keys
         self.locks = locks
         self.handle = handle
@@ -197,6 +200,7 @@ class Worker:
         """Note entries for their drains (`first`: read with '>'); dead-letter bad ones."""
         conversations: dict[str, None] = {}  # ordered, without repeats
         settled: list[tuple[str, dict[bytes, bytes] | None, Exception | None]] = []
+        stops: list[StopRequest] = []
         for entry_id, fields in entries:
             entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
             if not fields:  # trimmed away: nothing to do
@@ -212,12 +216,39 @@ class Worker:
             self._read_events[entry] = event
             self._arrived.setdefault(conversation, {})[backlog_member(entry)] = first
             conversations[conversation] = None
+            if first and _is_stop(event):
+                groups = event.actor.groups
+                stops.append(
+                    StopRequest(
+                        conversation_id=conversation,
+                        entry_id=entry,
+                        user_id=event.actor.user_id,
+                        groups=groups,
+                    )
+                )
         if settled:
             await self.failures.settle_unreadable(settled)
+        if stops:
+            await self._signal(stops)
         while len(self._read_events) > READ_CACHE:
             self._read_events.popitem(last=False)
         for conversation in conversations:
             self._spawn(conversation)
+
+    async def _signal(self, requests: list[StopRequest]) -> None:
+        """Tell a running run of each conversation to stop, before the request waits its
+        turn (set before the entry is on its backlog, so before it can be handled)."""
+        if self.stops is None:
+            return
+        for request in requests:
+            try:
+                await self.stops.request(request)
+            except Exception as exc:  # the entry is still handled in turn
+                log.warning(
+                    "could not signal a stop in %s (%s)",
+                    request.conversation_id,
+                    type(exc).__name__,
+                )
 
     def _spawn(self, conversation: str) -> None:
         task = asyncio.create_task(self._drain_conversation(conversation))
@@ -348,3 +379,11 @@ class Worker:
         finally:
             lease.untried.discard(entry)
         return "done"
+
+
+def _is_stop(event: Inbound) -> bool:
+    return (
+        isinstance(event, InboundMessage)
+        and event.kind == "text"
+        and (event.command or "").lower() == "cancel"
+    )

@@ -33,6 +33,7 @@ from bot.runtime.locks import ConversationLocks
 from bot.runtime.outbox import Outbox
 from bot.runtime.scheduler import ReminderScheduler
 from bot.runtime.sessions import SessionStore
+from bot.runtime.stops import Stops
 from bot.runtime.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class Runtime:
     scheduler: ReminderScheduler
     executor: Executor
     worker: Worker
+    stops: Stops
     drain_timeout: float
     health: Health
     poll: float = 1.0
@@ -58,7 +60,9 @@ class Runtime:
         """Work until `stop` is set, then drain in-flight runs and return."""
         gauges_beat = self.health.register("gauges", every=GAUGE_EVERY + 30.0)
         redelivery_beat = self.health.register("redelivery", every=self.poll + 30.0)
+        stops_beat = self.health.register("stops", every=30.0)
         loops = [
+            (stops_beat, self.stops.listen(stop, stops_beat)),
             (self.worker.reading, self.worker.run()),
             (self.scheduler.heartbeat, self.scheduler.run(stop)),
             (gauges_beat, self._sample_gauges(stop, gauges_beat)),
@@ -141,6 +145,7 @@ def build_runtime(
         lease=runtime_settings.lock_lease,
         ttl=runtime_settings.session_ttl,
     )
+    stops = Stops(redis, keys)
     agent = make_agent(scheduler)
     if agent.journal is None:  # approved side effects run at most once across processes
         agent.journal = RedisToolJournal(redis, keys, ttl=runtime_settings.session_ttl)
@@ -170,6 +175,7 @@ def build_runtime(
         max_message_chars=settings.agent.max_message_chars,
         admission=admission,
         voice=voice_of(settings),
+        stops=stops,
     )
     worker = Worker(
         redis,
@@ -182,6 +188,7 @@ def build_runtime(
         attempts_ttl=runtime_settings.session_ttl,
         max_attempts=runtime_settings.max_attempts,
         health=health,
+        stops=stops,
     )
     return Runtime(
         keys=keys,
@@ -192,6 +199,7 @@ def build_runtime(
         scheduler=scheduler,
         executor=executor,
         worker=worker,
+        stops=stops,
         drain_timeout=runtime_settings.drain_timeout,
         poll=poll,
         health=health,

@@ -76,7 +76,9 @@ async def test_a_stop_while_read_only_tools_run_lets_them_finish_then_asks_no_mo
     stop = asyncio.Event()
     agent = Agent(model, registry(), config=AgentConfig(stream=False))
     running = asyncio.create_task(agent.run("weather?", CONTEXT, stop=stop))
-    while ran != ["look weather"]:
+    for _ in range(500):
+        if ran == ["look weather"]:
+            break
         await asyncio.sleep(0.01)
     stop.set()
     outcome = await running
@@ -95,7 +97,9 @@ async def test_a_stop_while_an_approved_action_runs_lets_it_finish_and_skips_the
     assert isinstance(waiting, AwaitingApproval)
     stop = asyncio.Event()
     resumed = asyncio.create_task(agent.resume(waiting.state, approved=True, stop=stop))
-    while ran != ["start one"]:
+    for _ in range(500):
+        if ran == ["start one"]:
+            break
         await asyncio.sleep(0.01)
     stop.set()
     outcome = await resumed

@@ -40,6 +40,8 @@ PERIODIC = {
     "ReminderScheduler.run",
     "Runtime._redeliver",
     "Runtime._sample_gauges",
+    "Stops.listen",  # one subscription per process, not per objective
+    "Stops._catch_up",
 }
 
 

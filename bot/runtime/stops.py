@@ -1,0 +1,160 @@
+"""Stop requests that reach a running run from outside its conversation's queue.
+
+A `/cancel` (or a platform's stop button) is an inbox entry like any other, queued behind the
+run it means to stop; handled in turn, it would only find the run over. So the worker that
+first reads such an entry also records it under the conversation (`conv:{…}:stop`, with a
+TTL) and publishes it on one channel. Every process listens on that channel
+(`Stops.listen`), and a run of that conversation which started from an earlier entry is told
+to stop (`Stops.watching`) when the person who asked may stop it. Entry ids order the two:
+a stop request only ever stops a run begun before it, so a late or repeated request cannot
+stop a later run.
+
+While the channel is cut off (Redis away) a request may be missed; once it is back, the
+listener reads the recorded request of each conversation with a run here. A request never
+received only means the run finishes and the entry is handled in turn, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import redis.asyncio as aioredis
+
+from bot.ops.health import Heartbeat, pause
+from bot.runtime.keys import Keys
+from bot.runtime.sessions import entry_order
+
+log = logging.getLogger(__name__)
+
+REMEMBERED = 10_000  # newest request per conversation kept in memory, for runs about to start
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopRequest:
+    conversation_id: str
+    entry_id: str  # the inbox entry of the request
+    user_id: str
+    groups: tuple[str, ...] = ()
+
+    def dump(self) -> str:
+        return json.dumps(
+            {
+                "conversation": self.conversation_id,
+                "entry": self.entry_id,
+                "user": self.user_id,
+                "groups": list(self.groups),
+            }
+        )
+
+    @classmethod
+    def load(cls, raw: str | bytes) -> StopRequest:
+        data = json.loads(raw)
+        return cls(
+            conversation_id=str(data["conversation"]),
+            entry_id=str(data["entry"]),
+            user_id=str(data["user"]),
+            groups=tuple(str(g) for g in data.get("groups") or ()),
+        )
+
+
+@dataclass(kw_only=True)
+class Watch:
+    """One run that may be stopped: began with `entry_id`, stoppable by whom `allows`."""
+
+    entry_id: str
+    allows: Callable[[StopRequest], bool]
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    by: StopRequest | None = None  # the request that stopped it
+
+    def offer(self, request: StopRequest) -> None:
+        if self.by is not None or entry_order(request.entry_id) <= entry_order(self.entry_id):
+            return
+        if not self.allows(request):
+            log.info("stop request %s refused: not the requester's", request.entry_id)
+            return
+        self.by = request
+        self.stop.set()
+
+
+class Stops:
+    def __init__(self, redis: aioredis.Redis, keys: Keys, *, ttl: float = 3600.0) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.ttl_ms = int(ttl * 1000)
+        self._watches: dict[str, list[Watch]] = {}
+        self._latest: OrderedDict[str, StopRequest] = OrderedDict()
+
+    async def request(self, request: StopRequest) -> None:
+        """Record the request and tell every process (one round trip)."""
+        raw = request.dump()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(self.keys.stop(request.conversation_id), raw, px=self.ttl_ms)
+            pipe.publish(self.keys.stops, raw)
+            await pipe.execute()
+
+    @contextlib.contextmanager
+    def watching(
+        self, conversation_id: str, entry_id: str, allows: Callable[[StopRequest], bool]
+    ) -> Iterator[Watch]:
+        """A run of `conversation_id` begun with `entry_id`: its `stop` is set by a later
+        request that `allows` accepts, heard before it started or while it runs."""
+        watch = Watch(entry_id=entry_id, allows=allows)
+        watches = self._watches.setdefault(conversation_id, [])
+        watches.append(watch)
+        if (known := self._latest.get(conversation_id)) is not None:
+            watch.offer(known)
+        try:
+            yield watch
+        finally:
+            watches.remove(watch)
+            if not watches:
+                del self._watches[conversation_id]
+
+    def receive(self, request: StopRequest) -> None:
+        """A request heard here: remembered for a run about to start, offered to running ones."""
+        self._latest[request.conversation_id] = request
+        self._latest.move_to_end(request.conversation_id)
+        while len(self._latest) > REMEMBERED:
+            self._latest.popitem(last=False)
+        for watch in self._watches.get(request.conversation_id, ()):
+            watch.offer(request)
+
+    async def listen(self, stopping: asyncio.Event, heartbeat: Heartbeat) -> None:
+        """Hear stop requests until `stopping`; after each (re)subscription, read the recorded
+        request of every conversation with a run here, in case one was missed."""
+        while not stopping.is_set():
+            try:
+                async with self.redis.pubsub(ignore_subscribe_messages=True) as channel:
+                    await channel.subscribe(self.keys.stops)
+                    await self._catch_up()
+                    heartbeat.beat()
+                    while not stopping.is_set():
+                        message = await channel.get_message(timeout=1.0)
+                        heartbeat.beat()
+                        if message is not None:
+                            self._heard(message.get("data"))
+            except Exception as exc:
+                await pause(stopping, heartbeat.failed(exc))
+
+    def _heard(self, raw: object) -> None:
+        if not isinstance(raw, str | bytes):
+            return
+        try:
+            self.receive(StopRequest.load(raw))
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignoring a malformed stop request")
+
+    async def _catch_up(self) -> None:
+        watched = [c for c, w in self._watches.items() if w]
+        if not watched:
+            return
+        recorded = await self.redis.mget([self.keys.stop(c) for c in watched])
+        for raw in recorded:
+            if raw is not None:
+                self._heard(raw)

@@ -1,0 +1,142 @@
+"""Stop means stop: a /cancel (or a platform's stop button) reaches the running run at its next
+step boundary instead of waiting behind it; a model call in flight is abandoned, an approved
+action already running finishes and is reported, and nothing runs after the stop. Only the
+requester (or an approver, in a shared chat) may stop a run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import redis.asyncio as aioredis
+
+from agent.messages import ChatRequest, ChatResponse
+from agent.tools import ToolRegistry, tool
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.harness import Harness, running, settings
+from tests.bot.recording import click, dm, message
+
+GROUP = dm("-100")
+
+
+class Hanging(ScriptedModel):
+    """Plays its script, but the call numbered `hang_at` waits until cancelled."""
+
+    def __init__(self, *script: object, hang_at: int = 1) -> None:
+        super().__init__(script)  # type: ignore[arg-type]
+        self.hang_at = hang_at
+        self.hanging = asyncio.Event()
+        self.abandoned = 0
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        if len(self.turn_requests) + 1 == self.hang_at:
+            self.requests.append(request)
+            self.hanging.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                self.abandoned += 1
+                raise
+        return await super().complete(request)
+
+
+async def until(condition: object, within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition never held"
+        await asyncio.sleep(0.01)
+
+
+async def stop(harness: Harness, chat: object, user: str = "42", name: str = "Ana") -> None:
+    direct = chat != GROUP
+    await harness.submit(
+        message(chat, "/cancel", command="cancel", user=user, name=name, direct=direct)  # type: ignore[arg-type]
+    )
+
+
+async def test_cancel_during_a_model_call_stops_the_run_and_says_what_was_stopped(
+    redis: aioredis.Redis,
+) -> None:
+    model = Hanging()
+    async with running(redis, model) as harness:
+        chat = dm()
+        await harness.submit(message(chat, "write me a long essay about tides"))
+        await asyncio.wait_for(model.hanging.wait(), 10)
+        await stop(harness, chat)
+        await harness.settle()
+        texts = harness.adapter.texts(chat)
+        assert texts == [
+            "⏹ Stopped: “write me a long essay about tides”. Nothing more will run for it."
+        ]
+        assert model.abandoned == 1 and len(model.turn_requests) == 1
+        session = await harness.runtime.sessions.load(chat.id)
+        assert session.status == "idle"
+
+        # The conversation goes on: the stopped request is history, answered as stopped.
+        model.push(reply("Hello again."))
+        await harness.submit(message(chat, "hello"))
+        await harness.settle()
+        assert harness.adapter.texts(chat)[-1] == "Hello again."
+        history = str(model.turn_requests[-1].messages)
+        assert "long essay" in history
+
+
+async def test_a_stop_while_an_approved_action_runs_lets_it_finish_and_runs_nothing_after(
+    redis: aioredis.Redis,
+) -> None:
+    ran: list[str] = []
+    started = asyncio.Event()
+
+    @tool(side_effects=True, describe=lambda args: f"Send an email to {args['to']}")
+    async def send_email(to: str) -> str:
+        """Send an email."""
+        ran.append(f"start {to}")
+        started.set()
+        await asyncio.sleep(0.3)
+        ran.append(f"end {to}")
+        return f"sent to {to}"
+
+    registry = ToolRegistry()
+    registry.register(send_email)
+    model = ScriptedModel(
+        [turn(call("send_email", to="a@x.test"), call("send_email", to="b@x.test")), reply("x")]
+    )
+    async with running(redis, model, tools=registry) as harness:
+        chat = dm()
+        await harness.submit(message(chat, "email a and b"))
+        await harness.settle()
+        approval = harness.adapter.in_conversation(chat)[0]
+        await harness.submit(click(chat, approval, "approve"))
+        await asyncio.wait_for(started.wait(), 10)
+        await stop(harness, chat)
+        await harness.settle()
+        assert ran == ["start a@x.test", "end a@x.test"]  # finished; b never started
+        assert len(model.turn_requests) == 1  # no model call after the stop
+        last = harness.adapter.texts(chat)[-1]
+        assert last.startswith("⏹ Stopped: “email a and b”.")
+        assert "Done before the stop: `send_email`." in last
+        assert "Not done: `send_email`." in last
+        assert "nothing to cancel" not in " ".join(harness.adapter.texts(chat))
+
+
+async def test_someone_else_in_a_group_cannot_stop_the_run_but_an_approver_can(
+    redis: aioredis.Redis,
+) -> None:
+    config = settings()
+    config = config.model_copy(
+        update={"access": config.access.model_copy(update={"approvers": ["boss"]})}
+    )
+    model = Hanging(reply("The summary."), hang_at=1)
+    async with running(redis, model, config=config) as harness:
+        await harness.submit(message(GROUP, "summarise the week", direct=False))
+        await asyncio.wait_for(model.hanging.wait(), 10)
+        await stop(harness, GROUP, user="mallory", name="Mallory")
+        await asyncio.sleep(0.3)
+        assert model.abandoned == 0  # still working
+        await stop(harness, GROUP, user="boss", name="Boss")
+        await harness.settle()
+        texts = harness.adapter.texts(GROUP)
+        assert model.abandoned == 1
+        assert texts[0].startswith("⏹ Stopped: “summarise the week”.")
+        # Mallory's /cancel, handled in turn, finds the run over
+        assert texts[1:] == ["There's nothing to cancel."]
