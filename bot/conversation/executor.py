@@ -15,11 +15,8 @@ left as it was), and so does a bug (a run's conversation left idle): the worker 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from adapters.base import (
@@ -32,13 +29,12 @@ from adapters.base import (
 )
 from agent.loop import Agent
 from agent.messages import ContentBlock
-from agent.outcomes import Failed, Outcome
-from agent.protocols import ProgressEvent
 from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
-from bot.conversation.engine import Policy, decide, may_act
+from bot.conversation.engine import Policy, decide
 from bot.conversation.render import MEMORY_ACTION, typed_mentions
 from bot.conversation.running import Admission, Called, Reply, Runner, run_context
+from bot.conversation.stopping import Stoppable, stopped, watching
 from bot.conversation.voice import Voice
 from bot.ops.health import redis_away
 from bot.ops.logs import log_context
@@ -46,17 +42,13 @@ from bot.runtime.decisions import Decision, DecisionStore
 from bot.runtime.locks import Lease
 from bot.runtime.outbox import Outbox
 from bot.runtime.sessions import Session, SessionStore
-from bot.runtime.stops import StopRequest, Stops, Watch
+from bot.runtime.stops import Stops
 
 log = logging.getLogger(__name__)
 
 ERROR_TEXT = "Sorry — something went wrong on my side. Please try again."
 INTERRUPTED = "Interrupted: the run failed before this call's result was known."
 MAX_ROUNDS = 8  # follow-ups per entry; the rules need at most four (admit, claim, run, ran)
-# An agent call, given where its progress goes and the event that stops it.
-Stoppable = Callable[
-    [Callable[[ProgressEvent], Awaitable[None]], asyncio.Event | None], Awaitable[Outcome]
-]
 
 
 @dataclass(kw_only=True)
@@ -329,7 +321,9 @@ class Executor:
             # A replay must resume the way this entry resolved the decision. A new run needs
             # no save: a replay after a crash starts it again from the stored session.
             await self.sessions.save(turn.lease, session)
-        with self._watching(turn, requester) as watch:
+        with watching(
+            self.stops, turn.event, turn.received.entry_id, requester, self._policy(turn)
+        ) as watch:
             stop = watch.stop if watch is not None else None
             turn.called = await self.runner.call(
                 turn.event, turn.reply, lambda progress: invoke(progress, stop), private=private
@@ -337,23 +331,9 @@ class Executor:
         outcome = turn.called.outcome
         session.state = outcome.state
         session.resolving = None
-        if watch is not None and watch.by is not None and _stopped(outcome):
+        if watch is not None and watch.by is not None and stopped(outcome):
             session.stopped_by = watch.by.entry_id
         return fx.Ran(received=turn.received, outcome=outcome, note=turn.called.note)
-
-    def _watching(
-        self, turn: Turn, requester: str
-    ) -> contextlib.AbstractContextManager[Watch | None]:
-        """While the run works, a stop request from whoever may stop it sets its event."""
-        if self.stops is None:
-            return contextlib.nullcontext()
-        event = turn.event
-        policy = self._policy(turn)
-
-        def allows(request: StopRequest) -> bool:
-            return may_act(request.user_id, request.groups, requester, event.is_direct, policy)
-
-        return self.stops.watching(event.conversation.id, turn.received.entry_id, allows)
 
     async def _open(self, turn: Turn, opened: fx.Open) -> None:
         await self.runner.discard(turn.called)
@@ -396,10 +376,6 @@ class Executor:
             await reply.send(OutboundMessage(text=ERROR_TEXT), "reply")
         except Exception:
             log.exception("could not report an error in %s", event.conversation.id)
-
-
-def _stopped(outcome: Outcome) -> bool:
-    return isinstance(outcome, Failed) and outcome.reason == "stopped"
 
 
 def _settle(session: Session) -> None:

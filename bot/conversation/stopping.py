@@ -1,0 +1,40 @@
+"""Which stop requests may end a run: the rule beside the engine's, for `bot/runtime/stops.py`.
+
+A run is watched while it works; a later stop request from its requester, or in a shared
+chat from an approver (`engine.may_act`), sets the event the agent checks at its step
+boundaries (`agent/stopping.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from adapters.base import Inbound
+from agent.outcomes import Failed, Outcome
+from agent.protocols import ProgressEvent
+from bot.conversation.engine import Policy, may_act
+from bot.runtime.stops import StopRequest, Stops, Watch
+
+# An agent call, given where its progress goes and the event that stops it.
+Stoppable = Callable[
+    [Callable[[ProgressEvent], Awaitable[None]], asyncio.Event | None], Awaitable[Outcome]
+]
+
+
+def watching(
+    stops: Stops | None, event: Inbound, entry_id: str, requester: str, policy: Policy
+) -> contextlib.AbstractContextManager[Watch | None]:
+    """While a run begun with `entry_id` works, a stop request that may end it sets its event."""
+    if stops is None:
+        return contextlib.nullcontext()
+
+    def allows(request: StopRequest) -> bool:
+        return may_act(request.user_id, request.groups, requester, event.is_direct, policy)
+
+    return stops.watching(event.conversation.id, entry_id, allows)
+
+
+def stopped(outcome: Outcome) -> bool:
+    return isinstance(outcome, Failed) and outcome.reason == "stopped"
