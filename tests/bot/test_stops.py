@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
 
 from bot.ops.health import Health
@@ -83,6 +84,7 @@ async def test_a_malformed_publication_is_ignored(redis: aioredis.Redis) -> None
             assert await stopped(watch.stop)
 
 
+@pytest.mark.process
 async def test_the_listener_comes_back_after_redis_does_and_reads_what_it_missed(
     tmp_path: Path,
 ) -> None:
