@@ -48,10 +48,12 @@ from bot.conversation.render import (
     APPROVE,
     MEMORY_ACTION,
     REJECT,
+    decided_line,
     decided_message,
     outcome_message,
     stale_click_text,
 )
+from bot.conversation.yes_no import verdict
 from bot.runtime.decisions import Decision, decision_id_for
 from bot.runtime.decisions import Status as DecisionStatus
 from bot.runtime.sessions import Resolution, Session
@@ -194,7 +196,9 @@ def _admitted(
         # A decision that expired or went away meanwhile: the conversation moves on.
         stale = session.decision_id is not None and decision is None
         return [*([Settle(abandon=EXPIRED_NOTE)] if stale else []), Run()]
-    status: DecisionStatus = "answered" if decision.kind == "question" else "rejected"
+    status: DecisionStatus = "answered"
+    if decision.kind == "approval":  # a clear yes approves; anything else rejects
+        status = "approved" if verdict(event.text) else "rejected"
     return [Claim(decision_id=decision.id, status=status, by=_by(event))]
 
 
@@ -263,6 +267,11 @@ def _claimed(
         if claimed.status == "answered":
             answer = Resolution(entry_id=entry_id, answer=event.text)
             return [*edit, Resume(resolution=answer, attachments=_has_files(received))]
+        if verdict(event.text) is not None and claimed.status in ("approved", "rejected"):
+            # A typed yes or no decides as a press would, and is said back the same way.
+            said = [Send(message=decided_line(decided), slot="decided")] if decided else []
+            typed = Resolution(entry_id=entry_id, approved=claimed.status == "approved")
+            return [*edit, *said, Resume(resolution=typed)]
         feedback = Send(message=OutboundMessage(text=FEEDBACK_NOTE), slot="feedback")
         rejection = Resolution(entry_id=entry_id, approved=False, reason=event.text)
         return [*edit, feedback, Resume(resolution=rejection)]

@@ -113,6 +113,14 @@ def approval_message(outcome: AwaitingApproval, decision_id: str | None) -> Outb
 
 def decided_message(decision: Decision) -> OutboundMessage:
     """The decision's message, buttons gone, with what became of it and who decided."""
+    line = decided_line(decision)
+    return OutboundMessage(
+        text=f"{decision.text}\n\n{line.text}", allowed_mentions=line.allowed_mentions
+    )
+
+
+def decided_line(decision: Decision) -> OutboundMessage:
+    """What became of a decision and who decided, in one line ("✅ Approved by Ana")."""
     who = decision.decided_by
     outcome = {
         "approved": f"✅ Approved by {who}",
@@ -121,7 +129,7 @@ def decided_message(decision: Decision) -> OutboundMessage:
         "cancelled": f"🚫 Cancelled by {who}",
         "expired": "⌛ Expired — ask me again if you still need this.",
     }.get(decision.status, decision.status)
-    return OutboundMessage(text=f"{decision.text}\n\n{outcome}", allowed_mentions=frozenset({who}))
+    return OutboundMessage(text=outcome, allowed_mentions=frozenset({who}))
 
 
 def stale_click_text(decision: Decision | None, now: float) -> str:

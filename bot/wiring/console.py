@@ -31,6 +31,7 @@ from bot.conversation.commands import Commands
 from bot.conversation.executor import Executor
 from bot.conversation.render import APPROVE, REJECT
 from bot.conversation.running import Runner
+from bot.conversation.yes_no import verdict
 from bot.ops.service_checks import check_anthropic, check_ollama
 from bot.runtime.decisions import DecisionStore
 from bot.runtime.keys import Keys
@@ -53,21 +54,22 @@ Parley has no language model to talk to. Configure one of:
     (or set OLLAMA_MODEL to a model you have pulled).
 Then run `parley doctor` to check."""
 
-YES = {"y", "yes", "yeah", "yep", "sure", "ok", "okay", "approve", "approved", "go"}
 NO = {"n", "no", "nope", "nah", "reject", "rejected", "don't", "dont", "stop", "cancel"}
 INTERRUPTED = "\x03"  # what `LineReader.readline` returns after Ctrl-C
 
 
 def yes_or_no(text: str) -> bool | None:
-    """True for yes ("yes please", "ok, go ahead"), False for no (and Enter), None otherwise."""
-    words = re.findall(r"[a-z']+", text.lower())
-    if not words:
-        return False if not text.strip() else None
-    if words[0] in YES or " ".join(words[:2]) in ("do it", "go ahead"):
-        return True
-    if words[0] in NO:
+    """True for a clear yes, False for a no (Enter, or a no with a reason), None otherwise.
+
+    A yes is read as in the chats (`yes_no.verdict`): "yes, but to Carol" is no yes.
+    """
+    if not text.strip():
         return False
-    return None
+    typed = verdict(text)
+    if typed is not None:
+        return typed
+    words = re.findall(r"[a-z']+", text.lower())
+    return False if words and words[0] in NO else None
 
 
 class LineReader:
@@ -314,6 +316,6 @@ async def _approve(chat: Chat, person: Person, decision_id: str) -> Inbound | No
     chat.say("approved." if approved else "rejected.")
     if approved:
         return person.presses(decision_id, APPROVE)
-    if decision.lower() in ("", "n", "no"):
+    if not decision.strip() or verdict(decision) is False:
         return person.presses(decision_id, REJECT)
     return person.says(decision)  # a "no" with a reason: the reason goes to the model

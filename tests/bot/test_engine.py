@@ -284,10 +284,35 @@ ADMITTED = [
     (
         "awaiting_approval",
         "approval",
-        say("requester", "not now"),
+        say("requester", "not now, after lunch"),
         None,
         ["claim rejected by <@U1>"],
     ),  # noqa: E501
+    # A typed reply is read for what it means: only a clear yes approves.
+    (
+        "awaiting_approval",
+        "approval",
+        say("requester", "Yes, go ahead 👍"),
+        None,
+        ["claim approved by <@U1>"],
+    ),
+    ("awaiting_approval", "approval", say("approver", "ok"), None, ["claim approved by <@U9>"]),
+    (
+        "awaiting_approval",
+        "approval",
+        say("requester", "yes, but to Carol"),
+        None,
+        ["claim rejected by <@U1>"],
+    ),
+    ("awaiting_approval", "approval", say("requester", "nope"), None, ["claim rejected by <@U1>"]),
+    (
+        "awaiting_approval",
+        "approval",
+        say("other", "yes"),
+        None,
+        ["send reply: I'm waiting for <@U1> to answer first; ask me again once that's settled."],
+    ),
+    ("awaiting_answer", "question", say("requester", "yes"), None, ["claim answered by <@U1>"]),
     (
         "awaiting_approval",
         "approval",
@@ -343,10 +368,17 @@ CLAIMED = [
      ["alert: This request has expired. Ask me again if you still need it."]),
     ("awaiting_answer", "question", say("requester", "blue"), "answered", True,
      ["edit decided:D1: ↪ Answered by <@U1>", "resume answer=blue"]),
-    ("awaiting_approval", "approval", say("requester", "not now"), "rejected", True,
+    ("awaiting_approval", "approval", say("requester", "not now, after lunch"), "rejected", True,
      ["edit decided:D1: ❌ Rejected by <@U1>",
       "send feedback: Understood — I won't go ahead with that plan. I'll take your message into account.",  # noqa: E501
-      "resume approved=False reason=not now"]),
+      "resume approved=False reason=not now, after lunch"]),
+    # A typed yes or no decides like a press, and is said back the way a press shows it.
+    ("awaiting_approval", "approval", say("requester", "yes please"), "approved", True,
+     ["edit decided:D1: ✅ Approved by <@U1>", "send decided: ✅ Approved by <@U1>",
+      "resume approved=True"]),
+    ("awaiting_approval", "approval", say("requester", "No."), "rejected", True,
+     ["edit decided:D1: ❌ Rejected by <@U1>", "send decided: ❌ Rejected by <@U1>",
+      "resume approved=False"]),
     ("awaiting_approval", "approval", say("requester", command="cancel"), "cancelled", True,
      ["edit decided:D1: 🚫 Cancelled by <@U1>", "settle (Not run: the user cancelled.)",
       "send reply: Cancelled. What would you like to do next?"]),
