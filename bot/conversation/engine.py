@@ -186,11 +186,12 @@ def _admitted(
     if admitted.refusal:
         return [_say(admitted.refusal)]
     event = admitted.received.event
+    assert isinstance(event, InboundMessage)  # only a message is admitted
     decision = _live(session, pending, policy)
     waiting = decision is not None and session.state is not None
     if waiting and decision is not None and not may_decide(event, decision, policy):
         return [_said_to(WAIT_FOR_REQUESTER, decision)]
-    if isinstance(event, InboundMessage) and any(a.speech for a in event.attachments):
+    if any(a.speech for a in event.attachments):
         return [Transcribe()]  # then on as if typed (`_transcribed`)
     if decision is None or session.state is None:
         # A decision that expired or went away meanwhile: the conversation moves on.
