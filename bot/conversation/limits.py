@@ -71,7 +71,16 @@ class UsageToday:
 
 
 def user_key(event: Inbound) -> str:
-    return f"{event.conversation.platform}:{event.actor.user_id}"
+    """Whose rate and budget an event counts against: the person's.
+
+    On Telegram someone may write as a channel or as the group (`sender_chat`, whose ids are
+    negative, a person's never are); who is behind it is hidden, and anyone can own many
+    channels. So every such identity in a chat shares that chat's one budget, rather than each
+    channel getting a fresh one."""
+    actor, chat = event.actor, event.conversation
+    if chat.platform == "telegram" and actor.user_id.startswith("-"):
+        return f"telegram:chat:{chat.chat_id}"
+    return f"{chat.platform}:{actor.user_id}"
 
 
 class Limits:
