@@ -39,6 +39,9 @@ LIST_PAGES = 10  # of channels or members, 200 each
 CHANNEL_ID = re.compile(r"^<#([CG][A-Z0-9]+)(?:\|[^>]*)?>$|^([CGD][A-Z0-9]{2,})$")
 NAME_SECONDS = 3600.0
 NAMES_KEPT = 5000
+# users.info calls one read may make (a long thread has as many authors as messages); the
+# newest messages are named first, older authors past it are shown by id
+NAME_LOOKUPS = 25
 SKIPPED_SUBTYPES = {"channel_join", "channel_leave", "group_join", "group_leave"}
 CLIPS = ("slack_audio", "slack_video")  # audio and video clips recorded in Slack
 MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
@@ -140,13 +143,14 @@ class ThreadReader:
             if isinstance(m, dict)
         ]
         found = []
-        for message in raw:
+        lookups = _Lookups()
+        for message in reversed(raw):  # the newest first: they are the ones kept
             ts = str(message.get("ts") or "")
             if not ts or _ts(ts) >= _ts(before) or message.get("subtype") in SKIPPED_SUBTYPES:
                 continue
             if after and _ts(ts) <= _ts(after):
                 continue  # Slack lists the thread's first message whatever `oldest` says
-            found.append((ts, await self._render(message, bot_user_id)))
+            found.append((ts, await self._render(message, bot_user_id, lookups)))
         found.sort(key=lambda item: _ts(item[0]))
         return [message for _, message in found if message.text or message.author]
 
@@ -189,11 +193,12 @@ class ThreadReader:
             error = exc.response.get("error")
             raise ChannelRefused(f"Slack would not let Parley read it ({error}).") from exc
         found = []
-        for message in raw:
+        lookups = _Lookups()
+        for message in sorted(raw, key=lambda m: _ts(str(m.get("ts") or "")), reverse=True):
             ts = str(message.get("ts") or "")
             if not ts or message.get("subtype") in SKIPPED_SUBTYPES:
                 continue
-            rendered = await self._render(message, bot_user_id)
+            rendered = await self._render(message, bot_user_id, lookups)
             found.append(
                 ContextMessage(
                     author=rendered.author,
@@ -235,19 +240,21 @@ class ThreadReader:
                 return members, True
         return members, False
 
-    async def _render(self, message: dict[str, Any], bot_user_id: str | None) -> ContextMessage:
+    async def _render(
+        self, message: dict[str, Any], bot_user_id: str | None, lookups: _Lookups
+    ) -> ContextMessage:
         user = message.get("user")
         own = bool(bot_user_id) and user == bot_user_id
         if own:
             author = "Parley"
         elif isinstance(user, str) and user:
-            author = await self.name(user)
+            author = await self.name(user, lookups)
         else:
             profile = message.get("bot_profile") or {}
             author = str(message.get("username") or profile.get("name") or "a bot")
         text = str(message.get("text") or "")
         for mentioned in set(MENTION.findall(text)):
-            name = "Parley" if mentioned == bot_user_id else await self.name(mentioned)
+            name = "Parley" if mentioned == bot_user_id else await self.name(mentioned, lookups)
             text = re.sub(rf"<@{mentioned}(?:\|[^>]*)?>", f"@{name}", text)
         names = [
             str(f.get("name") or "file") for f in message.get("files") or () if isinstance(f, dict)
@@ -256,15 +263,21 @@ class ThreadReader:
             text = (text + "\n" if text else "") + "[shared: " + ", ".join(names) + "]"
         return ContextMessage(author=author, text=text.strip(), from_bot=own)
 
-    async def name(self, user: str) -> str:
+    async def name(self, user: str, lookups: _Lookups | None = None) -> str:
+        """The user's display name: cached, else asked of Slack while `lookups` lasts."""
         now = time.monotonic()
         cached = self._names.get(user)
         if cached is not None and now - cached[0] < NAME_SECONDS:
             return cached[1]
+        lookups = lookups or _Lookups()
+        if user in lookups.failed or lookups.left <= 0:
+            return user
+        lookups.left -= 1
         try:
             response = await self.client.users_info(user=user)
         except SlackApiError as exc:
             log.info("no name for a user: %s", exc.response.get("error"))
+            lookups.failed.add(user)
             return user
         info = response.get("user") or {}
         profile = info.get("profile") or {}
@@ -275,6 +288,14 @@ class ThreadReader:
             self._names.clear()
         self._names[user] = (now, name)
         return name
+
+
+@dataclass(kw_only=True)
+class _Lookups:
+    """What is left of one read's users.info calls, and who could not be named."""
+
+    left: int = NAME_LOOKUPS
+    failed: set[str] = field(default_factory=set)
 
 
 async def paged(

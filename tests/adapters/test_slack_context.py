@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from adapters import slack_context
 from adapters.base import Actor, Attachment, ConversationKey, DownloadError, InboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
 from adapters.slack_context import download, may_receive_token
@@ -235,3 +236,31 @@ async def test_without_thread_history_the_mention_is_still_answered(redis, caplo
     assert model.turn_requests[0].messages[-1].text == "what now?"
     assert len(s.fake.method_calls("conversations.replies")) == 1
     assert any("thread history unavailable" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_mention_in_a_thousand_message_thread_makes_a_bounded_number_of_calls(
+    redis,
+) -> None:
+    """Attack: a thread of 1,000 messages by 1,000 people (and each mentioning another), then
+    one mention of Parley: reading it costs a few pages and a bounded number of name lookups
+    (1,000 users.info calls before the bound)."""
+    model = ScriptedModel([reply("Read it.")])
+    async with slack_bot(redis, model) as s:
+        people = [f"U{n:07d}" for n in range(1000)]
+        s.fake.users.update({user: f"Person {n}" for n, user in enumerate(people)})
+        root = "1700000000.000000"
+        made = s.fake.thread(
+            "CGEN",
+            root,
+            *((user, f"point {n} <@{people[n - 1]}>") for n, user in enumerate(people)),
+        )
+        mention_ts = f"1700000000.{len(made):06d}"
+        mention = fs.mention_event("UANA", "<@UBOT> sum up", thread_ts=root, ts=mention_ts)
+        await s.event(mention)
+        await until(lambda: bool(s.fake.in_channel("CGEN")))
+        await s.harness.settle()
+    lookups = len(s.fake.method_calls("users.info"))
+    assert lookups <= slack_context.NAME_LOOKUPS
+    assert len(s.fake.method_calls("conversations.replies")) <= slack_context.HISTORY_PAGES
+    shown = model.turn_requests[0].messages[-1].text
+    assert "[Person 999]: point 999 @Person 998" in shown  # the newest are named
