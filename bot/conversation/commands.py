@@ -7,13 +7,17 @@ the others over through its `Command` and `Forget` effects.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from adapters.base import Button, InboundAction, InboundMessage, OutboundMessage
 from agent.protocols import MemoryRecord, MemoryStore, RunContext
 from bot.conversation.render import MEMORY_ACTION
+from bot.conversation.shown import ShownList, ShownLists
 from bot.runtime.sessions import Session
+
+log = logging.getLogger(__name__)
 
 HELP = """I'm Parley. Tell me what you need and I'll work on it: I can use tools, I remember \
 what you tell me (ask me to remember something), and I always ask before I do anything \
@@ -68,6 +72,7 @@ class CommandResult:
 
 
 UsageText = Callable[[InboundMessage], Awaitable[str]]
+EditList = Callable[[str, OutboundMessage], Awaitable[None]]  # message id, new content
 
 
 def remembered_note(kept: list[MemoryRecord]) -> OutboundMessage | None:
@@ -83,17 +88,36 @@ def remembered_note(kept: list[MemoryRecord]) -> OutboundMessage | None:
     return OutboundMessage(text=text, buttons=buttons, decision_id=MEMORY_ACTION)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Refresh:
+    """A /memories list shown again after one of its memories was forgotten."""
+
+    message_id: str
+    message: OutboundMessage
+    shown: ShownList  # to keep once the list on screen shows it
+    stale: ShownList  # to keep if the list could not be edited: the old numbers, less one
+
+
 class Commands:
-    def __init__(self, memory: MemoryStore | None, usage: UsageText | None = None) -> None:
+    def __init__(
+        self,
+        memory: MemoryStore | None,
+        usage: UsageText | None = None,
+        lists: ShownLists | None = None,
+    ) -> None:
         self.memory = memory
         self.usage = usage
+        self.lists = lists
 
     async def handle(
         self, event: InboundMessage, context: RunContext, session: Session
     ) -> CommandResult:
         command = (event.command or "").lower()
         if command == "memories":
-            return await self._memories(context, event.args)
+            result, shown = await self._memories(context, event.args)
+            if self.lists is not None and shown is not None:
+                await self.lists.save(context.conversation_id, context.user_id, shown)
+            return result
         if command == "forget":
             return CommandResult(text=await self._forget(context, event.args), private=True)
         assert command == "status", f"not a command answered here: {command}"
@@ -114,15 +138,19 @@ class Commands:
             decision_id=MEMORY_ACTION if result.buttons else None,
         )
 
-    async def _memories(self, context: RunContext, args: str) -> CommandResult:
+    async def _memories(
+        self, context: RunContext, args: str
+    ) -> tuple[CommandResult, ShownList | None]:
         if self.memory is None:
-            return CommandResult(text=NO_MEMORY, private=True)
+            return CommandResult(text=NO_MEMORY, private=True), None
         page = int(args) if args.strip().isdigit() and int(args) > 0 else 1
         offset = (page - 1) * MEMORIES_PAGE
         found = await self.memory.list_memories(context, offset=offset, limit=MEMORIES_PAGE)
+        numbered = dict(enumerate(((m.id, m.text) for m in found.records), offset + 1))
+        shown = ShownList(page=page, entries=numbered)
         if not found.records:
             text = "I don't remember anything here yet." if page == 1 else f"No page {page}."
-            return CommandResult(text=text, private=True)
+            return CommandResult(text=text, private=True), shown
         lines = [
             f"{number}. {memory.text} ({memory.scope_label})"
             for number, memory in enumerate(found.records, offset + 1)
@@ -137,7 +165,51 @@ class Commands:
             Button(label=f"Forget {number}", value=memory.id)
             for number, memory in enumerate(found.records, offset + 1)
         )
-        return CommandResult(text=text, private=True, buttons=buttons)
+        return CommandResult(text=text, private=True, buttons=buttons), shown
+
+    async def listed(self, context: RunContext, message_id: str | None) -> None:
+        """The /memories list just asked for went out as `message_id`."""
+        if self.lists is None or message_id is None:
+            return
+        shown = await self.lists.get(context.conversation_id, context.user_id)
+        if shown is not None and shown.message_id is None:
+            await self.lists.save(
+                context.conversation_id, context.user_id, replace(shown, message_id=message_id)
+            )
+
+    async def refresh(self, context: RunContext) -> Refresh | None:
+        """The person's list on screen, shown again with fresh numbers after a Forget."""
+        if self.lists is None:
+            return None
+        shown = await self.lists.get(context.conversation_id, context.user_id)
+        if shown is None or shown.message_id is None:
+            return None
+        result, fresh = await self._memories(context, str(shown.page))
+        if fresh is None:
+            return None
+        message = OutboundMessage(
+            text=result.text, buttons=result.buttons, decision_id=MEMORY_ACTION
+        )
+        # Still listed on that page: what the old numbers may go on naming (a forgotten one
+        # is gone from it, and memories only move up from later pages).
+        listed = {memory_id for memory_id, _ in fresh.entries.values()}
+        stale = shown.keeping(listed)
+        fresh = replace(fresh, message_id=shown.message_id)
+        return Refresh(message_id=shown.message_id, message=message, shown=fresh, stale=stale)
+
+    async def refresh_on_screen(self, context: RunContext, edit: EditList) -> None:
+        """Show the person's list again after a Forget; if it can't be edited (a Slack
+        ephemeral message), its old numbers go on meaning what they showed."""
+        refresh = await self.refresh(context)
+        if refresh is None or self.lists is None:
+            return
+        try:
+            await edit(refresh.message_id, refresh.message)
+            kept = refresh.shown
+        except Exception as exc:
+            log.info("a memory list could not be shown again (%s)", type(exc).__name__)
+            kept = refresh.stale
+        await self.lists.save(context.conversation_id, context.user_id, kept)
 
     async def _forget(self, context: RunContext, args: str) -> str:
         if self.memory is None:
@@ -149,6 +221,14 @@ class Commands:
         if not target.isdigit() or int(target) < 1:
             return "Tell me which one: /forget N (see /memories), or /forget all."
         index = int(target)
+        shown = (
+            await self.lists.get(context.conversation_id, context.user_id) if self.lists else None
+        )
+        if shown is not None:  # the number means what the list on screen says
+            if index not in shown.entries:
+                return f"Number {index} isn't on the list I showed you; see /memories."
+            memory_id, text = shown.entries[index]
+            return await self._forget_one(context, memory_id, text)
         found = await self.memory.list_memories(context, offset=index - 1, limit=1)
         if not found.records:
             return f"I don't have a memory number {index}; see /memories."

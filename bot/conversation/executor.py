@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from adapters.base import (
@@ -227,6 +228,7 @@ class Executor:
                 await self._notify(turn, text)
                 private = OutboundMessage(text=text, private_to=turn.event.actor.user_id)
                 await reply.send(private, "reply")
+                await self.commands.refresh_on_screen(run_context(turn.event), self._editor(turn))
         return None
 
     async def _notify(self, turn: Turn, text: str, *, alert: bool = False) -> None:
@@ -253,8 +255,22 @@ class Executor:
     async def _command(self, turn: Turn) -> None:
         event = turn.event
         assert isinstance(event, InboundMessage)
-        answer = await self.commands.reply(event, run_context(event), turn.session)
-        await turn.reply.send(answer, "reply")
+        context = run_context(event)
+        answer = await self.commands.reply(event, context, turn.session)
+        posted = await turn.reply.send(answer, "reply")
+        if (event.command or "").lower() == "memories":
+            await self.commands.listed(context, posted.message_id if posted else None)
+        elif (event.command or "").lower() == "forget":
+            await self.commands.refresh_on_screen(context, self._editor(turn))
+
+    def _editor(self, turn: Turn) -> Callable[[str, OutboundMessage], Awaitable[None]]:
+        """Edits a message of this conversation once per entry (a list shown again)."""
+
+        async def edit(message_id: str, message: OutboundMessage) -> None:
+            ref = MessageRef(conversation=turn.reply.conversation, message_id=message_id)
+            await turn.reply.edit(ref, message, "refresh")
+
+        return edit
 
     # --- runs -------------------------------------------------------------------------------
 

@@ -54,6 +54,10 @@ class Keys:
     def attempts(self, conversation_id: str) -> str:
         return self.conversation(conversation_id, "attempts")
 
+    def shown_list(self, conversation_id: str, user_id: str) -> str:
+        """The numbered /memories list a person last saw here (bot/conversation/shown.py)."""
+        return self.conversation(conversation_id, f"shown:{user_id}")
+
     def stop(self, conversation_id: str) -> str:
         """The newest request to stop the conversation's run (bot/runtime/stops.py)."""
         return self.conversation(conversation_id, "stop")
@@ -127,6 +131,7 @@ PATTERNS: dict[str, str] = {
     "conv:*:attempts": "ttl",
     "conv:*:seen": "ttl",
     "conv:*:stop": "ttl",
+    "conv:*:shown:*": "ttl",
     "decision:*": "ttl",
     "decisions:pending:*": "retention: members leave when decided or pruned when expired",
     "outbox:*": "ttl",

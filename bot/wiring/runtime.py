@@ -22,6 +22,7 @@ from bot.conversation.attachments import Gatherer, ThreadMarks
 from bot.conversation.commands import Commands, UsageText
 from bot.conversation.executor import Executor
 from bot.conversation.running import Admission, Charge, Runner
+from bot.conversation.shown import ShownLists
 from bot.conversation.voice import Transcriber, Voice
 from bot.ops import metrics
 from bot.ops.health import Health, Heartbeat, pause
@@ -155,7 +156,7 @@ def build_runtime(
         sessions=sessions,
         decisions=decisions,
         outbox=outbox,
-        commands=Commands(memory, usage),
+        commands=Commands(memory, usage, ShownLists(redis, keys, ttl=runtime_settings.session_ttl)),
         runner=Runner(
             outbox=outbox,
             stream_interval=settings.streaming.interval if settings.streaming.enabled else None,
