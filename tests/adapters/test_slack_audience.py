@@ -77,6 +77,20 @@ async def test_a_private_channel_is_not_read_into_a_shared_thread_without_approv
     assert SECRET not in _public(s.fake)
 
 
+async def test_a_mention_whose_label_lies_is_judged_by_its_id(redis) -> None:
+    """Hostile input: `<#C0FINANCE|team>` looks like #team in the text; the id is what is read."""
+    model = ScriptedModel(
+        [turn(call("read_channel", channel="<#C0FINANCE|team>", since="1d")), reply("-")]
+    )
+    async with slack_bot(redis, model, channels=True) as s:
+        _channels(s.fake, finance=["UANA"])
+        await s.event(fs.mention_event("UANA", "<@UBOT> read <#C0FINANCE|team>"))
+        await until(lambda: any(p.buttons for p in s.fake.in_channel("CGEN")))
+        await s.harness.settle()
+    assert s.fake.method_calls("conversations.history") == []
+    assert SECRET not in _public(s.fake)
+
+
 async def test_a_channel_everyone_here_is_in_is_read_at_once(redis) -> None:
     model = ScriptedModel(
         [turn(call("read_channel", channel="#team", since="1h")), reply("Standup at 10.")]

@@ -109,3 +109,15 @@ async def test_a_rejected_private_read_reads_nothing() -> None:
     done = await parley.resume(asked.state, approved=False)
     assert isinstance(done, Finished) and done.state.private_to is None
     assert SALARY not in str(done.state.messages)
+
+
+async def test_a_pending_private_read_survives_a_restart() -> None:
+    """The plan is stored as JSON while it waits; another process resumes it, still private."""
+    first = ScriptedModel([turn(call("private_lookup", "l1"))])
+    asked = await agent(first).run("look it up", group("ana"))
+    assert isinstance(asked, AwaitingApproval)
+    stored = RunState.model_validate_json(asked.state.model_dump_json())
+    assert stored.pending_plan is not None and stored.pending_plan.steps[0].private
+    second = ScriptedModel([reply(f"Privately: {SALARY}")])
+    done = await agent(second).resume(stored, approved=True)
+    assert isinstance(done, Finished) and done.state.private_to == "ana"
