@@ -15,8 +15,11 @@ import aiohttp
 import redis.asyncio as aioredis
 
 from adapters.slack import SlackAdapter, SlackConfig
+from agent.builtin_tools import builtin_registry
+from agent.channels import read_channel_tool
 from agent.llm.anthropic import AnthropicModel
 from bot.config import Settings
+from bot.conversation.channels import Channels
 from bot.ops.http import HttpServer
 from tests.bot.harness import Harness, running
 from tests.fakes import anthropic as fa
@@ -44,7 +47,9 @@ class Bot:
 
 
 @contextlib.asynccontextmanager
-async def slack_bot(redis: aioredis.Redis, **streaming: Any) -> AsyncIterator[Bot]:
+async def slack_bot(
+    redis: aioredis.Redis, *, channels: bool = False, **streaming: Any
+) -> AsyncIterator[Bot]:
     async with FakeSlack() as fake, FakeAnthropic() as hosted:
         adapter = SlackAdapter(
             config=SlackConfig(
@@ -58,11 +63,15 @@ async def slack_bot(redis: aioredis.Redis, **streaming: Any) -> AsyncIterator[Bo
             streaming={"PARLEY_STREAM_INTERVAL": 0.1, **streaming},
         )
         try:
+            registry = builtin_registry()
+            if channels:  # the model may call read_channel, as the service offers it
+                registry.register(read_channel_tool(Channels({"slack": adapter})))
             async with running(
                 redis,
                 model,  # type: ignore[arg-type]
                 adapter=adapter,  # type: ignore[arg-type]
                 config=settings,
+                tools=registry,
             ) as harness:
                 adapter.handler = harness.runtime.inbox.submit
                 await adapter.start()
@@ -176,3 +185,40 @@ async def test_thinking_before_a_tool_call_is_taken_back_and_shown_as_status(red
         assert taken_back.text and "Let me work that out first.".startswith(taken_back.text)
         statuses = [c.body["status"] for c in s.fake.method_calls("assistant.threads.setStatus")]
         assert "Let me work that out first." in statuses
+
+
+async def test_an_answer_from_a_private_read_is_never_streamed_into_the_thread(redis) -> None:
+    """A private channel read into a shared thread, approved: the answer is written slowly
+    enough to stream, and still reaches only the requester, whole, at the end."""
+    secret = "Finance: the payroll run moves to Friday and the bonus pool is 310k. " * 2
+    async with slack_bot(redis, channels=True) as s:
+        s.fake.channel_names.update({"CGEN": "general", "C0FINANCE": "finance"})
+        s.fake.members.update(
+            {"CGEN": ["UANA", "UBOB", fs.BOT_USER], "C0FINANCE": ["UANA", fs.BOT_USER]}
+        )
+        s.fake.history["C0FINANCE"] = [
+            {"type": "message", "user": "UANA", "text": secret, "ts": f"{time.time() - 9:.6f}"}
+        ]
+        s.hosted.script(
+            fa.tool("read_channel", channel="#finance", since="1d"),
+            fa.streamed(secret, pace=PACE, chunk=6),
+        )
+        await s.event(fs.mention_event("UANA", "<@UBOT> what's new in #finance?"))
+        await until(lambda: any(p.buttons for p in s.fake.in_channel("CGEN")))
+        await s.harness.settle()
+        prompt = next(p for p in s.fake.in_channel("CGEN") if p.buttons)
+        press = fs.block_action(prompt, "Approve", user="UANA")
+        headers = fs.signed(SECRET, press, content_type="application/x-www-form-urlencoded")
+        async with s.http.post(s.url, data=press, headers=headers) as response:
+            assert response.status == 200
+        await until(lambda: any(p.ephemeral_to == "UANA" for p in s.fake.posts))
+        await s.harness.settle()
+    answer = next(p for p in s.fake.posts if p.ephemeral_to == "UANA")
+    print("CALLS", [c.path for c in s.fake.requests])
+    assert answer.text.replace("\n", " ").strip() == secret.strip()
+    assert not s.fake.method_calls("chat.startStream")
+    assert not s.fake.method_calls("chat.appendStream")
+    public = [p for p in s.fake.posts if p.ephemeral_to is None]
+    assert all("payroll" not in p.text + p.body for p in public)
+    statuses = s.fake.method_calls("assistant.threads.setStatus")
+    assert all("payroll" not in str(call.body) for call in statuses)
