@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 Platform = Literal["slack", "telegram", "console"]
-InboundKind = Literal["text", "non_text", "bare_mention", "too_long", "not_allowed"]
+InboundKind = Literal[
+    "text", "non_text", "bare_mention", "too_long", "not_allowed", "scheduled", "triggered"
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,7 +119,8 @@ class InboundMessage:
     # "non_text" nothing readable (e.g. a sticker or an unsupported file alone),
     # "bare_mention" Parley addressed with nothing else, "too_long" over the length limit
     # (`text` then holds the first max_message_chars characters, `length` the full length),
-    # "not_allowed" the sender is not on the allowlist.
+    # "not_allowed" the sender is not on the allowlist. Parley's own objectives: "scheduled"
+    # (a schedule's slot, `args` "late" when it starts late) and "triggered" (a webhook).
     kind: InboundKind = "text"
     length: int = 0
 

@@ -1,5 +1,5 @@
 """The tools every Parley agent has: the two human tools (from `deferred`), memory, reminders,
-time, arithmetic."""
+schedules, time, arithmetic."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pydantic import Field
 from agent.calculator import CalculatorError, evaluate
 from agent.deferred import ask_user, propose_plan
 from agent.protocols import MemoryFull, MemoryKind, Share
+from agent.schedule_tools import DEFAULT_MIN_INTERVAL, schedule_tools
 from agent.tools import Tool, ToolContext, ToolError, ToolRegistry, tool
 
 MAX_REMINDER_DELAY = 366 * 24 * 3600
@@ -187,12 +188,18 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     create_reminder,
     current_time,
     calculator,
+    *schedule_tools(DEFAULT_MIN_INTERVAL),
 )
 
 
-def builtin_registry() -> ToolRegistry:
-    """A fresh registry holding the built-in tools; add third-party ones to it."""
-    return ToolRegistry(BUILTIN_TOOLS)
+def builtin_registry(schedule_min_interval: float = DEFAULT_MIN_INTERVAL) -> ToolRegistry:
+    """A fresh registry holding the built-in tools; add third-party ones to it. Schedules
+    may run at most once every `schedule_min_interval` seconds."""
+    if schedule_min_interval == DEFAULT_MIN_INTERVAL:
+        return ToolRegistry(BUILTIN_TOOLS)
+    timed = schedule_tools(schedule_min_interval)
+    names = {item.name for item in timed}
+    return ToolRegistry([*(t for t in BUILTIN_TOOLS if t.name not in names), *timed])
 
 
 __all__ = ["BUILTIN_TOOLS", "builtin_registry"]

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from agent.messages import ToolResultBlock, ToolUseBlock
 from agent.observations import clean
+from agent.protocols import RunContext
 from agent.tools import ApprovalRequired, Tool, ToolError, tool
 
 ASK_USER = "ask_user"
@@ -143,12 +144,17 @@ def question_for(use: ToolUseBlock) -> PendingQuestion:
     )
 
 
-def step_for(use: ToolUseBlock, tool: Tool, asked: ApprovalRequired | None = None) -> PlanStep:
+def step_for(
+    use: ToolUseBlock,
+    tool: Tool,
+    asked: ApprovalRequired | None = None,
+    context: RunContext | None = None,
+) -> PlanStep:
     return PlanStep(
         call_id=use.id,
         tool=tool.name,
         args=dict(use.input),
-        description=asked.description if asked else tool.describe_call(use.input),
+        description=asked.description if asked else tool.describe_call(use.input, context),
         private=asked.private if asked else False,
     )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 MemoryKind = Literal["fact", "preference", "episode"]
 Share = Literal["private", "chat", "team"]
@@ -38,6 +38,10 @@ class RunContext:
     team_id: str | None = None
     is_direct: bool = True
     user_name: str = ""
+    timezone: str | None = None  # the user's IANA zone, when the platform says (Slack tz)
+    # Side-effecting tools the user approved in advance for this run (a schedule's standing
+    # permission): they run without asking again.
+    standing: tuple[str, ...] = ()
 
     @property
     def user_scope(self) -> str:
@@ -136,6 +140,52 @@ class MemoryStore(Recall, Protocol):
 class Scheduler(Protocol):
     async def schedule_reminder(self, text: str, due_at: float, context: RunContext) -> str:
         """Post `text` into the context's conversation at `due_at` (epoch seconds); returns an id."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleInfo:
+    """One recurring objective, as its owner and the model see it."""
+
+    id: str
+    when: str
+    objective: str
+    timezone: str
+    state: str  # "active" or "paused"
+    owner_id: str
+    owner_name: str
+    conversation_id: str
+    next_run: float | None = None  # epoch seconds
+    standing: tuple[str, ...] = ()
+    note: str = ""  # why it is paused, when it is
+
+
+class ScheduleRefused(Exception):
+    """A schedule could not be made or changed; the message says why, for the model."""
+
+
+@runtime_checkable
+class ScheduleBook(Protocol):
+    """Recurring objectives that run as their owner in the conversation they were made in."""
+
+    async def create_schedule(
+        self,
+        when: str,
+        objective: str,
+        timezone: str,
+        standing: tuple[str, ...],
+        context: RunContext,
+    ) -> ScheduleInfo:
+        """Store a schedule (ScheduleRefused when `when` or the zone is unusable)."""
+        ...
+
+    async def list_schedules(self, context: RunContext) -> list[ScheduleInfo]:
+        """The schedules of the context's conversation."""
+        ...
+
+    async def cancel_schedule(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
+        """Delete one of the conversation's schedules, stopping every later run
+        (ScheduleRefused when it is not there or not theirs to cancel)."""
         ...
 
 

@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 # `True` for a tool that always changes the world; a predicate over a call's arguments for
 # one that does only for some calls (remembering privately vs sharing with the team).
 SideEffects = bool | Callable[[dict[str, Any]], bool]
+# A call's one-line description for approval prompts: from its arguments, or from its
+# arguments and the run's context.
+Describe = Callable[[dict[str, Any]], str] | Callable[[dict[str, Any], RunContext | None], str]
 T = TypeVar("T")
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -103,7 +106,7 @@ class Tool:
         side_effects: SideEffects = False,
         timeout: float | None = None,
         retries: int | None = None,
-        describe: Callable[[dict[str, Any]], str] | None = None,
+        describe: Describe | None = None,
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"tool {fn.__name__!r} must be an async function")
@@ -120,6 +123,10 @@ class Tool:
         self.timeout = timeout
         self.retries = retries
         self._describe = describe
+        # A describer may take the run's context too (who asks, where, their time zone).
+        self._describe_in_context = describe is not None and (
+            len(inspect.signature(describe).parameters) > 1
+        )
         self._context_param: str | None = None
         self.deps: dict[str, type[Any]] = {}  # parameters injected from the host's objects
         self.args_model = self._build_args_model(param_docs)
@@ -165,11 +172,13 @@ class Tool:
         """The arguments as JSON with defaults filled in, for comparing two calls."""
         return self.args_model.model_validate(args).model_dump(mode="json")
 
-    def describe_call(self, args: dict[str, Any]) -> str:
+    def describe_call(self, args: dict[str, Any], context: RunContext | None = None) -> str:
         """A one-line human description of a call, shown in approval plans."""
         if self._describe is not None:
             try:
-                return self._describe(args)
+                if self._describe_in_context:
+                    return self._describe(args, context)  # type: ignore[call-arg]
+                return self._describe(args)  # type: ignore[call-arg]
             except Exception:  # a describer bug must not hide the call from the approver
                 log.warning("describe() of tool %s failed", self.name, exc_info=True)
         rendered = ", ".join(f"{key}={value!r}" for key, value in args.items())
@@ -199,7 +208,7 @@ class ToolOptions(TypedDict, total=False):
     side_effects: SideEffects
     timeout: float | None
     retries: int | None
-    describe: Callable[[dict[str, Any]], str] | None
+    describe: Describe | None
 
 
 @overload

@@ -111,8 +111,8 @@ class Actor:
                 calls.proposals.append(use)
             elif isinstance(checked := check_call(self.registry, use), str):
                 self._reply(turn, use, checked, "invalid")
-            elif not checked.needs_approval(use.input):
-                calls.read_only.append(use)
+            elif not checked.needs_approval(use.input) or checked.name in self.context.run.standing:
+                calls.read_only.append(use)  # standing: approved in advance (a schedule's)
             elif step := deferred.consume(state.approved_plan, checked, use):
                 calls.covered.append((use, checked, step.call_id))
             else:
@@ -149,7 +149,8 @@ class Actor:
         for use, _ in calls.uncovered:
             self._record(use, "", "deferred")
         steps = [
-            deferred.step_for(use, tool, calls.asked.get(use.id)) for use, tool in calls.uncovered
+            deferred.step_for(use, tool, calls.asked.get(use.id), self.context.run)
+            for use, tool in calls.uncovered
         ]
         if not steps and not proposed:
             return None

@@ -230,6 +230,13 @@ class VoiceSettings(_Section):
     max_seconds: float = Field(600.0, alias="PARLEY_VOICE_MAX_SECONDS", gt=0)
 
 
+class SchedulesSettings(_Section):
+    # the shortest time between two runs of a schedule, cron expressions included
+    min_interval: float = Field(60.0, alias="PARLEY_SCHEDULE_MIN_INTERVAL", gt=0)
+    # JSON file: trigger name → secret, conversation, objective template (POST /hooks/<name>)
+    triggers_config: Path | None = Field(None, alias="PARLEY_TRIGGERS_CONFIG")
+
+
 class LogSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", alias="PARLEY_LOG_LEVEL")
     format: Literal["json", "text"] = Field("text", alias="PARLEY_LOG_FORMAT")
@@ -262,6 +269,7 @@ class Settings(BaseModel):
     streaming: StreamingSettings
     attachments: AttachmentSettings
     voice: VoiceSettings
+    schedules: SchedulesSettings
 
     @classmethod
     def load(cls, env_file: str | Path | None = ".env", **overrides: Any) -> Settings:

@@ -90,6 +90,12 @@ UNCERTAIN_TEXT = (
     "I won't try again unless you approve it once more."
 )
 NOTHING_TO_CANCEL = "There's nothing to cancel."
+# Parley's own objectives (a schedule's slot, a webhook trigger) never answer a pending question
+# or decide a plan: while one waits, the run is skipped, and said so.
+OWN_KINDS = ("scheduled", "triggered")
+OWN_RUN_SKIPPED = (
+    "I skipped a {what} run here (“{objective}”): this conversation is waiting for an answer first."
+)
 CANCELLED = "Cancelled. What would you like to do next?"
 # What the model is told about calls that never ran.
 CANCELLED_NOTE = "Not run: the user cancelled."
@@ -142,6 +148,11 @@ def _message(
         return [Send(message=OutboundMessage(text=NOT_ALLOWED), slot=slot, per_conversation=True)]
     if event.command:
         return _command(session, pending, event, policy)
+    if event.kind in OWN_KINDS:
+        if session.status != "idle":
+            what = "scheduled" if event.kind == "scheduled" else "triggered"
+            return [_say(OWN_RUN_SKIPPED.format(what=what, objective=event.text[:80]))]
+        return [Admit()]
     if not event.mentioned and session.state is None:
         return []  # a thread message in a conversation Parley is not part of
     if event.kind == "non_text":

@@ -38,3 +38,20 @@ DELIVERIES = Counter(
 )
 REMINDERS = Counter("parley_reminders_total", "Reminders by result", ["result"])
 LIMITED = Counter("parley_limited_total", "Requests refused by a limit", ["limit"])
+SCHEDULES = Gauge("parley_schedules", "Schedules by state", ["state"])  # active, paused
+SCHEDULE_RUNS = Counter(
+    "parley_schedule_runs_total",
+    "Scheduled and triggered runs by outcome",
+    # started, finished, failed, awaiting, skipped, paused, cancelled
+    ["outcome"],
+)
+SCHEDULE_LATENESS = Histogram(
+    "parley_schedule_lateness_seconds",
+    "From a schedule's slot to its run being queued",
+    buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600, 86_400),
+)
+TRIGGERS = Counter(
+    "parley_trigger_deliveries_total",
+    "Webhook trigger deliveries by result",
+    ["result"],  # started, duplicate, bad_signature, stale, unknown, too_large
+)

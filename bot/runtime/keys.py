@@ -100,6 +100,27 @@ class Keys:
     def reminder(self, reminder_id: str) -> str:
         return f"{self.prefix}:reminder:{reminder_id}"
 
+    # --- schedules ---------------------------------------------------------------------------
+    @property
+    def schedules_due(self) -> str:
+        """Active schedules by their next slot; tagged with the inbox's name, so one script
+        moves a schedule on and queues its run."""
+        return f"{self.prefix}:schedules:{{{self.inbox}}}:due"
+
+    def schedule(self, schedule_id: str) -> str:
+        return f"{self.prefix}:schedule:{schedule_id}"
+
+    @property
+    def schedules_all(self) -> str:
+        return f"{self.prefix}:schedules:all"
+
+    @property
+    def schedules_paused(self) -> str:
+        return f"{self.prefix}:schedules:paused"
+
+    def schedules_in(self, conversation_id: str) -> str:
+        return f"{self.prefix}:schedules:conv:{conversation_id}"
+
     def lease(self, name: str) -> str:
         return f"{self.prefix}:lease:{name}"
 
@@ -141,6 +162,8 @@ PATTERNS: dict[str, str] = {
     "{reminders}:claimed": "retention: members leave when delivered",
     "reminder:*": "ttl",
     "lease:*": "ttl",
+    "schedule:*": "retention: until the schedule is cancelled or deleted",
+    "schedules:*": "retention: members leave when their schedule is cancelled or deleted",
     "breaker:*": "ttl",
     "usage:*": "ttl",
     "rate:*": "ttl",

@@ -37,7 +37,7 @@ def agent_config(settings: Settings) -> AgentConfig:
 
 
 def build_tools(settings: Settings, channels: ChannelReader | None = None) -> ToolRegistry:
-    registry = builtin_registry()
+    registry = builtin_registry(settings.schedules.min_interval)
     if channels is not None:
         registry.register(read_channel_tool(channels))
     extra = registry.load_entry_points()

@@ -1,4 +1,5 @@
-"""The worker side assembled: inbox, conversation executor, workers and the reminder loop on one Redis.
+"""The worker side assembled: inbox, conversation executor, workers and the reminder and
+schedule loops on one Redis.
 
 Each long-running loop beats a heartbeat in `health`, which `/readyz` and `/healthz` read.
 """
@@ -16,12 +17,13 @@ import redis.asyncio as aioredis
 from adapters.base import ChatAdapter, OutboundMessage
 from agent.loop import Agent
 from agent.outcomes import Outcome
-from agent.protocols import MemoryStore, Scheduler
+from agent.protocols import MemoryStore, RunContext, ScheduleInfo, Scheduler
 from bot.config import Settings
 from bot.conversation.attachments import Gatherer, ThreadMarks
 from bot.conversation.commands import Commands, UsageText
 from bot.conversation.executor import Executor
 from bot.conversation.running import Admission, Charge, Runner
+from bot.conversation.scheduled import Objectives
 from bot.conversation.shown import ShownLists
 from bot.conversation.voice import Transcriber, Voice
 from bot.ops import metrics
@@ -32,7 +34,9 @@ from bot.runtime.journal import RedisToolJournal
 from bot.runtime.keys import Keys
 from bot.runtime.locks import ConversationLocks
 from bot.runtime.outbox import Outbox
+from bot.runtime.schedule_clock import ScheduleClock
 from bot.runtime.scheduler import ReminderScheduler
+from bot.runtime.schedules import Schedule, ScheduleStore
 from bot.runtime.sessions import SessionStore
 from bot.runtime.stops import Stops
 from bot.runtime.worker import Worker
@@ -50,6 +54,8 @@ class Runtime:
     sessions: SessionStore
     outbox: Outbox
     scheduler: ReminderScheduler
+    schedules: ScheduleStore
+    clock: ScheduleClock
     executor: Executor
     worker: Worker
     stops: Stops
@@ -66,6 +72,7 @@ class Runtime:
             (stops_beat, self.stops.listen(stop, stops_beat)),
             (self.worker.reading, self.worker.run()),
             (self.scheduler.heartbeat, self.scheduler.run(stop)),
+            (self.clock.heartbeat, self.clock.run(stop)),
             (gauges_beat, self._sample_gauges(stop, gauges_beat)),
             (redelivery_beat, self._redeliver(stop, redelivery_beat)),
         ]
@@ -113,6 +120,50 @@ class Runtime:
 GAUGE_EVERY = 5.0  # seconds between two samples of the gauges
 
 
+@dataclass(frozen=True)
+class Scheduling:
+    """What the agent's tools schedule with: one-shot reminders and recurring schedules."""
+
+    reminders: ReminderScheduler
+    book: ScheduleStore
+
+    async def schedule_reminder(self, text: str, due_at: float, context: RunContext) -> str:
+        return await self.reminders.schedule_reminder(text, due_at, context)
+
+    async def create_schedule(
+        self,
+        when: str,
+        objective: str,
+        timezone: str,
+        standing: tuple[str, ...],
+        context: RunContext,
+    ) -> ScheduleInfo:
+        return await self.book.create_schedule(when, objective, timezone, standing, context)
+
+    async def list_schedules(self, context: RunContext) -> list[ScheduleInfo]:
+        return await self.book.list_schedules(context)
+
+    async def cancel_schedule(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
+        return await self.book.cancel_schedule(schedule_id, context)
+
+
+def owner_allowed(settings: Settings) -> Callable[[Schedule], bool]:
+    """Whether a schedule's owner still passes the allowlists of its conversation."""
+
+    def allowed(found: Schedule) -> bool:
+        if found.platform == "telegram":
+            users = settings.telegram.allowed_users
+            return not users or found.owner_id in users
+        if found.platform == "slack":
+            teams, channels = settings.slack.allowed_teams, settings.slack.allowed_channels
+            chat = found.conversation_id.split(":")[2]
+            team_ok = not teams or (found.team_id or "") in teams
+            return team_ok and (not channels or chat in channels)
+        return True
+
+    return allowed
+
+
 def build_runtime(
     redis: aioredis.Redis,
     settings: Settings,
@@ -147,7 +198,16 @@ def build_runtime(
         ttl=runtime_settings.session_ttl,
     )
     stops = Stops(redis, keys)
-    agent = make_agent(scheduler)
+    schedules = ScheduleStore(
+        redis,
+        keys,
+        min_interval=settings.schedules.min_interval,
+        approvers=frozenset(settings.access.approvers),
+    )
+    clock = ScheduleClock(
+        redis, keys, schedules, dedup_ttl=runtime_settings.dedup_ttl, poll=poll, health=health
+    )
+    agent = make_agent(Scheduling(scheduler, schedules))
     if agent.journal is None:  # approved side effects run at most once across processes
         agent.journal = RedisToolJournal(redis, keys, ttl=runtime_settings.session_ttl)
     executor = Executor(
@@ -177,6 +237,7 @@ def build_runtime(
         admission=admission,
         voice=voice_of(settings),
         stops=stops,
+        objectives=Objectives(store=schedules, owner_allowed=owner_allowed(settings)),
     )
     worker = Worker(
         redis,
@@ -198,6 +259,8 @@ def build_runtime(
         sessions=sessions,
         outbox=outbox,
         scheduler=scheduler,
+        schedules=schedules,
+        clock=clock,
         executor=executor,
         worker=worker,
         stops=stops,

@@ -101,7 +101,11 @@ async def test_reminders_unavailable_and_metadata(ctx: RunContext) -> None:
     result = await run_tool("create_reminder", ToolContext(run=ctx), text="x", in_seconds=5)
     assert result.is_error and "not available" in result.content
     registry = builtin_registry()
-    assert [t.name for t in registry.list() if t.side_effects] == ["remember", "create_reminder"]
+    assert [t.name for t in registry.list() if t.side_effects] == [
+        "remember",
+        "create_reminder",
+        "schedule",
+    ]
     remember = registry.get("remember")
     assert not remember.needs_approval({"text": "x"})
     assert not remember.needs_approval({"text": "x", "share": "chat"})

@@ -162,7 +162,7 @@ def test_registry_register_get_list_has_and_duplicates() -> None:
     assert registry.get("forecast") is forecast
     assert [t.name for t in registry.list("weather")] == ["forecast"]
     assert {t.name for t in registry.list("memory")} == {"remember", "list_memories", "forget"}
-    assert len(registry.specs()) == len(registry.list()) == 9
+    assert len(registry.specs()) == len(registry.list()) == 12
     with pytest.raises(ValueError, match="already registered"):
         registry.register(forecast)
 

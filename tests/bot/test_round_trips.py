@@ -38,6 +38,7 @@ PERIODIC = {
     "Worker.run",
     "Reclaimer.run",
     "ReminderScheduler.run",
+    "ScheduleClock.run",
     "Runtime._redeliver",
     "Runtime._sample_gauges",
     "Stops.listen",  # one subscription per process, not per objective

@@ -18,7 +18,8 @@ and files: conversations.replies (`fake.thread(channel, thread_ts, ...)` plus wh
 posted in that thread; paged with `fake.page_size`; `oldest` honoured), conversations.members
 (`fake.members[channel]`), conversations.list (`fake.channel_names[id] = name`),
 conversations.history (`fake.history[channel]`, filtered by `oldest`), conversations.info
-(host team from `fake.channel_teams[channel]`, default T1), users.info (`fake.users[id] = "Display Name"`) and file
+(host team from `fake.channel_teams[channel]`, default T1), users.info (`fake.users[id] = "Display Name"`,
+`fake.zones[id]` its `tz`) and file
 downloads at `url_private` (`fake.add_file(data, name, mimetype)` returns the file object an
 event carries; a request without `Authorization: Bearer <fake.bot_token>` gets Slack's
 sign-in web page, as the real one does). `fake.posts`
@@ -76,6 +77,7 @@ class FakeSlack(FakeServer):
         self.channel_teams: dict[str, list[str]] = {}  # id -> host team, then shared ones
         self.history: dict[str, list[dict[str, Any]]] = {}  # channel -> top-level messages
         self.users: dict[str, str] = {}
+        self.zones: dict[str, str] = {}  # user id -> IANA zone, users.info's `tz`
         self.files: dict[str, tuple[bytes, str]] = {}  # path -> (bytes, mimetype)
         self.page_size = 200
         self._file_ids = itertools.count(1)
@@ -417,6 +419,7 @@ class FakeSlack(FakeServer):
                 "id": user,
                 "name": name.lower().replace(" ", "."),
                 "profile": {"display_name": name, "real_name": name},
+                **({"tz": self.zones[user]} if user in self.zones else {}),
             },
         }
 

@@ -1,0 +1,109 @@
+"""When a schedule runs: a 5-field cron expression in a time zone, or `every <N> <unit>`.
+
+Cron slots come from cronsim in the owner's zone (zoneinfo), which follows cron's rules on
+daylight-saving days: a time that does not exist that day runs once, at the first minute
+that does; a time that occurs twice runs once. Interval slots are counted from an anchor in
+epoch seconds, so clocks moving in a zone do not move them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+_EVERY = re.compile(r"^\s*every\s+(\d+)\s+(second|minute|hour|day)s?\s*$", re.IGNORECASE)
+_UNIT = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}
+GAP_SAMPLES = 300  # successive cron slots looked at for the shortest gap
+
+
+class RecurrenceError(ValueError):
+    """`when` is not something a schedule can use; the message says why, for the model."""
+
+
+def zone_of(name: str | None) -> tzinfo:
+    """An IANA zone by name (UTC when none)."""
+    if not name or name.upper() == "UTC":
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise RecurrenceError(f"Unknown time zone {name!r}; use an IANA name.") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recurrence:
+    when: str
+    cron: str | None = None
+    every: int | None = None  # seconds
+
+    @classmethod
+    def parse(cls, when: str) -> Recurrence:
+        text = " ".join(when.split())
+        if match := _EVERY.match(text):
+            seconds = int(match.group(1)) * _UNIT[match.group(2).lower()]
+            if seconds <= 0:
+                raise RecurrenceError("The interval must be at least one second.")
+            return cls(when=text, every=seconds)
+        if len(text.split(" ")) != 5:
+            raise RecurrenceError(
+                f"{when!r} is neither a 5-field cron expression (minute hour day month weekday) "
+                "nor 'every <N> seconds|minutes|hours|days'."
+            )
+        try:
+            CronSim(text, datetime.now(UTC))
+        except CronSimError as exc:
+            raise RecurrenceError(f"{when!r} is not a valid cron expression: {exc}") from None
+        return cls(when=text, cron=text)
+
+    def next_after(self, moment: float, zone: tzinfo, anchor: float) -> float:
+        """The first slot strictly after `moment` (epoch seconds)."""
+        if self.every is not None:
+            steps = int((moment - anchor) // self.every) + 1
+            return anchor + max(steps, 1) * self.every
+        assert self.cron is not None
+        start = datetime.fromtimestamp(int(moment), zone)
+        return next(CronSim(self.cron, start)).timestamp()
+
+    def upcoming(self, moment: float, zone: tzinfo, anchor: float, count: int) -> list[float]:
+        slots: list[float] = []
+        for _ in range(count):
+            moment = self.next_after(moment, zone, anchor)
+            slots.append(moment)
+        return slots
+
+    def shortest_gap(self, moment: float, zone: tzinfo) -> float:
+        """The least time between two slots (for cron: over the next few hundred slots)."""
+        if self.every is not None:
+            return float(self.every)
+        slots = self.upcoming(moment, zone, moment, GAP_SAMPLES)
+        return min(b - a for a, b in zip(slots, slots[1:], strict=False))
+
+
+def check(when: str, zone_name: str | None, min_interval: float, now: float) -> Recurrence:
+    """The recurrence `when` names, refused (RecurrenceError) if it is invalid or too frequent."""
+    recurrence = Recurrence.parse(when)
+    zone = zone_of(zone_name)
+    gap = recurrence.shortest_gap(now, zone)
+    if gap < min_interval:
+        raise RecurrenceError(
+            f"That runs too often: schedules may run at most once every {_span(min_interval)} "
+            f"(the minimum interval is {int(min_interval)} seconds)."
+        )
+    return recurrence
+
+
+def local_time(moment: float, zone: tzinfo) -> str:
+    """A slot as the owner reads it: weekday, date, time and zone abbreviation."""
+    return datetime.fromtimestamp(moment, zone).strftime("%a %Y-%m-%d %H:%M:%S %Z")
+
+
+def _span(seconds: float) -> str:
+    for unit, size in (("day", 86_400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}" if count != 1 else unit
+    return f"{int(seconds)} seconds"

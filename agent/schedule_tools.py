@@ -1,0 +1,156 @@
+"""The schedule tools: `schedule(when, objective, timezone=None)`, `list_schedules()` and
+`cancel_schedule(id)`.
+
+Making a schedule changes the world, so it waits for **Approve**; the prompt shows the next
+three runs in the owner's zone, what will run, where, and any tools allowed to act without
+asking again. A `when` that is invalid or runs more often than the minimum interval is not
+put to the user at all: the call is refused at once, naming the minimum.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agent.protocols import RunContext, ScheduleBook, ScheduleInfo, ScheduleRefused
+from agent.recurrence import RecurrenceError, check, local_time, zone_of
+from agent.tools import Tool, ToolContext, ToolError, tool
+
+DEFAULT_MIN_INTERVAL = 60.0
+# Tools a standing permission may never cover: a schedule must not make or drop schedules
+# on its own.
+NEVER_STANDING = frozenset({"schedule", "cancel_schedule"})
+
+
+def owner_zone(timezone: str | None, context: RunContext | None) -> str:
+    """The zone a schedule runs in: the one the user named, else their platform's, else UTC."""
+    return timezone or (context.timezone if context else None) or "UTC"
+
+
+def where(context: RunContext | None) -> str:
+    if context is None:
+        return "this conversation"
+    if context.is_direct:
+        return "this direct chat"
+    place = "this thread" if context.conversation_id.rsplit(":", 1)[-1] != "-" else "this chat"
+    return place
+
+
+def _book(ctx: ToolContext) -> ScheduleBook:
+    if not isinstance(ctx.scheduler, ScheduleBook):
+        raise ToolError("Schedules are not available here.")
+    return ctx.scheduler
+
+
+def _standing(allow_tools: list[str] | None) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(name.strip() for name in allow_tools or () if name.strip()))
+    refused = NEVER_STANDING.intersection(names)
+    if refused:
+        raise ToolError(f"{', '.join(sorted(refused))} always needs approval; leave it out.")
+    return names
+
+
+def schedule_tools(min_interval: float = DEFAULT_MIN_INTERVAL) -> tuple[Tool, Tool, Tool]:
+    """The three tools, refusing schedules that run more often than `min_interval` seconds."""
+
+    def refusal(args: dict[str, Any], context: RunContext | None = None) -> str | None:
+        try:
+            check(
+                str(args.get("when", "")),
+                owner_zone(args.get("timezone"), context),
+                min_interval,
+                time.time(),
+            )
+        except RecurrenceError as exc:
+            return str(exc)
+        return None
+
+    def needs_approval(args: dict[str, Any]) -> bool:
+        # A refused schedule needs nobody's yes: the call only says why not.
+        return refusal(args) is None
+
+    def describe(args: dict[str, Any], context: RunContext | None) -> str:
+        zone_name = owner_zone(args.get("timezone"), context)
+        recurrence = check(str(args["when"]), zone_name, min_interval, time.time())
+        zone = zone_of(zone_name)
+        now = time.time()
+        times = ", ".join(local_time(t, zone) for t in recurrence.upcoming(now, zone, now, 3))
+        lines = [
+            f"Create a schedule ({recurrence.when}, time zone {zone_name}) that runs in "
+            f"{where(context)}: “{str(args.get('objective', ''))[:300]}”",
+            f"Next runs: {times}",
+        ]
+        if allowed := [name for name in args.get("allow_tools") or () if name]:
+            lines.append(
+                "Standing permission: these tools may act in every run without asking: "
+                + ", ".join(allowed)
+            )
+        else:
+            lines.append("Anything with side effects will ask for approval each run.")
+        return "\n".join(lines)
+
+    @tool(category="schedules", side_effects=needs_approval, retries=0, describe=describe)
+    async def schedule(
+        ctx: ToolContext,
+        when: str,
+        objective: str,
+        timezone: str | None = None,
+        allow_tools: list[str] | None = None,
+    ) -> str:
+        """Run an objective again and again in this conversation, as this user, e.g. "every
+        weekday at 9 summarise #support". The user approves it first.
+
+        Args:
+            when: A 5-field cron expression (minute hour day month weekday, e.g. "0 9 * * 1-5")
+                or "every <N> seconds|minutes|hours|days".
+            objective: What to do at each run, as a self-contained instruction.
+            timezone: An IANA zone the user named (e.g. Europe/Berlin); by default theirs.
+            allow_tools: Side-effecting tools the user wants to run in these runs without
+                being asked each time (only if they said so).
+        """
+        book = _book(ctx)
+        zone_name = owner_zone(timezone, ctx.run)
+        if why := refusal({"when": when, "timezone": timezone}, ctx.run):
+            raise ToolError(why)
+        try:
+            made = await book.create_schedule(
+                when, objective, zone_name, _standing(allow_tools), ctx.run
+            )
+        except ScheduleRefused as exc:
+            raise ToolError(str(exc)) from None
+        return f"Schedule created. {render(made)}"
+
+    @tool(category="schedules")
+    async def list_schedules(ctx: ToolContext) -> str:
+        """List this conversation's schedules with their ids, next run, owner and state."""
+        found = await _book(ctx).list_schedules(ctx.run)
+        if not found:
+            return "No schedules in this conversation."
+        return "\n".join(f"- {render(item)}" for item in found)
+
+    @tool(category="schedules", side_effects=False)
+    async def cancel_schedule(ctx: ToolContext, id: str) -> str:
+        """Delete one of this conversation's schedules for good: no later run happens, not
+        even one already due. Use the id from list_schedules.
+
+        Args:
+            id: The schedule's id.
+        """
+        try:
+            gone = await _book(ctx).cancel_schedule(id.strip(), ctx.run)
+        except ScheduleRefused as exc:
+            raise ToolError(str(exc)) from None
+        return f"Cancelled schedule {gone.id} ({gone.when}: {gone.objective[:80]})."
+
+    return schedule, list_schedules, cancel_schedule
+
+
+def render(item: ScheduleInfo) -> str:
+    zone = zone_of(item.timezone)
+    upcoming = local_time(item.next_run, zone) if item.next_run else "not scheduled"
+    state = f"paused ({item.note})" if item.state == "paused" and item.note else item.state
+    extra = f"; may act without asking: {', '.join(item.standing)}" if item.standing else ""
+    return (
+        f"id: {item.id} — {item.when} ({item.timezone}), {state}, next run {upcoming}, "
+        f"owner {item.owner_name or item.owner_id}: “{item.objective[:200]}”{extra}"
+    )

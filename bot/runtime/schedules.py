@@ -1,0 +1,229 @@
+"""Schedules: recurring objectives kept in Redis, each run as its owner in its conversation.
+
+A schedule is one JSON record (`schedule:<id>`), listed in `schedules:all` and in its
+conversation's set. An active one sits in the `due` sorted set scored by its next slot
+(epoch seconds); pausing takes it out (into `paused`), resuming puts it back at the first
+slot after now, deleting removes it everywhere. Starting due slots is `schedule_clock`'s job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Literal
+
+import redis.asyncio as aioredis
+
+from agent.protocols import RunContext, ScheduleInfo, ScheduleRefused
+from agent.recurrence import Recurrence, RecurrenceError, check, zone_of
+from bot.runtime.keys import Keys
+
+log = logging.getLogger(__name__)
+
+State = Literal["active", "paused"]
+MAX_PER_CONVERSATION = 50
+
+
+@dataclass(kw_only=True)
+class Schedule:
+    id: str
+    when: str
+    objective: str
+    timezone: str
+    owner_id: str
+    owner_name: str
+    platform: str
+    conversation_id: str
+    team_id: str | None = None
+    is_direct: bool = True
+    standing: tuple[str, ...] = ()
+    anchor: int = 0  # epoch seconds interval slots count from
+    created_at: float = field(default_factory=time.time)
+    state: State = "active"
+    note: str = ""  # why it is paused
+
+    @property
+    def recurrence(self) -> Recurrence:
+        return Recurrence.parse(self.when)
+
+    def next_after(self, moment: float) -> int:
+        return int(self.recurrence.next_after(moment, zone_of(self.timezone), self.anchor))
+
+    def encode(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def decode(cls, raw: str | bytes) -> Schedule:
+        data = json.loads(raw)
+        data["standing"] = tuple(data.get("standing") or ())
+        return cls(**data)
+
+    def info(self, next_run: float | None) -> ScheduleInfo:
+        return ScheduleInfo(
+            id=self.id,
+            when=self.when,
+            objective=self.objective,
+            timezone=self.timezone,
+            state=self.state,
+            owner_id=self.owner_id,
+            owner_name=self.owner_name,
+            conversation_id=self.conversation_id,
+            next_run=next_run,
+            standing=self.standing,
+            note=self.note,
+        )
+
+
+class ScheduleStore:
+    """The schedules, and the agent's `ScheduleBook` for the conversation a run is in."""
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        keys: Keys,
+        *,
+        min_interval: float = 60.0,
+        approvers: frozenset[str] = frozenset(),
+    ) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.min_interval = min_interval
+        self.approvers = approvers
+
+    # --- the agent's book -----------------------------------------------------------------
+
+    async def create_schedule(
+        self,
+        when: str,
+        objective: str,
+        timezone: str,
+        standing: tuple[str, ...],
+        context: RunContext,
+    ) -> ScheduleInfo:
+        now = time.time()
+        try:
+            check(when, timezone, self.min_interval, now)
+        except RecurrenceError as exc:
+            raise ScheduleRefused(str(exc)) from None
+        if not objective.strip():
+            raise ScheduleRefused("A schedule needs an objective.")
+        count = await self.redis.scard(self.keys.schedules_in(context.conversation_id))
+        if count >= MAX_PER_CONVERSATION:
+            raise ScheduleRefused(
+                f"This conversation has {count} schedules, the most it may have; cancel one first."
+            )
+        made = Schedule(
+            id=uuid.uuid4().hex[:8],
+            when=Recurrence.parse(when).when,
+            objective=objective.strip(),
+            timezone=timezone,
+            owner_id=context.user_id,
+            owner_name=context.user_name,
+            platform=context.platform,
+            conversation_id=context.conversation_id,
+            team_id=context.team_id,
+            is_direct=context.is_direct,
+            standing=standing,
+            anchor=int(now),
+        )
+        first = made.next_after(now)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.keys.schedule(made.id), made.encode())
+            pipe.sadd(self.keys.schedules_all, made.id)
+            pipe.sadd(self.keys.schedules_in(made.conversation_id), made.id)
+            pipe.zadd(self.keys.schedules_due, {made.id: first})
+            await pipe.execute()
+        log.info("schedule %s made in %s (%s)", made.id, made.conversation_id, made.when)
+        return made.info(first)
+
+    async def list_schedules(self, context: RunContext) -> list[ScheduleInfo]:
+        return [s.info(n) for s, n in await self.in_conversation(context.conversation_id)]
+
+    async def cancel_schedule(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
+        found = await self.get(schedule_id)
+        if found is None or found.conversation_id != context.conversation_id:
+            raise ScheduleRefused(f"There is no schedule {schedule_id!r} in this conversation.")
+        if not self.may_manage(found, context.user_id, ()):
+            raise ScheduleRefused(
+                f"Only {found.owner_name or found.owner_id} or an approver may cancel it."
+            )
+        await self.delete(found)
+        return found.info(None)
+
+    # --- records --------------------------------------------------------------------------
+
+    def may_manage(self, found: Schedule, user_id: str, groups: Iterable[str]) -> bool:
+        """Its owner, and configured approvers (ids or groups)."""
+        if user_id == found.owner_id:
+            return True
+        return user_id in self.approvers or bool(self.approvers.intersection(groups))
+
+    async def get(self, schedule_id: str) -> Schedule | None:
+        raw = await self.redis.get(self.keys.schedule(schedule_id))
+        return Schedule.decode(raw) if raw is not None else None
+
+    async def many(self, ids: list[str]) -> list[tuple[Schedule, float | None]]:
+        """Schedules by id (those that exist), each with its next slot (None when paused)."""
+        if not ids:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.mget([self.keys.schedule(i) for i in ids])
+            for schedule_id in ids:
+                pipe.zscore(self.keys.schedules_due, schedule_id)
+            raws, *slots = await pipe.execute()
+        found = [(Schedule.decode(raw), slot) for raw, slot in zip(raws, slots, strict=True) if raw]
+        return sorted(found, key=lambda pair: pair[0].created_at)
+
+    async def in_conversation(self, conversation_id: str) -> list[tuple[Schedule, float | None]]:
+        ids = await self.redis.smembers(self.keys.schedules_in(conversation_id))
+        return await self.many(sorted(_text(i) for i in ids))
+
+    async def everything(self) -> list[tuple[Schedule, float | None]]:
+        ids = await self.redis.smembers(self.keys.schedules_all)
+        return await self.many(sorted(_text(i) for i in ids))
+
+    async def pause(self, found: Schedule, note: str = "") -> Schedule:
+        paused = replace(found, state="paused", note=note)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.keys.schedule(found.id), paused.encode(), xx=True)
+            pipe.zrem(self.keys.schedules_due, found.id)
+            pipe.sadd(self.keys.schedules_paused, found.id)
+            await pipe.execute()
+        log.info("schedule %s paused", found.id)
+        return paused
+
+    async def resume(self, found: Schedule) -> tuple[Schedule, int]:
+        active = replace(found, state="active", note="")
+        first = active.next_after(time.time())
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.keys.schedule(found.id), active.encode(), xx=True)
+            pipe.srem(self.keys.schedules_paused, found.id)
+            pipe.zadd(self.keys.schedules_due, {found.id: first})
+            await pipe.execute()
+        log.info("schedule %s resumed", found.id)
+        return active, first
+
+    async def delete(self, found: Schedule) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self.keys.schedule(found.id))
+            pipe.zrem(self.keys.schedules_due, found.id)
+            pipe.srem(self.keys.schedules_paused, found.id)
+            pipe.srem(self.keys.schedules_all, found.id)
+            pipe.srem(self.keys.schedules_in(found.conversation_id), found.id)
+            await pipe.execute()
+        log.info("schedule %s deleted", found.id)
+
+    async def counts(self) -> dict[str, int]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcard(self.keys.schedules_due)
+            pipe.scard(self.keys.schedules_paused)
+            active, paused = await pipe.execute()
+        return {"active": int(active), "paused": int(paused)}
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

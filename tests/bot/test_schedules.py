@@ -1,0 +1,287 @@
+"""Schedules end to end in one process: made by talking (with Approve), each slot started once
+from the inbox, run as the owner in its conversation. The clock is driven with a fake `now`
+(slots are minutes ahead of the real one, so the running loop never starts them itself)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from adapters.base import ConversationKey
+from agent.builtin_tools import builtin_registry
+from agent.messages import TextBlock
+from agent.protocols import RunContext
+from agent.tools import ToolRegistry, tool
+from bot.config import Settings
+from bot.runtime.schedule_clock import ScheduleClock, objective_event
+from bot.runtime.schedules import Schedule
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.harness import Harness, running
+from tests.bot.recording import click, dm, message
+
+
+def config(**schedules: Any) -> Settings:
+    runtime = {"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2}
+    return Settings.load(env_file=None, runtime=runtime, schedules=schedules)
+
+
+def emailing() -> tuple[ToolRegistry, list[str]]:
+    sent: list[str] = []
+
+    @tool(side_effects=True)
+    async def send_email(to: str) -> str:
+        """Send an email."""
+        sent.append(to)
+        return "sent"
+
+    registry = builtin_registry()
+    registry.register(send_email)
+    return registry, sent
+
+
+async def make(harness: Harness, chat: ConversationKey, when: str, **extra: Any) -> Schedule:
+    """A schedule made straight in the store, as an approved `schedule` call would."""
+    context = RunContext(
+        conversation_id=chat.id,
+        platform=chat.platform,
+        user_id="42",
+        chat_id=chat.chat_id,
+        user_name="Ana",
+    )
+    info = await harness.runtime.schedules.create_schedule(
+        when,
+        extra.get("objective", "summarise the news"),
+        "UTC",
+        extra.get("standing", ()),
+        context,
+    )
+    found = await harness.runtime.schedules.get(info.id)
+    assert found is not None
+    return found
+
+
+async def slot_of(harness: Harness, schedule_id: str) -> int:
+    score = await harness.redis.zscore(harness.runtime.keys.schedules_due, schedule_id)
+    assert score is not None
+    return int(score)
+
+
+async def test_a_schedule_is_made_only_after_approve_and_the_prompt_shows_its_runs(
+    redis: aioredis.Redis,
+) -> None:
+    model = ScriptedModel(
+        [
+            turn(call("schedule", when="0 9 * * 1-5", objective="summarise #support")),
+            reply("Done: weekdays at 9."),
+            turn(call("list_schedules")),
+            reply("Listed."),
+        ]
+    )
+    async with running(redis, model) as harness:
+        chat = dm()
+        await harness.submit(message(chat, "every weekday at 9 summarise #support for me"))
+        await harness.settle()
+        prompt = harness.adapter.in_conversation(chat)[0]
+        assert [b.label for b in prompt.message.buttons] == ["Approve", "Reject"]
+        text = prompt.message.text
+        assert "summarise #support" in text and "this direct chat" in text
+        assert "time zone UTC" in text and text.count(" 09:00:00 UTC") == 3
+        assert await harness.runtime.schedules.everything() == []
+
+        await harness.submit(click(chat, prompt, "approve"))
+        await harness.settle()
+        [(made, next_run)] = await harness.runtime.schedules.everything()
+        assert made.owner_id == "42" and made.conversation_id == chat.id
+        assert next_run is not None and time.gmtime(next_run).tm_hour == 9
+        assert harness.adapter.texts(chat)[-1] == "Done: weekdays at 9."
+
+        await harness.submit(message(chat, "what schedules do I have?"))
+        await harness.settle()
+        listed = model.turn_requests[-1].messages[-1].tool_results[0].content
+        assert f"id: {made.id}" in listed and "summarise #support" in listed
+
+
+async def test_a_rejected_schedule_is_never_made(redis: aioredis.Redis) -> None:
+    model = ScriptedModel(
+        [turn(call("schedule", when="every 2 hours", objective="ping")), reply("OK.")]
+    )
+    async with running(redis, model) as harness:
+        chat = dm()
+        await harness.submit(message(chat, "ping me every 2 hours"))
+        await harness.settle()
+        prompt = harness.adapter.in_conversation(chat)[0]
+        await harness.submit(click(chat, prompt, "reject"))
+        await harness.settle()
+        assert await harness.runtime.schedules.everything() == []
+        assert await redis.zcard(harness.runtime.keys.schedules_due) == 0
+
+
+async def test_too_frequent_is_refused_at_once_naming_the_minimum(redis: aioredis.Redis) -> None:
+    model = ScriptedModel(
+        [
+            turn(call("schedule", when="every 30 seconds", objective="ping")),
+            turn(call("schedule", when="*/2 * * * *", objective="ping")),
+            reply("That is too often."),
+        ]
+    )
+    tools = builtin_registry(schedule_min_interval=300)
+    async with running(redis, model, tools=tools, config=config(min_interval=300)) as harness:
+        chat = dm()
+        await harness.submit(message(chat, "ping me every 30 seconds"))
+        await harness.settle()
+        results = [
+            m.tool_results[0]
+            for r in model.turn_requests[1:]
+            for m in r.messages[-1:]
+            if m.tool_results
+        ]
+        assert len(results) == 2 and all(r.is_error for r in results)
+        assert all("300 seconds" in r.content for r in results)
+        assert harness.adapter.texts(chat) == ["That is too often."]  # no Approve prompt
+        assert await harness.runtime.schedules.everything() == []
+
+
+async def test_each_slot_starts_once_across_two_clocks_and_posts_one_answer(
+    redis: aioredis.Redis,
+) -> None:
+    model = ScriptedModel([reply("Here is the news."), reply("More news.")])
+    async with running(redis, model) as harness:
+        chat = dm()
+        made = await make(harness, chat, "every 10 minutes")
+        slot = await slot_of(harness, made.id)
+        other = ScheduleClock(redis, harness.runtime.keys, harness.runtime.schedules, dedup_ttl=60)
+        assert await harness.runtime.clock.start_due(now=slot - 1) == 0
+        await harness.runtime.clock.start_due(now=slot + 0.5)
+        await other.start_due(now=slot + 0.5)
+        await harness.runtime.clock.start_due(now=slot + 1)
+        await harness.settle()
+        assert await redis.xlen(harness.runtime.keys.inbox) == 1
+        [answer] = harness.adapter.texts(chat)
+        assert answer.startswith(f"⏰ Scheduled run (id {made.id}, every 10 minutes)")
+        assert answer.endswith("Here is the news.") and "late" not in answer
+        newest = model.turn_requests[0].messages[-1]
+        assert newest.role == "user"
+        assert isinstance(newest.content[-1], TextBlock)
+        assert newest.content[-1].text == "summarise the news"
+        assert "schedule" in newest.content[0].text  # context before the objective
+        assert await slot_of(harness, made.id) == slot + 600
+
+        await other.start_due(now=slot + 600)  # the next slot, by the other clock
+        await harness.settle()
+        assert len(harness.adapter.texts(chat)) == 2
+
+
+async def test_slots_missed_while_down_run_once_and_say_late(redis: aioredis.Redis) -> None:
+    model = ScriptedModel([reply("Catching up.")])
+    async with running(redis, model) as harness:
+        chat = dm()
+        made = await make(harness, chat, "every 10 minutes")
+        slot = await slot_of(harness, made.id)
+        back = slot + 3 * 600 + 42  # three slots missed
+        await harness.runtime.clock.start_due(now=back)
+        await harness.runtime.clock.start_due(now=back + 1)
+        await harness.settle()
+        [answer] = harness.adapter.texts(chat)
+        assert "late: it was due" in answer and answer.endswith("Catching up.")
+        assert await slot_of(harness, made.id) == slot + 4 * 600
+
+
+async def test_cancel_stops_a_slot_already_queued(redis: aioredis.Redis) -> None:
+    model = ScriptedModel(
+        [turn(call("list_schedules")), turn(call("cancel_schedule", id="?")), reply("Stopped.")]
+    )
+    async with running(redis, model) as harness:
+        chat = dm()
+        made = await make(harness, chat, "every 10 minutes")
+        model.script[1] = turn(call("cancel_schedule", id=made.id))
+        slot = await slot_of(harness, made.id)
+        await harness.submit(message(chat, "stop the news one"))
+        await harness.settle()
+        assert await harness.runtime.schedules.get(made.id) is None
+        await harness.submit(objective_event(made, slot, late=False))  # was queued before
+        await harness.settle()
+        assert harness.adapter.texts(chat) == ["Stopped."]
+        assert await redis.zcard(harness.runtime.keys.schedules_due) == 0
+
+
+async def test_only_the_owner_or_an_approver_may_cancel(redis: aioredis.Redis) -> None:
+    group = ConversationKey(platform="telegram", chat_id="-100")
+    model = ScriptedModel([turn(call("cancel_schedule", id="?")), reply("I can't.")])
+    async with running(redis, model) as harness:
+        made = await make(harness, group, "every 10 minutes")
+        model.script[0] = turn(call("cancel_schedule", id=made.id))
+        await harness.submit(message(group, "cancel it", user="7", name="Bo", direct=False))
+        await harness.settle()
+        result = model.turn_requests[-1].messages[-1].tool_results[0]
+        assert result.is_error and "Only Ana" in result.content
+        assert await harness.runtime.schedules.get(made.id) is not None
+
+
+async def test_an_owner_off_the_allowlist_pauses_the_schedule(redis: aioredis.Redis) -> None:
+    model = ScriptedModel([])
+    allowlisted = Settings.load(
+        env_file=None,
+        runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
+        telegram={"PARLEY_TELEGRAM_ALLOWED_USERS": "99"},
+    )
+    async with running(redis, model, config=allowlisted) as harness:
+        chat = dm()
+        made = await make(harness, chat, "every 10 minutes")
+        slot = await slot_of(harness, made.id)
+        await harness.runtime.clock.start_due(now=slot)
+        await harness.settle()
+        [said] = harness.adapter.texts(chat)
+        assert said.startswith(f"⏸ I paused schedule {made.id}") and "no longer" in said
+        assert model.requests == []
+        paused = await harness.runtime.schedules.get(made.id)
+        assert paused is not None and paused.state == "paused"
+        assert await redis.zscore(harness.runtime.keys.schedules_due, made.id) is None
+        await harness.runtime.clock.start_due(now=slot + 6000)
+        await harness.settle()
+        assert len(harness.adapter.texts(chat)) == 1  # said once; no later runs
+
+
+async def test_a_standing_permission_acts_and_other_side_effects_ask_the_owner(
+    redis: aioredis.Redis,
+) -> None:
+    registry, sent = emailing()
+    model = ScriptedModel(
+        [
+            turn(call("send_email", to="team@example.com")),
+            reply("Mailed the team."),
+            turn(call("send_email", to="boss@example.com")),
+        ]
+    )
+    async with running(redis, model, tools=registry) as harness:
+        chat = dm()
+        allowed = await make(harness, chat, "every 10 minutes", standing=("send_email",))
+        await harness.runtime.clock.start_due(now=await slot_of(harness, allowed.id))
+        await harness.settle()
+        assert sent == ["team@example.com"]
+        assert harness.adapter.texts(chat)[-1].endswith("Mailed the team.")
+
+        asking = await make(harness, chat, "every 15 minutes", objective="mail the boss")
+        await harness.runtime.clock.start_due(now=await slot_of(harness, asking.id))
+        await harness.settle()
+        prompt = harness.adapter.in_conversation(chat)[-1]
+        assert [b.label for b in prompt.message.buttons] == ["Approve", "Reject"]
+        assert sent == ["team@example.com"]  # waits for the owner's yes
+
+
+async def test_a_scheduled_run_never_decides_a_pending_plan(redis: aioredis.Redis) -> None:
+    registry, sent = emailing()
+    model = ScriptedModel([turn(call("send_email", to="x@example.com"))])
+    async with running(redis, model, tools=registry) as harness:
+        chat = dm()
+        made = await make(harness, chat, "every 10 minutes")
+        await harness.submit(message(chat, "email x"))
+        await harness.settle()
+        await harness.runtime.clock.start_due(now=await slot_of(harness, made.id))
+        await harness.settle()
+        texts = harness.adapter.texts(chat)
+        assert len(texts) == 2 and "I skipped a scheduled run here" in texts[1]
+        approval = harness.adapter.in_conversation(chat)[0]
+        assert approval.current.buttons  # still waiting for Approve
+        assert sent == []
