@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from adapters.base import (
     ChatAdapter,
@@ -30,16 +30,21 @@ from adapters.base import (
 )
 from agent.loop import Agent
 from agent.messages import ContentBlock
-from agent.protocols import RunContext
 from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
-from bot.conversation.engine import OWN_KINDS, Policy, decide
+from bot.conversation.engine import Policy, decide
 from bot.conversation.render import MEMORY_ACTION, typed_mentions
-from bot.conversation.running import Admission, Called, Reply, Runner, run_context
-from bot.conversation.scheduled import Objectives, Verdict
+from bot.conversation.running import (
+    Admission,
+    Called,
+    Reply,
+    Runner,
+    context_for,
+    run_context,
+)
+from bot.conversation.scheduled import Objectives, checked, counted, headed
 from bot.conversation.stopping import Stoppable, stopped, watching
 from bot.conversation.voice import Voice
-from bot.ops import metrics
 from bot.ops.health import redis_away
 from bot.ops.logs import log_context
 from bot.runtime.decisions import Decision, DecisionStore
@@ -215,10 +220,7 @@ class Executor:
             case fx.Resume():
                 return await self._resume(turn, effect)
             case fx.Answer():
-                message = effect.message
-                if turn.header:
-                    message = replace(message, text=f"{turn.header}\n\n{message.text}")
-                await self.runner.answer(turn.called, reply, message)
+                await self.runner.answer(turn.called, reply, headed(effect.message, turn.header))
             case fx.Open():
                 await self._open(turn, effect)
             case fx.Prompt():
@@ -285,15 +287,17 @@ class Executor:
     async def _run(self, turn: Turn) -> fx.Ran | None:
         event, session = turn.event, turn.session
         assert isinstance(event, InboundMessage)
-        if event.kind in OWN_KINDS:
-            return await self._run_own(turn, event)
         history = session.state
-        gathered = await self.runner.gather(event, turn.reply, following=history is not None)
+        own = await checked(self.objectives, event, turn.reply)
+        if own is not None:
+            turn.header, gathered = own.header, own.gathered(event)
+        else:
+            gathered = await self.runner.gather(event, turn.reply, following=history is not None)
         if not gathered.usable:
             return None
-        context = await self._context(turn.reply.adapter, event)
+        context = await context_for(turn.reply.adapter, event, own.standing if own else ())
         private = history is not None and history.private_to == context.user_id
-        return await self._call(
+        ran = await self._call(
             turn,
             private=private,
             invoke=lambda progress, stop: self.agent.run(
@@ -305,40 +309,7 @@ class Executor:
                 stop=stop,
             ),
         )
-
-    async def _run_own(self, turn: Turn, event: InboundMessage) -> fx.Ran | None:
-        """A schedule's slot or a trigger: checked first, run with what the model must know
-        before the objective, answered under a header that says where it came from."""
-        verdict = await self.objectives.check(event) if self.objectives else Verdict(go=True)
-        if verdict.say:
-            await turn.reply.send(OutboundMessage(text=verdict.say), "reply")
-        if not verdict.go:
-            return None
-        turn.header = verdict.header
-        context = replace(await self._context(turn.reply.adapter, event), standing=verdict.standing)
-        history = turn.session.state
-        ran = await self._call(
-            turn,
-            private=history is not None and history.private_to == context.user_id,
-            invoke=lambda progress, stop: self.agent.run(
-                event.text,
-                context,
-                history=history,
-                on_progress=progress,
-                attachments=verdict.preface,
-                stop=stop,
-            ),
-        )
-        metrics.SCHEDULE_RUNS.labels(type(ran.outcome).__name__.lower()).inc()
-        return ran
-
-    async def _context(self, adapter: ChatAdapter, event: InboundMessage) -> RunContext:
-        """Who asks and where, with their time zone when the platform tells it (Slack)."""
-        context = run_context(event)
-        zone_of = getattr(adapter, "user_timezone", None)
-        if zone_of is not None and not event.actor.user_id.startswith("trigger:"):
-            context = replace(context, timezone=await zone_of(event.actor.user_id))
-        return context
+        return counted(own, ran)
 
     async def _resume(self, turn: Turn, resume: fx.Resume) -> fx.Ran:
         state = turn.session.state

@@ -45,6 +45,8 @@ Admission = Callable[[InboundMessage], Awaitable[str | None]]
 Charge = Callable[[Inbound, Usage], Awaitable[None]]
 # Runs after a finished or failed run; what it returns is posted after the answer.
 AfterRun = Callable[[Outcome], Awaitable[OutboundMessage | None]]
+
+
 Invoke = Callable[[Callable[[ProgressEvent], Awaitable[None]]], Awaitable[Outcome]]
 
 
@@ -63,6 +65,18 @@ def run_context(event: Inbound) -> RunContext:
         is_direct=event.is_direct,
         user_name=event.actor.name,
     )
+
+
+async def context_for(
+    adapter: ChatAdapter, event: InboundMessage, standing: tuple[str, ...] = ()
+) -> RunContext:
+    """The run's context, with the person's time zone when the platform tells it (Slack),
+    and the standing permissions of Parley's own objective (a schedule's)."""
+    context = replace(run_context(event), standing=standing)
+    zone_of = getattr(adapter, "user_timezone", None)
+    if zone_of is not None and event.kind != "triggered":
+        context = replace(context, timezone=await zone_of(event.actor.user_id))
+    return context
 
 
 @dataclass(kw_only=True)

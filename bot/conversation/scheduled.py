@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from adapters.base import InboundMessage
+from adapters.base import InboundMessage, OutboundMessage
 from agent.messages import ContentBlock, TextBlock
 from agent.observations import clean
 from agent.recurrence import local_time, zone_of
+from bot.conversation.attachments import Gathered
+from bot.conversation.effects import Ran
+from bot.conversation.engine import OWN_KINDS
+from bot.conversation.running import Reply
 from bot.ops import metrics
 from bot.runtime.schedule_clock import slot_of
 from bot.runtime.schedules import Schedule, ScheduleStore
@@ -53,6 +57,9 @@ class Verdict:
     header: str = ""  # the answer's first line
     preface: tuple[ContentBlock, ...] = ()  # before the objective in the user's turn
     standing: tuple[str, ...] = ()
+
+    def gathered(self, event: InboundMessage) -> Gathered:
+        return Gathered(objective=event.text, blocks=list(self.preface), usable=self.go)
 
 
 @dataclass(kw_only=True)
@@ -102,6 +109,30 @@ class Objectives:
             preface=(TextBlock(text=preface),),
             standing=found.standing,
         )
+
+
+async def checked(
+    objectives: Objectives | None, event: InboundMessage, reply: Reply
+) -> Verdict | None:
+    """For Parley's own objective, whether and how it runs (what it says is said here);
+    None for any other message."""
+    if event.kind not in OWN_KINDS:
+        return None
+    verdict = await objectives.check(event) if objectives is not None else Verdict(go=True)
+    if verdict.say:
+        await reply.send(OutboundMessage(text=verdict.say), "reply")
+    return verdict
+
+
+def counted(own: Verdict | None, ran: Ran) -> Ran:
+    if own is not None:
+        metrics.SCHEDULE_RUNS.labels(type(ran.outcome).__name__.lower()).inc()
+    return ran
+
+
+def headed(message: OutboundMessage, header: str) -> OutboundMessage:
+    """The answer under the line that says which schedule or trigger it comes from."""
+    return replace(message, text=f"{header}\n\n{message.text}") if header else message
 
 
 def _triggered(event: InboundMessage) -> Verdict:
