@@ -53,7 +53,7 @@ from adapters.health import ApiHealth
 from adapters.slack_assistant import AssistantThreads
 from adapters.slack_context import ThreadReader, download
 from adapters.slack_format import messages
-from adapters.slack_inbound import SlackInbound
+from adapters.slack_inbound import MAX_TEXT, SlackInbound
 from adapters.slack_ingress import SlackIngress
 from adapters.slack_stream import SlackLive
 
@@ -81,7 +81,7 @@ class SlackConfig:
     allowed_teams: tuple[str, ...] = ()
     allowed_channels: tuple[str, ...] = ()
     approver_groups: tuple[str, ...] = ()
-    max_message_chars: int = 4000
+    max_message_chars: int = MAX_TEXT
     handover_timeout: float = 2.0  # seconds to store an event, inside Slack's 3 s
     greeting: str = "Hi! I'm Parley. What can I do for you?"
     suggested_prompts: tuple[str, ...] = ()

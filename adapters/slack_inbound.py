@@ -47,6 +47,7 @@ GROUP_LOOKUP_TIMEOUT = 1.0  # seconds
 PRESS_NOT_TAKEN = "I couldn't take that press just now — please press the button again in a minute."
 PRESS_NOTE_TIMEOUT = 0.8  # seconds: said before the answer, still inside Slack's 3 s
 GROUP_CACHE_SECONDS = 300.0
+MAX_TEXT = 40_000  # characters: Slack truncates a message's text beyond this
 
 
 @dataclass(kw_only=True)

@@ -56,7 +56,7 @@ from adapters.telegram_delivery import RateLimiter, delivery, observed  # noqa: 
 from adapters.telegram_files import download  # noqa: E402
 from adapters.telegram_format import MESSAGE_LIMIT, split_html  # noqa: E402
 from adapters.telegram_http import AiohttpRequest  # noqa: E402
-from adapters.telegram_inbound import COMMANDS, TelegramInbound  # noqa: E402
+from adapters.telegram_inbound import COMMANDS, MAX_TEXT, TelegramInbound  # noqa: E402
 from adapters.telegram_inbound import parse_update as parse  # noqa: E402
 from adapters.telegram_ingress import ALLOWED_UPDATES, MAX_RETRY_AFTER, TelegramIngress  # noqa: E402
 from adapters.telegram_stream import TelegramLive  # noqa: E402
@@ -72,7 +72,7 @@ class TelegramConfig:
     webhook_url: str | None = None
     webhook_secret: str | None = None
     allowed_users: tuple[str, ...] = ()
-    max_message_chars: int = 4000
+    max_message_chars: int = MAX_TEXT  # the Bot API's limit on a message's text
     poll_timeout: int = 30  # seconds of each long poll
     retries: int = 3  # attempts after a 429 RetryAfter
     handover_timeout: float = 5.0  # seconds the handler may take to store one update

@@ -45,13 +45,14 @@ COMMANDS = {
 CONTENT = tuple(
     kind for kind in MessageAttachmentType if kind != MessageAttachmentType.SUCCESSFUL_PAYMENT
 ) + ("checklist",)
+MAX_TEXT = 4096  # characters: the longest text message Telegram lets anyone send
 REFUSALS_KEPT = 10_000  # (conversation, sender) pairs already handed over as not_allowed
 
 
 @dataclass(kw_only=True)
 class TelegramInbound:
     allowed_users: tuple[str, ...] = ()
-    max_message_chars: int = 4000
+    max_message_chars: int = MAX_TEXT
     max_file_bytes: int = 20 * 1024 * 1024
     me: User | None = None  # Parley itself, once getMe answered
     _allowed_ids: set[str] = field(default_factory=set, init=False)

@@ -101,7 +101,9 @@ class AgentSettings(_Section):
     tool_backoff: float = Field(0.5, alias="PARLEY_TOOL_BACKOFF", gt=0)
     tool_backoff_max: float = Field(8.0, alias="PARLEY_TOOL_BACKOFF_MAX", gt=0)
     skills_dir: DirectoryPath | None = Field(None, alias="PARLEY_SKILLS_DIR")
-    max_message_chars: int = Field(4000, alias="PARLEY_MAX_MESSAGE_CHARS", ge=1)
+    # None: the platform's own maximum (Telegram 4,096, Slack 40,000), so whatever a person
+    # can send is answered.
+    max_message_chars: int | None = Field(None, alias="PARLEY_MAX_MESSAGE_CHARS", ge=1)
 
 
 class McpSettings(_Section):

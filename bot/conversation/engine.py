@@ -111,7 +111,7 @@ class Policy:
 
     now: float
     approvers: frozenset[str] = frozenset()  # user ids or group ids
-    max_message_chars: int = 4000
+    max_message_chars: int | None = None  # None: only the adapter's (its platform's)
     handles: Mapping[str, str] = field(default_factory=dict)  # platform → Parley's @name
 
 
@@ -164,8 +164,10 @@ def _message(
             line = BARE_MENTION.get((platform, True), BARE_MENTION_ELSEWHERE)
         return [_say(line.format(handle=handle))]
     length = max(event.length, len(event.text))
-    if event.kind == "too_long" or length > policy.max_message_chars:
-        return [_say(TOO_LONG.format(length=length, limit=policy.max_message_chars))]
+    limit = policy.max_message_chars
+    if event.kind == "too_long" or (limit is not None and length > limit):
+        # An adapter cuts an over-long text at its limit.
+        return [_say(TOO_LONG.format(length=length, limit=limit or len(event.text)))]
     return [Admit()]
 
 

@@ -88,7 +88,7 @@ class Executor:
     commands: Commands
     runner: Runner
     approvers: frozenset[str] = frozenset()
-    max_message_chars: int = 4000
+    max_message_chars: int | None = None  # None: the adapters' own limits
     admission: Admission | None = None
     voice: Voice = field(default_factory=lambda: Voice(transcriber=None))
     stops: Stops | None = None  # stop requests that reach a run while it works

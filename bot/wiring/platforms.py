@@ -49,6 +49,7 @@ class Platforms:
         if config.token is None:
             return None
         from adapters.telegram import TelegramAdapter, TelegramConfig
+        from adapters.telegram_inbound import MAX_TEXT as TELEGRAM_MAX_TEXT
 
         adapter = TelegramAdapter(
             config=TelegramConfig(
@@ -60,7 +61,7 @@ class Platforms:
                     config.webhook_secret.get_secret_value() if config.webhook_secret else None
                 ),
                 allowed_users=tuple(config.allowed_users),
-                max_message_chars=self.settings.agent.max_message_chars,
+                max_message_chars=self.settings.agent.max_message_chars or TELEGRAM_MAX_TEXT,
                 poll_timeout=config.poll_timeout,
                 max_file_bytes=int(self.settings.attachments.max_file_mb * 1024 * 1024),
                 degraded_after=self.settings.http.platform_degraded_after,
@@ -75,6 +76,7 @@ class Platforms:
         if config.bot_token is None:
             return None
         from adapters.slack import SlackAdapter, SlackConfig
+        from adapters.slack_inbound import MAX_TEXT as SLACK_MAX_TEXT
 
         adapter = SlackAdapter(
             config=SlackConfig(
@@ -89,7 +91,7 @@ class Platforms:
                 approver_groups=tuple(
                     a for a in self.settings.access.approvers if a.startswith("S")
                 ),
-                max_message_chars=self.settings.agent.max_message_chars,
+                max_message_chars=self.settings.agent.max_message_chars or SLACK_MAX_TEXT,
                 greeting=config.greeting,
                 suggested_prompts=tuple(config.suggested_prompts),
                 degraded_after=self.settings.http.platform_degraded_after,
