@@ -121,3 +121,16 @@ async def test_a_pending_private_read_survives_a_restart() -> None:
     second = ScriptedModel([reply(f"Privately: {SALARY}")])
     done = await agent(second).resume(stored, approved=True)
     assert isinstance(done, Finished) and done.state.private_to == "ana"
+
+
+async def test_the_requesters_next_run_stays_private_while_it_holds_the_private_read() -> None:
+    model = ScriptedModel(
+        [turn(call("private_lookup")), reply(f"Privately: {SALARY}"), reply("Still yours.")]
+    )
+    parley = agent(model)
+    asked = await parley.run("look it up", group("ana"))
+    assert isinstance(asked, AwaitingApproval)
+    done = await parley.resume(asked.state, approved=True)
+    again = await parley.run("and in short?", group("ana"), history=done.state)
+    assert SALARY in str(model.turn_requests[2].messages)  # her own history, kept
+    assert again.state.private_to == "ana"  # so this answer is hers alone too
