@@ -5,6 +5,7 @@ with the fake Slack Web API."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from agent.protocols import MemoryRecord
 from tests.adapters.test_slack import slack_bot, until
@@ -79,16 +80,7 @@ async def test_a_private_channel_is_not_read_into_a_shared_thread_without_approv
 
 async def test_a_mention_whose_label_lies_is_judged_by_its_id(redis) -> None:
     """Hostile input: `<#C0FINANCE|team>` looks like #team in the text; the id is what is read."""
-    model = ScriptedModel(
-        [turn(call("read_channel", channel="<#C0FINANCE|team>", since="1d")), reply("-")]
-    )
-    async with slack_bot(redis, model, channels=True) as s:
-        _channels(s.fake, finance=["UANA"])
-        await s.event(fs.mention_event("UANA", "<@UBOT> read <#C0FINANCE|team>"))
-        await until(lambda: any(p.buttons for p in s.fake.in_channel("CGEN")))
-        await s.harness.settle()
-    assert s.fake.method_calls("conversations.history") == []
-    assert SECRET not in _public(s.fake)
+    await _asked_first(redis, "<#C0FINANCE|team>")
 
 
 async def test_a_channel_everyone_here_is_in_is_read_at_once(redis) -> None:
@@ -107,15 +99,29 @@ async def test_a_channel_everyone_here_is_in_is_read_at_once(redis) -> None:
 
 async def test_a_channel_with_more_members_than_listed_is_asked_about(redis) -> None:
     """Who sees this channel can't be known past the member pages read: ask, don't assume."""
-    model = ScriptedModel([turn(call("read_channel", channel="#team", since="1h")), reply("-")])
-    async with slack_bot(redis, model, channels=True) as s:
+
+    def crowded(fake: fs.FakeSlack) -> None:
+        fake.members["CGEN"] = ["UANA", fs.BOT_USER, *(f"U{n:08d}" for n in range(2001))]
+        fake.members["C0TEAM001"] += fake.members["CGEN"]
+
+    await _asked_first(redis, "#team", crowded)
+
+
+async def _asked_first(
+    redis: object, channel: str, prepare: Callable[[fs.FakeSlack], None] | None = None
+) -> None:
+    """Ana mentions Parley in #general and the model reads `channel`: Parley asks before
+    reading anything, and nothing of #finance reaches the thread."""
+    model = ScriptedModel([turn(call("read_channel", channel=channel, since="1d")), reply("-")])
+    async with slack_bot(redis, model, channels=True) as s:  # type: ignore[arg-type]
         _channels(s.fake, finance=["UANA"])
-        s.fake.members["CGEN"] = ["UANA", fs.BOT_USER, *(f"U{n:08d}" for n in range(2001))]
-        s.fake.members["C0TEAM001"] += s.fake.members["CGEN"]
-        await s.event(fs.mention_event("UANA", "<@UBOT> what happened in #team?"))
+        if prepare is not None:
+            prepare(s.fake)
+        await s.event(fs.mention_event("UANA", f"<@UBOT> read {channel}"))
         await until(lambda: any(p.buttons for p in s.fake.in_channel("CGEN")))
         await s.harness.settle()
     assert s.fake.method_calls("conversations.history") == []
+    assert SECRET not in _public(s.fake)
 
 
 async def test_the_allowlists_apply_to_reads_too(redis) -> None:
