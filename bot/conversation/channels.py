@@ -57,5 +57,8 @@ async def _everyone_here_may_read(
     """Whether everyone who can see this conversation's answer is a member of `target`."""
     if target.id == context.chat_id or context.is_direct:
         return True  # the same people; or the requester alone, whose membership was checked
-    here = await adapter.channel_info(context.chat_id)
+    try:
+        here = await adapter.channel_info(context.chat_id)
+    except ChannelRefused:
+        return False  # who sees this conversation is unknown: ask, don't assume
     return here.complete and here.members <= target.members

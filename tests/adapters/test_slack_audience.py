@@ -107,6 +107,13 @@ async def test_a_channel_with_more_members_than_listed_is_asked_about(redis) -> 
     await _asked_first(redis, "#team", crowded)
 
 
+async def test_a_conversation_whose_members_slack_will_not_list_is_asked_about(redis) -> None:
+    def unlisted(fake: fs.FakeSlack) -> None:
+        del fake.members["CGEN"]  # conversations.members answers channel_not_found
+
+    await _asked_first(redis, "#team", unlisted)
+
+
 async def _asked_first(
     redis: object, channel: str, prepare: Callable[[fs.FakeSlack], None] | None = None
 ) -> None:
