@@ -12,7 +12,7 @@ from pydantic import Field
 
 from agent.calculator import CalculatorError, evaluate
 from agent.deferred import ask_user, propose_plan
-from agent.protocols import MemoryFull, MemoryKind, Share
+from agent.protocols import MemoryFull, MemoryKind, RunContext, Share
 from agent.schedule_tools import DEFAULT_MIN_INTERVAL, schedule_tools
 from agent.tools import Tool, ToolContext, ToolError, ToolRegistry, tool
 
@@ -21,28 +21,32 @@ MEMORY_PAGE = 20
 FULL_TEXT = "I can keep {limit} memories here; /forget some and I'll remember this."
 
 
-def _shares_with_team(args: dict[str, Any]) -> bool:
-    # The team sees beyond this conversation: publishing there is the author's decision.
-    return args.get("share") == "team"
+def _remembers_for_others(args: dict[str, Any], run: RunContext) -> bool:
+    # A memory others will be told (the chat's, the team's) is the author's decision, said
+    # with Approve: in a shared chat anyone's text may be what asked for it.
+    return run.is_shared_scope(run.write_scope(args.get("share")))
 
 
 def _describe_remember(args: dict[str, Any]) -> str:
-    return f"Share with the whole team: “{args.get('text', '')}”"
+    where = {"team": "the whole team", "chat": "this chat"}.get(str(args.get("share")), "")
+    return f"Remember for {where or 'this chat'}: “{args.get('text', '')}”"
 
 
-@tool(category="memory", side_effects=_shares_with_team, describe=_describe_remember)
+@tool(category="memory", side_effects=_remembers_for_others, describe=_describe_remember)
 async def remember(
     ctx: ToolContext,
     text: str,
-    share: Share = "private",
+    share: Share | None = None,
     kind: MemoryKind = "fact",
 ) -> str:
     """Remember a durable fact or preference for later conversations.
 
     Args:
         text: The thing to remember, as a self-contained sentence.
-        share: "private" (only this user), "chat" (everyone in this chat) or "team"
-            (everyone in the team; the user is asked to approve first).
+        share: Who will be told it later. Leave it out for this conversation (the user in a
+            direct chat, everyone here in a shared one); "private" (only this user, in
+            their own direct chats), "chat" (everyone in this chat) or "team" (everyone in
+            the team). A chat or team memory waits for the user's approval.
         kind: "fact", "preference" or "episode".
     """
     if ctx.memory is None:
@@ -54,7 +58,10 @@ async def remember(
             "Not remembered: this memory scope is full. Tell the user exactly: "
             + FULL_TEXT.format(limit=full.limit)
         ) from None
-    return f"Remembered (memory id {record.id}, scope {record.scope_label})."
+    where = record.scope_label
+    if record.scope == ctx.run.user_scope and not ctx.run.is_direct:
+        where += ": only this user, in their direct chats with you"
+    return f"Remembered (memory id {record.id}, scope {where})."
 
 
 @tool(category="memory")
@@ -83,19 +90,31 @@ async def list_memories(ctx: ToolContext, page: int = 1) -> str:
     return "\n".join(lines)
 
 
-@tool(category="memory")
-async def forget(ctx: ToolContext, memory_id: str) -> str:
+def _forgets_for_others(args: dict[str, Any], run: RunContext) -> bool:
+    # Others rely on a chat or team memory: dropping it is its author's decision, said with
+    # Approve (forget only ever removes the requester's own, see MemoryStore.forget).
+    return bool(args.get("shared")) or not run.is_direct
+
+
+@tool(category="memory", side_effects=_forgets_for_others)
+async def forget(ctx: ToolContext, memory_id: str, shared: bool = False) -> str:
     """Forget one remembered thing, by the id shown in the list of things you remember.
 
     Args:
         memory_id: The id of the memory to forget.
+        shared: true for a channel or team memory (the user is asked to approve).
     """
     if ctx.memory is None:
         raise ToolError("Memory is unavailable right now.")
-    removed = await ctx.memory.forget(ctx.run, memory_id)
-    if not removed:
-        raise ToolError(f"No memory with id {memory_id!r} is visible here.")
-    return f"Forgot memory {memory_id}."
+    may_touch_shared = shared or not ctx.run.is_direct  # both went through Approve
+    removed = await ctx.memory.forget(ctx.run, memory_id, shared=may_touch_shared)
+    if removed:
+        return f"Forgot memory {memory_id}."
+    raise ToolError(
+        f"No memory with id {memory_id!r} that this user wrote is visible here"
+        + ("" if may_touch_shared else "; for a team memory call forget with shared=true")
+        + "."
+    )
 
 
 def _due_at(in_seconds: int | None, at: str | None, now: float) -> float:

@@ -160,7 +160,10 @@ def step_for(
 
 
 def proposed_steps(
-    use: ToolUseBlock, proposal: Tool, check: Callable[[ToolUseBlock], Tool | str]
+    use: ToolUseBlock,
+    proposal: Tool,
+    check: Callable[[ToolUseBlock], Tool | str],
+    run: RunContext | None = None,
 ) -> list[PlanStep] | str:
     """The steps of a valid `propose_plan` call that need approval, or why one is not valid
     (`check` gives the tool a call names, or the problem with the call)."""
@@ -169,7 +172,7 @@ def proposed_steps(
         inner = check(ToolUseBlock(id="-", name=raw.tool, input=raw.args))
         if isinstance(inner, str):
             return f"Step {index} of the plan is not valid: {inner}"
-        if inner.needs_approval(raw.args):
+        if inner.needs_approval(raw.args, run):
             inner_use = ToolUseBlock(id=f"{use.id}.{index}", name=raw.tool, input=raw.args)
             step = step_for(inner_use, inner)
             if raw.description:

@@ -60,13 +60,21 @@ class RunContext:
         own = self.user_scope if self.is_direct else self.chat_scope
         return [own] + ([self.team_scope] if self.team_scope else [])
 
-    def write_scope(self, share: Share = "private") -> str:
-        """Where a new memory goes: private to the user in a DM, to the chat in a shared one."""
+    def write_scope(self, share: Share | None = None) -> str:
+        """Where a new memory goes. Unsaid: this conversation's own scope (private in a DM,
+        the chat's in a shared one); "private" is the user's own wherever it is said, so it
+        is never heard by the others in a shared chat (it is recalled in their DMs)."""
         if share == "team" and self.team_scope:
             return self.team_scope
+        if share == "private":
+            return self.user_scope
         if share == "chat" or not self.is_direct:
             return self.chat_scope
         return self.user_scope
+
+    def is_shared_scope(self, scope: str) -> bool:
+        """Whether others than this user may see memories in `scope`."""
+        return scope != self.user_scope
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,10 +124,11 @@ class MemoryStore(Recall, Protocol):
         context: RunContext,
         *,
         kind: MemoryKind = "fact",
-        share: Share = "private",
+        share: Share | None = None,
         origin: Origin = "remembered",
     ) -> MemoryRecord:
-        """Store (or merge into a near-duplicate) a memory in the scope `share` picks.
+        """Store a memory in the scope `share` picks (`RunContext.write_scope`), or update
+        this user's own near-duplicate there; another author's memory is never changed.
 
         Raises MemoryFull when the scope is at its limit and nothing may make room.
         """
@@ -131,9 +140,11 @@ class MemoryStore(Recall, Protocol):
         """What this conversation may see (own or channel, and team), newest first."""
         ...
 
-    async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
+    async def forget(
+        self, context: RunContext, memory_id: str | None = None, *, shared: bool = True
+    ) -> int:
         """Forget one visible memory this user may remove, or all of them when memory_id is
-        None; returns how many."""
+        None; returns how many. `shared=False` removes only the user's private memories."""
         ...
 
 

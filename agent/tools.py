@@ -39,9 +39,11 @@ from agent.protocols import RunContext
 
 log = logging.getLogger(__name__)
 
-# `True` for a tool that always changes the world; a predicate over a call's arguments for
-# one that does only for some calls (remembering privately vs sharing with the team).
-SideEffects = bool | Callable[[dict[str, Any]], bool]
+# `True` for a tool that always changes the world; a predicate over a call's arguments (and,
+# if it takes a second parameter, the run's RunContext) for one that does only for some
+# calls (remembering privately vs in a shared chat).
+Predicate = Callable[[dict[str, Any]], bool] | Callable[[dict[str, Any], RunContext], bool]
+SideEffects = bool | Predicate
 # A call's one-line description for approval prompts: from its arguments, or from its
 # arguments and the run's context.
 Describe = Callable[[dict[str, Any]], str] | Callable[[dict[str, Any], RunContext | None], str]
@@ -94,7 +96,8 @@ class Tool:
 
     side_effects: bool = False
     # Decides per call for a tool whose side effects depend on its arguments.
-    _side_effects_when: Callable[[dict[str, Any]], bool] | None = None
+    _side_effects_when: Predicate | None = None
+    _predicate_reads_run = False
 
     def __init__(
         self,
@@ -120,6 +123,13 @@ class Tool:
         # May this tool change the world? A predicate decides per call (by its arguments).
         self.side_effects = bool(side_effects)
         self._side_effects_when = side_effects if callable(side_effects) else None
+        if self._side_effects_when is not None:
+            positional = [
+                p
+                for p in inspect.signature(self._side_effects_when).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+            self._predicate_reads_run = len(positional) >= 2
         self.timeout = timeout
         self.retries = retries
         self._describe = describe
@@ -134,11 +144,15 @@ class Tool:
         schema.pop("title", None)
         self._spec = ToolSpec(name=self.name, description=self.description, input_schema=schema)
 
-    def needs_approval(self, args: dict[str, Any]) -> bool:
-        """Whether this call changes the world, and so runs only after a person's yes."""
-        if self._side_effects_when is not None:
-            return self._side_effects_when(args)
-        return self.side_effects
+    def needs_approval(self, args: dict[str, Any], run: RunContext | None = None) -> bool:
+        """Whether this call changes the world, and so runs only after a person's yes
+        (`run`: where it would run; a predicate that needs it asks when it is unknown)."""
+        when = self._side_effects_when
+        if when is None:
+            return self.side_effects
+        if self._predicate_reads_run:
+            return True if run is None else bool(when(args, run))  # type: ignore[call-arg]
+        return bool(when(args))  # type: ignore[call-arg]
 
     def _build_args_model(self, param_docs: dict[str, str]) -> type[BaseModel]:
         hints = get_type_hints(self.fn, include_extras=True)

@@ -111,7 +111,10 @@ class Actor:
                 calls.proposals.append(use)
             elif isinstance(checked := check_call(self.registry, use), str):
                 self._reply(turn, use, checked, "invalid")
-            elif not checked.needs_approval(use.input) or checked.name in self.context.run.standing:
+            elif (
+                not checked.needs_approval(use.input, self.context.run)
+                or checked.name in self.context.run.standing
+            ):
                 calls.read_only.append(use)  # standing: approved in advance (a schedule's)
             elif step := deferred.consume(state.approved_plan, checked, use):
                 calls.covered.append((use, checked, step.call_id))
@@ -277,7 +280,9 @@ class Actor:
         checked = check_call(self.registry, use)
         if isinstance(checked, str):
             return checked
-        return deferred.proposed_steps(use, checked, lambda call: check_call(self.registry, call))
+        return deferred.proposed_steps(
+            use, checked, lambda call: check_call(self.registry, call), self.context.run
+        )
 
     def _reply(self, turn: TurnResult, use: ToolUseBlock, text: str, status: str) -> None:
         result = (

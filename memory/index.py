@@ -86,17 +86,22 @@ async def nearest(
     k: int,
     policy: HybridPolicy = "auto",
     size: int | None = None,
+    author: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The k memories of these scopes closest to the vector, with `vector_distance`.
+    """The k memories of these scopes closest to the vector, with `vector_distance`; only
+    `author`'s when given.
 
     `size` is how many memories the scopes hold, when the caller knows (for `auto`)."""
     chosen = resolve(policy, size)
+    within = Tag("scope") == scopes
+    if author is not None:
+        within &= Tag("author") == author
     return await index.query(
         VectorQuery(
             vector=vector,
             vector_field_name="embedding",
             return_fields=FIELDS,
-            filter_expression=Tag("scope") == scopes,
+            filter_expression=within,
             num_results=k,
             hybrid_policy=None if chosen is None else chosen.upper(),
         )

@@ -184,10 +184,16 @@ class RedisMemoryStore:
         return [record for _, record in ranked[:k]]
 
     async def nearest(
-        self, vector: list[float], scopes: list[str], k: int, size: int | None = None
+        self,
+        vector: list[float],
+        scopes: list[str],
+        k: int,
+        size: int | None = None,
+        author: str | None = None,
     ) -> list[dict[str, Any]]:
-        """The k memories of these scopes closest to the vector (`size`: how many they hold)."""
-        return await nearest(self.index, vector, scopes, k, self.config.hybrid_policy, size)
+        """The k memories of these scopes closest to the vector (`size`: how many they hold),
+        only `author`'s when given."""
+        return await nearest(self.index, vector, scopes, k, self.config.hybrid_policy, size, author)
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -197,14 +203,16 @@ class RedisMemoryStore:
         context: RunContext,
         *,
         kind: MemoryKind = "fact",
-        share: Share = "private",
+        share: Share | None = None,
         origin: Origin = "remembered",
     ) -> MemoryRecord:
         text = text.strip()
         scope = context.write_scope(share)
         vector = await self.embedder.embed(text)
         now = time.time()
-        closest = await self.nearest(vector, [scope], 1)
+        # Only the writer's own near-duplicate is updated: a memory has one author, and
+        # someone else's (a channel's IBAN, say) is never rewritten or taken over by a merge.
+        closest = await self.nearest(vector, [scope], 1, author=context.user_id)
         mapping: dict[Any, Any] = {
             "text": text,
             "kind": kind,
@@ -306,14 +314,20 @@ class RedisMemoryStore:
             (Tag("author") == context.user_id) | (Tag("scope") == context.user_scope)
         )
 
-    async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
+    async def forget(
+        self, context: RunContext, memory_id: str | None = None, *, shared: bool = True
+    ) -> int:
         removable = self._removable(context)
+        if not shared:
+            removable &= Tag("scope") == context.user_scope
         if memory_id is not None:
             # two fields, not the whole hash with its vector
             found = await self.redis.hmget(self._key(memory_id), ["scope", "author"])
             scope, author = (decode(v) if v is not None else "" for v in found)
             mine = author == context.user_id or scope == context.user_scope
             if scope not in context.readable_scopes() or not mine:
+                return 0
+            if not shared and context.is_shared_scope(scope):
                 return 0
             return await self.counts.delete([self._key(memory_id)])
         removed = 0

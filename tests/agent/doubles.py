@@ -41,7 +41,7 @@ class ListMemory:
         context: RunContext,
         *,
         kind: MemoryKind = "fact",
-        share: Share = "private",
+        share: Share | None = None,
         origin: Origin = "remembered",
     ) -> MemoryRecord:
         now = time.time()
@@ -67,11 +67,15 @@ class ListMemory:
             records=visible[offset : offset + limit], total=len(visible), offset=offset
         )
 
-    async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
+    async def forget(
+        self, context: RunContext, memory_id: str | None = None, *, shared: bool = True
+    ) -> int:
         doomed = [
             r
             for r in self.records
-            if r.scope in context.readable_scopes() and memory_id in (None, r.id)
+            if r.scope in context.readable_scopes()
+            and memory_id in (None, r.id)
+            and (shared or not context.is_shared_scope(r.scope))
         ]
         self.records = [r for r in self.records if r not in doomed]
         return len(doomed)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -101,15 +102,22 @@ async def test_reminders_unavailable_and_metadata(ctx: RunContext) -> None:
     result = await run_tool("create_reminder", ToolContext(run=ctx), text="x", in_seconds=5)
     assert result.is_error and "not available" in result.content
     registry = builtin_registry()
-    assert [t.name for t in registry.list() if t.side_effects] == [
-        "remember",
-        "create_reminder",
-        "schedule",
-    ]
-    remember = registry.get("remember")
-    assert not remember.needs_approval({"text": "x"})
-    assert not remember.needs_approval({"text": "x", "share": "chat"})
-    assert remember.needs_approval({"text": "x", "share": "team"})
+    side_effects = [t.name for t in registry.list() if t.side_effects]
+    assert side_effects == ["remember", "forget", "create_reminder", "schedule"]
+    remember, forget = registry.get("remember"), registry.get("forget")
+    shared = dataclasses.replace(ctx, is_direct=False, chat_id="-100")
+    assert not remember.needs_approval({"text": "x"}, ctx)
+    assert not remember.needs_approval({"text": "x", "share": "private"}, shared)
+    for args, where in [
+        ({"text": "x"}, shared),  # a shared chat's own scope: everyone there is told
+        ({"text": "x", "share": "chat"}, shared),
+        ({"text": "x", "share": "team"}, dataclasses.replace(ctx, team_id="T1")),
+        ({"text": "x"}, None),  # where it runs unknown: ask
+    ]:
+        assert remember.needs_approval(args, where), args
+    assert not forget.needs_approval({"memory_id": "m1"}, ctx)
+    assert forget.needs_approval({"memory_id": "m1", "shared": True}, ctx)
+    assert forget.needs_approval({"memory_id": "m1"}, shared)
     assert registry.get("create_reminder").needs_approval({"text": "x", "in_seconds": 5})
     schema = registry.get("create_reminder").spec().input_schema
     assert set(schema["properties"]) == {"text", "in_seconds", "at"}

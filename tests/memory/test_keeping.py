@@ -168,7 +168,7 @@ async def test_reindex_keeps_every_memory(redis: aioredis.Redis, embedder: Embed
     texts = [f"Fact number {n}: the {n}th shelf holds {n * 3} jars" for n in range(149)]
     texts.insert(0, "Ana's passport expires in March")
     for n, text in enumerate(texts):
-        await store.remember(text, contexts[n % 3], share="team" if n % 10 == 0 else "private")
+        await store.remember(text, contexts[n % 3], share="team" if n % 10 == 0 else None)
     before = {key async for key in redis.scan_iter(match="parley:memory:doc:*")}
     assert len(before) == 150
 
