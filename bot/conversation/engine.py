@@ -48,6 +48,7 @@ from bot.conversation.render import (
     APPROVE,
     MEMORY_ACTION,
     REJECT,
+    continuations,
     decided_line,
     decided_message,
     outcome_message,
@@ -326,6 +327,9 @@ def _ran(ran: Ran) -> list[Effect]:
     if isinstance(outcome, AwaitingApproval) and outcome.plan.uncertain:
         steps = "\n".join(f"• {step.description}" for step in outcome.plan.uncertain)
         effects.append(_say(UNCERTAIN_TEXT.format(steps=steps), slot="uncertain"))
+    if isinstance(outcome, AwaitingApproval):  # long values in full, just above the prompt
+        for number, whole in enumerate(continuations(outcome)):
+            effects.append(Send(message=whole, slot=f"argument-{number}"))
     effects.append(Prompt(message=outcome_message(outcome, decision_id)))
     return effects
 

@@ -2,14 +2,18 @@
 
 An approval prompt shows what will actually run: each call's tool and arguments, verbatim in
 a code block (which every platform escapes, so no mention or link in an argument goes live),
-long values visibly cut. What the model says about the calls is only a secondary line,
-defanged, because a prompt-injected model can describe one thing and call another.
+with invisible characters (controls, bidi overrides, line separators, tags) written as
+escapes. A long value is folded, never cut: the prompt shows its start and says so, and the
+whole value goes in a message of its own just before the prompt (`continuations`). What the
+model says about the calls is only a secondary line, defanged, because a prompt-injected
+model can describe one thing and call another.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any
 
 from adapters.base import Button, Inbound, InboundMessage, OutboundMessage, mention
@@ -19,7 +23,7 @@ from bot.runtime.decisions import Decision
 APPROVE, REJECT = "approve", "reject"
 # The decision id Forget buttons carry; their value is the memory id.
 MEMORY_ACTION = "mem"
-ARG_LIMIT = 300  # characters of one argument value shown to the approver
+FOLD_AT = 300  # characters of one argument shown in the prompt; the whole value comes before it
 NOTE_LIMIT = 200  # characters of the model's own description of a call or plan
 
 BUTTON_GONE = "This button has expired. Send me your request again if you still need it."
@@ -84,17 +88,58 @@ def _argument_lines(args: dict[str, Any]) -> list[str]:
         return ["(no arguments)"]
     lines = []
     for key, value in args.items():
-        name = key if _KEY.match(key) else json.dumps(key, ensure_ascii=False)
-        shown = json.dumps(value, ensure_ascii=False, default=str)
-        if len(shown) > ARG_LIMIT:
-            shown = f"{shown[:ARG_LIMIT]}… [{len(shown) - ARG_LIMIT} more characters not shown]"
-        lines.append(f"{name}: {_FENCE_BREAK.sub(WORD_JOINER, shown)}")
+        shown = _shown(value)
+        if len(shown) > FOLD_AT:
+            head = shown[:FOLD_AT]
+            cut = head.rfind("\\", FOLD_AT - 10)  # not inside an escape like \u202e
+            head = head[:cut] if cut > 0 else head
+            more = len(shown) - len(head)
+            shown = f"{head}… [{more:,} more characters: the whole value is in the message above]"
+        lines.append(f"{_name(key)}: {_FENCE_BREAK.sub(WORD_JOINER, shown)}")
     return lines
 
 
+def continuations(outcome: AwaitingApproval) -> list[OutboundMessage]:
+    """The whole of each argument the prompt folds, one message each, sent before it."""
+    found = []
+    for index, step in enumerate(outcome.plan.steps, 1):
+        for key, value in step.args.items():
+            shown = _shown(value)
+            if len(shown) > FOLD_AT:
+                name = defang(_name(key))
+                title = f"Step {index} ({step.tool}), {name} in full ({len(shown):,} characters):"
+                body = _FENCE_BREAK.sub(WORD_JOINER, shown)
+                found.append(OutboundMessage(text=f"{title}\n```\n{body}\n```"))
+    return found
+
+
+def _name(key: str) -> str:
+    return key if _KEY.match(key) else visible(json.dumps(key, ensure_ascii=False))
+
+
+def _shown(value: Any) -> str:
+    return visible(json.dumps(value, ensure_ascii=False, default=str))
+
+
+# control, format (bidi overrides, zero-width, tags), line/paragraph separators, surrogates,
+# private use, unassigned: what a reader cannot see or that reorders what they see
+_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+
+
+def visible(text: str) -> str:
+    """`text` with every invisible or reordering character written as an escape (\\u202e)."""
+    return "".join(
+        (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
+        if unicodedata.category(c) in _HIDDEN
+        else c
+        for c in text
+    )
+
+
 def defang(text: str) -> str:
-    """The model's free text on one line, with mentions and links that cannot fire."""
-    flat = " ".join(text.split())
+    """The model's free text on one line, invisible characters shown, with mentions and links
+    that cannot fire."""
+    flat = visible(" ".join(text.split()))
     if len(flat) > NOTE_LIMIT:
         flat = flat[: NOTE_LIMIT - 1] + "…"
     return _LIVE.sub(lambda m: m.group(0) + WORD_JOINER, flat).replace("`", "'")
