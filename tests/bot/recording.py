@@ -96,7 +96,10 @@ def message(
     return InboundMessage(
         event_id=f"ev-{next(_events)}",
         conversation=conversation,
-        actor=Actor(platform=conversation.platform, user_id=user, name=name),
+        # a member of the workspace the conversation is in, as Slack names them (user_team)
+        actor=Actor(
+            platform=conversation.platform, user_id=user, name=name, team_id=conversation.team_id
+        ),
         text=text,
         is_direct=direct,
         command=command,
