@@ -52,7 +52,7 @@ from adapters.base import (
 from adapters.health import ApiHealth
 from adapters.slack_assistant import AssistantThreads
 from adapters.slack_context import ThreadReader, download
-from adapters.slack_format import messages
+from adapters.slack_format import messages, streamed_markdown
 from adapters.slack_inbound import MAX_TEXT, SlackInbound
 from adapters.slack_ingress import SlackIngress
 from adapters.slack_stream import SlackLive
@@ -200,7 +200,9 @@ class SlackAdapter:
                         thread_ts=conversation.thread_id,
                         text=fallback,
                         blocks=blocks,
+                        # a link in model text must not preview private content
                         unfurl_links=False,
+                        unfurl_media=False,
                     )
                     ts = str(response.get("ts") or "")
         return MessageRef(conversation=conversation, message_id=ts)
@@ -268,7 +270,13 @@ class SlackAdapter:
         return zone
 
     def live(
-        self, conversation: ConversationKey, *, user_id: str, team_id: str | None, is_direct: bool
+        self,
+        conversation: ConversationKey,
+        *,
+        user_id: str,
+        team_id: str | None,
+        is_direct: bool,
+        allowed_mentions: frozenset[str] = frozenset(),
     ) -> SlackLive | None:
         """A chat stream in a thread; Slack streams only reply to a thread."""
         if conversation.thread_id is None:
@@ -279,6 +287,7 @@ class SlackAdapter:
             thread_ts=conversation.thread_id,
             user_id=user_id,
             team_id=team_id or conversation.team_id,
+            allowed_mentions=allowed_mentions,
         )
 
     async def progress(self, conversation: ConversationKey, status: str | None) -> None:
@@ -291,7 +300,8 @@ class SlackAdapter:
                 json={
                     "channel_id": conversation.chat_id,
                     "thread_ts": thread,
-                    "status": status or "",
+                    # the model's words: previews follow the posts' mention rule
+                    "status": streamed_markdown(status or "", frozenset(), final=True),
                 },
             )
         except SlackApiError as exc:  # not an assistant thread, or the scope is missing

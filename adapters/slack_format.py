@@ -1,9 +1,11 @@
 """The model's Markdown as Slack mrkdwn, and messages as Block Kit within Slack's limits.
 
-Slack pings people for `<@U…>`, `<!subteam^…>`, `<!here>`, `<!channel>` and `<!everyone>`.
+Slack pings people for `<@U…>`, `<!subteam^…>`, `<!here>`, `<!channel>` and `<!everyone>`
+(and, in mrkdwn and markdown that Slack parses, a bare `@here`, `@channel`, `@everyone`).
 Parley writes what a model and tools produced, so a mention pings only when the message
 allows it (the requester typed it, or Parley names someone itself); any other is shown as
-plain text that pings nobody.
+plain text that pings nobody. `quiet` is that one rule, for posts and edits (through
+`SlackMrkdwn`) and for streamed Markdown (`streamed_markdown`).
 """
 
 from __future__ import annotations
@@ -21,10 +23,50 @@ FALLBACK_LIMIT = 3000  # the notification text shown beside the blocks
 
 _SPECIAL = re.compile(r"<(?P<kind>[@#!])(?P<target>[A-Za-z0-9^_.-]+)(?:\|(?P<label>[^<>]*))?>")
 _QUIET = "\u2060"  # word joiner: "@\u2060here" reads as @here and pings nobody
+_BROADCAST = re.compile(r"@(?=(?:here|channel|everyone)\b)", re.IGNORECASE)
+# the end of a text that may still become a mention when more of it arrives
+_UNFINISHED = re.compile(r"(?:<[@#!][^<>]*|<|@[A-Za-z]{0,8})\Z")
 
 
 def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def quiet(token: str, allowed: frozenset[str]) -> str:
+    """A Slack mention token as it may appear: itself when allowed or when it pings nobody
+    (`<#C…>`, `<!date^…>`), else its name after an invisible joiner."""
+    match = _SPECIAL.fullmatch(token)
+    if match is None:
+        return escape(token)
+    kind, target, label = match["kind"], match["target"], match["label"]
+    pings = kind == "@" or (kind == "!" and not target.startswith("date^"))
+    if not pings or f"{kind}{target}" in allowed:
+        return match.group(0)
+    if kind == "!" and target.startswith("subteam^"):
+        name = (label or target.partition("^")[2]).lstrip("@")
+    else:
+        name = label or target
+    return f"@{_QUIET}{escape(name)}"
+
+
+def quiet_broadcasts(text: str, allowed: frozenset[str]) -> str:
+    """A bare `@here` / `@channel` / `@everyone` pings nobody unless its token is allowed."""
+
+    def one(match: re.Match[str]) -> str:
+        word = re.match(r"[a-z]+", text[match.end() :], re.IGNORECASE)
+        return "@" if word and f"!{word.group(0).lower()}" in allowed else "@" + _QUIET
+
+    return _BROADCAST.sub(one, text)
+
+
+def streamed_markdown(markdown: str, allowed: frozenset[str], *, final: bool) -> str:
+    """The model's Markdown as a chat stream may carry it, with the same mention rule as
+    posts. Unless `final`, an end that may still grow into a mention (`<!chan`, `@her`) is
+    held back, so what is sent never has to change when the rest arrives."""
+    if not final:
+        markdown = _UNFINISHED.sub("", markdown)
+    tokens = _SPECIAL.sub(lambda m: quiet(m.group(0), allowed), markdown)
+    return quiet_broadcasts(tokens, allowed)
 
 
 def mention_key(token: str) -> str | None:
@@ -40,21 +82,10 @@ class SlackMrkdwn:
         self.allowed = frozenset(allowed)
 
     def text(self, text: str) -> str:
-        return escape(text)
+        return quiet_broadcasts(escape(text), self.allowed)
 
     def special(self, token: str) -> str:
-        match = _SPECIAL.fullmatch(token)
-        if match is None:
-            return escape(token)
-        kind, target, label = match["kind"], match["target"], match["label"]
-        pings = kind == "@" or (kind == "!" and not target.startswith("date^"))
-        if not pings or f"{kind}{target}" in self.allowed:
-            return match.group(0)
-        if kind == "!" and target.startswith("subteam^"):
-            name = (label or target.partition("^")[2]).lstrip("@")
-        else:
-            name = label or target
-        return f"@{_QUIET}{escape(name)}"
+        return quiet(token, self.allowed)
 
     def bold(self, inner: str) -> str:
         return f"*{inner}*"
@@ -90,11 +121,14 @@ class SlackMrkdwn:
         return "──────────"
 
 
+def allowed_keys(tokens: Iterable[str]) -> frozenset[str]:
+    """Allowed mention tokens (`<!here>`) as `mention_key`s (`!here`)."""
+    return frozenset(key for token in tokens if (key := mention_key(token)) is not None)
+
+
 def messages(message: OutboundMessage) -> list[tuple[str, list[dict[str, Any]]]]:
     """(fallback text, blocks) per Slack message; buttons go on the last one."""
-    style = SlackMrkdwn(
-        key for token in message.allowed_mentions if (key := mention_key(token)) is not None
-    )
+    style = SlackMrkdwn(allowed_keys(message.allowed_mentions))
     sections = split(message.text or "…", style, SECTION_LIMIT)
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": s}} for s in sections

@@ -5,6 +5,9 @@ Slack refuses some streams (`missing_recipient_team_id`, `user_not_found` for Sl
 users, rate limits). Any refusal, at start, append or stop, ends the streaming; `finish` then
 replaces the half message with the whole answer (chat.update) or, if there is none, posts an
 ordinary message — so the reply is never lost and never doubled.
+
+What is streamed passes the same mention rule as a post (`streamed_markdown`): only the
+mentions the requester typed may ping.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage
+from adapters.slack_format import allowed_keys, streamed_markdown
 
 if TYPE_CHECKING:
     from adapters.slack import SlackAdapter
@@ -39,8 +43,9 @@ class SlackLive:
     thread_ts: str
     user_id: str
     team_id: str | None
+    allowed_mentions: frozenset[str] = frozenset()  # tokens that may ping, as on the reply
     _stream: AsyncChatStream | None = None
-    _sent: str = ""
+    _sent: str = ""  # as rendered for Slack
     _broken: bool = False
 
     @property
@@ -52,6 +57,7 @@ class SlackLive:
         return 0.0  # the caller's interval keeps appends well inside Slack's limits
 
     async def show(self, text: str) -> None:
+        text = streamed_markdown(text, allowed_keys(self.allowed_mentions), final=False)
         if self._broken or not text.startswith(self._sent):
             return
         new = text[len(self._sent) :][:APPEND_LIMIT]
@@ -90,7 +96,8 @@ class SlackLive:
         self._broken = False
 
     async def finish(self, message: OutboundMessage) -> MessageRef:
-        stream, text = self._stream, message.text
+        stream = self._stream
+        text = streamed_markdown(message.text, allowed_keys(message.allowed_mentions), final=True)
         if stream is not None and stream.ts is not None and not self._broken:
             rest = text[len(self._sent) :] if text.startswith(self._sent) else None
             try:

@@ -309,7 +309,13 @@ class TelegramAdapter:
         return []  # bots cannot read a chat's history; replies bring their quoted message
 
     def live(
-        self, conversation: ConversationKey, *, user_id: str, team_id: str | None, is_direct: bool
+        self,
+        conversation: ConversationKey,
+        *,
+        user_id: str,
+        team_id: str | None,
+        is_direct: bool,
+        allowed_mentions: frozenset[str] = frozenset(),
     ) -> TelegramLive:
         """Drafts in a private chat, one growing message elsewhere."""
         return TelegramLive(

@@ -258,6 +258,7 @@ class Runner:
             user_id=event.actor.user_id,
             team_id=event.actor.team_id or event.conversation.team_id,
             is_direct=event.is_direct,
+            allowed_mentions=reply.allowed_mentions,
         )
         if live is None:
             return None

@@ -55,13 +55,19 @@ def live_message(
     user_id: str,
     team_id: str | None,
     is_direct: bool,
+    allowed_mentions: frozenset[str] = frozenset(),
 ) -> LiveMessage | None:
-    """The adapter's live message for this place, if the adapter can stream at all."""
+    """The adapter's live message for this place, if the adapter can stream at all; what it
+    shows may ping only `allowed_mentions`, like the reply it becomes."""
     live = getattr(adapter, "live", None)
     if live is None:
         return None
     made: LiveMessage | None = live(
-        conversation, user_id=user_id, team_id=team_id, is_direct=is_direct
+        conversation,
+        user_id=user_id,
+        team_id=team_id,
+        is_direct=is_direct,
+        allowed_mentions=allowed_mentions,
     )
     return made
 

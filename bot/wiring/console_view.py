@@ -178,7 +178,13 @@ class ConsoleAdapter:
             self.view.status(status)
 
     def live(
-        self, conversation: ConversationKey, *, user_id: str, team_id: str | None, is_direct: bool
+        self,
+        conversation: ConversationKey,
+        *,
+        user_id: str,
+        team_id: str | None,
+        is_direct: bool,
+        allowed_mentions: frozenset[str] = frozenset(),
     ) -> ConsoleLive:
         return ConsoleLive(view=self.view, conversation=conversation)
 
