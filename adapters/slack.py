@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -68,7 +67,6 @@ _TRANSIENT = {
     "request_timeout",
 }
 # Refusals that mean every call will fail the same way: Slack's trouble for readiness.
-ZONE_SECONDS = 3600.0  # how long a person's Slack time zone is kept
 _AUTH = {"invalid_auth", "not_authed", "token_revoked", "account_inactive"}
 
 
@@ -103,7 +101,6 @@ class SlackAdapter:
     # DM channel -> the ts of the latest message there: where the assistant status shows
     dm_threads: dict[str, str] = field(default_factory=dict, init=False)
     assistant: AssistantThreads = field(init=False)
-    _zones: dict[str, tuple[float, str | None]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.client = AsyncWebClient(
@@ -251,23 +248,16 @@ class SlackAdapter:
         return await self._threads.channel_history(channel_id, oldest, self.bot_user_id)
 
     async def user_timezone(self, user_id: str) -> str | None:
-        """The person's IANA zone from `users.info` (`tz`), cached for an hour; None when
-        Slack does not say or does not answer within two seconds."""
-        now = time.monotonic()
-        cached = self._zones.get(user_id)
-        if cached is not None and now - cached[0] < ZONE_SECONDS:
-            return cached[1]
-        zone: str | None = None
+        """The person's IANA zone from `users.info` (`tz`), from the record thread reading
+        caches too (an hour); None when Slack does not say or does not answer within two
+        seconds."""
         try:
             async with asyncio.timeout(2.0):
-                response = await self.client.users_info(user=user_id)
-            zone = str((response.get("user") or {}).get("tz") or "") or None
+                info = await self._threads.user(user_id)
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             log.info("no time zone for a user (%s)", type(exc).__name__)
-        if len(self._zones) >= 5000:
-            self._zones.clear()
-        self._zones[user_id] = (now, zone)
-        return zone
+            return None
+        return str(info.get("tz") or "") or None
 
     def live(
         self,

@@ -3,7 +3,8 @@
 The gateway only records each file's `url_private` (Slack's ack must stay fast); a worker
 downloads it with the bot token (`files:read`), and only from Slack's own hosts, so the token
 never goes anywhere an event names. Thread history comes from `conversations.replies`,
-bounded in pages; authors' display names come from `users.info`, cached.
+bounded in pages; authors' display names come from `users.info`, cached and bounded per read
+(the same cached record gives a run the person's time zone).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class ThreadReader:
     """Earlier messages of a thread, with display names resolved once and cached."""
 
     client: AsyncWebClient
-    _names: dict[str, tuple[float, str]] = field(default_factory=dict)
+    _users: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
 
     async def history(
         self,
@@ -265,29 +266,38 @@ class ThreadReader:
 
     async def name(self, user: str, lookups: _Lookups | None = None) -> str:
         """The user's display name: cached, else asked of Slack while `lookups` lasts."""
-        now = time.monotonic()
-        cached = self._names.get(user)
-        if cached is not None and now - cached[0] < NAME_SECONDS:
-            return cached[1]
         lookups = lookups or _Lookups()
-        if user in lookups.failed or lookups.left <= 0:
+        if user in lookups.failed or (lookups.left <= 0 and not self._cached(user)):
             return user
-        lookups.left -= 1
+        if not self._cached(user):
+            lookups.left -= 1
         try:
-            response = await self.client.users_info(user=user)
+            info = await self.user(user)
         except SlackApiError as exc:
             log.info("no name for a user: %s", exc.response.get("error"))
             lookups.failed.add(user)
             return user
-        info = response.get("user") or {}
         profile = info.get("profile") or {}
-        name = str(
+        return str(
             profile.get("display_name") or profile.get("real_name") or info.get("name") or user
         )
-        if len(self._names) >= NAMES_KEPT:
-            self._names.clear()
-        self._names[user] = (now, name)
-        return name
+
+    async def user(self, user: str) -> dict[str, Any]:
+        """Slack's `users.info` record of a user, cached for NAME_SECONDS: one call serves
+        the name in a thread and the time zone of a run (SlackApiError when Slack refuses)."""
+        cached = self._users.get(user)
+        if cached is not None and self._cached(user):
+            return cached[1]
+        response = await self.client.users_info(user=user)
+        info = response.get("user") or {}
+        if len(self._users) >= NAMES_KEPT:
+            self._users.clear()
+        self._users[user] = (time.monotonic(), info)
+        return info
+
+    def _cached(self, user: str) -> bool:
+        cached = self._users.get(user)
+        return cached is not None and time.monotonic() - cached[0] < NAME_SECONDS
 
 
 @dataclass(kw_only=True)
