@@ -136,7 +136,7 @@ def headed(message: OutboundMessage, header: str) -> OutboundMessage:
 
 
 def _triggered(event: InboundMessage) -> Verdict:
-    name = event.actor.name or "a trigger"
+    name = event.event_id.split(":", 2)[1]  # hook:<name>:<delivery>
     body = event.context[0].text if event.context else ""
     preface = TRIGGER_PREFACE.format(name=name, body=clean(body, BODY_LIMIT))
     return Verdict(

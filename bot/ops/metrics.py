@@ -53,5 +53,5 @@ SCHEDULE_LATENESS = Histogram(
 TRIGGERS = Counter(
     "parley_trigger_deliveries_total",
     "Webhook trigger deliveries by result",
-    ["result"],  # started, duplicate, bad_signature, stale, unknown, too_large
+    ["result"],  # started, duplicate, bad_signature, stale, unknown, too_large, unavailable
 )

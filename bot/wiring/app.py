@@ -27,6 +27,7 @@ from bot.ops.health import Health
 from bot.ops.http import HttpServer
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
+from bot.runtime.triggers import Hooks, load_triggers
 from bot.wiring.compose import build_agent
 from bot.wiring.connection import redis_connection
 from bot.wiring.mcp_setup import build_toolbox, readiness
@@ -61,6 +62,7 @@ async def run_role(
     # MCP servers run with workers; a broken config file stops us before anything is opened
     toolbox = build_toolbox(settings) if workers else None
     inbox = Inbox(redis, keys, dedup_ttl=settings.runtime.dedup_ttl)
+    triggers = load_triggers(settings.schedules.triggers_config) if gateway else {}
     limits = Limits(redis, keys.prefix, settings.limits)
     http = HttpServer(
         settings.http.host,
@@ -121,6 +123,8 @@ async def run_role(
     try:
         if gateway:
             platforms.register_routes(http)
+            if triggers:
+                http.add_route(*Hooks(triggers=triggers, submit=inbox.submit).route())
         await http.start()  # every role serves /healthz, /readyz and /metrics
         if gateway:
             await platforms.start_receiving(stop)
