@@ -39,6 +39,7 @@ COMMANDS = {
     "forget": "Forget one memory (/forget 2) or all (/forget all)",
     "cancel": "Stop what I'm doing",
     "status": "What I'm doing and your usage today",
+    "schedules": "This chat's schedules: pause, resume, delete",
 }
 # What a person sends; a message with none of these (and no text) is a service message.
 # A payment receipt is an attachment to PTB but a service message to a person.

@@ -17,6 +17,7 @@ COMMANDS = {
     "worker": "process queued events: run the agent and deliver replies",
     "console": "chat with the agent in this terminal, no chat platform needed",
     "doctor": "check the configuration and every service Parley talks to",
+    "schedules": "list every schedule: id, state, next run, owner, conversation, objective",
 }
 TERMINAL = ("console", "doctor")  # commands whose output is a conversation or a table
 
@@ -120,6 +121,8 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
             return await memory_command(args, settings)
         if command == "mcp":
             return await mcp_command(settings)
+        if command == "schedules":
+            return await schedules_command(settings)
         if command == "console":
             from bot.wiring.console import run_console
 
@@ -146,6 +149,18 @@ async def memory_command(args: argparse.Namespace, settings: Settings) -> int:
     async with redis_connection(settings) as redis:
         count = await reindex(settings, redis)
     print(f"memory index rebuilt: {count} memories re-embedded")
+    return 0
+
+
+async def schedules_command(settings: Settings) -> int:
+    from bot.runtime.keys import Keys
+    from bot.runtime.schedules import ScheduleStore, listed
+    from bot.wiring.connection import redis_connection
+
+    async with redis_connection(settings) as redis:
+        found = await ScheduleStore(redis, Keys(settings.redis.key_prefix)).everything()
+    for line in listed(found):
+        print(line)
     return 0
 
 

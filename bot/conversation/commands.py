@@ -28,6 +28,7 @@ Commands:
 • {p}forget N — forget memory number N; {p}forget all — forget everything you told me
 • {p}cancel — stop what I'm doing or drop the pending question
 • {p}status — what I'm doing and your usage today
+• {p}schedules — this conversation's schedules, to pause, resume or delete
 • {p}help — this message"""
 # How each platform writes a command, and where to talk to Parley there.
 COMMAND_PREFIX = {"slack": "/parley ", "telegram": "/", "console": "/"}

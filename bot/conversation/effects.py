@@ -182,6 +182,16 @@ class Forget:
     """A Forget button under a list of memories was pressed."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ListSchedules:
+    """/schedules: the conversation's schedules, with their buttons."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleButton:
+    """A Pause / Resume / Delete button under a list of schedules was pressed."""
+
+
 Effect = (
     (
         Send
@@ -199,4 +209,6 @@ Effect = (
     )
     | Forget
     | Transcribe
+    | ListSchedules
+    | ScheduleButton
 )

@@ -32,6 +32,7 @@ from bot.conversation.effects import (
     Effect,
     Event,
     Forget,
+    ListSchedules,
     Notify,
     Open,
     Prompt,
@@ -39,6 +40,7 @@ from bot.conversation.effects import (
     Received,
     Resume,
     Run,
+    ScheduleButton,
     Send,
     Settle,
     Transcribe,
@@ -54,6 +56,7 @@ from bot.conversation.render import (
     outcome_message,
     stale_click_text,
 )
+from bot.conversation.schedule_commands import SCHEDULE_ACTION
 from bot.conversation.yes_no import verdict
 from bot.runtime.decisions import Decision, decision_id_for
 from bot.runtime.decisions import Status as DecisionStatus
@@ -182,6 +185,8 @@ def _command(
         return [Send(message=help_message)]
     if name in ANSWERED_HERE:
         return [Command()]
+    if name == "schedules":
+        return [ListSchedules()]
     if name != "cancel":
         return [_say(unknown_command(platform, name))]
     if session.status == "idle":
@@ -237,6 +242,8 @@ def _pressed(
 ) -> list[Effect]:
     if event.decision_id == MEMORY_ACTION:
         return [Forget()]  # a Forget button: no run involved
+    if event.decision_id == SCHEDULE_ACTION:
+        return [ScheduleButton()]  # checks who may, itself
     if decision is None or decision.conversation_id != event.conversation.id:
         return [Notify(text=stale_click_text(None, policy.now), alert=True)]
     if decision.expired(policy.now):

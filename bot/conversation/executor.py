@@ -42,6 +42,7 @@ from bot.conversation.running import (
     context_for,
     run_context,
 )
+from bot.conversation.schedule_commands import ScheduleCommands
 from bot.conversation.scheduled import Objectives, checked, counted, headed
 from bot.conversation.stopping import Stoppable, stopped, watching
 from bot.conversation.voice import Voice
@@ -93,6 +94,7 @@ class Executor:
     voice: Voice = field(default_factory=lambda: Voice(transcriber=None))
     stops: Stops | None = None  # stop requests that reach a run while it works
     objectives: Objectives | None = None  # checks schedules' and triggers' runs
+    schedules: ScheduleCommands | None = None  # /schedules and its buttons
 
     async def handle(self, entry_id: str, event: Inbound, lease: Lease) -> None:
         session = await self.sessions.load(lease.conversation_id, lease)
@@ -239,7 +241,16 @@ class Executor:
                 private = OutboundMessage(text=text, private_to=turn.event.actor.user_id)
                 await reply.send(private, "reply")
                 await self.commands.refresh_on_screen(run_context(turn.event), self._editor(turn))
+            case fx.ListSchedules():
+                await reply.send(await self._schedules().listing(reply.conversation.id), "reply")
+            case fx.ScheduleButton():
+                assert isinstance(turn.event, InboundAction)
+                await self._notify(turn, await self._schedules().press(turn.event, reply))
         return None
+
+    def _schedules(self) -> ScheduleCommands:
+        assert self.schedules is not None, "schedules are wired with the runtime"
+        return self.schedules
 
     async def _notify(self, turn: Turn, text: str, *, alert: bool = False) -> None:
         """Answer a button press; a failure only costs the presser a toast."""

@@ -227,3 +227,19 @@ class ScheduleStore:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def listed(found: list[tuple[Schedule, float | None]]) -> list[str]:
+    """Every schedule on a line of its own, for an operator (`parley schedules`)."""
+    if not found:
+        return ["no schedules"]
+    lines = [
+        f"{len(found)} schedule(s): id  state  next run (UTC)  owner  conversation  when  objective"
+    ]
+    for item, next_run in found:
+        upcoming = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(next_run)) if next_run else "-"
+        lines.append(
+            f"{item.id}  {item.state}  {upcoming}  {item.owner_name or '-'} ({item.owner_id})  "
+            f"{item.conversation_id}  {item.when} [{item.timezone}]  {item.objective[:80]!r}"
+        )
+    return lines

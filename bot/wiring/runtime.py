@@ -23,6 +23,7 @@ from bot.conversation.attachments import Gatherer, ThreadMarks
 from bot.conversation.commands import Commands, UsageText
 from bot.conversation.executor import Executor
 from bot.conversation.running import Admission, Charge, Runner
+from bot.conversation.schedule_commands import ScheduleCommands
 from bot.conversation.scheduled import Objectives
 from bot.conversation.shown import ShownLists
 from bot.conversation.voice import Transcriber, Voice
@@ -238,6 +239,7 @@ def build_runtime(
         voice=voice_of(settings),
         stops=stops,
         objectives=Objectives(store=schedules, owner_allowed=owner_allowed(settings)),
+        schedules=ScheduleCommands(store=schedules),
     )
     worker = Worker(
         redis,

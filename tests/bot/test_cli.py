@@ -135,3 +135,35 @@ def test_a_busy_port_is_one_clear_line_and_doctor_says_so(redis_url: str, settin
         assert doctor.returncode == 1
         assert f"fail            http       127.0.0.1:{port} is already in use" in doctor.stdout
         assert f"set {setting}" in doctor.stdout
+
+
+def test_schedules_lists_every_schedule_for_an_operator(
+    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    import redis.asyncio as aioredis
+
+    from agent.protocols import RunContext
+    from bot.runtime.keys import Keys
+    from bot.runtime.schedules import ScheduleStore
+
+    async def make() -> str:
+        client = aioredis.Redis.from_url(redis_url)
+        context = RunContext(
+            conversation_id="slack:T1:C1:-", platform="slack", user_id="U1", chat_id="C1"
+        )
+        made = await ScheduleStore(client, Keys()).create_schedule(
+            "0 9 * * 1-5", "summarise #support", "Europe/Berlin", (), context
+        )
+        await client.aclose()
+        return made.id
+
+    schedule_id = asyncio.run(make())
+    env = tmp_path / "ops.env"
+    env.write_text(f"REDIS_URL={redis_url}\n")
+    assert main(["--env-file", str(env), "schedules"]) == 0
+    out = capsys.readouterr().out
+    [line] = [row for row in out.splitlines() if row.startswith(schedule_id)]
+    assert "active" in line and "slack:T1:C1:-" in line and "summarise #support" in line
+    assert "0 9 * * 1-5 [Europe/Berlin]" in line

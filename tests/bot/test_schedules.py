@@ -285,3 +285,59 @@ async def test_a_scheduled_run_never_decides_a_pending_plan(redis: aioredis.Redi
         approval = harness.adapter.in_conversation(chat)[0]
         assert approval.current.buttons  # still waiting for Approve
         assert sent == []
+
+
+async def test_the_schedules_command_lists_and_its_buttons_answer_only_owner_and_approvers(
+    redis: aioredis.Redis,
+) -> None:
+    group = ConversationKey(platform="telegram", chat_id="-100")
+    model = ScriptedModel([])
+    async with running(redis, model) as harness:
+        made = await make(harness, group, "every 10 minutes")
+        await harness.submit(message(group, "", direct=False, command="schedules"))
+        await harness.settle()
+        listing = harness.adapter.in_conversation(group)[-1]
+        assert "summarise the news" in listing.message.text and "owner Ana" in listing.message.text
+        assert f"id {made.id}" in listing.message.text and "next " in listing.message.text
+        assert [b.label for b in listing.message.buttons] == ["Pause 1", "Delete 1"]
+
+        await harness.submit(click(group, listing, f"pause-{made.id}", user="7", name="Bo"))
+        await harness.settle()
+        assert harness.adapter.notices[-1][1] == "Only Ana or an approver can change this schedule."
+        still = await harness.runtime.schedules.get(made.id)
+        assert still is not None and still.state == "active"
+
+        await harness.submit(click(group, listing, f"pause-{made.id}"))
+        await harness.settle()
+        assert harness.adapter.notices[-1][1] == f"Paused schedule {made.id}."
+        assert [b.label for b in listing.current.buttons] == ["Resume 1", "Delete 1"]
+        assert "paused" in listing.current.text
+        assert await redis.zscore(harness.runtime.keys.schedules_due, made.id) is None
+
+        await harness.submit(click(group, listing, f"resume-{made.id}"))
+        await harness.settle()
+        assert await redis.zscore(harness.runtime.keys.schedules_due, made.id) is not None
+
+        await harness.submit(click(group, listing, f"delete-{made.id}"))
+        await harness.settle()
+        assert await harness.runtime.schedules.everything() == []
+        assert listing.current.text.startswith("No schedules in this conversation")
+        assert model.requests == []
+
+
+async def test_an_approver_may_pause_someone_elses_schedule(redis: aioredis.Redis) -> None:
+    group = ConversationKey(platform="telegram", chat_id="-100")
+    approving = Settings.load(
+        env_file=None,
+        runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
+        access={"PARLEY_APPROVERS": "7"},
+    )
+    async with running(redis, ScriptedModel([]), config=approving) as harness:
+        made = await make(harness, group, "every 10 minutes")
+        await harness.submit(message(group, "", direct=False, command="schedules"))
+        await harness.settle()
+        listing = harness.adapter.in_conversation(group)[-1]
+        await harness.submit(click(group, listing, f"pause-{made.id}", user="7", name="Bo"))
+        await harness.settle()
+        paused = await harness.runtime.schedules.get(made.id)
+        assert paused is not None and paused.state == "paused" and "Bo" in paused.note
