@@ -57,6 +57,7 @@ from bot.conversation.render import (
     stale_click_text,
 )
 from bot.conversation.schedule_commands import SCHEDULE_ACTION
+from bot.conversation.scheduled import OWN_KINDS, own_objective
 from bot.conversation.yes_no import verdict
 from bot.runtime.decisions import Decision, decision_id_for
 from bot.runtime.decisions import Status as DecisionStatus
@@ -94,12 +95,6 @@ UNCERTAIN_TEXT = (
     "I won't try again unless you approve it once more."
 )
 NOTHING_TO_CANCEL = "There's nothing to cancel."
-# Parley's own objectives (a schedule's slot, a webhook trigger) never answer a pending question
-# or decide a plan: while one waits, the run is skipped, and said so.
-OWN_KINDS = ("scheduled", "triggered")
-OWN_RUN_SKIPPED = (
-    "I skipped a {what} run here (“{objective}”): this conversation is waiting for an answer first."
-)
 CANCELLED = "Cancelled. What would you like to do next?"
 # What the model is told about calls that never ran.
 CANCELLED_NOTE = "Not run: the user cancelled."
@@ -153,10 +148,7 @@ def _message(
     if event.command:
         return _command(session, pending, event, policy)
     if event.kind in OWN_KINDS:
-        if session.status != "idle":
-            what = "scheduled" if event.kind == "scheduled" else "triggered"
-            return [_say(OWN_RUN_SKIPPED.format(what=what, objective=event.text[:80]))]
-        return [Admit()]
+        return own_objective(session, event)
     if not event.mentioned and session.state is None:
         return []  # a thread message in a conversation Parley is not part of
     if event.kind == "non_text":
