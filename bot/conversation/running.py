@@ -196,7 +196,9 @@ class Runner:
             except Exception:  # the answer matters more than the bookkeeping
                 log.exception("could not charge a run's usage")
         note = None
-        if self.after_run is not None and isinstance(outcome, Finished | Failed):
+        # a private run's reads are the requester's alone: nothing of them goes into memory
+        done = isinstance(outcome, Finished | Failed) and not outcome.state.private_to
+        if self.after_run is not None and done:
             try:
                 note = await self.after_run(outcome)
             except Exception:

@@ -100,8 +100,6 @@ async def run_role(
 
             async def after_run(outcome: Outcome) -> OutboundMessage | None:
                 state = outcome.state
-                if state.private_to:  # what it read may not land in a shared scope
-                    return None
                 return remembered_note(await extractor.extract(state.messages, state.context))
 
         runtime = build_runtime(
