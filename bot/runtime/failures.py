@@ -1,8 +1,11 @@
 """What becomes of an inbox entry that cannot be handled: tried again, then dead-lettered.
 
-An entry that cannot be decoded goes straight to the dead-letter stream. One whose handling
-raises is tried again after a growing pause, up to `max_attempts` times counted in Redis (so
-restarts and other workers see the count), then dead-lettered and the user told.
+An entry that cannot be decoded goes straight to the dead-letter stream. Every try of an
+entry is counted in Redis as it begins (so restarts and other workers see the count; the
+lock scripts count a holder's first try, `bot/runtime/locks.py`). One whose handling raises
+is tried again after a growing pause; one whose tries ended without finishing (its worker
+was killed, say by the kernel for memory) is not tried again by whoever takes it up next once
+`max_attempts` tries have begun. Either way it is then dead-lettered and the user told.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import redis.asyncio as aioredis
 
 from adapters.base import Inbound
 from bot.ops import metrics
-from bot.runtime.keys import Keys
+from bot.runtime.keys import Keys, backlog_member
 from bot.runtime.reclaimer import GROUP
 
 log = logging.getLogger(__name__)
@@ -49,6 +52,11 @@ def dead_letter(
         "failed_at": f"{time.time():.3f}",
     }
     pipe.xadd(keys.dead_letters, letter, maxlen=DEAD_LETTER_MAXLEN, approximate=True)
+
+
+class CutShort(Exception):
+    """Every try of an entry so far ended without finishing: the worker handling it died (or
+    lost its lock), so it is not tried again."""
 
 
 def dead_lettered(entry: str, reason: str) -> None:
@@ -87,22 +95,29 @@ class Failures:
             if error is not None:
                 dead_lettered(entry, "undecodable")
 
-    async def count(self, conversation_id: str, entry: str, exc: Exception) -> tuple[int, float]:
-        """Count a failed try: the tries so far, and the pause before the next one (0 when
-        the entry is out of tries)."""
+    def failed(self, entry: str, exc: Exception, tries: int) -> float:
+        """A try (the `tries`th) raised: the pause before the next one, or 0 when the entry
+        is out of tries."""
+        log.debug("handling %s failed", entry, exc_info=exc)
+        if tries < self.max_attempts:
+            log.warning(
+                "handling %s failed (%s), try %d of %d",
+                entry,
+                type(exc).__name__,
+                tries,
+                self.max_attempts,
+            )
+            return min(RETRY_DELAY * 2 ** (tries - 1), RETRY_DELAY_MAX)
+        return 0.0
+
+    async def begin_again(self, conversation_id: str, entry: str) -> int:
+        """Count the next try of an entry this holder is about to make; the tries so far."""
         key = self.keys.attempts(conversation_id)
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hincrby(key, entry, 1)
+            pipe.hincrby(key, backlog_member(entry), 1)
             pipe.pexpire(key, self.attempts_ttl_ms)
-            attempts, _ = await pipe.execute()
-        error = type(exc).__name__
-        log.debug("handling %s failed", entry, exc_info=exc)
-        if attempts < self.max_attempts:
-            log.warning(
-                "handling %s failed (%s), try %d of %d", entry, error, attempts, self.max_attempts
-            )
-            return attempts, min(RETRY_DELAY * 2 ** (attempts - 1), RETRY_DELAY_MAX)
-        return attempts, 0.0
+            tries, _ = await pipe.execute()
+        return int(tries)
 
     async def give_up(
         self,
@@ -138,6 +153,6 @@ class Failures:
         """Dead-letter an entry met while draining (the caller acknowledges it)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             dead_letter(pipe, self.keys, entry, fields, reason, exc, attempts=attempts)
-            pipe.hdel(self.keys.attempts(conversation_id), entry)
+            pipe.hdel(self.keys.attempts(conversation_id), backlog_member(entry))
             await pipe.execute()
         dead_lettered(entry, reason)

@@ -49,6 +49,7 @@ class Lease:
         self.remaining = 0  # entries left on the backlog at release
         self.kept = False  # the last release kept the lock: entries wait (`head` is next)
         self.untried: set[str] = set()
+        self.tries: dict[str, int] = {}  # entry → tries begun, this one included (see locks.py)
         self.records: dict[str, tuple[str, int]] = {}
         self.acks: list[str] = []
         self.let_go_after: bytes | None = None  # the backlog member being handled
@@ -70,11 +71,14 @@ class Lease:
     async def wait_lost(self) -> None:
         await self._lost.wait()
 
-    def next_up(self, head: bytes | str | None, untried: object = 0) -> None:
-        """Note the backlog's oldest member as Redis said it, and whether it was untried."""
+    def next_up(self, head: bytes | str | None, untried: object = 0, tries: int = 0) -> None:
+        """Note the backlog's oldest member as Redis said it, whether it was untried, and
+        how many tries of it have begun (this holder's included)."""
         self.head = head.encode() if isinstance(head, str) else head
         if head and untried:
             self.untried.add(entry_of(head))
+        if head and tries:
+            self.tries[entry_of(head)] = tries
 
     @contextlib.contextmanager
     def riding(self, pipe: Pipeline, inbox: str) -> Iterator[None]:

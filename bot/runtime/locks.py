@@ -17,6 +17,10 @@ holder drains what arrived as it finished without taking the lock again.
 An entry put on the backlog on its first delivery (by whoever tried the lock) stays marked
 untried until a holder is told it is next, so its handling need not look for what an earlier
 attempt left; a holder that dies before trying it costs the next one only that look.
+Telling a holder which entry is next also counts a try of it (`attempts`, a hash by backlog
+member, emptied as entries leave the backlog), in the same script: a worker killed while
+handling an entry (out of memory, say) has used up a try, so a poison entry is dead-lettered
+after `max_attempts` instead of killing worker after worker.
 
 The acknowledgement of an entry whose session is stored waits on the lease for the holder's
 next write (the next session save, a renewal or the release) and rides in its round trip, a
@@ -42,11 +46,28 @@ __all__ = ["ConversationLocks", "Lease", "LockLost", "while_held"]  # the holder
 
 log = logging.getLogger(__name__)
 
-# KEYS: lock, fence, backlog, session, untried. ARGV: owner, lease ms, ttl ms (fence, backlog,
-# untried), how many of the members that follow are on their first delivery, then backlog
-# members to add (those first). Returns false, or {token, oldest member, whether it was
-# untried, session}.
-_ACQUIRE = """
+ATTEMPTS_TTL_MS = 86_400_000  # a safety net: fields leave with their backlog members
+
+# Telling the holder `head` is next: whether it was untried, and the tries of it begun (this
+# one included). Needs KEYS[untried], KEYS[attempts] given by index.
+TELL_NEXT = f"""
+local function tell(head, untried, attempts)
+  if not head then
+    return false, 0, 0
+  end
+  local tries = redis.call('hincrby', KEYS[attempts], head, 1)
+  redis.call('pexpire', KEYS[attempts], {ATTEMPTS_TTL_MS})
+  return head, redis.call('srem', KEYS[untried], head), tries
+end
+"""
+
+# KEYS: lock, fence, backlog, session, untried, attempts. ARGV: owner, lease ms, ttl ms
+# (fence, backlog, untried), how many of the members that follow are on their first delivery,
+# then backlog members to add (those first). Returns false, or {token, oldest member,
+# whether it was untried, session, tries begun}.
+_ACQUIRE = (
+    TELL_NEXT
+    + """
 if #ARGV > 4 then
   local first = 4 + tonumber(ARGV[4])
   for i = 5, #ARGV do
@@ -63,12 +84,10 @@ end
 local token = redis.call('incr', KEYS[2])
 redis.call('pexpire', KEYS[2], ARGV[3])
 redis.call('set', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
-local head = redis.call('zrange', KEYS[3], 0, 0)[1]
-if not head then
-  return {token, false, 0, redis.call('get', KEYS[4])}
-end
-return {token, head, redis.call('srem', KEYS[5], head), redis.call('get', KEYS[4])}
+local head, untried, tries = tell(redis.call('zrange', KEYS[3], 0, 0)[1], 5, 6)
+return {token, head, untried, redis.call('get', KEYS[4]), tries}
 """
+)
 
 _RENEW = """
 if redis.call('get', KEYS[1]) == ARGV[1] then
@@ -77,16 +96,19 @@ end
 return 0
 """
 
-# KEYS: lock, backlog, untried. ARGV: lease value, '1' to keep the lock while entries wait,
-# lease ms. Returns {1, oldest member, whether it was untried} if it kept the lock, else
-# {0, how many entries wait}.
-_RELEASE = """
+# KEYS: lock, backlog, untried, attempts. ARGV: lease value, '1' to keep the lock while
+# entries wait, lease ms. Returns {1, oldest member, whether it was untried, tries begun} if
+# it kept the lock, else {0, how many entries wait}.
+_RELEASE = (
+    TELL_NEXT
+    + """
 local ours = redis.call('get', KEYS[1]) == ARGV[1]
 if ours and ARGV[2] == '1' then
   local head = redis.call('zrange', KEYS[2], 0, 0)[1]
   if head then
     redis.call('pexpire', KEYS[1], ARGV[3])
-    return {1, head, redis.call('srem', KEYS[3], head)}
+    local _, untried, tries = tell(head, 3, 4)
+    return {1, head, untried, tries}
   end
 end
 if ours then
@@ -94,18 +116,21 @@ if ours then
 end
 return {0, redis.call('zcard', KEYS[2])}
 """
+)
 
 
-# KEYS: backlog, untried. ARGV: the member to take off. Returns {oldest member, was untried}.
-_SKIP = """
+# KEYS: backlog, untried, attempts. ARGV: the member to take off. Returns {oldest member,
+# was untried, tries begun}.
+_SKIP = (
+    TELL_NEXT
+    + """
 redis.call('zrem', KEYS[1], ARGV[1])
 redis.call('srem', KEYS[2], ARGV[1])
-local head = redis.call('zrange', KEYS[1], 0, 0)[1]
-if not head then
-  return {false, 0}
-end
-return {head, redis.call('srem', KEYS[2], head)}
+redis.call('hdel', KEYS[3], ARGV[1])
+local head, untried, tries = tell(redis.call('zrange', KEYS[1], 0, 0)[1], 2, 3)
+return {head, untried, tries}
 """
+)
 
 
 class ConversationLocks:
@@ -146,6 +171,7 @@ class ConversationLocks:
             self.keys.backlog(conversation_id),
             self.keys.session(conversation_id),
             self.keys.untried(conversation_id),
+            self.keys.attempts(conversation_id),
         ]
         members = [*first, *add]
         args: list[str | int] = [self.owner, self.lease_ms, self.ttl_ms, len(first), *members]
@@ -154,7 +180,7 @@ class ConversationLocks:
             return None
         token, head, untried, session = int(taken[0]), taken[1] or None, taken[2], taken[3]
         lease = Lease(conversation_id, f"{self.owner}:{token}", token, session=session or None)
-        lease.next_up(head, untried)
+        lease.next_up(head, untried, int(taken[4]))
         return lease
 
     async def release(self, lease: Lease, *, keep_if_waiting: bool = False) -> int:
@@ -166,6 +192,7 @@ class ConversationLocks:
             self.keys.lock(conversation),
             self.keys.backlog(conversation),
             self.keys.untried(conversation),
+            self.keys.attempts(conversation),
         ]
         args: list[str | int] = [lease.value, int(keep_if_waiting), self.lease_ms]
         if not lease.acks:
@@ -179,19 +206,23 @@ class ConversationLocks:
         lease.kept = bool(released[0])
         lease.remaining = 1 if lease.kept else int(released[1])  # kept: at least its head waits
         if lease.kept:
-            lease.next_up(released[1], released[2])
+            lease.next_up(released[1], released[2], int(released[3]))
         return lease.remaining
 
     async def skip(self, lease: Lease, member: bytes) -> None:
         """Take a member off the backlog that no session save took off (nothing was stored
         for it), and note the next one; waiting acknowledgements ride along."""
         conversation = lease.conversation_id
-        keys = [self.keys.backlog(conversation), self.keys.untried(conversation)]
+        keys = [
+            self.keys.backlog(conversation),
+            self.keys.untried(conversation),
+            self.keys.attempts(conversation),
+        ]
         async with self.redis.pipeline(transaction=False) as pipe:
             with lease.riding(pipe, self.keys.inbox):
                 pipe.eval(_SKIP, len(keys), *keys, member)
                 *_, found = await pipe.execute()
-        lease.next_up(found[0] or None, found[1])
+        lease.next_up(found[0] or None, found[1], int(found[2]))
 
     @contextlib.asynccontextmanager
     async def held(

@@ -24,33 +24,43 @@ from redis.asyncio.client import Pipeline
 
 from agent.state import RunState
 from bot.runtime.keys import Keys, backlog_member
-from bot.runtime.locks import Lease, LockLost
+from bot.runtime.locks import TELL_NEXT, Lease, LockLost
 
 Status = Literal["idle", "running", "awaiting_answer", "awaiting_approval"]
 Queue = Callable[[Pipeline], object]  # adds commands to a pipeline
 
-# KEYS: lock, session, backlog, untried. ARGV: lease value, session, ttl ms, backlog member
-# done ('' if none), '1' to let go of the lock if no entry waits. Returns false if the lease
-# is lost, else {1, the backlog's oldest member, whether it was untried (see
-# bot/runtime/locks.py), whether it let go of the lock}.
-_WRITE = """
+# KEYS: lock, session, backlog, untried, attempts. ARGV: lease value, session, ttl ms, backlog
+# member done ('' if none), '1' to let go of the lock if no entry waits. Returns false if the
+# lease is lost, else {1, the backlog's oldest member, whether it was untried, whether it let
+# go of the lock, tries begun (counted only when the member done left: the next one begins;
+# see bot/runtime/locks.py)}.
+_WRITE = (
+    TELL_NEXT
+    + """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return false
 end
 redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])
+local left = 0
 if ARGV[4] ~= '' then
-  redis.call('zrem', KEYS[3], ARGV[4])
+  left = redis.call('zrem', KEYS[3], ARGV[4])
+  redis.call('hdel', KEYS[5], ARGV[4])
 end
 local head = redis.call('zrange', KEYS[3], 0, 0)[1]
+if head and left == 1 then
+  local _, untried, tries = tell(head, 4, 5)
+  return {1, head, untried, 0, tries}
+end
 if head then
-  return {1, head, redis.call('srem', KEYS[4], head), 0}
+  return {1, head, redis.call('srem', KEYS[4], head), 0, 0}
 end
 if ARGV[5] == '1' then
   redis.call('del', KEYS[1])
-  return {1, false, 0, 1}
+  return {1, false, 0, 1, 0}
 end
-return {1, false, 0, 0}
+return {1, false, 0, 0, 0}
 """
+)
 
 
 class Resolution(BaseModel):
@@ -110,6 +120,7 @@ class SessionStore:
             self.keys.session(conversation),
             self.keys.backlog(conversation),
             self.keys.untried(conversation),
+            self.keys.attempts(conversation),
         ]
         raw = session.model_dump_json()
         done = backlog_member(session.last_entry) if session.last_entry else ""
@@ -124,7 +135,7 @@ class SessionStore:
             raise LockLost(conversation)
         lease.session = raw.encode()
         lease.done = done.encode() or None
-        lease.next_up(written[1] or None, written[2])
+        lease.next_up(written[1] or None, written[2], int(written[4]))
         lease.released = bool(written[3])
         if lease.released:
             lease.remaining = 0

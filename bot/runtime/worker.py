@@ -32,7 +32,7 @@ from redis.exceptions import ResponseError
 from adapters.base import Inbound, InboundMessage
 from bot.ops import metrics
 from bot.ops.health import REDIS_DOWN, Health, pause, redis_away
-from bot.runtime.failures import Failures, OnError
+from bot.runtime.failures import CutShort, Failures, OnError
 from bot.runtime.inbox import decode_entry, queued_at_of
 from bot.runtime.keys import Keys, backlog_member, entry_of
 from bot.runtime.locks import ConversationLocks, Lease, LockLost, while_held
@@ -358,6 +358,13 @@ class Worker:
                     conversation, entry, fields, "undecodable", exc, attempts=0
                 )
                 return "done"
+        tries = lease.tries.get(entry, 1)  # counted as it was told it is next
+        if tries > self.failures.max_attempts:  # the earlier tries never finished
+            log.warning("inbox entry %s: %d tries did not finish", entry, tries - 1)
+            cut = CutShort(f"{tries - 1} tries did not finish")
+            await self.failures.give_up(conversation, entry, event, fields, cut, attempts=tries - 1)
+            lease.untried.discard(entry)
+            return "done"
         try:
             await while_held(lease, self.handle(entry, event, lease))
         except LockLost:
@@ -370,12 +377,14 @@ class Worker:
             if redis_away(exc):  # not the entry's fault: it is tried again once Redis is back
                 self._read_events[entry] = event
                 raise
-            attempts, delay = await self.failures.count(conversation, entry, exc)
+            delay = self.failures.failed(entry, exc, tries)
             if delay:
                 self._read_events[entry] = event
                 await pause(self._stopping, delay)
+                if not self._stopping.is_set():  # else the next holder counts its try
+                    lease.tries[entry] = await self.failures.begin_again(conversation, entry)
                 return "retry"
-            await self.failures.give_up(conversation, entry, event, fields, exc, attempts=attempts)
+            await self.failures.give_up(conversation, entry, event, fields, exc, attempts=tries)
         finally:
             lease.untried.discard(entry)
         return "done"

@@ -128,8 +128,7 @@ async def test_a_failing_entry_is_tried_max_attempts_times_across_a_restart_then
     config = settings(PARLEY_MAX_ATTEMPTS=3)
     async with running(redis, model, memory=memory, config=config) as first:
         await first.submit(message(chat, "/memories", command="memories"))
-        attempts_key = KEYS.attempts(chat.id)
-        await until(lambda: _attempts(redis, attempts_key, 1))
+        await until(lambda: _failed(memory, 1))
         first_name = first.runtime.worker.name
     # stopped while the entry waited for its next try: it stays pending for the others
     assert (await consumers(redis))[first_name] == 1
@@ -158,9 +157,8 @@ async def test_a_failing_entry_is_tried_max_attempts_times_across_a_restart_then
     assert second_name not in await consumers(redis)
 
 
-async def _attempts(redis: aioredis.Redis, key: str, count: int) -> bool:
-    values = await redis.hvals(key)
-    return bool(values) and int(values[0]) >= count
+async def _failed(memory: BrokenMemory, count: int) -> bool:
+    return memory.failures >= count
 
 
 async def _gone(redis: aioredis.Redis, name: str) -> bool:
