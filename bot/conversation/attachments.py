@@ -37,7 +37,7 @@ from bot.conversation.documents import (
     read_text,
 )
 from bot.conversation.images import MAX_PIXELS, BadImage, TooManyPixels, fit_image, is_image
-from bot.conversation.pdf_process import read_pdf_apart
+from bot.conversation.pdf_process import PdfReader
 from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ class Gatherer:
     max_files: int = 5
     file_tokens: int = 8000
     thread_tokens: int = 2000
-    pdf_seconds: float = 20.0
+    pdf: PdfReader = field(default_factory=PdfReader)
     marks: ThreadMarks | None = None  # without them a followed thread is not read again
 
     async def gather(self, event: InboundMessage, source: object, *, following: bool) -> Gathered:
@@ -250,7 +250,7 @@ class Gatherer:
         max_chars = self.file_tokens * CHARS_PER_TOKEN
         try:
             if is_pdf(attachment.name, attachment.mime_type, head):
-                text, pages = await read_pdf_apart(name, data, max_chars, self.pdf_seconds)
+                text, pages = await self.pdf.read(name, data, max_chars)
                 kind = f" (PDF, {pages} page{'s' if pages != 1 else ''})"
             elif looks_textual(attachment.name, attachment.mime_type):
                 text, kind = read_text(name, data), ""

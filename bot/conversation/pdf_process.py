@@ -4,6 +4,8 @@ A few kilobytes of PDF can hold millions of drawing operators that pypdf walks o
 Python, for minutes; a thread cannot be stopped, a process can. The child reads the PDF from
 stdin under an address-space limit and answers with one JSON object on stdout; the worker
 kills it once `seconds` have passed, and the user is told the file was too much to read.
+A 16 KiB PDF can drive pypdf past 350 MiB, so the child's address space is capped well
+inside a worker pod's memory, and `PdfReader` lets only a few children read at once.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import json
 import os
 import resource
 import sys
+from dataclasses import dataclass, field
 
 from bot.conversation import documents
 from bot.conversation.documents import TOO_MUCH, TooComplex, UnreadableDocument, read_pdf
 
 CHILD_ENV = ("PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LANG", "LC_ALL", "TMPDIR")
-MEMORY_BYTES = 768 * 1024 * 1024  # the child's address space: Python and pypdf take ~150 MB
+MIB = 1024 * 1024
 TOO_SLOW = "{name} took too long to read (over {seconds:g} seconds), so I left it unread."
 ERRORS: dict[str, type[UnreadableDocument]] = {
     cls.__name__: cls
@@ -32,7 +35,29 @@ ERRORS: dict[str, type[UnreadableDocument]] = {
 }
 
 
-async def read_pdf_apart(name: str, data: bytes, max_chars: int, seconds: float) -> tuple[str, int]:
+@dataclass(kw_only=True)
+class PdfReader:
+    """Reads PDFs in child processes: at most `at_once` at a time in this process, each
+    within `memory_mb` of address space and `seconds`."""
+
+    seconds: float = 20.0
+    memory_mb: int = 192
+    at_once: int = 2
+    _slots: asyncio.Semaphore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._slots = asyncio.Semaphore(self.at_once)
+
+    async def read(self, name: str, data: bytes, max_chars: int) -> tuple[str, int]:
+        async with self._slots:
+            return await read_pdf_apart(
+                name, data, max_chars, self.seconds, memory_bytes=self.memory_mb * MIB
+            )
+
+
+async def read_pdf_apart(
+    name: str, data: bytes, max_chars: int, seconds: float, *, memory_bytes: int = 192 * MIB
+) -> tuple[str, int]:
     """`read_pdf` in a child process; UnreadableDocument also when it overruns."""
     child = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -40,6 +65,7 @@ async def read_pdf_apart(name: str, data: bytes, max_chars: int, seconds: float)
         __name__,
         name,
         str(max_chars),
+        str(memory_bytes),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
@@ -65,8 +91,8 @@ async def read_pdf_apart(name: str, data: bytes, max_chars: int, seconds: float)
 
 
 def main() -> None:
-    name, max_chars = sys.argv[1], int(sys.argv[2])
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+    name, max_chars, memory_bytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     data = sys.stdin.buffer.read()
     try:
         text, pages = read_pdf(name, data, max_chars)

@@ -22,6 +22,7 @@ from bot.config import Settings
 from bot.conversation.attachments import Gatherer, ThreadMarks
 from bot.conversation.commands import Commands, UsageText
 from bot.conversation.executor import Executor
+from bot.conversation.pdf_process import PdfReader
 from bot.conversation.running import Admission, Charge, Runner
 from bot.conversation.schedule_commands import ScheduleCommands
 from bot.conversation.scheduled import Objectives
@@ -229,7 +230,11 @@ def build_runtime(
                 max_files=settings.attachments.max_files,
                 file_tokens=settings.attachments.file_tokens,
                 thread_tokens=settings.attachments.thread_tokens,
-                pdf_seconds=settings.attachments.pdf_timeout,
+                pdf=PdfReader(
+                    seconds=settings.attachments.pdf_timeout,
+                    memory_mb=settings.attachments.reader_memory_mb,
+                    at_once=settings.attachments.readers,
+                ),
                 marks=ThreadMarks(redis, keys, ttl=runtime_settings.session_ttl),
             ),
         ),

@@ -48,7 +48,12 @@ def bomb_png(width: int, height: int, *, rgba: bool = False) -> bytes:
 
 def slow_pdf(operators: int) -> bytes:
     """One page whose compressed content stream holds `operators` text moves and shows."""
-    content = zlib.compress(b"BT /F1 12 Tf " + b"0 -1 Td (ab) Tj " * operators + b"ET", 9)
+    return page_pdf(b"BT /F1 12 Tf " + b"0 -1 Td (ab) Tj " * operators + b"ET")
+
+
+def page_pdf(stream: bytes) -> bytes:
+    """One page with `stream` as its (compressed) content."""
+    content = zlib.compress(stream, 9)
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
