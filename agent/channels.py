@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from agent.framing import indented, speaker
 from agent.protocols import RunContext
 from agent.tools import Tool, ToolContext, ToolError
 
@@ -65,9 +66,9 @@ def render(messages: list[ChannelMessage], limit: int = OUTPUT_CHARS) -> str:
     lines: list[str] = []
     size = 0
     for message in reversed(messages):  # the newest are kept when there is too much
-        who = "you (Parley)" if message.from_bot else message.author
         stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(message.at))
-        line = f"[{stamp} UTC] {who}: {message.text}"
+        who = speaker(message.author, message.from_bot)
+        line = f"[{stamp} UTC] {who}: {indented(message.text)}"
         if size + len(line) > limit and lines:
             break
         lines.append(line)

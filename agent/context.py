@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from agent.framing import frame
 from agent.llm.base import ChatModel
 from agent.messages import (
     ChatRequest,
@@ -190,10 +191,7 @@ async def _summarize(
     if len(transcript) > room_chars:  # one huge message: keep its start and end
         half = room_chars // 2
         transcript = transcript[:half] + "\n[…]\n" + transcript[-half:]
-    body = (
-        f"<earlier_summary>\n{previous or '(none)'}\n</earlier_summary>\n\n"
-        f"<transcript>\n{transcript}\n</transcript>"
-    )
+    body = frame("earlier_summary", previous or "(none)") + "\n\n" + frame("transcript", transcript)
     request = ChatRequest(
         system=SUMMARY_SYSTEM_PROMPT.format(words=words),
         messages=[Message.user(body)],

@@ -39,7 +39,8 @@ _SECRETS: list[tuple[re.Pattern[str], str]] = [
 _SPECIAL = re.compile(
     r"<\|[A-Za-z0-9_.:-]{1,40}\|>"
     r"|</?\s*(?:tool_output|tool_result|tool_use|tool_call|function_results|function_calls"
-    r"|remembered|memory|context|objective|summary|system|assistant|user|human|instructions)"
+    r"|remembered|memory|context|objective|summary|system|assistant|user|human|instructions"
+    r"|thread|quoted_message|forwarded_message|file|transcript|earlier_summary)"
     r"\b[^>]{0,200}>"
     r"|\[/?INST\]|<</?SYS>>|<s>|</s>"
     r"|(?m:^\s*(?:Human|Assistant|System)\s*:)",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from agent.framing import frame
 from agent.observations import clean
 from agent.protocols import MemoryRecord, RunContext
 
@@ -71,12 +72,9 @@ def build_system_prompt(
         parts.append(remembered)
     if summary:
         parts.append(
-            "Summary of the earlier part of this conversation:\n<summary>\n"
-            + summary.strip()
-            + "\n</summary>"
+            "Summary of the earlier part of this conversation:\n"
+            + frame("summary", summary.strip())
         )
     if objective.strip():  # empty when the newest turn is the objective itself
-        parts.append(
-            f"The user's current objective:\n<objective>\n{objective.strip()}\n</objective>"
-        )
+        parts.append("The user's current objective:\n" + frame("objective", objective.strip()))
     return "\n\n".join(parts)

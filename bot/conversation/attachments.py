@@ -29,6 +29,7 @@ from adapters.base import (
     InboundMessage,
 )
 from agent.context import CHARS_PER_TOKEN, estimate_text
+from agent.framing import defuse, frame, one_line, said, speaker
 from agent.messages import ContentBlock, ImageBlock, TextBlock
 from bot.conversation.documents import (
     UnreadableDocument,
@@ -191,15 +192,12 @@ class Gatherer:
     ) -> str:
         if event.context:  # a message the user replied to
             quoted = messages[-1]
-            who = "you (Parley)" if quoted.from_bot else quoted.author
-            return (
-                f"{QUOTE_HEADER}\n<quoted_message author={who!r}>\n{quoted.text}\n</quoted_message>"
-            )
+            who = speaker(quoted.author, quoted.from_bot)
+            return f"{QUOTE_HEADER}\n" + frame("quoted_message", quoted.text, author=who)
         lines: list[str] = []
         budget = self.thread_tokens
         for message in reversed(messages):  # newest first, so the newest are kept
-            who = "you (Parley)" if message.from_bot else message.author
-            line = f"[{who}]: {message.text}"
+            line = said(speaker(message.author, message.from_bot), message.text)
             cost = estimate_text(line)
             if cost > budget:
                 break
@@ -209,7 +207,7 @@ class Gatherer:
         header = (SINCE_HEADER if since_seen else THREAD_HEADER).format(count=len(lines))
         if len(lines) < len(messages):
             header += f" ({len(messages) - len(lines)} older ones left out)"
-        return header + "\n<thread>\n" + "\n".join(lines) + "\n</thread>"
+        return header + "\n" + frame("thread", "\n".join(lines))
 
     # --- files ------------------------------------------------------------------------------
 
@@ -258,7 +256,8 @@ class Gatherer:
                 return None, UNSUPPORTED.format(name=name)
         except UnreadableDocument as exc:
             return None, exc.sentence
-        body = FILE_HEADER.format(name=name, pages=kind) + f"\n<file>\n{text[:max_chars]}\n</file>"
+        header = FILE_HEADER.format(name=defuse(one_line(name)), pages=kind)
+        body = header + "\n" + frame("file", text[:max_chars])
         if len(text) > max_chars:
             body += "\n" + TRUNCATED.format(shown=max_chars, total=len(text), name=name)
         return TextBlock(text=body), None
