@@ -134,9 +134,12 @@ async def test_the_loop_rides_out_redis_going_away(tmp_path: Path) -> None:
             await server.down()
             await asyncio.sleep(1.5)  # slots fall due while Redis is away
             assert clock.heartbeat.state == "degraded"
+            ready, detail = await health.readiness()
+            assert ready and "schedules degraded: Redis unreachable" in detail  # /readyz
             await server.up()
             await asyncio.sleep(2.5)
             assert clock.heartbeat.state == "ok"
+            assert "schedules ok" in (await health.readiness())[1]
             slots = [
                 int(decode(f[b"event"]).event_id.rsplit(":", 1)[1])
                 for _, f in await redis.xrange(keys.inbox)

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from adapters.base import ConversationKey
 from agent.builtin_tools import builtin_registry
@@ -60,6 +61,11 @@ async def make(harness: Harness, chat: ConversationKey, when: str, **extra: Any)
     found = await harness.runtime.schedules.get(info.id)
     assert found is not None
     return found
+
+
+def runs(outcome: str) -> float:
+    value = REGISTRY.get_sample_value("parley_schedule_runs_total", {"outcome": outcome})
+    return value or 0.0
 
 
 async def slot_of(harness: Harness, schedule_id: str) -> int:
@@ -147,6 +153,8 @@ async def test_each_slot_starts_once_across_two_clocks_and_posts_one_answer(
     redis: aioredis.Redis,
 ) -> None:
     model = ScriptedModel([reply("Here is the news."), reply("More news.")])
+    before = {o: runs(o) for o in ("started", "finished")}
+    lateness = REGISTRY.get_sample_value("parley_schedule_lateness_seconds_count") or 0
     async with running(redis, model) as harness:
         chat = dm()
         made = await make(harness, chat, "every 10 minutes")
@@ -167,6 +175,8 @@ async def test_each_slot_starts_once_across_two_clocks_and_posts_one_answer(
         assert newest.content[-1].text == "summarise the news"
         assert "schedule" in newest.content[0].text  # context before the objective
         assert await slot_of(harness, made.id) == slot + 600
+        assert {o: runs(o) - before[o] for o in before} == {"started": 1, "finished": 1}
+        assert REGISTRY.get_sample_value("parley_schedule_lateness_seconds_count") == lateness + 1
 
         await other.start_due(now=slot + 600)  # the next slot, by the other clock
         await harness.settle()
