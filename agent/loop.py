@@ -1,7 +1,9 @@
 """The ReAct loop: OBSERVE → THINK → ACT → CHECK, until an answer, a human, or a guard.
 
 Kept small on purpose: context fitting lives in `context`, tool calls in `turns`, what a run
-waits for from a human in `deferred`, prompt text in `prompts`. A run that waits for a human returns; `resume` picks it up
+waits for from a human in `deferred`, what each stop reason calls for in `stop_reasons`,
+prompt text
+in `prompts`. A run that waits for a human returns; `resume` picks it up
 again from its `RunState`, in this process or another.
 """
 
@@ -42,6 +44,7 @@ from agent.protocols import (
 )
 from agent.recalling import StepRecall
 from agent.state import RunState
+from agent.stop_reasons import Again, Answer, End, StopReasons, ended
 from agent.stopping import RunStopped, check, unless_stopped
 from agent.thinking import think
 from agent.tools import ToolContext, ToolRegistry, ToolSource
@@ -254,6 +257,7 @@ class Agent:
     ) -> Outcome:
         specs, window = offer.specs, offer.window
         stop = actor.stop
+        stops = StopReasons()  # what each stop reason calls for (`stop_reasons`)
         while True:
             # CHECK the guards before spending another model call
             check(stop)
@@ -281,7 +285,8 @@ class Agent:
                     summary=summary,
                 )
 
-            usage, calls = await fit(state, model=self.model, window=window, system_for=system_for)
+            fitted = stops.window(window)
+            usage, calls = await fit(state, model=self.model, window=fitted, system_for=system_for)
             self._account(state, trace, usage)
             trace.summaries += calls
 
@@ -294,28 +299,36 @@ class Agent:
                 system_stable=len(self.system_prompt.rstrip()),  # build_system_prompt's head
             )
             think_started = time.monotonic()
-            if self.config.stream:
-                thinking = think(self.model, request, actor, step=step.index)
-            else:
-                thinking = self.model.complete(request)
+            thinking = think(
+                self.model,
+                request,
+                actor,
+                step=step.index,
+                stream=self.config.stream,
+                shown=stops.shown,
+            )
             response = await unless_stopped(stop, thinking)
             step.model_duration = time.monotonic() - think_started
             state.steps += 1
             self._account(state, trace, response.usage)
             message = response.message
             step.thought = message.text
-            uses = message.tool_uses
-            if not uses:
-                answer = message.text.strip() or NO_ANSWER
+            after = stops.after(response, state)
+            step.duration = time.monotonic() - step_started
+            if isinstance(after, Again):
+                continue
+            if isinstance(after, End):
+                return ended(after, state, trace)
+            if isinstance(after, Answer):
+                answer = after.text.strip() or NO_ANSWER
                 state.messages.append(
-                    message if message.text.strip() else Message.assistant(answer)
+                    after.message if after.text.strip() else Message.assistant(answer)
                 )
-                step.duration = time.monotonic() - step_started
                 return Finished(answer=answer, state=state, trace=trace)
 
             # ACT
             state.messages.append(message)
-            turn = await actor.act(state, uses)
+            turn = await actor.act(state, message.tool_uses)
             step.duration = time.monotonic() - step_started
             if turn.question is not None:
                 state.pending_question, state.pending_results = turn.question, turn.results

@@ -121,7 +121,19 @@ class Usage(BaseModel):
         )
 
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "other"]
+# Why a model turn ended: the Messages API's reasons, "cut" for a stream that broke after text
+# was shown and that nothing finished, "other" for a reason no provider here knows.
+StopReason = Literal[
+    "end_turn",
+    "tool_use",
+    "max_tokens",
+    "stop_sequence",
+    "refusal",
+    "pause_turn",
+    "model_context_window_exceeded",
+    "cut",
+    "other",
+]
 
 
 class ChatRequest(BaseModel):
@@ -145,3 +157,5 @@ class ChatResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     provider: str = ""
     model: str = ""
+    # a tool call the output limit cut midway was left out of `message` (stop_reason max_tokens)
+    cut_tool_call: bool = False

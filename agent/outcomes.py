@@ -29,7 +29,17 @@ __all__ = [
     "failed",
 ]
 
-FailReason = Literal["max_steps", "token_budget", "deadline", "model_error", "error", "stopped"]
+FailReason = Literal[
+    "max_steps",
+    "token_budget",
+    "deadline",
+    "model_error",
+    "cut",
+    "context_window",
+    "output_limit",
+    "error",
+    "stopped",
+]
 
 
 @dataclass(kw_only=True)
@@ -120,6 +130,12 @@ FAIL_MESSAGES: dict[FailReason, str] = {
     "deadline": "This took longer than I'm allowed to work on one request, so I stopped. "
     "Please try again, perhaps with a smaller request.",
     "model_error": "I can't reach my language model right now; please try again in a few minutes.",
+    "cut": "I lost the connection to my language model here, so this answer is cut off; "
+    "ask me to go on once it is back.",
+    "context_window": "This conversation no longer fits in my language model's memory, even "
+    "after summarising it. Please start a new conversation.",
+    "output_limit": "My reply kept getting cut off at the length I may write at once, so I "
+    "stopped. Could you ask for something smaller?",
     "error": "Something went wrong on my side while working on this. Please try again.",
     "stopped": "Stopped.",  # the host says what was stopped (it knows who asked)
 }

@@ -9,35 +9,57 @@ turns what was shown into a status line. A provider switch midway is a `text_res
 from __future__ import annotations
 
 import contextlib
+import logging
 
-from agent.llm.base import ChatModel
+from agent.llm.base import ChatModel, LLMError, cut_usage
 from agent.llm.streaming import StreamReset, TextDelta, ToolUseStarted, stream_of
-from agent.messages import ChatRequest, ChatResponse
+from agent.messages import ChatRequest, ChatResponse, Message
 from agent.protocols import ProgressEvent
 from agent.turns import Actor
+
+log = logging.getLogger(__name__)
 
 STATUS_CHARS = 80
 
 
-async def think(model: ChatModel, request: ChatRequest, actor: Actor, *, step: int) -> ChatResponse:
-    if actor.on_progress is None:
-        return await model.complete(request)
+async def think(
+    model: ChatModel,
+    request: ChatRequest,
+    actor: Actor,
+    *,
+    step: int,
+    stream: bool = True,
+    shown: bool = False,
+) -> ChatResponse:
+    """One model turn. A model error once answer text was shown (in this step, or in earlier
+    pieces of the same answer: `shown`) is not raised: the turn comes back cut (stop reason
+    "cut", the text this step wrote, the usage the broken stream carried)."""
     written: list[str] = []
-    async with contextlib.aclosing(stream_of(model, request)) as events:
-        async for event in events:
-            if isinstance(event, TextDelta):
-                written.append(event.text)
-                detail = {"text": event.text}
-                await actor.notify(ProgressEvent(kind="text_delta", step=step, detail=detail))
-            elif isinstance(event, ToolUseStarted):
-                detail = {"status": status(written)} if written else {}
-                written.clear()
-                await actor.notify(ProgressEvent(kind="text_reset", step=step, detail=detail))
-            elif isinstance(event, StreamReset):
-                written.clear()
-                await actor.notify(ProgressEvent(kind="text_reset", step=step))
-            else:
-                return event
+    try:
+        if actor.on_progress is None or not stream:
+            return await model.complete(request)
+        async with contextlib.aclosing(stream_of(model, request)) as events:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    written.append(event.text)
+                    detail = {"text": event.text}
+                    await actor.notify(ProgressEvent(kind="text_delta", step=step, detail=detail))
+                elif isinstance(event, ToolUseStarted):
+                    detail = {"status": status(written)} if written else {}
+                    written.clear()
+                    await actor.notify(ProgressEvent(kind="text_reset", step=step, detail=detail))
+                elif isinstance(event, StreamReset):
+                    written.clear()
+                    await actor.notify(ProgressEvent(kind="text_reset", step=step))
+                else:
+                    return event
+    except LLMError as exc:
+        text = "".join(written)
+        if not (text.strip() or shown):
+            raise
+        log.warning("a model stream broke after its text was shown (%s)", type(exc).__name__)
+        message = Message.assistant(text) if text else Message(role="assistant", content=[])
+        return ChatResponse(message=message, stop_reason="cut", usage=cut_usage(exc))
     raise AssertionError("a model stream ended without its response")
 
 

@@ -23,34 +23,29 @@ import os
 from collections.abc import AsyncGenerator, Iterator, Mapping
 from typing import Any, cast
 
+import aiohttp
 import anthropic
+import httpx2
 import orjson
 from anthropic import AsyncStream
 from anthropic.types import Message as ApiMessage
 from opentelemetry import trace
 
-from agent.llm.base import ProviderAuthError, ProviderRejected, ProviderUnavailable
-from agent.llm.streaming import StreamEvent, TextDelta, ToolUseStarted
+from agent.llm.anthropic_stream import Assembly, stop_reason, usage_of
+from agent.llm.base import ProviderAuthError, ProviderRejected, ProviderUnavailable, StreamCut
+from agent.llm.streaming import StreamEvent
 from agent.messages import (
     ChatRequest,
     ChatResponse,
     ImageBlock,
     Message,
-    StopReason,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
-    Usage,
 )
 
 log = logging.getLogger(__name__)
 
-_STOP_REASONS: dict[str, StopReason] = {
-    "end_turn": "end_turn",
-    "tool_use": "tool_use",
-    "max_tokens": "max_tokens",
-    "stop_sequence": "stop_sequence",
-}
 _CACHE = {"type": "ephemeral"}
 # OpenTelemetry's variables that send traces somewhere (the exporter's has a value "none")
 _OTEL_TRACING = (
@@ -111,41 +106,26 @@ class AnthropicModel:
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         """The Messages API's server-sent events as deltas, then the whole response.
 
-        The raw events, assembled here: the SDK's stream helper rebuilds a snapshot of the
-        whole message on every delta, which costs more CPU than the rest of a step.
+        The raw events, assembled here (`anthropic_stream`): the SDK's stream helper rebuilds
+        a snapshot of the whole message on every delta, which costs more CPU than the rest of
+        a step. A stream that ends without `message_stop`, however it ends, is a `StreamCut`
+        carrying what had arrived.
         """
-        message: dict[str, Any] = {"content": [], "usage": {}}
-        partial_json: dict[int, list[str]] = {}
-        with sdk_errors():
-            async with contextlib.aclosing(self._events(self.wire_request(request))) as events:
-                async for event in events:
-                    kind = event["type"]
-                    if kind == "content_block_delta":
-                        delta = event["delta"]
-                        if delta["type"] == "text_delta":
-                            message["content"][event["index"]]["text"] += delta["text"]
-                            yield TextDelta(delta["text"])
-                        elif delta["type"] == "input_json_delta":
-                            parts = partial_json.setdefault(event["index"], [])
-                            parts.append(delta["partial_json"])
-                    elif kind == "content_block_start":
-                        block = event["content_block"]
-                        message["content"].append(block)
-                        if block["type"] == "tool_use":
-                            yield ToolUseStarted(block["name"])
-                    elif kind == "message_start":
-                        message["model"] = event["message"]["model"]
-                        message["usage"] = dict(event["message"]["usage"])
-                    elif kind == "message_delta":
-                        message["stop_reason"] = event["delta"]["stop_reason"]
-                        usage = event.get("usage") or {}
-                        message["usage"].update((k, v) for k, v in usage.items() if v is not None)
-        for index, parts in partial_json.items():
-            try:
-                message["content"][index]["input"] = json.loads("".join(parts) or "{}")
-            except ValueError as exc:
-                raise ProviderRejected(self.name, "a streamed tool call had broken JSON") from exc
-        yield from_wire(message, self.model)
+        assembly = Assembly(self.model)
+        try:
+            with sdk_errors():
+                async with contextlib.aclosing(self._events(self.wire_request(request))) as events:
+                    async for event in events:
+                        for out in assembly.feed(event):
+                            yield out
+        except ProviderUnavailable as exc:
+            if not assembly.started or isinstance(exc, StreamCut):
+                raise  # nothing had arrived: not cut, just unavailable (retry-after and all)
+            if not assembly.stopped:  # after `message_stop` the answer is whole
+                raise StreamCut(self.name, exc.reason, partial=assembly.partial()) from exc
+        if not assembly.stopped:
+            raise StreamCut(self.name, "the stream ended early", partial=assembly.partial())
+        yield assembly.response()
 
     async def _events(self, wire: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
         """The stream's events as the API's JSON."""
@@ -248,16 +228,10 @@ def from_wire(data: dict[str, Any], model: str) -> ChatResponse:
             blocks.append(
                 ToolUseBlock(id=block["id"], name=block["name"], input=block.get("input") or {})
             )
-    usage = data.get("usage") or {}
     return ChatResponse(
         message=Message(role="assistant", content=list(blocks)),
-        stop_reason=_STOP_REASONS.get(data.get("stop_reason") or "", "other"),
-        usage=Usage(
-            input_tokens=usage.get("input_tokens") or 0,
-            output_tokens=usage.get("output_tokens") or 0,
-            cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
-            cache_write_tokens=usage.get("cache_creation_input_tokens") or 0,
-        ),
+        stop_reason=stop_reason(data.get("stop_reason")),
+        usage=usage_of(data.get("usage") or {}),
         provider="anthropic",
         model=data.get("model") or model,
     )
@@ -274,6 +248,11 @@ def sdk_errors() -> Iterator[None]:
         raise ProviderUnavailable("anthropic", "timed out") from exc
     except anthropic.APIConnectionError as exc:
         raise ProviderUnavailable("anthropic", "connection failed") from exc
+    except (httpx2.TransportError, aiohttp.ClientError, OSError) as exc:
+        # the HTTP client's own read errors, raised past the SDK once a body is streaming
+        raise ProviderUnavailable("anthropic", f"connection lost ({type(exc).__name__})") from exc
+    except ValueError as exc:  # a body cut short is not JSON
+        raise ProviderUnavailable("anthropic", "a broken response body") from exc
 
 
 def classify(exc: anthropic.APIStatusError) -> Exception:
@@ -290,17 +269,21 @@ def classify(exc: anthropic.APIStatusError) -> Exception:
     return ProviderRejected("anthropic", f"HTTP {status}: {_error_message(exc)}")
 
 
-# Error types an `event: error` carries mid-stream, where the HTTP status was already 200.
-_STREAM_UNAVAILABLE = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+# Error types an `event: error` carries mid-stream, where the HTTP status was already 200:
+# only these blame the request or the key; any other means the provider broke.
+_STREAM_REJECTED = {"invalid_request_error", "not_found_error", "request_too_large"}
+_STREAM_AUTH = {"authentication_error", "permission_error"}
 
 
 def _stream_error(exc: anthropic.APIStatusError) -> Exception:
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error")
     kind = str(error.get("type") or "") if isinstance(error, dict) else ""
-    if kind in _STREAM_UNAVAILABLE:
-        return ProviderUnavailable("anthropic", f"stream error: {kind}")
-    return ProviderRejected("anthropic", f"stream error: {kind or 'unknown'}")
+    if kind in _STREAM_REJECTED:
+        return ProviderRejected("anthropic", f"stream error: {kind}")
+    if kind in _STREAM_AUTH:
+        return ProviderAuthError("anthropic", f"stream error: {kind}")
+    return ProviderUnavailable("anthropic", f"stream error: {kind or 'unknown'}")
 
 
 def retry_after(headers: Any) -> float | None:

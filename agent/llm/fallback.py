@@ -15,9 +15,12 @@ failed counts as failed once it is silent for `suspect_after`, so the breaker op
 one full timeout rather than `failures` of them.
 
 `stream` decides the same way before the first token: a hosted stream that fails to start,
-or goes quiet for longer than the timeout, or dies midway is answered by the local model's
-stream — after a `StreamReset`, so the caller replaces the partial text instead of
-appending to it.
+or goes quiet for longer than the timeout, is answered by the local model's stream (after a
+`StreamReset` if it had only announced a tool call, so the caller drops its status). One that
+breaks after its text was shown keeps that text: the local model is asked to continue it and
+does so after one visible sentence (`FINISHED_BY_FALLBACK`); if it cannot, the stream ends
+with the shown text as a response cut short (stop reason "cut"), which the loop reports.
+Either way the breaker counts the failure.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent.llm import metrics
 from agent.llm.base import (
@@ -37,14 +40,26 @@ from agent.llm.base import (
     ProviderAuthError,
     ProviderRejected,
     ProviderUnavailable,
+    cut_usage,
 )
 from agent.llm.breaker import Admission, CircuitBreaker
-from agent.llm.streaming import StreamEvent, StreamReset, stream_of
+from agent.llm.streaming import (
+    CONTINUE_PROMPT,
+    StreamEvent,
+    StreamReset,
+    TextDelta,
+    ToolUseStarted,
+    stream_of,
+)
 from agent.llm.usage import close_model
-from agent.messages import ChatRequest, ChatResponse
+from agent.messages import ChatRequest, ChatResponse, ContentBlock, Message, TextBlock, Usage
 
 log = logging.getLogger(__name__)
 
+# Said in the answer where the local model takes over a cut one.
+FINISHED_BY_FALLBACK = (
+    "\n\n_(The connection to my main model broke here; my local model finishes the answer.)_\n\n"
+)
 _SKIPPED = {"open": "circuit breaker open", "probing": "waiting for a probe to answer"}
 
 
@@ -202,7 +217,7 @@ class FallbackModel:
         admission = await self.breaker.admit()
         reason = self._skipped(admission, causes)
         if reason is None:
-            streamed = False
+            seen = _Seen()
             silence = f"silent for {self.timeout:.0f} s"
             async with (
                 contextlib.aclosing(stream_of(self.primary, request)) as events,
@@ -214,12 +229,17 @@ class FallbackModel:
                         event = await anext(events, None)
                     if event is None:
                         break
-                    streamed = True
+                    seen.saw(event)
                     yield event
             if attempt.reason is None:
                 return
             reason = attempt.reason
-            if streamed:
+            if seen.text:  # the caller showed it: keep it, and let the fallback finish it
+                async with contextlib.aclosing(self._finish(request, seen, causes)) as rest:
+                    async for event in rest:
+                        yield event
+                return
+            if seen.events:
                 yield StreamReset(reason)
         metrics.FALLBACKS.labels(reason).inc()
         try:
@@ -229,3 +249,79 @@ class FallbackModel:
         except LLMError as exc:
             causes.append(exc)
             raise AllProvidersFailed(causes) from exc
+
+    async def _finish(
+        self, request: ChatRequest, seen: _Seen, causes: list[Exception]
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """The hosted stream broke after its text was shown: the fallback continues that text,
+        after one visible sentence; if it cannot, the shown text ends the stream as "cut"."""
+        kept = seen.partial(self.primary.name, causes)
+        continued = request.model_copy(
+            update={
+                "messages": [
+                    *request.messages,
+                    Message.assistant(seen.text),
+                    Message.user(CONTINUE_PROMPT),
+                ]
+            }
+        )
+        metrics.FALLBACKS.labels("cut").inc()
+        started = False
+        try:
+            async with contextlib.aclosing(stream_of(self.fallback, continued)) as events:
+                async for event in events:
+                    if isinstance(event, ChatResponse):
+                        yield _joined(kept, event)
+                        return
+                    if not started:
+                        started = True
+                        yield TextDelta(FINISHED_BY_FALLBACK)
+                    yield event
+        except LLMError as exc:
+            if started:
+                causes.append(exc)
+                raise AllProvidersFailed(causes) from exc
+            log.warning("%s could not finish a cut answer (%s)", self.fallback.name, exc)
+        yield kept
+
+
+@dataclass(kw_only=True)
+class _Seen:
+    """What of a hosted stream the caller has seen: any event, and the answer's text so far
+    (text before a tool call is the model's thinking, shown as a status, not kept)."""
+
+    events: bool = False
+    parts: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def saw(self, event: StreamEvent) -> None:
+        self.events = True
+        if isinstance(event, TextDelta):
+            self.parts.append(event.text)
+        elif isinstance(event, ToolUseStarted | StreamReset):
+            self.parts.clear()
+
+    def partial(self, provider: str, causes: list[Exception]) -> ChatResponse:
+        """The shown text as a response cut short, with the usage the broken stream carried."""
+        usage = sum((cut_usage(cause) for cause in causes), Usage())
+        return ChatResponse(
+            message=Message.assistant(self.text),
+            stop_reason="cut",
+            usage=usage,
+            provider=provider,
+        )
+
+
+def _joined(kept: ChatResponse, rest: ChatResponse) -> ChatResponse:
+    """A cut answer and the fallback's continuation of it as one response."""
+    text = kept.message.text + FINISHED_BY_FALLBACK + rest.message.text
+    content: list[ContentBlock] = [TextBlock(text=text), *rest.message.tool_uses]
+    return rest.model_copy(
+        update={
+            "message": Message(role="assistant", content=content),
+            "usage": kept.usage + rest.usage,
+        }
+    )

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import ollama
 
-from agent.llm.base import ProviderRejected, ProviderUnavailable
+from agent.llm.base import ProviderRejected, ProviderUnavailable, StreamCut
 from agent.llm.streaming import StreamEvent, TextDelta, ToolUseStarted
 from agent.messages import (
     ChatRequest,
@@ -60,22 +60,34 @@ class OllamaModel:
         return from_wire(response.model_dump(), self.model)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
-        """`/api/chat` with `stream: true`: content deltas, then the assembled response."""
+        """`/api/chat` with `stream: true`: content deltas, then the assembled response. A
+        stream is complete only with its `done: true` line; one that ends earlier, however it
+        ends, is a `StreamCut` carrying what had arrived."""
         text: list[str] = []
         calls: list[dict[str, Any]] = []
         last: dict[str, Any] = {}
-        with self._sdk_errors():
-            chunks = await self.client.chat(**(await self._kwargs(request)), stream=True)
-            async for chunk in chunks:
-                data = chunk.model_dump()
-                message = data.get("message") or {}
-                if message.get("content"):
-                    text.append(message["content"])
-                    yield TextDelta(message["content"])
-                for call in message.get("tool_calls") or []:
-                    calls.append(call)
-                    yield ToolUseStarted((call.get("function") or {}).get("name", ""))
-                last = data
+        try:
+            with self._sdk_errors():
+                chunks = await self.client.chat(**(await self._kwargs(request)), stream=True)
+                async for chunk in chunks:
+                    data = chunk.model_dump()
+                    message = data.get("message") or {}
+                    if message.get("content"):
+                        text.append(message["content"])
+                        yield TextDelta(message["content"])
+                    for call in message.get("tool_calls") or []:
+                        calls.append(call)
+                        yield ToolUseStarted((call.get("function") or {}).get("name", ""))
+                    last = data
+        except ProviderUnavailable as exc:
+            if not (text or calls or last):
+                raise  # nothing had arrived: not cut, just unavailable
+            raise StreamCut(
+                self.name, exc.reason, partial=_partial(text, last, self.model)
+            ) from exc
+        if not last.get("done"):
+            partial = _partial(text, last, self.model)
+            raise StreamCut(self.name, "the stream ended before done", partial=partial)
         whole = {**last, "message": {"content": "".join(text), "tool_calls": calls}}
         yield from_wire(whole, self.model)
 
@@ -127,6 +139,8 @@ class OllamaModel:
                 self.name,
                 f"the Ollama model {self.model!r} is not pulled: `ollama pull {self.model}`",
             )
+        if exc.status_code == -1:  # an error line after a 200: the server broke mid-answer
+            return ProviderUnavailable(self.name, f"stream error: {message[:200]}")
         if exc.status_code >= 500 or exc.status_code in (408, 429):
             return ProviderUnavailable(self.name, f"HTTP {exc.status_code}")
         return ProviderRejected(self.name, f"HTTP {exc.status_code}: {message[:300]}")
@@ -187,18 +201,46 @@ def from_wire(data: dict[str, Any], model: str) -> ChatResponse:
             )
         )
     has_calls = any(isinstance(b, ToolUseBlock) for b in blocks)
-    stop: StopReason = (
-        "tool_use"
-        if has_calls
-        else ("max_tokens" if data.get("done_reason") == "length" else "end_turn")
-    )
+    stop: StopReason = "tool_use" if has_calls else _stop_reason(data.get("done_reason"))
     return ChatResponse(
         message=Message(role="assistant", content=list(blocks)),
         stop_reason=stop,
-        usage=Usage(
-            input_tokens=data.get("prompt_eval_count") or 0,
-            output_tokens=data.get("eval_count") or 0,
-        ),
+        usage=_usage(data),
         provider="ollama",
         model=data.get("model") or model,
+    )
+
+
+_DONE_REASONS: dict[str, StopReason] = {"stop": "end_turn", "length": "max_tokens"}
+_unknown_seen: set[str] = set()
+
+
+def _stop_reason(raw: str | None) -> StopReason:
+    """Ollama's `done_reason` as ours (none: a plain end); an unknown one is logged once."""
+    if not raw:
+        return "end_turn"
+    known = _DONE_REASONS.get(raw)
+    if known is None:
+        if raw not in _unknown_seen:
+            _unknown_seen.add(raw)
+            log.warning("ollama ended a turn with an unknown done_reason %r", raw)
+        return "other"
+    return known
+
+
+def _usage(data: dict[str, Any]) -> Usage:
+    return Usage(
+        input_tokens=data.get("prompt_eval_count") or 0, output_tokens=data.get("eval_count") or 0
+    )
+
+
+def _partial(text: list[str], last: dict[str, Any], model: str) -> ChatResponse:
+    """What a broken stream had carried: its text (tool calls are dropped), stop reason "cut"."""
+    joined = "".join(text)
+    return ChatResponse(
+        message=Message.assistant(joined) if joined else Message(role="assistant", content=[]),
+        stop_reason="cut",
+        usage=_usage(last),
+        provider="ollama",
+        model=last.get("model") or model,
     )

@@ -36,6 +36,13 @@ class StreamReset:
     reason: str
 
 
+# The user turn that asks a model to go on with an answer that was cut short (by the output
+# limit, or by a stream that broke), after that answer as the assistant's turn.
+CONTINUE_PROMPT = (
+    "Your answer above was cut off. Continue it from exactly where it stops, without "
+    "repeating anything or commenting on the interruption."
+)
+
 StreamEvent = TextDelta | ToolUseStarted | StreamReset | ChatResponse
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncGenerator, Mapping
 
 from agent.llm import metrics
-from agent.llm.base import ChatModel, LLMError
+from agent.llm.base import ChatModel, LLMError, StreamCut
 from agent.llm.streaming import StreamEvent, stream_of
 from agent.messages import ChatRequest, ChatResponse, Usage
 
@@ -62,15 +62,19 @@ class MeteredModel:
             async with contextlib.aclosing(stream_of(self.inner, request)) as events:
                 async for event in events:
                     yield self._meter(event, started) if isinstance(event, ChatResponse) else event
+        except StreamCut as exc:
+            # what a cut stream carried was spent all the same
+            exc.partial = self._meter(exc.partial, started, result="StreamCut")
+            raise
         except LLMError as exc:
             metrics.MODEL_CALLS.labels(self.name, type(exc).__name__).inc()
             raise
         finally:
             metrics.MODEL_LATENCY.labels(self.name).observe(time.monotonic() - started)
 
-    def _meter(self, response: ChatResponse, started: float) -> ChatResponse:
+    def _meter(self, response: ChatResponse, started: float, result: str = "ok") -> ChatResponse:
         """Count a call's tokens and cost; the response comes back with its cost filled in."""
-        metrics.MODEL_CALLS.labels(self.name, "ok").inc()
+        metrics.MODEL_CALLS.labels(self.name, result).inc()
         usage = response.usage
         for kind, count in (
             ("input", usage.input_tokens),

@@ -23,12 +23,15 @@ A request with `"stream": true` gets the same item as server-sent events, in the
 sequence (message_start, content_block_start / _delta / _stop with text_delta and
 input_json_delta, message_delta with usage and stop_reason, message_stop), the text cut into
 `chunk`-character deltas `pace` seconds apart; `broken(text, kind)` streams `text` and then
-dies with an `event: error` of that type.
+dies with an `event: error` of that type. `recorded(events)` replays a recorded stream
+(`tests/fakes/cuts.py`); any item's `cut` (`Cut(at, how)`) ends its stream early, and its
+`stop_reason` replaces the one the fake would send.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
 import json
@@ -40,6 +43,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.cuts import Cut, CutHere, Stalls, carry_out
 from tests.fakes.server import FakeServer, Recorded
 
 _ids = itertools.count(1)
@@ -66,6 +70,9 @@ class Item:
     pace: float = 0.0  # seconds between streamed deltas
     chunk: int = 8  # characters per streamed text delta
     error_type: str = ""  # for `broken`: the mid-stream error event
+    cut: Cut | None = None  # the stream ends early, after `cut.at` events
+    stop_reason: str = ""  # sent instead of the usual one
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()  # for `recorded`: sent as they are
 
 
 def text(value: str, *, delay: float = 0.0, usage: dict[str, int] | None = None) -> Item:
@@ -99,6 +106,11 @@ def streamed(value: str, *, pace: float = 0.0, chunk: int = 8) -> Item:
 def broken(value: str, error_type: str = "overloaded_error", *, pace: float = 0.0) -> Item:
     """Streams `value`, then an `event: error` (a stream that dies midway)."""
     return Item("broken", [{"type": "text", "text": value}], pace=pace, error_type=error_type)
+
+
+def recorded(events: list[tuple[str, dict[str, Any]]], *, cut: Cut | None = None) -> Item:
+    """A recorded stream, event by event (`cuts.stream(name)`)."""
+    return Item("recorded", events=tuple(events), cut=cut)
 
 
 Scripted = Item | Callable[[dict[str, Any]], Item]
@@ -184,6 +196,7 @@ class FakeAnthropic(FakeServer):
         self.add("POST", "/v1/messages", self._messages)
         self.add("GET", "/v1/models/*", self._model)
         self._hung: set[asyncio.Future[None]] = set()
+        self.stalls = Stalls()
         self.cache = PromptCache()
         # (the request's newest user text, when its first delta went out): for latency figures
         self.first_tokens: list[tuple[str, float]] = []
@@ -239,11 +252,24 @@ class FakeAnthropic(FakeServer):
             "role": "assistant",
             "model": body.get("model", self.model),
             "content": item.content,
-            "stop_reason": "tool_use" if item.kind == "tool" else "end_turn",
+            "stop_reason": item.stop_reason or ("tool_use" if item.kind == "tool" else "end_turn"),
             "stop_sequence": None,
             "usage": usage,
         }
+        if item.cut is not None:  # half the body, then the cut
+            return await self._cut_body(request, item.cut, json.dumps(payload).encode(), headers)
         return web.json_response(payload, headers=headers)
+
+    async def _cut_body(
+        self, request: web.Request, cut: Cut, raw: bytes, headers: dict[str, str]
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(headers={**headers, "Content-Type": "application/json"})
+        response.content_length = len(raw)
+        await response.prepare(request)
+        await response.write(raw[: len(raw) // 2])
+        with contextlib.suppress(CutHere):
+            await carry_out(cut, request, response, b"", self.stalls)
+        return response
 
     async def _sse(
         self,
@@ -257,9 +283,41 @@ class FakeAnthropic(FakeServer):
             headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
+        sent = 0
+
+        def sse(event: str, data: dict[str, Any]) -> bytes:
+            return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
         async def send(event: str, data: dict[str, Any]) -> None:
-            await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+            nonlocal sent
+            if item.cut is not None and sent == item.cut.at:
+                kind = {"type": item.cut.error, "message": "fake stream error"}
+                error = sse("error", {"type": "error", "error": kind})
+                await carry_out(item.cut, request, response, error, self.stalls)
+            sent += 1
+            if event:  # "": only a place for a cut after the last event
+                await response.write(sse(event, data))
+
+        try:
+            if item.kind == "recorded":
+                for event, data in item.events:
+                    await send(event, data)
+                await send("", {})  # a cut after the last event still happens
+                await response.write_eof()
+                return response
+            return await self._sse_generated(request, response, item, body, blocks, send)
+        except CutHere:
+            return response
+
+    async def _sse_generated(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        item: Item,
+        body: dict[str, Any],
+        blocks: list[tuple[str, bool]],
+        send: Callable[[str, dict[str, Any]], Any],
+    ) -> web.StreamResponse:
 
         usage: dict[str, Any] = {**self.cache.usage(body, blocks), "output_tokens": 1, **item.usage}
         message: dict[str, Any] = {
@@ -320,13 +378,15 @@ class FakeAnthropic(FakeServer):
             {
                 "type": "message_delta",
                 "delta": {
-                    "stop_reason": "tool_use" if item.kind == "tool" else "end_turn",
+                    "stop_reason": item.stop_reason
+                    or ("tool_use" if item.kind == "tool" else "end_turn"),
                     "stop_sequence": None,
                 },
                 "usage": {"output_tokens": item.usage.get("output_tokens", 7)},
             },
         )
         await send("message_stop", {"type": "message_stop"})
+        await send("", {})
         await response.write_eof()
         return response
 
@@ -361,6 +421,7 @@ class FakeAnthropic(FakeServer):
         )
 
     async def stop(self) -> None:
+        self.stalls.release()
         for waiter in list(self._hung):
             if not waiter.done():
                 waiter.cancel()

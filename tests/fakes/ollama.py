@@ -9,7 +9,8 @@ models in `fake.vision`. Chat items answer `/api/chat` in order; `embed` answers
 deterministic vectors of `dimensions` floats derived from each input's hash. Requests are
 recorded. A chat request with `"stream": true` gets newline-delimited JSON chunks (a few
 characters of content each, tool calls in the last content chunk, then a `done` chunk with
-the counts), as Ollama sends.
+the counts), as Ollama sends. `recorded(lines)` replays a recorded stream (`tests/fakes/cuts.py`); an
+item's `cut` (`Cut(at, how)`) ends its stream early, `done_reason` replaces "stop".
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.cuts import Cut, CutHere, Stalls, carry_out
 from tests.fakes.server import FakeServer, Recorded
 
 
@@ -33,6 +35,9 @@ class ChatItem:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     status: int = 200
     error: str = ""
+    cut: Cut | None = None  # the stream ends early, after `cut.at` lines
+    done_reason: str = "stop"
+    lines: tuple[dict[str, Any], ...] = ()  # for `recorded`: sent as they are
 
 
 def reply(content: str) -> ChatItem:
@@ -45,6 +50,11 @@ def call(name: str, **arguments: Any) -> ChatItem:
 
 def failure(status: int, message: str = "") -> ChatItem:
     return ChatItem(status=status, error=message or f"fake ollama error {status}")
+
+
+def recorded(lines: list[dict[str, Any]], *, cut: Cut | None = None) -> ChatItem:
+    """A recorded stream, line by line (`cuts.lines(name)`)."""
+    return ChatItem(lines=tuple(lines), cut=cut)
 
 
 Scripted = ChatItem | Callable[[dict[str, Any]], ChatItem]
@@ -62,6 +72,11 @@ class FakeOllama(FakeServer):
         self.add("GET", "/api/tags", self._tags)
         self.add("POST", "/api/embed", self._embed)
         self.add("POST", "/api/show", self._show)
+        self.stalls = Stalls()
+
+    async def stop(self) -> None:
+        self.stalls.release()
+        await super().stop()
 
     def script(self, *items: Scripted) -> None:
         self.queue.extend(items)
@@ -92,7 +107,7 @@ class FakeOllama(FakeServer):
                 "created_at": "2026-11-22T00:00:00Z",
                 "message": message,
                 "done": True,
-                "done_reason": "stop",
+                "done_reason": item.done_reason,
                 "total_duration": 1000,
                 "prompt_eval_count": 30,
                 "eval_count": 9,
@@ -103,26 +118,38 @@ class FakeOllama(FakeServer):
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(request)
 
-        def chunk(message: dict[str, Any], **extra: Any) -> bytes:
+        def chunk(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
             line = {"model": model, "created_at": "2026-11-22T00:00:00Z", "message": message}
-            return (json.dumps({**line, "done": False, **extra}) + "\n").encode()
+            return {**line, "done": False, **extra}
 
+        lines = list(item.lines)
         pieces = [item.content[i : i + 8] for i in range(0, len(item.content), 8)] or [""]
-        for index, piece in enumerate(pieces):
+        for index, piece in enumerate([] if lines else pieces):
             message: dict[str, Any] = {"role": "assistant", "content": piece}
             if index == len(pieces) - 1 and item.tool_calls:
                 message["tool_calls"] = item.tool_calls
-            await response.write(chunk(message))
-        await response.write(
-            chunk(
-                {"role": "assistant", "content": ""},
-                done=True,
-                done_reason="stop",
-                total_duration=1000,
-                prompt_eval_count=30,
-                eval_count=9,
+            lines.append(chunk(message))
+        if not item.lines:
+            done = {"total_duration": 1000, "prompt_eval_count": 30, "eval_count": 9}
+            lines.append(
+                chunk(
+                    {"role": "assistant", "content": ""},
+                    done=True,
+                    done_reason=item.done_reason,
+                    **done,
+                )
             )
-        )
+        try:
+            for sent, line in enumerate([*lines, None]):
+                if item.cut is not None and sent == item.cut.at:
+                    error = json.dumps({"error": f"fake ollama stream error ({item.cut.error})"})
+                    await carry_out(
+                        item.cut, request, response, error.encode() + b"\n", self.stalls
+                    )
+                if line is not None:
+                    await response.write((json.dumps(line) + "\n").encode())
+        except CutHere:
+            return response
         await response.write_eof()
         return response
 

@@ -12,9 +12,15 @@ from agent.llm.anthropic import AnthropicModel
 from agent.llm.base import AllProvidersFailed, ProviderRejected, ProviderUnavailable
 from agent.llm.breaker import BreakerPolicy
 from agent.llm.breaker_redis import redis_breaker
-from agent.llm.fallback import FallbackModel
+from agent.llm.fallback import FINISHED_BY_FALLBACK, FallbackModel
 from agent.llm.ollama import OllamaModel
-from agent.llm.streaming import StreamEvent, StreamReset, TextDelta, ToolUseStarted
+from agent.llm.streaming import (
+    CONTINUE_PROMPT,
+    StreamEvent,
+    StreamReset,
+    TextDelta,
+    ToolUseStarted,
+)
 from agent.messages import (
     ChatRequest,
     ChatResponse,
@@ -213,18 +219,31 @@ async def test_a_streamed_hosted_model_that_comes_back_is_used_again(
     assert (await redis.hget(KEY, "state")) == b"closed"
 
 
-async def test_hosted_stream_dying_midway_is_replaced_not_appended(
+async def test_hosted_stream_dying_midway_is_kept_and_finished_by_the_fallback(
     redis: aioredis.Redis, hosted, local, closing
 ) -> None:
     hosted.script(fa.broken("Half of the hosted", "api_error"))
-    local.script(fo.reply(ANSWER))
+    local.script(fo.reply(" answer, finished locally."))
     events, response = await collect(fallback(redis, hosted, local, closing).stream(request()))
-    resets = [i for i, e in enumerate(events) if isinstance(e, StreamReset)]
-    assert len(resets) == 1
-    assert text_of(events[: resets[0]]) == "Half of the hosted"
-    assert text_of(events[resets[0] :]) == ANSWER
-    assert response.provider == "ollama" and response.message.text == ANSWER
+    assert not any(isinstance(e, StreamReset) for e in events)  # the shown text stays
+    whole = "Half of the hosted" + FINISHED_BY_FALLBACK + " answer, finished locally."
+    assert text_of(events) == whole and response.message.text == whole
+    assert response.provider == "ollama" and response.stop_reason == "end_turn"
+    sent = local.calls("/api/chat")[-1].body["messages"]
+    assert sent[-2] == {"role": "assistant", "content": "Half of the hosted"}
+    assert sent[-1] == {"role": "user", "content": CONTINUE_PROMPT}
     assert await redis.hget(KEY, "failures") == b"1"
+
+
+async def test_a_cut_answer_the_fallback_cannot_finish_ends_as_cut(
+    redis: aioredis.Redis, hosted, local, closing
+) -> None:
+    hosted.script(fa.broken("Half of the hosted", "api_error"))
+    local.script(fo.failure(500))
+    events, response = await collect(fallback(redis, hosted, local, closing).stream(request()))
+    assert text_of(events) == "Half of the hosted"  # no sentence promising a finish
+    assert response.stop_reason == "cut" and response.message.text == "Half of the hosted"
+    assert response.usage.input_tokens > 0  # what the broken stream carried
 
 
 async def test_a_stalled_hosted_stream_moves_to_the_fallback(
