@@ -82,9 +82,9 @@ class OllamaModel:
         except ProviderUnavailable as exc:
             if not (text or calls or last):
                 raise  # nothing had arrived: not cut, just unavailable
-            raise StreamCut(
-                self.name, exc.reason, partial=_partial(text, last, self.model)
-            ) from exc
+            if not last.get("done"):  # after `done: true` the answer is whole
+                partial = _partial(text, last, self.model)
+                raise StreamCut(self.name, exc.reason, partial=partial) from exc
         if not last.get("done"):
             partial = _partial(text, last, self.model)
             raise StreamCut(self.name, "the stream ended before done", partial=partial)
