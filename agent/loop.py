@@ -2,9 +2,8 @@
 
 Kept small on purpose: context fitting lives in `context`, tool calls in `turns`, what a run
 waits for from a human in `deferred`, what each stop reason calls for in `stop_reasons`,
-prompt text
-in `prompts`. A run that waits for a human returns; `resume` picks it up
-again from its `RunState`, in this process or another.
+prompt text in `prompts`. A run that waits for a human returns; `resume` picks it up again
+from its `RunState`, in this process or another.
 """
 
 from __future__ import annotations

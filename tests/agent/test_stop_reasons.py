@@ -1,4 +1,4 @@
-"""The loop acts on why the model stopped (`agent/stops.py`), scripted and over the real client."""
+"""The loop acts on why the model stopped (`agent/stop_reasons.py`), scripted and over the real client."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from agent.llm.streaming import CONTINUE_PROMPT
 from agent.messages import ChatResponse, Message, StopReason, Usage
 from agent.outcomes import FAIL_MESSAGES
 from agent.protocols import ProgressEvent, RunContext
-from agent.stops import LENGTH_CUT, MAX_CONTINUATIONS, REFUSED, TOOL_CALL_CUT
+from agent.stop_reasons import LENGTH_CUT, MAX_CONTINUATIONS, REFUSED, TOOL_CALL_CUT
 from agent.testing import ScriptedModel, call, reply, turn
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
