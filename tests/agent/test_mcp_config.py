@@ -122,6 +122,7 @@ def test_the_documented_examples_are_valid(tmp_path: Path) -> None:
     example = load_config(ROOT / "deploy" / "mcp-servers.example.json", env)
     assert set(example.servers) == {"time", "crm"}
     readme = (ROOT / "README.md").read_text()
-    block = readme.split("```json\n", 1)[1].split("```", 1)[0]
+    blocks = [part.split("```", 1)[0] for part in readme.split("```json\n")[1:]]
+    block = next(b for b in blocks if '"mcpServers"' in b)  # the README has other JSON too
     documented = load_config(write(tmp_path, json.loads(block)["mcpServers"]), env)
     assert documented.servers["crm"].allow == ["slack:T0123/C0SALES", "telegram:123456789"]
