@@ -123,6 +123,9 @@ class InboundMessage:
     # (a schedule's slot, `args` "late" when it starts late) and "triggered" (a webhook).
     kind: InboundKind = "text"
     length: int = 0
+    # A forwarded message: who wrote it (a name, a chat's title, or "someone" when hidden).
+    # Its text is their words, not the sender's.
+    forwarded_from: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,7 +16,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
-from telegram import CallbackQuery, Message, Update, User
+from telegram import (
+    CallbackQuery,
+    Message,
+    MessageOriginChannel,
+    MessageOriginChat,
+    MessageOriginHiddenUser,
+    MessageOriginUser,
+    Update,
+    User,
+)
 from telegram.constants import ChatType, MessageAttachmentType, MessageEntityType
 
 from adapters.base import (
@@ -102,7 +111,11 @@ class TelegramInbound:
         if not text and not any(message[kind] for kind in CONTENT):
             return None  # a service message: a pin, members joining, a new timer or wallpaper
         direct = message.chat.type == ChatType.PRIVATE
-        command, args = self.command(message.text or "", direct=direct)
+        forwarded_from = forward_author(message)
+        # a forwarded "/forget all" is someone else's text, not the sender's command
+        command, args = (
+            (None, "") if forwarded_from else self.command(message.text or "", direct=direct)
+        )
         if not (direct or command is not None or self._addressed(message)):
             return None
         event = InboundMessage(
@@ -134,6 +147,7 @@ class TelegramInbound:
             context=tuple(quoted),
             kind=kind,
             length=length,
+            forwarded_from=forwarded_from,
         )
 
     def action(self, update_id: int, query: CallbackQuery) -> InboundAction | InboundMessage | None:
@@ -244,6 +258,26 @@ def conversation_of(message: Message) -> ConversationKey:
 def _actor(user: User) -> Actor:
     name = user.full_name or (f"@{user.username}" if user.username else str(user.id))
     return Actor(platform="telegram", user_id=str(user.id), name=name)
+
+
+def forward_author(message: Message) -> str | None:
+    """Who wrote a forwarded message (`forward_origin`), or None if it is not a forward."""
+    origin = message.forward_origin
+    if origin is None:
+        return None
+    if isinstance(origin, MessageOriginUser):
+        name = origin.sender_user.full_name
+    elif isinstance(origin, MessageOriginHiddenUser):
+        name = origin.sender_user_name
+    elif isinstance(origin, MessageOriginChat):
+        name = origin.sender_chat.effective_name or ""
+    elif isinstance(origin, MessageOriginChannel):
+        name = origin.chat.effective_name or ""
+    else:
+        name = ""
+    signature = getattr(origin, "author_signature", None)
+    name = f"{name} ({signature})" if name and signature else name or signature or ""
+    return name.strip() or "someone"
 
 
 def _sender(message: Message) -> tuple[Actor, str | None] | None:
