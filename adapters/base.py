@@ -23,7 +23,14 @@ from typing import Literal, Protocol, runtime_checkable
 
 Platform = Literal["slack", "telegram", "console"]
 InboundKind = Literal[
-    "text", "non_text", "bare_mention", "too_long", "not_allowed", "scheduled", "triggered"
+    "text",
+    "non_text",
+    "bare_mention",
+    "too_long",
+    "not_allowed",
+    "scheduled",
+    "triggered",
+    "opened",
 ]
 
 
@@ -121,6 +128,8 @@ class InboundMessage:
     # (`text` then holds the first max_message_chars characters, `length` the full length),
     # "not_allowed" the sender is not on the allowlist. Parley's own objectives: "scheduled"
     # (a schedule's slot, `args` "late" when it starts late) and "triggered" (a webhook).
+    # "opened": the person opened their conversation with Parley (Slack's Messages tab)
+    # without writing.
     kind: InboundKind = "text"
     length: int = 0
     # A forwarded message: who wrote it (a name, a chat's title, or "someone" when hidden).

@@ -21,7 +21,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
@@ -49,6 +49,7 @@ from adapters.base import (
     hand_over,
 )
 from adapters.health import ApiHealth
+from adapters.slack_agent import AgentSurface, SessionState
 from adapters.slack_assistant import AssistantThreads
 from adapters.slack_context import ThreadReader, download
 from adapters.slack_format import messages, streamed_markdown
@@ -84,6 +85,9 @@ class SlackConfig:
     greeting: str = "Hi! I'm Parley. What can I do for you?"
     suggested_prompts: tuple[str, ...] = ()
     degraded_after: float = 60.0  # seconds of failing API calls before readiness says so
+    # "agent": Slack's agent messaging (features.agent_view); "assistant": the older
+    # Agents & AI Apps surface (features.assistant_view), for apps not migrated yet
+    surface: Literal["agent", "assistant"] = "agent"
 
 
 @dataclass(kw_only=True)
@@ -101,6 +105,8 @@ class SlackAdapter:
     # DM channel -> the ts of the latest message there: where the assistant status shows
     dm_threads: dict[str, str] = field(default_factory=dict, init=False)
     assistant: AssistantThreads = field(init=False)
+    agent: AgentSurface | None = field(default=None, init=False)
+    inbound: SlackInbound = field(init=False)
 
     def __post_init__(self) -> None:
         self.client = AsyncWebClient(
@@ -117,8 +123,13 @@ class SlackAdapter:
             greeting=self.config.greeting,
             prompts=self.config.suggested_prompts,
         )
-        self.app.assistant(self.assistant.middleware())
-        SlackInbound(adapter=self).register()
+        self.inbound = SlackInbound(adapter=self)
+        if self.config.surface == "agent":
+            self.agent = AgentSurface(adapter=self)
+            self.agent.register()
+        else:
+            self.app.assistant(self.assistant.middleware())
+        self.inbound.register()
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -296,6 +307,29 @@ class SlackAdapter:
             )
         except SlackApiError as exc:  # not an assistant thread, or the scope is missing
             log.debug("no thread status: %s", exc.response.get("error"))
+
+    @property
+    def greeting(self) -> str:
+        return self.config.greeting
+
+    def saw_dm(self, channel: str, ts: str, thread: str | None, user: str, text: str) -> str:
+        """Note a DM message; its text with what the user is looking at, if Slack said."""
+        self.dm_threads[channel] = thread or ts
+        if self.agent is not None:
+            self.agent.saw_dm(channel, ts, thread)
+            return self.agent.with_context(user, text)
+        return self.assistant.with_context(channel, thread, text)
+
+    async def session_status(
+        self,
+        conversation: ConversationKey,
+        message_id: str | None,
+        state: SessionState,
+        title: str | None = None,
+    ) -> None:
+        """The run's agent session follows it (agent surface only)."""
+        if self.agent is not None:
+            await self.agent.session_status(conversation, message_id, state, title)
 
     @contextlib.contextmanager
     def observed(self) -> Iterator[None]:

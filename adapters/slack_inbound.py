@@ -127,8 +127,6 @@ class SlackInbound:
             return
         ts = event["ts"]
         thread = event.get("thread_ts") or (None if direct else ts)
-        if direct:
-            adapter.dm_threads[channel] = str(thread or ts)
         text = self._strip_mention(event.get("text") or "").strip()
         files = files_of(event)
         kind: InboundKind = "text"
@@ -144,8 +142,9 @@ class SlackInbound:
         if adapter.handler is None:
             return
         asked = text
-        if direct and kind == "text":
-            text = adapter.assistant.with_context(channel, event.get("thread_ts"), text)
+        if direct:
+            said = adapter.saw_dm(channel, ts, thread, user, text)
+            text = said if kind == "text" else text
         await adapter.hand_over(
             InboundMessage(
                 event_id=f"slack:{body.get('event_id') or ts}",
@@ -162,8 +161,8 @@ class SlackInbound:
                 length=length,
             )
         )
-        if direct and kind == "text":  # only once stored, and bounded: Slack waits for the ack
-            await adapter.assistant.title(channel, event.get("thread_ts"), asked)
+        if direct and kind == "text" and adapter.agent is None:  # assistant surface only
+            await adapter.assistant.title(channel, thread, asked)  # stored first; bounded
 
     def _strip_mention(self, text: str) -> str:
         bot_user_id = self.adapter.bot_user_id

@@ -151,6 +151,9 @@ class SlackSettings(_Section):
     allowed_teams: CommaList = Field(default_factory=list, alias="PARLEY_SLACK_ALLOWED_TEAMS")
     allowed_channels: CommaList = Field(default_factory=list, alias="PARLEY_SLACK_ALLOWED_CHANNELS")
     greeting: str = Field("Hi! I'm Parley. What can I do for you?", alias="PARLEY_SLACK_GREETING")
+    # "agent": Slack's agent messaging (manifest features.agent_view); "assistant": an app
+    # still on features.assistant_view
+    surface: Literal["agent", "assistant"] = Field("agent", alias="PARLEY_SLACK_SURFACE")
     suggested_prompts: CommaList = Field(
         default_factory=lambda: [
             "What can you do?",

@@ -112,6 +112,7 @@ class Policy:
     approvers: frozenset[str] = frozenset()  # user ids or group ids
     max_message_chars: int | None = None  # None: only the adapter's (its platform's)
     handles: Mapping[str, str] = field(default_factory=dict)  # platform → Parley's @name
+    greeting: str = ""  # said once to a person who opens their conversation with Parley
 
 
 def decide(
@@ -145,6 +146,13 @@ def _message(
     if event.kind == "not_allowed":
         slot = f"not-allowed:{event.actor.user_id}"
         return [Send(message=OutboundMessage(text=NOT_ALLOWED), slot=slot, per_conversation=True)]
+    if event.kind == "opened":  # once per person (within the outbox's memory of sends)
+        if not policy.greeting:
+            return []
+        greeting = OutboundMessage(text=policy.greeting)
+        return [
+            Send(message=greeting, slot=f"greeting:{event.actor.user_id}", per_conversation=True)
+        ]
     if event.command:
         return _command(session, pending, event, policy)
     if event.kind in OWN_KINDS:

@@ -169,8 +169,10 @@ class Executor:
 
     def _policy(self, turn: Turn) -> Policy:
         handle = getattr(turn.reply.adapter, "handle", None)
+        greeting = getattr(turn.reply.adapter, "greeting", None)
         platform = turn.event.conversation.platform
         return Policy(
+            greeting=greeting if isinstance(greeting, str) else "",
             now=time.time(),
             approvers=self.approvers,
             max_message_chars=self.max_message_chars,
@@ -311,6 +313,7 @@ class Executor:
         ran = await self._call(
             turn,
             private=private,
+            title=gathered.objective,
             invoke=lambda progress, stop: self.agent.run(
                 gathered.objective,
                 context,
@@ -350,7 +353,9 @@ class Executor:
             ),
         )
 
-    async def _call(self, turn: Turn, *, invoke: Stoppable, private: bool) -> fx.Ran:
+    async def _call(
+        self, turn: Turn, *, invoke: Stoppable, private: bool, title: str | None = None
+    ) -> fx.Ran:
         session = turn.session
         requester = (
             session.state.context.user_id
@@ -368,7 +373,11 @@ class Executor:
         ) as watch:
             stop = watch.stop if watch is not None else None
             turn.called = await self.runner.call(
-                turn.event, turn.reply, lambda progress: invoke(progress, stop), private=private
+                turn.event,
+                turn.reply,
+                lambda progress: invoke(progress, stop),
+                private=private,
+                title=title,
             )
         outcome = turn.called.outcome
         session.state = outcome.state

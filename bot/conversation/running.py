@@ -132,11 +132,20 @@ class Runner:
     _progress_shown: set[str] = field(default_factory=set)
 
     async def call(
-        self, event: Inbound, reply: Reply, invoke: Invoke, *, private: bool = False
+        self,
+        event: Inbound,
+        reply: Reply,
+        invoke: Invoke,
+        *,
+        private: bool = False,
+        title: str | None = None,
     ) -> Called:
         """Run `invoke`; `private`: the answer is for the requester alone, so neither it nor
-        the model's words as a status are shown in the conversation while it is written."""
+        the model's words as a status are shown in the conversation while it is written.
+        Where the platform has agent sessions, the run's session follows it (`title`: a new
+        session's, from the request)."""
         conversation = event.conversation
+        await _session(reply.adapter, event, "working", title)
         latest: list[str] = []
         said: list[int] = []  # the step whose status is the model's own words
         delay = getattr(reply.adapter, "progress_delay", PROGRESS_DELAY)
@@ -189,6 +198,7 @@ class Runner:
                 await timer
             if stream is not None:
                 await stream.settle()
+        await _session(reply.adapter, event, _session_state(outcome))
         _count(outcome, time.monotonic() - started)
         if self.charge is not None:
             try:
@@ -278,6 +288,28 @@ class Runner:
             else "unknown",
             later=reply.lease,
         )
+
+
+async def _session(
+    adapter: ChatAdapter, event: Inbound, state: str, title: str | None = None
+) -> None:
+    """Tell a platform with agent sessions (Slack) how the run stands; only a nicety."""
+    set_status = getattr(adapter, "session_status", None)
+    if set_status is None:
+        return
+    message_id = event.message_id if isinstance(event, InboundMessage) else None
+    try:
+        await set_status(event.conversation, message_id, state, title)
+    except Exception:
+        log.debug("no session status in %s", event.conversation.id)
+
+
+def _session_state(outcome: Outcome) -> str:
+    if isinstance(outcome, Finished):
+        return "done"
+    if isinstance(outcome, Failed):
+        return "stopped" if outcome.reason == "stopped" else "done"
+    return "waiting"
 
 
 def _count(outcome: Outcome, seconds: float) -> None:

@@ -94,6 +94,7 @@ class Platforms:
                 max_message_chars=self.settings.agent.max_message_chars or SLACK_MAX_TEXT,
                 greeting=config.greeting,
                 suggested_prompts=tuple(config.suggested_prompts),
+                surface=config.surface,
                 degraded_after=self.settings.http.platform_degraded_after,
             ),
             handler=self.handler,

@@ -481,6 +481,7 @@ async def until(predicate: Callable[[], bool], within: float = 20.0) -> None:
 # Event types Parley does not act on, each with the reason a person would give.
 SLACK_IGNORED_EVENTS = {
     "app_home_opened": "someone opened Parley's home tab",
+    "assistant_thread_started": "an assistant thread opened (Parley uses agent messaging)",
     "assistant_thread_context_changed": "an assistant thread's context changed",
     "reaction_added": "a reaction",
     "member_joined_channel": "someone joined a channel",
@@ -575,8 +576,18 @@ def slack_expected(payload: dict[str, Any]) -> Expected:
         if event.get("thread_ts") and mention not in str(event.get("text") or ""):
             return _slack_message(event, team, mentioned=False)
         return Expected("channel chatter (a mention comes as app_mention)")
-    if event.get("type") == "assistant_thread_started":
-        return Expected("an assistant thread opened: greeted", reply="Hi! I'm Parley.")
+    if event.get("type") == "app_home_opened" and event.get("tab") == "messages":
+        user, channel = event.get("user"), event.get("channel")
+        if isinstance(user, str) and user and isinstance(channel, str) and channel:
+            return Expected(
+                "the Messages tab opened: greeted once, by the engine",
+                queued={
+                    "conversation": {"chat_id": channel, "thread_id": None},
+                    "actor": user,
+                    "text": "",
+                    "kind": "opened",
+                },
+            )
     reason = SLACK_IGNORED_EVENTS.get(event["type"])
     assert reason is not None, f"unclassified Slack event {event.get('type')!r}"
     return Expected(reason)

@@ -17,7 +17,7 @@ async def test_a_new_assistant_thread_is_greeted_titled_and_knows_where_the_user
 ) -> None:
     model = ScriptedModel([reply("Here is a summary."), reply("And that one too.")])
     prompts = ("What can you do?", "Summarise this channel")
-    async with slack_bot(redis, model, suggested_prompts=prompts) as s:
+    async with slack_bot(redis, model, suggested_prompts=prompts, surface="assistant") as s:
         started = fs.assistant_thread_started("UANA", viewing="CGEN")
         thread = started["assistant_thread"]["thread_ts"]
         await s.event(started)
@@ -46,7 +46,7 @@ async def test_a_new_assistant_thread_is_greeted_titled_and_knows_where_the_user
 
 async def test_a_title_slack_refuses_costs_nothing_but_the_title(redis) -> None:
     model = ScriptedModel([reply("Done.")])
-    async with slack_bot(redis, model) as s:
+    async with slack_bot(redis, model, surface="assistant") as s:
         started = fs.assistant_thread_started("UANA", viewing="CGEN")
         thread = started["assistant_thread"]["thread_ts"]
         await s.event(started)

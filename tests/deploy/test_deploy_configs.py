@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
+from jsonschema import Draft7Validator
 
 from bot.cli import COMMANDS
 from bot.config import all_variables
@@ -111,3 +113,28 @@ def test_slack_manifest_matches_what_the_adapter_uses() -> None:
     urls = [manifest["settings"]["event_subscriptions"]["request_url"]]
     urls.append(manifest["settings"]["interactivity"]["request_url"])
     assert all(url.endswith("/slack/events") for url in urls)
+
+
+# Slack's published app manifest schema, version 1 (schemas/manifest.schema.1.0.0.json in
+# github.com/slackapi/manifest-schema at c50cfa8, 2026-07-21, MIT licence), vendored as is.
+SLACK_MANIFEST_SCHEMA = Path(__file__).with_name("slack_manifest.schema.json")
+
+
+def test_the_slack_manifest_passes_slacks_published_schema() -> None:
+    schema = json.loads(SLACK_MANIFEST_SCHEMA.read_text())
+    manifest = documents("slack-app-manifest.yaml")[0]
+    errors = [e.message for e in Draft7Validator(schema).iter_errors(manifest)]
+    assert errors == []
+    broken = {**manifest, "features": {**manifest["features"], "agent_view": {"x": 1}}}
+    assert list(Draft7Validator(schema).iter_errors(broken))  # the schema does bite
+
+
+def test_the_slack_manifest_uses_agent_messaging() -> None:
+    manifest = documents("slack-app-manifest.yaml")[0]
+    assert "assistant_view" not in manifest["features"]
+    assert manifest["features"]["agent_view"]["agent_description"]
+    events = set(manifest["settings"]["event_subscriptions"]["bot_events"])
+    assert {"app_home_opened", "app_context_changed", "agent_session_stopped"} <= events
+    assert {"message.im", "message.channels", "message.groups", "app_mention"} <= events
+    assert not {"assistant_thread_started", "assistant_thread_context_changed"} & events
+    assert manifest["features"]["app_home"]["messages_tab_enabled"] is True

@@ -11,7 +11,11 @@ the chat streaming methods (chat.startStream / appendStream / stopStream, with S
 refusals: a channel stream without `recipient_team_id` or `recipient_user_id`,
 `user_not_found` for the users in `fake.external_users` (Slack Connect), a stream that is not
 streaming any more; `fake.refuse_stream("chat.appendStream", "ratelimited")` scripts one),
-assistant.threads.setStatus / setSuggestedPrompts / setTitle, usergroups.users.list and apps.connections.open (whose URL is
+assistant.threads.setStatus / setSuggestedPrompts / setTitle (suggested prompts without a
+thread: pinned to the Messages tab, as under `agent_view`), the agent session methods
+agents.sessions.setStatus (one of Slack's four statuses; `fake.sessions[(channel, thread)]`
+keeps each session's status history and title) and agents.sessions.rename,
+usergroups.users.list and apps.connections.open (whose URL is
 this server's `/socket` WebSocket: `await fake.socket_send(envelope)` pushes a Socket Mode
 envelope to the connected app and `fake.socket_acks` collects its acks), and for context
 and files: conversations.replies (`fake.thread(channel, thread_ts, ...)` plus what the bot
@@ -44,6 +48,13 @@ from tests.fakes.server import FakeServer, Recorded
 
 BOT_USER = "UBOT"
 TEAM = "T1"
+AGENT_STATUSES = ("processing", "active", "suspended", "closed")
+
+
+@dataclass
+class AgentSession:
+    statuses: list[str] = field(default_factory=list)
+    title: str = ""
 
 
 @dataclass
@@ -85,6 +96,7 @@ class FakeSlack(FakeServer):
         self.failures: dict[str, list[int]] = {}
         self.errors: dict[str, list[tuple[str, int]]] = {}
         self.groups: dict[str, list[str]] = {}
+        self.sessions: dict[tuple[str, str], AgentSession] = {}  # agents.sessions.*
         self.socket_acks: list[dict[str, Any]] = []
         self.external_users: set[str] = set()
         self.deleted: list[Post] = []
@@ -329,8 +341,26 @@ class FakeSlack(FakeServer):
         self, params: dict[str, Any]
     ) -> dict[str, Any]:
         prompts = params.get("prompts")
-        if not prompts or not params.get("channel_id") or not params.get("thread_ts"):
+        if not prompts or not params.get("channel_id"):
             return {"ok": False, "error": "invalid_arguments"}
+        return {"ok": True}
+
+    async def _m_agents_sessions_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, thread = params.get("channel_id"), params.get("thread_ts")
+        status = params.get("status")
+        if not channel or not thread or status not in AGENT_STATUSES:
+            return {"ok": False, "error": "invalid_arguments"}
+        session = self.sessions.setdefault((str(channel), str(thread)), AgentSession())
+        session.statuses.append(str(status))
+        if params.get("title") and not session.title:
+            session.title = str(params["title"])  # a title is given on creation
+        return {"ok": True, "status": status, "title": session.title}
+
+    async def _m_agents_sessions_rename(self, params: dict[str, Any]) -> dict[str, Any]:
+        key = (str(params.get("channel_id")), str(params.get("thread_ts")))
+        if key not in self.sessions or not params.get("title"):
+            return {"ok": False, "error": "session_not_found"}
+        self.sessions[key].title = str(params["title"])
         return {"ok": True}
 
     async def _m_assistant_threads_setTitle(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -595,3 +625,31 @@ def slash_command(user: str, text: str, channel: str = "CGEN", team: str = TEAM)
             "token": "legacy",
         }
     ).encode()
+
+
+def app_home_opened(user: str, channel: str = "DANA", tab: str = "messages") -> dict[str, Any]:
+    return {
+        "type": "app_home_opened",
+        "user": user,
+        "channel": channel,
+        "tab": tab,
+        "event_ts": message_ts(),
+    }
+
+
+def app_context_changed(user: str, channel_viewed: str) -> dict[str, Any]:
+    entity = {"type": "slack#/types/channel_id", "value": channel_viewed, "team_id": TEAM}
+    return {"type": "app_context_changed", "user": user, "context": {"entities": [entity]}}
+
+
+def agent_session_stopped(
+    user: str, channel: str, thread_ts: str, streaming: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    return {
+        "type": "agent_session_stopped",
+        "channel": channel,
+        "event_ts": message_ts(),
+        "streaming_message_ts": list(streaming),
+        "thread_ts": thread_ts,
+        "user": user,
+    }

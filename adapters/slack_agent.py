@@ -1,0 +1,201 @@
+"""Slack's agent messaging experience (`features.agent_view`): the app's Messages tab, what the
+user is looking at, and agent sessions with a status, a title and a native stop button.
+
+Opening the Messages tab (`app_home_opened`, `tab: "messages"`) pins the suggested prompts
+(`assistant.threads.setSuggestedPrompts` without a thread) and is handed over as an event of
+kind `opened`, which the conversation engine greets once per person. `app_context_changed`
+says what the user is looking at; the entities ride along with that user's next DM. The stop
+button (`agent_session_stopped`) is handed over as `/cancel` from the person who pressed it,
+in the conversation of the session's thread.
+
+A session is a thread: a run's session is its thread, or in a DM the message that asked.
+`session_status` maps the run's state onto Slack's session statuses. Slack documents the four
+statuses ("processing", "active", "suspended", "closed") but not which fits a run waiting for
+a person; this adapter uses "suspended" for waiting and "closed" for done or stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import aiohttp
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.errors import SlackApiError
+
+from adapters.base import Actor, ConversationKey, InboundMessage
+
+if TYPE_CHECKING:
+    from adapters.slack import SlackAdapter
+
+log = logging.getLogger(__name__)
+
+SessionState = Literal["working", "waiting", "done", "stopped"]
+SLACK_STATUS: dict[SessionState, str] = {
+    "working": "processing",  # shows Slack's stop button
+    "waiting": "suspended",
+    "done": "closed",
+    "stopped": "closed",
+}
+CALL_TIMEOUT = 2.0  # seconds for a status or prompts call: a nicety, never worth a wait
+TITLE_CHARS = 60
+MAX_REMEMBERED = 10_000  # sessions and contexts remembered per process; oldest forgotten first
+
+
+@dataclass(kw_only=True)
+class AgentSurface:
+    adapter: SlackAdapter
+    # user -> what they are looking at, as Slack's entities (newest app_context_changed)
+    looking_at: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # (DM channel, session thread) -> the conversation's thread (None: the DM itself)
+    dm_sessions: dict[tuple[str, str], str | None] = field(default_factory=dict)
+
+    def register(self) -> None:
+        """Before the adapter's catch-all listener: Bolt runs the first that matches."""
+        app = self.adapter.app
+        app.event("app_home_opened")(self._opened)
+        app.event("app_context_changed")(self._context_changed)
+        app.event("agent_session_stopped")(self._stopped)
+
+    # --- events in ----------------------------------------------------------------------------
+
+    async def _opened(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        if event.get("tab") != "messages":
+            return
+        user, channel = _text(event, "user"), _text(event, "channel")
+        team = _text(body, "team_id")
+        if not user or not channel or not self.adapter.inbound.allowed(team, channel):
+            return
+        if self.adapter.handler is None:
+            return
+        await self.adapter.hand_over(
+            InboundMessage(
+                event_id=f"slack:{body.get('event_id') or event.get('event_ts')}",
+                conversation=ConversationKey(platform="slack", chat_id=channel, team_id=team),
+                actor=Actor(platform="slack", user_id=user, team_id=team),
+                text="",
+                is_direct=True,
+                kind="opened",
+            )
+        )
+        await self._pin_prompts(channel)
+
+    async def _context_changed(
+        self, event: dict[str, Any], body: dict[str, Any], context: AsyncBoltContext
+    ) -> None:
+        user = _text(event, "user") or context.user_id
+        entities = (event.get("context") or {}).get("entities") if isinstance(event, dict) else None
+        if not user or not isinstance(entities, list):
+            return
+        self.looking_at[str(user)] = [e for e in entities[:5] if isinstance(e, dict)]
+        _bound(self.looking_at)
+
+    async def _stopped(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        user, channel = _text(event, "user"), _text(event, "channel")
+        thread = _text(event, "thread_ts")
+        team = _text(body, "team_id")
+        if not user or not channel or not self.adapter.inbound.allowed(team, channel):
+            return
+        if self.adapter.handler is None:
+            return
+        direct = channel.startswith("D")
+        if direct and thread is not None:
+            thread = self.dm_sessions.get((channel, thread))  # a DM's own run: no thread
+        await self.adapter.hand_over(
+            InboundMessage(
+                event_id=f"slack:{body.get('event_id') or event.get('event_ts')}",
+                conversation=ConversationKey(
+                    platform="slack", chat_id=channel, thread_id=thread, team_id=team
+                ),
+                actor=Actor(platform="slack", user_id=user, team_id=team),
+                text="stop",
+                is_direct=direct,
+                command="cancel",
+            )
+        )
+
+    # --- what the adapter's other parts ask ---------------------------------------------------
+
+    def saw_dm(self, channel: str, ts: str, thread: str | None) -> None:
+        """A DM message arrived: its session is its thread, or the message itself."""
+        self.dm_sessions[(channel, thread or ts)] = thread
+        _bound(self.dm_sessions)
+
+    def with_context(self, user: str, text: str) -> str:
+        """The message text, with what the user is looking at when Slack said so."""
+        seen = [_describe(e) for e in self.looking_at.get(user, [])]
+        seen = [s for s in seen if s]
+        if not seen:
+            return text
+        return f"{text}\n\n(I am looking at {', '.join(seen)}.)"
+
+    async def session_status(
+        self,
+        conversation: ConversationKey,
+        message_id: str | None,
+        state: SessionState,
+        title: str | None,
+    ) -> None:
+        thread = conversation.thread_id or message_id
+        if thread is None:
+            return
+        try:
+            async with asyncio.timeout(CALL_TIMEOUT):
+                await self.adapter.client.agents_sessions_setStatus(
+                    channel_id=conversation.chat_id,
+                    thread_ts=thread,
+                    status=SLACK_STATUS[state],
+                    title=_title(title) if title else None,
+                )
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.info("no agent session status (%s)", _reason(exc))
+
+    async def _pin_prompts(self, channel: str) -> None:
+        prompts = self.adapter.config.suggested_prompts
+        if not prompts:
+            return
+        try:
+            async with asyncio.timeout(CALL_TIMEOUT):
+                await self.adapter.client.api_call(
+                    "assistant.threads.setSuggestedPrompts",
+                    json={
+                        "channel_id": channel,
+                        "prompts": [{"title": p, "message": p} for p in prompts],
+                    },
+                )
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.info("no suggested prompts (%s)", _reason(exc))
+
+
+def _text(data: object, name: str) -> str | None:
+    value = data.get(name) if isinstance(data, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _describe(entity: dict[str, Any]) -> str:
+    kind, value = entity.get("type"), entity.get("value")
+    if not isinstance(value, str) or not value.isalnum():
+        return ""
+    if kind == "slack#/types/channel_id":
+        return f"the channel <#{value}>"
+    if kind == "slack#/types/user_id":
+        return f"the profile of <@{value}>"
+    return ""
+
+
+def _title(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error") or "error")
+    return type(exc).__name__
+
+
+def _bound(remembered: dict[Any, Any]) -> None:
+    while len(remembered) > MAX_REMEMBERED:
+        del remembered[next(iter(remembered))]

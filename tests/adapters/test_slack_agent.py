@@ -1,0 +1,120 @@
+"""Slack's agent messaging experience (`features.agent_view`) against the fake Web API: the
+Messages tab greets once per person, what the user looks at reaches the agent, each objective
+is an agent session whose status follows the run, and the native stop ends a run like
+/cancel from the requester."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent.tools import ToolRegistry, tool
+from tests.adapters.test_slack import slack_bot, until
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.test_stop import Hanging
+from tests.fakes import slack as fs
+
+PROMPTS = ("What can you do?", "Summarise this channel")
+
+
+async def test_opening_the_messages_tab_greets_once_per_person_and_pins_the_prompts(
+    redis,
+) -> None:
+    async with slack_bot(redis, ScriptedModel(), suggested_prompts=PROMPTS) as s:
+        await s.event(fs.app_home_opened("UANA", "DANA"))
+        await until(lambda: bool(s.fake.in_channel("DANA")))
+        await s.event(fs.app_home_opened("UANA", "DANA"))  # opened again: no second greeting
+        await s.event(fs.app_home_opened("UANA", "DANA", tab="home"))  # not the Messages tab
+        await s.event(fs.app_home_opened("UBO", "DBO"))
+        await until(lambda: bool(s.fake.in_channel("DBO")))
+        await s.harness.settle()
+        (greeting,) = s.fake.in_channel("DANA")
+        assert "Parley" in greeting.text and greeting.thread_ts is None
+        assert len(s.fake.in_channel("DBO")) == 1
+        pinned = s.fake.method_calls("assistant.threads.setSuggestedPrompts")
+        assert len(pinned) == 3  # each Messages tab opening, never the Home tab
+        assert "thread_ts" not in pinned[0].body
+        assert [p["message"] for p in pinned[0].body["prompts"]] == list(PROMPTS)
+        assert not s.fake.method_calls("assistant.threads.setTitle")  # the assistant surface's
+
+
+async def test_what_the_user_looks_at_reaches_the_agent_with_their_next_message(redis) -> None:
+    model = ScriptedModel([reply("That channel is quiet.")])
+    async with slack_bot(redis, model) as s:
+        await s.event(fs.app_context_changed("UANA", "CGEN"))
+        await s.event(fs.dm_event("UANA", "what's going on here?"))
+        await until(lambda: bool(s.fake.in_channel("DANA")))
+        await s.harness.settle()
+        assert "<#CGEN>" in model.requests[-1].messages[-1].text
+
+
+async def test_each_objective_is_a_session_whose_status_follows_the_run(redis) -> None:
+    model = ScriptedModel(
+        [turn(call("ask_user", question="Which week?", options=["This", "Next"])), reply("Done.")]
+    )
+    async with slack_bot(redis, model) as s:
+        asked = fs.mention_event("UANA", "plan the offsite agenda")
+        await s.event(asked)
+        await until(lambda: bool(s.fake.in_channel("CGEN", asked["ts"])))
+        await s.harness.settle()
+        session = s.fake.sessions[("CGEN", asked["ts"])]
+        assert session.title == "plan the offsite agenda"
+        assert session.statuses == ["processing", "suspended"]  # waiting for the answer
+
+        await s.event(fs.channel_message("UANA", "Next", thread_ts=asked["ts"]))
+        await until(lambda: len(s.fake.in_channel("CGEN", asked["ts"])) == 2)
+        await s.harness.settle()
+        assert session.statuses == ["processing", "suspended", "processing", "closed"]
+        assert s.fake.in_channel("CGEN", asked["ts"])[-1].text == "Done."
+
+
+async def test_the_native_stop_ends_a_run_like_cancel_and_the_session_shows_it(redis) -> None:
+    model = Hanging()
+    async with slack_bot(redis, model) as s:
+        asked = fs.mention_event("UANA", "write the quarterly report")
+        await s.event(asked)
+        await asyncio.wait_for(model.hanging.wait(), 10)
+        # Someone else's stop is refused; the requester's stops the run.
+        await s.event(fs.agent_session_stopped("UMAL", "CGEN", asked["ts"]))
+        await asyncio.sleep(0.3)
+        assert model.abandoned == 0
+        await s.event(fs.agent_session_stopped("UANA", "CGEN", asked["ts"]))
+        await until(lambda: model.abandoned == 1)
+        await s.harness.settle()
+        texts = [p.text for p in s.fake.in_channel("CGEN", asked["ts"])]
+        assert texts[0].startswith("⏹ Stopped: “write the quarterly report”.")
+        assert texts[1:] == ["There's nothing to cancel."]  # Mallory's, handled in turn
+        assert s.fake.sessions[("CGEN", asked["ts"])].statuses == ["processing", "closed"]
+        assert len(model.turn_requests) == 1
+
+
+async def test_a_stop_while_an_approved_action_runs_finishes_it_and_reports_it(redis) -> None:
+    ran: list[str] = []
+    started = asyncio.Event()
+
+    @tool(side_effects=True, describe=lambda a: f"Post to {a['channel']}")
+    async def post_update(channel: str) -> str:
+        """Post an update."""
+        started.set()
+        await asyncio.sleep(0.3)
+        ran.append(channel)
+        return "posted"
+
+    registry = ToolRegistry()
+    registry.register(post_update)
+    model = ScriptedModel([turn(call("post_update", channel="CGEN")), reply("never")])
+    async with slack_bot(redis, model) as s:
+        s.harness.runtime.executor.agent.tools = registry
+        asked = fs.mention_event("UANA", "post the update")
+        await s.event(asked)
+        await until(lambda: bool(s.fake.in_channel("CGEN", asked["ts"])))
+        await s.harness.settle()
+        (approval,) = s.fake.in_channel("CGEN", asked["ts"])
+        await s.form(fs.block_action(approval, "Approve", user="UANA"))
+        await asyncio.wait_for(started.wait(), 10)
+        await s.event(fs.agent_session_stopped("UANA", "CGEN", asked["ts"]))
+        await until(lambda: len(s.fake.in_channel("CGEN", asked["ts"])) == 2)
+        await s.harness.settle()
+        assert ran == ["CGEN"]
+        last = s.fake.in_channel("CGEN", asked["ts"])[-1].text
+        assert "Stopped" in last and "Done before the stop: `post_update`." in last
+        assert len(model.turn_requests) == 1
