@@ -204,6 +204,9 @@ class TelegramAdapter:
                 return
         elif update.message is not None:
             event = self.inbound.message(update.update_id, update.message)
+        elif "stopped_message_generation" in update.api_kwargs:
+            stopped = update.api_kwargs["stopped_message_generation"]
+            event = self.inbound.stopped(update.update_id, stopped)
         if event is None or self.handler is None:
             return
         if isinstance(event, InboundMessage) and event.kind == "not_allowed":

@@ -181,6 +181,32 @@ class TelegramInbound:
             is_direct=direct,
         )
 
+    def stopped(self, update_id: int, raw: object) -> InboundMessage | None:
+        """The stop button on a streamed draft (Bot API 10.3 `stopped_message_generation`,
+        which python-telegram-bot 22.8 does not parse: it arrives in the update's api_kwargs).
+        Drafts exist only in private chats, so whoever stopped is that chat's person."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("chat"), dict):
+            return None
+        chat = raw["chat"]
+        chat_id, thread = chat.get("id"), raw.get("message_thread_id")
+        if not isinstance(chat_id, int) or chat.get("type", "private") != "private":
+            return None
+        username = chat.get("username") if isinstance(chat.get("username"), str) else None
+        name = " ".join(str(chat.get(k)) for k in ("first_name", "last_name") if chat.get(k))
+        event = InboundMessage(
+            event_id=f"tg:{update_id}",
+            conversation=ConversationKey(
+                platform="telegram",
+                chat_id=str(chat_id),
+                thread_id=str(thread) if isinstance(thread, int) and thread else None,
+            ),
+            actor=Actor(platform="telegram", user_id=str(chat_id), name=name or str(chat_id)),
+            text="stop",
+            is_direct=True,
+            command="cancel",
+        )
+        return event if self.allowed(str(chat_id), username) else None
+
     def command(self, text: str, *, direct: bool) -> tuple[str | None, str]:
         """The command a message gives Parley, if any, and its arguments.
 
@@ -247,7 +273,11 @@ def parse_update(data: object, bot: object) -> Update | None:
 
 
 def conversation_of(message: Message) -> ConversationKey:
-    thread = message.message_thread_id if message.is_topic_message else None
+    """A forum topic, or a topic of a private chat (Bot API 9.3), is a conversation of its own;
+    elsewhere a message_thread_id only names a reply chain."""
+    private = message.chat.type == ChatType.PRIVATE
+    topic = message.is_topic_message or (private and message.message_thread_id)
+    thread = message.message_thread_id if topic else None
     return ConversationKey(
         platform="telegram",
         chat_id=str(message.chat.id),

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-ALLOWED_UPDATES = ["message", "callback_query"]
+# stopped_message_generation (Bot API 10.3): the stop button on a streamed draft
+ALLOWED_UPDATES = ["message", "callback_query", "stopped_message_generation"]
 MAX_RETRY_AFTER = 60.0
 
 

@@ -1,7 +1,7 @@
 """Telegram answers while they are written: drafts in private chats, a growing message in groups.
 
 In a private chat the answer streams as a message draft (`sendMessageDraft`, an ephemeral
-preview) and is then sent once as an ordinary message. In a group there are no drafts, so
+preview, with Telegram's stop button) and is then sent once as an ordinary message. In a group there are no drafts, so
 one message is sent with the first text and edited as it grows; the caller throttles the
 updates; python-telegram-bot's rate limiter waits out a 429 `retry_after`, and one still in
 force pauses the updates until Telegram allows more. Whatever goes wrong while streaming,
@@ -77,6 +77,9 @@ class TelegramLive:
                     text=html,
                     parse_mode=ParseMode.HTML,
                     message_thread_id=self._thread,
+                    # Bot API 10.3, not wrapped by python-telegram-bot 22.8: a stop button,
+                    # which sends a stopped_message_generation update (cancels like /cancel)
+                    api_kwargs={"can_stop": True},
                 )
             elif self._message_id is None:
                 sent = await bot.send_message(

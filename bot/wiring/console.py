@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TextIO
 
 import redis.asyncio as aioredis
@@ -38,6 +38,7 @@ from bot.runtime.keys import Keys
 from bot.runtime.locks import ConversationLocks
 from bot.runtime.outbox import Outbox
 from bot.runtime.sessions import SessionStore
+from bot.runtime.stops import StopRequest, Stops
 from bot.wiring.compose import build_agent
 from bot.wiring.connection import redis_connection
 from bot.wiring.console_view import ConsoleAdapter, ConsoleView, Person, is_approval
@@ -148,13 +149,17 @@ async def provider_problem(settings: Settings) -> str | None:
 class Chat:
     """The terminal side: what the person types, and Ctrl-C.
 
-    Ctrl-C while a request runs cancels that request only; at the prompt it leaves.
+    Ctrl-C while a request runs stops it as /cancel and the platforms' stop buttons do (at the
+    run's next step, saying what was stopped); a second Ctrl-C cancels it outright. At the
+    prompt Ctrl-C leaves.
     """
 
     def __init__(self, stdin: TextIO, stdout: TextIO) -> None:
         self.out = stdout
         self.reader = LineReader(stdin)
         self.request: asyncio.Task[None] | None = None
+        self.on_stop: Callable[[], None] | None = None  # asks the running run to stop
+        self._stopping = False
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -166,13 +171,17 @@ class Chat:
         return line if line in (None, INTERRUPTED) else line.strip()
 
     def interrupt(self) -> None:
-        if self.request is not None and not self.request.done():
-            self.request.cancel()
-        else:
+        if self.request is None or self.request.done():
             self.reader.interrupt()
+        elif self.on_stop is not None and not self._stopping:
+            self._stopping = True
+            self.on_stop()
+        else:
+            self.request.cancel()
 
     async def attempt(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run one request; Ctrl-C cancels it."""
+        """Run one request; Ctrl-C stops it, a second Ctrl-C cancels it."""
+        self._stopping = False
         self.request = asyncio.create_task(work)
         try:
             await asyncio.wait({self.request})
@@ -236,6 +245,7 @@ async def run_console(
         )
         adapter = ConsoleAdapter(view=ConsoleView(out=stdout))
         executor = console_executor(settings, redis, agent, adapter, Commands(memory))
+        stops = executor.stops = Stops(redis, Keys(settings.redis.key_prefix))
         locks = ConversationLocks(
             redis,
             Keys(settings.redis.key_prefix),
@@ -243,6 +253,16 @@ async def run_console(
             ttl=settings.runtime.session_ttl,
         )
         person = Person(getpass.getuser())
+
+        def stop() -> None:  # as a stop request would reach a worker's run
+            request = StopRequest(
+                conversation_id=person.conversation.id,
+                entry_id=person.entry_id(),
+                user_id=person.actor.user_id,
+            )
+            stops.receive(request)
+
+        chat.on_stop = stop
 
         async def handle(event: Inbound) -> None:
             entry_id = person.entry_id()
@@ -257,7 +277,7 @@ async def run_console(
 
         chat.say(
             "Parley console — type a request, /memories, /forget N, /help; /quit to leave; "
-            "Ctrl-C cancels a request."
+            "Ctrl-C stops a request."
         )
         try:
             while True:

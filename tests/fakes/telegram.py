@@ -14,7 +14,10 @@ Like the real Bot API, getUpdates keeps each update until a later call's offset 
 gone for good. It serves getMe, getUpdates (long poll honouring offset and timeout), setWebhook,
 deleteWebhook, setMyCommands, sendMessage, editMessageText, answerCallbackQuery and
 sendChatAction, sendMessageDraft (private chats only; every draft text is kept in
-`fake.drafts[(chat_id, draft_id)]`), deleteMessage, getFile (400 for an unknown id or a file
+`fake.drafts[(chat_id, draft_id)]`; a draft sent with `can_stop` (Bot API 10.3) is in
+`fake.stoppable`, and `fake.stop_generation(chat_id, draft_id)` builds the
+`stopped_message_generation` update its stop button sends; a stopped draft takes no more
+updates), deleteMessage, getFile (400 for an unknown id or a file
 over 20 MB, as the Bot API does) and `GET /file/bot<token>/<file_path>`, and keeps what the
 bot posted per chat (`fake.chat(42)`: the messages with
 their current text and keyboard, edits applied) and every call (`fake.calls("/bot…/x")`,
@@ -64,6 +67,8 @@ class FakeTelegram(FakeServer):
         self.posted: list[Posted] = []
         self.failures: dict[str, list[int]] = {}
         self.drafts: dict[tuple[int, int], list[str]] = {}
+        self.stoppable: set[tuple[int, int]] = set()  # drafts offering the stop button
+        self.stopped_drafts: set[tuple[int, int]] = set()
         self.deleted: list[Posted] = []
         self.errors: dict[str, list[tuple[int, str]]] = {}
         # awaited once before the next call of a method is answered (e.g. to stop Redis then)
@@ -189,6 +194,19 @@ class FakeTelegram(FakeServer):
                 "text": "earlier",
             }
         return {"update_id": next(self._update_ids), "message": message}
+
+    def stop_generation(
+        self, chat_id: int, draft_id: int, *, thread_id: int | None = None, name: str = "Ana"
+    ) -> dict[str, Any]:
+        """The update Telegram sends when the person presses a draft's stop button."""
+        self.stopped_drafts.add((chat_id, draft_id))
+        stopped: dict[str, Any] = {
+            "chat": {"id": chat_id, "type": "private", "first_name": name},
+            "draft_id": draft_id,
+        }
+        if thread_id is not None:
+            stopped["message_thread_id"] = thread_id
+        return {"update_id": next(self._update_ids), "stopped_message_generation": stopped}
 
     def callback(
         self,
@@ -386,7 +404,13 @@ class FakeTelegram(FakeServer):
         text = str(params.get("text", ""))
         if len(text) > 4096:
             return _bad_request("message is too long")
+        if (chat_id, draft_id) in self.stopped_drafts:
+            return _bad_request(
+                "DRAFT_STOPPED"
+            )  # inferred: the API's exact answer is not documented
         self.drafts.setdefault((chat_id, draft_id), []).append(text)
+        if str(params.get("can_stop")).lower() == "true":
+            self.stoppable.add((chat_id, draft_id))
         return True
 
     async def _m_deleteMessage(self, params: dict[str, Any]) -> Any:
