@@ -312,14 +312,6 @@ class SlackAdapter:
     def greeting(self) -> str:
         return self.config.greeting
 
-    def saw_dm(self, channel: str, ts: str, thread: str | None, user: str, text: str) -> str:
-        """Note a DM message; its text with what the user is looking at, if Slack said."""
-        self.dm_threads[channel] = thread or ts
-        if self.agent is not None:
-            self.agent.saw_dm(channel, ts, thread)
-            return self.agent.with_context(user, text)
-        return self.assistant.with_context(channel, thread, text)
-
     async def session_status(
         self,
         conversation: ConversationKey,

@@ -142,9 +142,17 @@ class SlackInbound:
         if adapter.handler is None:
             return
         asked = text
-        if direct:
-            said = adapter.saw_dm(channel, ts, thread, user, text)
-            text = said if kind == "text" else text
+        if direct:  # where the status shows; what the user is looking at, if Slack said
+            adapter.dm_threads[channel] = thread or ts
+            surface = adapter.agent
+            if surface is not None:
+                surface.saw_dm(channel, ts, thread)
+            if kind == "text":
+                text = (
+                    surface.with_context(user, text)
+                    if surface is not None
+                    else adapter.assistant.with_context(channel, thread, text)
+                )
         await adapter.hand_over(
             InboundMessage(
                 event_id=f"slack:{body.get('event_id') or ts}",

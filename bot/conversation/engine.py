@@ -46,6 +46,7 @@ from bot.conversation.effects import (
     Transcribe,
     Transcribed,
 )
+from bot.conversation.permissions import may_act
 from bot.conversation.render import (
     APPROVE,
     MEMORY_ACTION,
@@ -147,12 +148,9 @@ def _message(
         slot = f"not-allowed:{event.actor.user_id}"
         return [Send(message=OutboundMessage(text=NOT_ALLOWED), slot=slot, per_conversation=True)]
     if event.kind == "opened":  # once per person (within the outbox's memory of sends)
-        if not policy.greeting:
-            return []
         greeting = OutboundMessage(text=policy.greeting)
-        return [
-            Send(message=greeting, slot=f"greeting:{event.actor.user_id}", per_conversation=True)
-        ]
+        slot = f"greeting:{event.actor.user_id}"
+        return [Send(message=greeting, slot=slot, per_conversation=True)] if policy.greeting else []
     if event.command:
         return _command(session, pending, event, policy)
     if event.kind in OWN_KINDS:
@@ -347,19 +345,8 @@ def _ran(ran: Ran) -> list[Effect]:
 def may_decide(event: InboundMessage | InboundAction, decision: Decision, policy: Policy) -> bool:
     """The requester always; in a shared chat, configured approvers (ids or groups) too."""
     actor = event.actor
-    return may_act(actor.user_id, actor.groups, decision.requester_id, decision.is_direct, policy)
-
-
-def may_act(
-    user_id: str, groups: tuple[str, ...], requester_id: str, is_direct: bool, policy: Policy
-) -> bool:
-    """Who may decide for, cancel or stop a requester's run (see `may_decide`)."""
-    if user_id == requester_id:
-        return True
-    if is_direct:
-        return False
-    approvers = policy.approvers
-    return user_id in approvers or bool(approvers.intersection(groups))
+    requester, direct = decision.requester_id, decision.is_direct
+    return may_act(actor.user_id, actor.groups, requester, direct, policy.approvers)
 
 
 def _live(session: Session, pending: Decision | None, policy: Policy) -> Decision | None:

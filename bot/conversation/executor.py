@@ -369,7 +369,7 @@ class Executor:
             # no save: a replay after a crash starts it again from the stored session.
             await self.sessions.save(turn.lease, session)
         with watching(
-            self.stops, turn.event, turn.received.entry_id, requester, self._policy(turn)
+            self.stops, turn.event, turn.received.entry_id, requester, self.approvers
         ) as watch:
             stop = watch.stop if watch is not None else None
             turn.called = await self.runner.call(

@@ -1,7 +1,7 @@
 """Which stop requests may end a run: the rule beside the engine's, for `bot/runtime/stops.py`.
 
 A run is watched while it works; a later stop request from its requester, or in a shared
-chat from an approver (`engine.may_act`), sets the event the agent checks at its step
+chat from an approver (`permissions.may_act`), sets the event the agent checks at its step
 boundaries (`agent/stopping.py`).
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from adapters.base import Inbound
 from agent.outcomes import Failed, Outcome
 from agent.protocols import ProgressEvent
-from bot.conversation.engine import Policy, may_act
+from bot.conversation.permissions import may_act
 from bot.runtime.stops import StopRequest, Stops, Watch
 
 # An agent call, given where its progress goes and the event that stops it.
@@ -24,14 +24,18 @@ Stoppable = Callable[
 
 
 def watching(
-    stops: Stops | None, event: Inbound, entry_id: str, requester: str, policy: Policy
+    stops: Stops | None,
+    event: Inbound,
+    entry_id: str,
+    requester: str,
+    approvers: frozenset[str],
 ) -> contextlib.AbstractContextManager[Watch | None]:
     """While a run begun with `entry_id` works, a stop request that may end it sets its event."""
     if stops is None:
         return contextlib.nullcontext()
 
     def allows(request: StopRequest) -> bool:
-        return may_act(request.user_id, request.groups, requester, event.is_direct, policy)
+        return may_act(request.user_id, request.groups, requester, event.is_direct, approvers)
 
     return stops.watching(event.conversation.id, entry_id, allows)
 
