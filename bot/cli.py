@@ -101,6 +101,7 @@ def secrets_of(settings: Settings) -> list[str]:
         settings.slack.bot_token,
         settings.slack.signing_secret,
         settings.slack.app_token,
+        settings.redis.password,
     ]
     return [v.get_secret_value() for v in values if v is not None]
 

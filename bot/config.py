@@ -49,6 +49,9 @@ class _Section(BaseSettings):
 
 class RedisSettings(_Section):
     url: str | None = Field(None, alias="REDIS_URL")
+    # Redis is the trust root (whoever writes to it can forge approvals): production servers
+    # ask for a password; one in REDIS_URL (`redis://:pw@host`) wins over this one.
+    password: SecretStr | None = Field(None, alias="REDIS_PASSWORD")
     data_dir: Path = Field(Path(".parley"), alias="PARLEY_DATA_DIR")
     server: Path | None = Field(None, alias="PARLEY_REDIS_SERVER")
     key_prefix: str = Field("parley", alias="PARLEY_REDIS_PREFIX", pattern=r"^[A-Za-z0-9_.-]+$")

@@ -65,7 +65,11 @@ async def check_redis(settings: Settings) -> Check:
         return await asyncio.to_thread(_check_embedded_redis, settings)
     import redis.asyncio as aioredis
 
-    client = aioredis.Redis.from_url(settings.redis.url, socket_connect_timeout=3)
+    secret = settings.redis.password
+    password = secret.get_secret_value() if secret is not None else None
+    client = aioredis.Redis.from_url(
+        settings.redis.url, password=password, socket_connect_timeout=3
+    )
     try:
         await client.ping()
         modules = {m[b"name"].decode().lower(): m[b"ver"] for m in await client.module_list()}

@@ -93,6 +93,8 @@ class EmbeddedRedis:
         persistent: bool = True,
         startup_timeout: float = 30.0,
         port: int = 0,
+        password: str | None = None,
+        config: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve() / "redis"
         self.server = server or find_server()
@@ -100,6 +102,10 @@ class EmbeddedRedis:
         self.startup_timeout = startup_timeout
         self.requested_port = port  # 0: a free one
         self.port = 0
+        # Given, the server asks for it; it is written to a file only this user reads, never
+        # put on the command line, which every local user can list.
+        self.password = password
+        self.config = config  # a redis.conf whose persistence settings rule (tests, restores)
         self._process: subprocess.Popen[bytes] | None = None
         self._lock: IO[str] | None = None
 
@@ -112,18 +118,39 @@ class EmbeddedRedis:
         prefix = self.server.parent.parent
         # Redis Stack keeps its modules in lib/; a Redis 8 build in lib/redis/modules/.
         folders = (prefix / "lib", prefix / "lib" / "redis" / "modules")
-        args = [str(self.server), "--port", str(self.port), "--bind", "127.0.0.1"]
+        args = [str(self.server)]
+        if self.password:
+            args.append(str(self.auth_file))
+        elif self.config is not None:
+            args.append(str(self.config))
+        args += ["--port", str(self.port), "--bind", "127.0.0.1"]
         args += ["--dir", str(self.data_dir), "--logfile", "redis.log", "--daemonize", "no"]
-        args += ["--protected-mode", "yes", "--save", ""]
-        if self.persistent:
-            args += ["--appendonly", "yes", "--appendfsync", "everysec"]
-        else:
-            args += ["--appendonly", "no"]
+        args += ["--protected-mode", "yes"]
+        if self.config is None:
+            args += ["--save", ""]
+            if self.persistent:
+                args += ["--appendonly", "yes", "--appendfsync", "everysec"]
+            else:
+                args += ["--appendonly", "no"]
         for module in _MODULES:
             found = next((f / module for f in folders if (f / module).exists()), None)
             if found is not None:
                 args += ["--loadmodule", str(found)]
         return args
+
+    @property
+    def auth_file(self) -> Path:
+        return self.data_dir / "auth.conf"
+
+    def _write_auth_file(self) -> None:
+        assert self.password is not None
+        quoted = self.password.replace("\\", "\\\\").replace('"', '\\"')
+        lines = [f'include "{self.config}"'] if self.config is not None else []
+        lines.append(f'requirepass "{quoted}"')
+        fd = os.open(self.auth_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # also when an older file was there
+        with os.fdopen(fd, "w") as file:
+            file.write("\n".join(lines) + "\n")
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -140,6 +167,8 @@ class EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
         self.port = self.requested_port or free_port()
+        if self.password:
+            self._write_auth_file()
         log.info("starting embedded Redis Stack on 127.0.0.1:%d in %s", self.port, self.data_dir)
         self._process = subprocess.Popen(
             self.command(),
@@ -174,7 +203,9 @@ class EmbeddedRedis:
 
         assert self._process is not None
         deadline = time.monotonic() + self.startup_timeout
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5, socket_timeout=2)
+        client = redis.Redis(
+            port=self.port, password=self.password, socket_connect_timeout=0.5, socket_timeout=2
+        )
         try:
             while True:
                 if self._process.poll() is not None:

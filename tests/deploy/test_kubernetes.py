@@ -49,7 +49,7 @@ def validate_strictly(resource: dict[str, Any]) -> None:
         kv.validate(resource, KUBERNETES_VERSION, strict=True)
     except kv.SchemaNotFoundError:
         # Custom resources (KEDA) have no schema here; check what KEDA needs instead.
-        assert resource["kind"] == "ScaledObject", name_of(resource)
+        assert resource["kind"] in ("ScaledObject", "TriggerAuthentication"), name_of(resource)
 
 
 @pytest.mark.parametrize("path", every_manifest(), ids=lambda p: str(p.relative_to(K8S)))
@@ -161,12 +161,17 @@ def test_parley_pods_write_only_where_the_image_declares_volumes() -> None:
         assert 'VOLUME ["/tmp", "/home/parley"]' in dockerfile
 
 
+def secret_templates() -> dict[str, dict[str, str]]:
+    """The Secrets of secret.example.yaml: name → variables."""
+    return {s["metadata"]["name"]: s["stringData"] for s in load(K8S / "secret.example.yaml")}
+
+
 def test_config_map_and_secret_use_only_variables_parley_reads() -> None:
     assert set(CONFIG) <= VARIABLES
-    secret = load(K8S / "secret.example.yaml")[0]
-    keys = set(secret["stringData"])
-    assert keys <= VARIABLES
-    assert not set(CONFIG) & keys  # nothing is set twice
+    keys = [key for data in secret_templates().values() for key in data]
+    assert set(keys) <= VARIABLES
+    assert len(keys) == len(set(keys))  # each in one Secret
+    assert not set(CONFIG) & set(keys)  # nothing is set twice
 
 
 def secret_variables() -> set[str]:
@@ -184,7 +189,7 @@ def secret_variables() -> set[str]:
 def test_every_secret_the_code_reads_is_in_the_secret_template() -> None:
     secrets = secret_variables()
     assert {"SLACK_APP_TOKEN", "SLACK_BOT_TOKEN", "TELEGRAM_BOT_TOKEN"} <= secrets
-    template = load(K8S / "secret.example.yaml")[0]["stringData"]
+    template = {k: v for data in secret_templates().values() for k, v in data.items()}
     assert secrets <= set(template), secrets - set(template)
     assert all(value == "" for value in template.values())  # a template, never real values
 
