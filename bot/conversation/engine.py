@@ -147,10 +147,11 @@ def _message(
     if event.kind == "not_allowed":
         slot = f"not-allowed:{event.actor.user_id}"
         return [Send(message=OutboundMessage(text=NOT_ALLOWED), slot=slot, per_conversation=True)]
-    if event.kind == "opened":  # once per person (within the outbox's memory of sends)
+    if event.kind == "opened":  # greeted once: only a conversation with nothing handled yet
+        greet = policy.greeting and session.last_entry is None and session.state is None
         greeting = OutboundMessage(text=policy.greeting)
         slot = f"greeting:{event.actor.user_id}"
-        return [Send(message=greeting, slot=slot, per_conversation=True)] if policy.greeting else []
+        return [Send(message=greeting, slot=slot, per_conversation=True)] if greet else []
     if event.command:
         return _command(session, pending, event, policy)
     if event.kind in OWN_KINDS:

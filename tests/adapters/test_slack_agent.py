@@ -118,3 +118,18 @@ async def test_a_stop_while_an_approved_action_runs_finishes_it_and_reports_it(r
         last = s.fake.in_channel("CGEN", asked["ts"])[-1].text
         assert "Stopped" in last and "Done before the stop: `post_update`." in last
         assert len(model.turn_requests) == 1
+
+
+async def test_the_greeting_is_not_repeated_once_the_outbox_has_forgotten_it(redis) -> None:
+    model = ScriptedModel([reply("Hello.")])
+    async with slack_bot(redis, model) as s:
+        await s.event(fs.app_home_opened("UANA", "DANA"))
+        await until(lambda: bool(s.fake.in_channel("DANA")))
+        await s.harness.settle()
+        async for key in redis.scan_iter("parley:outbox:*"):  # past PARLEY_DEDUP_TTL
+            await redis.delete(key)
+        await s.event(fs.app_home_opened("UANA", "DANA"))
+        await s.event(fs.dm_event("UANA", "hi"))
+        await until(lambda: len(s.fake.in_channel("DANA")) == 2)
+        await s.harness.settle()
+        assert [p.text for p in s.fake.in_channel("DANA")][1:] == ["Hello."]

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
 
 from agent.messages import ChatRequest, ChatResponse
 from agent.tools import ToolRegistry, tool
+from bot.wiring.connection import redis_client
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings
 from tests.bot.recording import click, dm, message
+from tests.private_redis import private_redis
 
 GROUP = dm("-100")
 
@@ -140,3 +144,34 @@ async def test_someone_else_in_a_group_cannot_stop_the_run_but_an_approver_can(
         assert texts[0].startswith("⏹ Stopped: “summarise the week”.")
         # Mallory's /cancel, handled in turn, finds the run over
         assert texts[1:] == ["There's nothing to cancel."]
+
+
+@pytest.mark.process
+async def test_a_stop_sent_while_redis_is_away_lands_once_it_is_back(tmp_path: Path) -> None:
+    """Redis goes away while a run works: the /cancel cannot be stored (the platform would
+    send it again), and once Redis is back the stop still reaches the run that works."""
+    model = Hanging()
+    async with private_redis(tmp_path) as server:
+        client = redis_client(server.url, settings())
+        try:
+            config = settings(PARLEY_LOCK_LEASE=30)
+            async with running(client, model, config=config) as harness:
+                chat = dm()
+                await harness.submit(message(chat, "summarise my inbox"))
+                await asyncio.wait_for(model.hanging.wait(), 10)
+                await server.down()
+                with pytest.raises(Exception):  # noqa: B017 - whatever the client raises
+                    await stop(harness, chat)
+                await server.up()
+                for _ in range(200):  # the platform's retry, until Redis takes it
+                    try:
+                        await stop(harness, chat)
+                        break
+                    except Exception:
+                        await asyncio.sleep(0.05)
+                await harness.settle(within=30)
+                texts = harness.adapter.texts(chat)
+                assert texts == ["⏹ Stopped: “summarise my inbox”. Nothing more will run for it."]
+                assert model.abandoned == 1
+        finally:
+            await client.aclose()
