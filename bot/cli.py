@@ -52,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="start each server and show its state and tools with their approval class",
         description="start each server and show its state and tools with their approval class",
     )
+    breaker = commands.add_parser(
+        "breaker",
+        help="show the hosted model's circuit breaker, or reset it",
+        description="show the hosted model's circuit breaker (state and why), or reset it",
+    )
+    breaker.add_argument("action", nargs="?", choices=["show", "reset"], default="show")
+    add_env_file(breaker)
     return parser
 
 
@@ -116,12 +123,15 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
         if command == "doctor":
             from bot.ops.doctor import run_doctor
             from bot.wiring.mcp_setup import check_mcp
+            from bot.wiring.models import check_breaker
 
-            return await run_doctor(settings, extra=[check_mcp])
+            return await run_doctor(settings, extra=[check_mcp, check_breaker])
         if command == "memory":
             return await memory_command(args, settings)
         if command == "mcp":
             return await mcp_command(settings)
+        if command == "breaker":
+            return await breaker_command(args.action, settings)
         if command == "schedules":
             return await schedules_command(settings)
         if command == "console":
@@ -150,6 +160,22 @@ async def memory_command(args: argparse.Namespace, settings: Settings) -> int:
     async with redis_connection(settings) as redis:
         count = await reindex(settings, redis)
     print(f"memory index rebuilt: {count} memories re-embedded")
+    return 0
+
+
+async def breaker_command(action: str, settings: Settings) -> int:
+    from bot.wiring.connection import redis_connection
+    from bot.wiring.models import breaker_state
+
+    if settings.anthropic.api_key is None:
+        print("no hosted model (ANTHROPIC_API_KEY is not set): no breaker")
+        return 0
+    async with redis_connection(settings) as redis:
+        state = breaker_state(settings, redis)
+        status = await (state.reset() if action == "reset" else state.status())
+    print(f"anthropic breaker: {status.describe()}")
+    if action == "reset":
+        print("reset: closed, no failures; the next model call tries Anthropic")
     return 0
 
 

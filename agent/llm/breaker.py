@@ -71,9 +71,11 @@ class BreakerState(Protocol):
         """Close the breaker and forget its failures; returns the state it was in."""
         ...
 
-    async def fail(self, now: float, policy: BreakerPolicy, cooldown: float | None) -> float:
-        """Count a failure; `cooldown` opens at once for that long. Returns how long this
-        failure opened the breaker for (0 when it did not open it)."""
+    async def fail(
+        self, now: float, policy: BreakerPolicy, cooldown: float | None, reason: str = ""
+    ) -> float:
+        """Count a failure (`reason`: why, kept for operators); `cooldown` opens at once for
+        that long. Returns how long this failure opened the breaker for (0 when it did not)."""
         ...
 
 
@@ -110,7 +112,9 @@ class LocalBreakerState:
         self.state, self.failures, self.trips, self.probe_until = "closed", 0, 0, 0.0
         return previous
 
-    async def fail(self, now: float, policy: BreakerPolicy, cooldown: float | None) -> float:
+    async def fail(
+        self, now: float, policy: BreakerPolicy, cooldown: float | None, reason: str = ""
+    ) -> float:
         self.failures += 1
         if self.state == "open" and now < self.open_until:
             return 0.0
@@ -188,13 +192,14 @@ class CircuitBreaker:
         else:
             log.info("%s answered; back in use", self.provider)
 
-    async def record_failure(self, *, cooldown: float | None = None) -> None:
-        """Count a failure; `cooldown` opens the breaker at once for that long."""
+    async def record_failure(self, *, cooldown: float | None = None, reason: str = "") -> None:
+        """Count a failure; `cooldown` opens the breaker at once for that long; `reason` is
+        kept with the state for operators (`parley doctor`, `/readyz`)."""
         self._clean_until = 0.0
         if cooldown is not None:
             cooldown = min(cooldown, self.policy.auth_cooldown)
         try:
-            seconds = await self.store.fail(time.time(), self.policy, cooldown)
+            seconds = await self.store.fail(time.time(), self.policy, cooldown, reason)
         except StateUnavailable:
             log.debug("breaker state unreachable; failure of %s not recorded", self.provider)
             return

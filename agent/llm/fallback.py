@@ -148,7 +148,7 @@ class FallbackModel:
             attempt.reason = "suspect"
             if exc.failed:
                 log.warning("%s still not answering; using the fallback", self.primary.name)
-                await self.breaker.record_failure()
+                await self.breaker.record_failure(reason="not answering")
                 attempt.reason = "probe_silent"
         except ProviderRejected:
             # the provider is up; the request is wrong
@@ -201,10 +201,14 @@ class FallbackModel:
             log.error(
                 "%s rejected our credentials (%s); using the fallback", exc.provider, exc.reason
             )
-            await self.breaker.record_failure(cooldown=self.breaker.policy.auth_cooldown)
+            await self.breaker.record_failure(
+                cooldown=self.breaker.policy.auth_cooldown,
+                reason=f"rejected our credentials ({exc.reason})",
+            )
             return exc, "auth"
         await self.breaker.record_failure(
-            cooldown=exc.retry_after if isinstance(exc, ProviderUnavailable) else None
+            cooldown=exc.retry_after if isinstance(exc, ProviderUnavailable) else None,
+            reason=exc.reason if isinstance(exc, ProviderUnavailable) else silence,
         )
         if isinstance(exc, ProviderUnavailable):
             log.warning("%s unavailable (%s); using the fallback", exc.provider, exc.reason)

@@ -32,7 +32,7 @@ from bot.wiring.compose import build_agent
 from bot.wiring.connection import redis_connection
 from bot.wiring.mcp_setup import build_toolbox, readiness
 from bot.wiring.memory_setup import completion, open_memory
-from bot.wiring.models import build_chat_model
+from bot.wiring.models import breaker_readiness, build_chat_model
 from bot.wiring.platforms import Platforms
 from bot.wiring.runtime import build_runtime
 from memory.extract import FactExtractor
@@ -78,6 +78,8 @@ async def run_role(
     store = await open_memory(settings, redis) if workers else None
     memory: MemoryStore | None = store
     model = build_chat_model(settings, redis) if workers else None
+    if workers and settings.anthropic.api_key is not None:
+        http.add_check("breaker", breaker_readiness(settings, redis))
 
     runtime = None
     if workers:
