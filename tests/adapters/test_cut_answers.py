@@ -23,6 +23,7 @@ from bot.config import Settings
 from bot.ops.http import HttpServer
 from tests.adapters.test_slack_stream import SECRET, Bot, until
 from tests.bot.harness import running
+from tests.bot.test_console import console
 from tests.fakes import anthropic as fa
 from tests.fakes import ollama as fo
 from tests.fakes import slack as fs
@@ -168,3 +169,30 @@ async def test_telegram_a_cut_before_any_text_is_answered_afresh(
         redis, telegram, broken_before_text(), fo.reply("A whole local answer.")
     )
     assert message.text == "A whole local answer." and not message.edits
+
+
+async def console_answer(redis_url: str, local_item: fo.ChatItem) -> str:
+    async with FakeAnthropic() as hosted, FakeOllama() as local:
+        hosted.script(shown_then_broken())
+        local.script(local_item)
+        env = {
+            "REDIS_URL": redis_url,
+            "ANTHROPIC_API_KEY": "sk-ant-test",
+            "ANTHROPIC_BASE_URL": hosted.url,
+            "OLLAMA_HOST": local.url,
+        }
+        code, out = await console(env, ["tell me", "/quit"])
+    assert code == 0, out
+    assert out.count(HOSTED) == 1, out  # printed as it came, never again
+    return out
+
+
+async def test_console_a_cut_answer_is_kept_and_finished_by_the_fallback(redis_url: str) -> None:
+    out = await console_answer(redis_url, fo.reply(LOCAL))
+    assert out.index(HOSTED) < out.index(TAKES_OVER) < out.index(LOCAL), out
+
+
+async def test_console_a_cut_the_fallback_cannot_finish_says_so(redis_url: str) -> None:
+    out = await console_answer(redis_url, fo.failure(500))
+    assert f"{HOSTED}…" in out and FAIL_MESSAGES["cut"] in out, out
+    assert TAKES_OVER not in out

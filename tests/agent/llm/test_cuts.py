@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from agent.llm.anthropic import AnthropicModel
 from agent.llm.base import LLMError, ProviderUnavailable, StreamCut
@@ -21,6 +22,7 @@ from agent.llm.breaker_redis import redis_breaker
 from agent.llm.fallback import FINISHED_BY_FALLBACK, FallbackModel
 from agent.llm.ollama import OllamaModel
 from agent.llm.streaming import StreamEvent, StreamReset, TextDelta, ToolUseStarted
+from agent.llm.usage import MeteredModel
 from agent.messages import ChatRequest, ChatResponse, Message
 from tests.fakes import anthropic as fa
 from tests.fakes import ollama as fo
@@ -156,3 +158,54 @@ async def test_through_the_fallback_a_cut_answer_is_kept_or_answered_afresh(
     else:  # nothing of the answer shown: the local model answers from the start
         after = events[resets[-1] + 1 :] if resets else events
         assert end.message.text == LOCAL and text_of(after) == LOCAL
+
+
+@pytest.mark.parametrize("how", ["end", "drop", "stall"])
+async def test_a_whole_answer_cut_midway_is_unavailable_and_the_fallback_answers(
+    redis: aioredis.Redis, hosted, local, models, how: str
+) -> None:
+    """`complete` too: half a JSON body is a provider that broke, never a raw error."""
+    item = fa.Item("text", [{"type": "text", "text": "Hello"}], cut=Cut(at=0, how=how))  # type: ignore[arg-type]
+    hosted.script(item)
+    with pytest.raises(ProviderUnavailable):
+        await models[0].complete(request())
+    hosted.script(item)
+    local.script(fo.reply(LOCAL))
+    breaker = redis_breaker(redis, "parley:breaker:anthropic", "anthropic", BreakerPolicy())
+    response = await FallbackModel(models[0], models[1], breaker, timeout=2.0).complete(request())
+    assert response.provider == "ollama" and response.message.text == LOCAL
+    assert await redis.hget("parley:breaker:anthropic", "failures") == b"1"
+
+
+@pytest.mark.parametrize(
+    "reason",
+    ["refusal", "pause_turn", "model_context_window_exceeded", "max_tokens", "stop_sequence"],
+)
+async def test_whole_answers_carry_their_real_stop_reason(hosted, models, reason: str) -> None:
+    hosted.script(fa.Item("text", [{"type": "text", "text": "x"}], stop_reason=reason))
+    assert (await models[0].complete(request())).stop_reason == reason
+    hosted.script(fa.Item("text", [{"type": "text", "text": "x"}], stop_reason=reason))
+    _, end = await run(models[0].stream(request()))
+    assert isinstance(end, ChatResponse) and end.stop_reason == reason
+
+
+async def test_an_unknown_stop_reason_is_other_and_logged_once(hosted, models, caplog) -> None:
+    for _ in range(3):
+        hosted.script(fa.Item("text", [{"type": "text", "text": "x"}], stop_reason="brand_new"))
+        assert (await models[0].complete(request())).stop_reason == "other"
+    assert sum("brand_new" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_a_cut_stream_s_usage_is_metered(hosted, models) -> None:
+    """What a broken stream carried was spent: its tokens count, its call is "StreamCut"."""
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    tokens = sample("parley_model_tokens_total", provider="anthropic", kind="input")
+    cuts = sample("parley_model_calls_total", provider="anthropic", result="StreamCut")
+    hosted.script(fa.recorded(stream("anthropic_text"), cut=Cut(at=4, how="drop")))
+    _, end = await run(MeteredModel(models[0], {}).stream(request()))
+    assert isinstance(end, StreamCut) and end.partial.usage.input_tokens == 25
+    assert sample("parley_model_tokens_total", provider="anthropic", kind="input") == tokens + 25
+    assert sample("parley_model_calls_total", provider="anthropic", result="StreamCut") == cuts + 1
