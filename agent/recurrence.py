@@ -8,6 +8,7 @@ epoch seconds, so clocks moving in a zone do not move them.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
@@ -42,6 +43,10 @@ class Recurrence:
 
     @classmethod
     def parse(cls, when: str) -> Recurrence:
+        return _parse(when)
+
+    @classmethod
+    def _parse(cls, when: str) -> Recurrence:
         text = " ".join(when.split())
         if match := _EVERY.match(text):
             seconds = int(match.group(1)) * _UNIT[match.group(2).lower()]
@@ -81,6 +86,12 @@ class Recurrence:
             return float(self.every)
         slots = self.upcoming(moment, zone, moment, GAP_SAMPLES)
         return min(b - a for a, b in zip(slots, slots[1:], strict=False))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(when: str) -> Recurrence:
+    # A clock looks at thousands of schedules a pass, most sharing a handful of `when`s.
+    return Recurrence._parse(when)
 
 
 def check(when: str, zone_name: str | None, min_interval: float, now: float) -> Recurrence:

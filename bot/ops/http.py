@@ -1,8 +1,8 @@
 """Two aiohttp listeners: a public one for platform webhooks, an internal one for operations.
 
 The public listener (`PARLEY_HTTP_HOST:PARLEY_HTTP_PORT`) serves only the routes the
-platforms call (`/slack/events`, `/telegram/webhook`) and opens only when some are
-registered. The internal one (`PARLEY_METRICS_HOST:PARLEY_METRICS_PORT`) serves `/healthz`,
+platforms and the triggers' senders call (`/slack/events`, `/telegram/webhook`,
+`/hooks/<name>`) and opens only when some are registered. The internal one (`PARLEY_METRICS_HOST:PARLEY_METRICS_PORT`) serves `/healthz`,
 `/readyz` and `/metrics` in every process, so probes and scrapes never pass the ingress.
 """
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 
 import redis.asyncio as aioredis
@@ -116,8 +117,14 @@ class ScheduleClock:
     async def start_due(self, now: float | None = None) -> int:
         """Start the slots due by `now`; returns how many due schedules were looked at."""
         now = time.time() if now is None else now
+        # Several clocks start a large burst side by side: each begins at a random place in
+        # what is due, so they rarely compute the same slots only for one to lose them all.
+        waiting = await self.redis.zcount(self.keys.schedules_due, "-inf", now)
+        if not waiting:
+            return 0
+        offset = random.randrange(waiting - BATCH + 1) if waiting > BATCH else 0
         due: list[tuple[bytes, float]] = await self.redis.zrangebyscore(
-            self.keys.schedules_due, "-inf", now, start=0, num=BATCH, withscores=True
+            self.keys.schedules_due, "-inf", now, start=offset, num=BATCH, withscores=True
         )  # type: ignore[assignment]
         if not due:
             return 0
