@@ -10,6 +10,7 @@ put to the user at all: the call is refused at once, naming the minimum.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Any
 
 from agent.protocols import RunContext, ScheduleBook, ScheduleInfo, ScheduleRefused
@@ -70,24 +71,20 @@ def schedule_tools(min_interval: float = DEFAULT_MIN_INTERVAL) -> tuple[Tool, To
         return refusal(args) is None
 
     def describe(args: dict[str, Any], context: RunContext | None) -> str:
+        # One line the approval prompt shows under the arguments (kept within its 200
+        # characters): where, in which zone, the next three runs, what may act unasked.
         zone_name = owner_zone(args.get("timezone"), context)
         recurrence = check(str(args["when"]), zone_name, min_interval, time.time())
         zone = zone_of(zone_name)
         now = time.time()
-        times = ", ".join(local_time(t, zone) for t in recurrence.upcoming(now, zone, now, 3))
-        lines = [
-            f"Create a schedule ({recurrence.when}, time zone {zone_name}) that runs in "
-            f"{where(context)}: “{str(args.get('objective', ''))[:300]}”",
-            f"Next runs: {times}",
-        ]
-        if allowed := [name for name in args.get("allow_tools") or () if name]:
-            lines.append(
-                "Standing permission: these tools may act in every run without asking: "
-                + ", ".join(allowed)
-            )
-        else:
-            lines.append("Anything with side effects will ask for approval each run.")
-        return "\n".join(lines)
+        times = ", ".join(
+            datetime.fromtimestamp(t, zone).strftime("%a %d %b %H:%M:%S %Z")
+            for t in recurrence.upcoming(now, zone, now, 3)
+        )
+        line = f"Runs in {where(context)}, time zone {zone_name}; next: {times}."
+        if allowed := [str(name) for name in args.get("allow_tools") or () if name]:
+            return f"{line} May act without asking: {', '.join(allowed)}."
+        return f"{line} Side effects ask each time."
 
     @tool(category="schedules", side_effects=needs_approval, retries=0, describe=describe)
     async def schedule(

@@ -1,0 +1,39 @@
+"""A schedule made in Slack: the owner's time zone comes from `users.info` (`tz`), the prompt
+shows the next runs in it, and the schedule runs in the thread where it was made."""
+
+from __future__ import annotations
+
+from tests.adapters import test_slack as ts
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.fakes import slack as fs
+
+
+async def test_a_slack_schedule_runs_in_the_owners_zone_and_its_thread(redis) -> None:
+    model = ScriptedModel(
+        [
+            turn(call("schedule", when="0 9 * * 1-5", objective="summarise #support")),
+            reply("Set."),
+            reply("Support was quiet."),
+        ]
+    )
+    async with ts.slack_bot(redis, model) as s:
+        s.fake.users["UANA"] = "Ana"
+        s.fake.zones["UANA"] = "America/New_York"
+        mention = fs.mention_event("UANA", "every weekday at 9 summarise #support")
+        await s.event(mention)
+        await ts.until(lambda: bool(s.fake.in_channel("CGEN")))
+        prompt = s.fake.in_channel("CGEN")[0]
+        assert "time zone America/New_York" in prompt.body and "this thread" in prompt.body
+        assert prompt.body.count(" 09:00:00 E") == 3  # EST or EDT: New York's 9 o'clock
+        assert (await s.form(fs.block_action(prompt, "Approve", user="UANA"))).status == 200
+        await ts.until(lambda: len(s.fake.in_channel("CGEN")) == 2)
+        await s.harness.settle()
+        [(made, slot)] = await s.harness.runtime.schedules.everything()
+        assert made.timezone == "America/New_York" and made.owner_id == "UANA"
+        assert slot is not None
+
+        await s.harness.runtime.clock.start_due(now=slot)
+        await ts.until(lambda: len(s.fake.in_channel("CGEN")) == 3)
+        await s.harness.settle()
+        run = s.fake.in_channel("CGEN")[2]
+        assert run.body.endswith("Support was quiet.") and run.thread_ts == mention["ts"]
