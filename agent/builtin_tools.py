@@ -14,7 +14,7 @@ from agent.calculator import CalculatorError, evaluate
 from agent.deferred import ask_user, propose_plan
 from agent.protocols import MemoryFull, MemoryKind, RunContext, Share
 from agent.schedule_tools import DEFAULT_MIN_INTERVAL, schedule_tools
-from agent.tools import Tool, ToolContext, ToolError, ToolRegistry, tool
+from agent.tools import ApprovalRequired, Tool, ToolContext, ToolError, ToolRegistry, tool
 
 MAX_REMINDER_DELAY = 366 * 24 * 3600
 MEMORY_PAGE = 20
@@ -90,31 +90,26 @@ async def list_memories(ctx: ToolContext, page: int = 1) -> str:
     return "\n".join(lines)
 
 
-def _forgets_for_others(args: dict[str, Any], run: RunContext) -> bool:
-    # Others rely on a chat or team memory: dropping it is its author's decision, said with
-    # Approve (forget only ever removes the requester's own, see MemoryStore.forget).
-    return bool(args.get("shared")) or not run.is_direct
-
-
-@tool(category="memory", side_effects=_forgets_for_others)
-async def forget(ctx: ToolContext, memory_id: str, shared: bool = False) -> str:
+@tool(category="memory")
+async def forget(ctx: ToolContext, memory_id: str) -> str:
     """Forget one remembered thing, by the id shown in the list of things you remember.
+    A channel or team memory is forgotten only after the user approves.
 
     Args:
         memory_id: The id of the memory to forget.
-        shared: true for a channel or team memory (the user is asked to approve).
     """
     if ctx.memory is None:
         raise ToolError("Memory is unavailable right now.")
-    may_touch_shared = shared or not ctx.run.is_direct  # both went through Approve
-    removed = await ctx.memory.forget(ctx.run, memory_id, shared=may_touch_shared)
-    if removed:
-        return f"Forgot memory {memory_id}."
-    raise ToolError(
-        f"No memory with id {memory_id!r} that this user wrote is visible here"
-        + ("" if may_touch_shared else "; for a team memory call forget with shared=true")
-        + "."
-    )
+    found = await ctx.memory.removable(ctx.run, memory_id)
+    if found is None:
+        raise ToolError(f"No memory with id {memory_id!r} that this user wrote is visible here.")
+    if ctx.run.is_shared_scope(found.scope) and not ctx.approved:
+        # Others rely on it: dropping it is its author's decision, said with Approve, with the
+        # memory itself in the prompt (an id alone tells the approver nothing).
+        raise ApprovalRequired(f"Forget the {found.scope_label} memory “{found.text}”")
+    if not await ctx.memory.forget(ctx.run, memory_id):
+        raise ToolError(f"Memory {memory_id!r} is already gone.")
+    return f"Forgot memory {memory_id}."
 
 
 def _due_at(in_seconds: int | None, at: str | None, now: float) -> float:

@@ -140,11 +140,14 @@ class MemoryStore(Recall, Protocol):
         """What this conversation may see (own or channel, and team), newest first."""
         ...
 
-    async def forget(
-        self, context: RunContext, memory_id: str | None = None, *, shared: bool = True
-    ) -> int:
+    async def removable(self, context: RunContext, memory_id: str) -> MemoryRecord | None:
+        """The memory with this id if this user may forget it here (visible here, and theirs
+        or private to them), else None."""
+        ...
+
+    async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
         """Forget one visible memory this user may remove, or all of them when memory_id is
-        None; returns how many. `shared=False` removes only the user's private memories."""
+        None; returns how many."""
         ...
 
 

@@ -314,20 +314,26 @@ class RedisMemoryStore:
             (Tag("author") == context.user_id) | (Tag("scope") == context.user_scope)
         )
 
-    async def forget(
-        self, context: RunContext, memory_id: str | None = None, *, shared: bool = True
-    ) -> int:
+    async def removable(self, context: RunContext, memory_id: str) -> MemoryRecord | None:
+        fields = [name for name in FIELDS if name != "id"]  # not the vector
+        values = await self.redis.hmget(self._key(memory_id), fields)
+        doc = {name: decode(v) for name, v in zip(fields, values, strict=True) if v is not None}
+        if not doc.get("scope") or not self._mine(context, doc["scope"], doc.get("author", "")):
+            return None
+        return _record({**doc, "id": memory_id})
+
+    @staticmethod
+    def _mine(context: RunContext, scope: str, author: str) -> bool:
+        visible = scope in context.readable_scopes()
+        return visible and (author == context.user_id or scope == context.user_scope)
+
+    async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
         removable = self._removable(context)
-        if not shared:
-            removable &= Tag("scope") == context.user_scope
         if memory_id is not None:
             # two fields, not the whole hash with its vector
             found = await self.redis.hmget(self._key(memory_id), ["scope", "author"])
             scope, author = (decode(v) if v is not None else "" for v in found)
-            mine = author == context.user_id or scope == context.user_scope
-            if scope not in context.readable_scopes() or not mine:
-                return 0
-            if not shared and context.is_shared_scope(scope):
+            if not self._mine(context, scope, author):
                 return 0
             return await self.counts.delete([self._key(memory_id)])
         removed = 0

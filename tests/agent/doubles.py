@@ -67,15 +67,15 @@ class ListMemory:
             records=visible[offset : offset + limit], total=len(visible), offset=offset
         )
 
-    async def forget(
-        self, context: RunContext, memory_id: str | None = None, *, shared: bool = True
-    ) -> int:
+    async def removable(self, context: RunContext, memory_id: str) -> MemoryRecord | None:
+        visible = [r for r in self.records if r.scope in context.readable_scopes()]
+        return next((r for r in visible if r.id == memory_id), None)
+
+    async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
         doomed = [
             r
             for r in self.records
-            if r.scope in context.readable_scopes()
-            and memory_id in (None, r.id)
-            and (shared or not context.is_shared_scope(r.scope))
+            if r.scope in context.readable_scopes() and memory_id in (None, r.id)
         ]
         self.records = [r for r in self.records if r not in doomed]
         return len(doomed)

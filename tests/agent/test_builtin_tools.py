@@ -103,8 +103,8 @@ async def test_reminders_unavailable_and_metadata(ctx: RunContext) -> None:
     assert result.is_error and "not available" in result.content
     registry = builtin_registry()
     side_effects = [t.name for t in registry.list() if t.side_effects]
-    assert side_effects == ["remember", "forget", "create_reminder", "schedule"]
-    remember, forget = registry.get("remember"), registry.get("forget")
+    assert side_effects == ["remember", "create_reminder", "schedule"]
+    remember = registry.get("remember")
     shared = dataclasses.replace(ctx, is_direct=False, chat_id="-100")
     assert not remember.needs_approval({"text": "x"}, ctx)
     assert not remember.needs_approval({"text": "x", "share": "private"}, shared)
@@ -115,9 +115,6 @@ async def test_reminders_unavailable_and_metadata(ctx: RunContext) -> None:
         ({"text": "x"}, None),  # where it runs unknown: ask
     ]:
         assert remember.needs_approval(args, where), args
-    assert not forget.needs_approval({"memory_id": "m1"}, ctx)
-    assert forget.needs_approval({"memory_id": "m1", "shared": True}, ctx)
-    assert forget.needs_approval({"memory_id": "m1"}, shared)
     assert registry.get("create_reminder").needs_approval({"text": "x", "in_seconds": 5})
     schema = registry.get("create_reminder").spec().input_schema
     assert set(schema["properties"]) == {"text", "in_seconds", "at"}

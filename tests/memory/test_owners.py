@@ -98,45 +98,58 @@ async def test_forgetting_in_a_shared_chat_waits_for_the_authors_yes(
             reply("Tried."),
             turn(call("forget", memory_id=ana.id)),  # obeying a thread on Ana's run
             reply("Kept."),
+            turn(call("forget", memory_id=ana.id)),  # and once more, when Ana means it
+            reply("Forgotten."),
         ]
     )
     async with running(redis, model, memory=store, adapter=RecordingAdapter("slack")) as harness:
         mallory = message(CHANNEL, "forget the IBAN", user="UMAL", name="Mallory", direct=False)
         await harness.submit(mallory)
         await harness.settle()
-        prompt = harness.adapter.in_conversation(CHANNEL)[-1]
-        await harness.submit(click(CHANNEL, prompt, "approve", user="UMAL", name="Mallory"))
-        await harness.settle()
-        assert ana.id in await in_channel(store)  # Mallory's own yes removes nobody else's
+        assert harness.adapter.texts(CHANNEL) == ["Tried."]  # not hers to forget: no prompt
+        assert ana.id in await in_channel(store)
 
         await harness.submit(message(CHANNEL, "summarise the thread", user="UANA", direct=False))
         await harness.settle()
         prompt = harness.adapter.in_conversation(CHANNEL)[-1]
+        # the prompt names the memory itself, not only its id
         assert prompt.message.buttons and ana.id in prompt.message.text
+        assert "DE89 3704 0044 0532 0130 00" in prompt.message.text
         assert ana.id in await in_channel(store)  # not before Ana says yes
         await harness.submit(click(CHANNEL, prompt, "reject", user="UANA"))
         await harness.settle()
-    assert ana.id in await in_channel(store)
+        assert ana.id in await in_channel(store)
+
+        await harness.submit(message(CHANNEL, "forget our IBAN", user="UANA", direct=False))
+        await harness.settle()
+        prompt = harness.adapter.in_conversation(CHANNEL)[-1]
+        await harness.submit(click(CHANNEL, prompt, "approve", user="UANA"))
+        await harness.settle()
+        assert harness.adapter.texts(CHANNEL)[-1] == "Forgotten."
+    assert ana.id not in await in_channel(store)
 
 
 async def test_a_team_memory_is_forgotten_from_a_dm_only_with_approve(
     redis: aioredis.Redis, store: RedisMemoryStore
 ) -> None:
-    """In a DM a forwarded text can drive the model too: a team memory needs Approve."""
+    """In a DM a forwarded text can drive the model too: a team memory needs Approve, while
+    a private one goes at once."""
     team = await store.remember("The deploy freeze starts on Thursday", ANA_DM, share="team")
+    mine = await store.remember("My locker code is 4711", ANA_DM)
     model = ScriptedModel(
         [
-            turn(call("forget", memory_id=team.id)),
-            turn(call("forget", memory_id=team.id, shared=True)),
+            turn(call("forget", memory_id=mine.id), call("forget", memory_id=team.id)),
             reply("Forgotten."),
         ]
     )
     async with running(redis, model, memory=store, adapter=RecordingAdapter("slack")) as harness:
-        await harness.submit(message(ANA_DM_KEY, "forget the freeze", user="UANA"))
+        await harness.submit(message(ANA_DM_KEY, "forget both", user="UANA"))
         await harness.settle()
         [prompt] = harness.adapter.in_conversation(ANA_DM_KEY)
-        assert prompt.message.buttons and team.id in prompt.message.text
-        assert (await store.list_memories(ANA_DM)).total == 1
+        assert (
+            prompt.message.buttons and "The deploy freeze starts on Thursday" in prompt.message.text
+        )
+        assert [m.id for m in (await store.list_memories(ANA_DM)).records] == [team.id]
         await harness.submit(click(ANA_DM_KEY, prompt, "approve", user="UANA"))
         await harness.settle()
         assert harness.adapter.texts(ANA_DM_KEY)[-1] == "Forgotten."
