@@ -10,7 +10,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from telegram import Bot, Message, PhotoSize, User
+from telegram import (
+    Bot,
+    Message,
+    MessageOriginChannel,
+    MessageOriginChat,
+    MessageOriginHiddenUser,
+    MessageOriginUser,
+    PhotoSize,
+    User,
+)
 from telegram.error import BadRequest, TelegramError
 
 from adapters.base import Attachment, ContextMessage, DownloadError, FileTooLarge
@@ -98,7 +107,10 @@ def replied_to(
         else (quoted.sender_chat and quoted.sender_chat.title)
     )
     text = quoted.text or quoted.caption or ""
-    context = [ContextMessage(author=str(name or "someone"), text=text, from_bot=from_bot)]
+    name = str(name or "someone")
+    if (wrote := forward_author(quoted)) is not None:  # their words, not the forwarder's
+        name, from_bot = f"{wrote} (forwarded by {name})", False
+    context = [ContextMessage(author=name, text=text, from_bot=from_bot)]
     return (context if text else []), attachments_of(quoted, limit, quoted=True)
 
 
@@ -124,3 +136,23 @@ def _largest_within(sizes: tuple[PhotoSize, ...], limit: int) -> PhotoSize:
     fitting = [s for s in sizes if s.file_size is None or s.file_size <= limit]
     candidates = fitting or list(sizes[:1])
     return max(candidates, key=lambda s: s.width * s.height)
+
+
+def forward_author(message: Message) -> str | None:
+    """Who wrote a forwarded message (`forward_origin`), or None if it is not a forward."""
+    origin = message.forward_origin
+    if origin is None:
+        return None
+    if isinstance(origin, MessageOriginUser):
+        name = origin.sender_user.full_name
+    elif isinstance(origin, MessageOriginHiddenUser):
+        name = origin.sender_user_name
+    elif isinstance(origin, MessageOriginChat):
+        name = origin.sender_chat.effective_name or ""
+    elif isinstance(origin, MessageOriginChannel):
+        name = origin.chat.effective_name or ""
+    else:
+        name = ""
+    signature = getattr(origin, "author_signature", None)
+    name = f"{name} ({signature})" if name and signature else name or signature or ""
+    return name.strip() or "someone"

@@ -16,16 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
-from telegram import (
-    CallbackQuery,
-    Message,
-    MessageOriginChannel,
-    MessageOriginChat,
-    MessageOriginHiddenUser,
-    MessageOriginUser,
-    Update,
-    User,
-)
+from telegram import CallbackQuery, Message, Update, User
 from telegram.constants import ChatType, MessageAttachmentType, MessageEntityType
 
 from adapters.base import (
@@ -37,7 +28,7 @@ from adapters.base import (
     MessageRef,
 )
 from adapters.telegram_buttons import parse_callback_data
-from adapters.telegram_files import attachments_of, replied_to
+from adapters.telegram_files import attachments_of, forward_author, replied_to
 
 log = logging.getLogger(__name__)
 
@@ -288,26 +279,6 @@ def conversation_of(message: Message) -> ConversationKey:
 def _actor(user: User) -> Actor:
     name = user.full_name or (f"@{user.username}" if user.username else str(user.id))
     return Actor(platform="telegram", user_id=str(user.id), name=name)
-
-
-def forward_author(message: Message) -> str | None:
-    """Who wrote a forwarded message (`forward_origin`), or None if it is not a forward."""
-    origin = message.forward_origin
-    if origin is None:
-        return None
-    if isinstance(origin, MessageOriginUser):
-        name = origin.sender_user.full_name
-    elif isinstance(origin, MessageOriginHiddenUser):
-        name = origin.sender_user_name
-    elif isinstance(origin, MessageOriginChat):
-        name = origin.sender_chat.effective_name or ""
-    elif isinstance(origin, MessageOriginChannel):
-        name = origin.chat.effective_name or ""
-    else:
-        name = ""
-    signature = getattr(origin, "author_signature", None)
-    name = f"{name} ({signature})" if name and signature else name or signature or ""
-    return name.strip() or "someone"
 
 
 def _sender(message: Message) -> tuple[Actor, str | None] | None:

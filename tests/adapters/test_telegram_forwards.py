@@ -100,3 +100,23 @@ async def test_the_model_is_told_a_forward_is_not_the_users_words(redis: aioredi
     assert not newest.startswith(INJECTED)
     # and what it asked for still waits for Ana's yes
     assert fake.chat(ANA)[-1].buttons
+
+
+def test_a_reply_to_a_forward_quotes_its_real_author() -> None:
+    """Ana replies to a message she forwarded earlier: the quote is Mallory's words."""
+    payload = forwarded_payloads()[0]
+    forwarded = {**payload["message"], "text": INJECTED}
+    forwarded["forward_origin"] = {
+        **forwarded["forward_origin"],
+        "sender_user": {"id": 666, "is_bot": False, "first_name": "Mallory"},
+    }
+    reply_to = {**payload["message"], "message_id": 1235, "text": "is this right?"}
+    reply_to.pop("forward_origin")
+    reply_to["reply_to_message"] = forwarded
+    update = Update.de_json({"update_id": 1, "message": reply_to}, BOT)
+    assert update is not None and update.message is not None
+    event = TelegramInbound().message(update.update_id, update.message)
+    assert event is not None and event.forwarded_from is None  # her own words
+    [quoted] = event.context
+    assert quoted.text == INJECTED and quoted.author == "Mallory (forwarded by Telegram_Bots)"
+    assert not quoted.from_bot
