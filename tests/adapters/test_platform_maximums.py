@@ -59,6 +59,7 @@ async def test_slacks_maximum_is_answered_and_an_operators_cap_is_stated(
     async with slack_bot(redis, ScriptedModel([]), settings=capped, max_message_chars=1000) as s:
         await s.event(fs.dm_event("UANA", "y" * 1500))
         await until(lambda: len(s.fake.in_channel("DANA")) == 1, within=15)
+        await s.harness.settle()
     assert s.fake.in_channel("DANA")[0].body == (
         "That message is too long for me (1,500 characters; my limit is 1,000). "
         "Could you shorten it or split it up?"

@@ -54,6 +54,7 @@ async def test_forget_n_deletes_what_the_list_on_screen_numbers_n(
         assert fake.chat(ANA)[2].text == f"Forgotten: “{OLDEST}”"
         fake.push(fake.message(chat_id=ANA, user_id=ANA, text="/forget 7"))
         await until(lambda: len(fake.chat(ANA)) == 4)
+        await h.settle(within=30)
     assert fake.chat(ANA)[3].text == "Number 7 isn't on the list I showed you; see /memories."
     assert await left(store) == ["Ana starts work at nine", NEWEST]
 
