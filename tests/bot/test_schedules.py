@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 
 from adapters.base import ConversationKey
 from agent.builtin_tools import builtin_registry
+from agent.llm.base import ProviderRejected
 from agent.messages import TextBlock
 from agent.protocols import RunContext
 from agent.tools import ToolRegistry, tool
@@ -351,3 +352,15 @@ async def test_an_approver_may_pause_someone_elses_schedule(redis: aioredis.Redi
         await harness.settle()
         paused = await harness.runtime.schedules.get(made.id)
         assert paused is not None and paused.state == "paused" and "Bo" in paused.note
+
+
+async def test_a_failed_run_is_reported_in_its_conversation(redis: aioredis.Redis) -> None:
+    model = ScriptedModel([ProviderRejected("anthropic", "the request was refused")])
+    async with running(redis, model) as harness:
+        chat = dm()
+        made = await make(harness, chat, "every 10 minutes")
+        await harness.runtime.clock.start_due(now=await slot_of(harness, made.id))
+        await harness.settle()
+        [said] = harness.adapter.texts(chat)
+        assert said.startswith(f"⏰ Scheduled run (id {made.id}")
+        assert len(said.split("\n\n", 1)[1]) > 10  # the failure, said in words
