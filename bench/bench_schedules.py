@@ -14,7 +14,6 @@ minute. The workers then run those objectives too; the bench stops once every sl
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import tempfile
 import time
@@ -22,7 +21,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bench.bench_service import SECRET, free_port, measure, start, wait_http
+from bench.bench_service import free_port, measure, service_env, start, wait_http
 from bench.support import bench_line, throwaway_redis
 from bot.runtime.inbox import decode
 from bot.runtime.keys import Keys
@@ -98,23 +97,7 @@ async def main() -> None:
         async with FakeTelegram() as telegram, FakeAnthropic() as hosted:
             hosted.responder = lambda body: fa.text("ok")
             port = free_port()
-            env = {
-                **{
-                    k: v
-                    for k, v in os.environ.items()
-                    if not k.startswith(("PARLEY_", "ANTHROPIC_", "OLLAMA_", "TELEGRAM_", "SLACK_"))
-                },
-                "REDIS_URL": redis_url,
-                "TELEGRAM_BOT_TOKEN": telegram.token,
-                "TELEGRAM_API_URL": telegram.url,
-                "PARLEY_TELEGRAM_MODE": "webhook",
-                "PARLEY_TELEGRAM_WEBHOOK_URL": f"http://127.0.0.1:{port}/telegram/webhook",
-                "PARLEY_TELEGRAM_WEBHOOK_SECRET": SECRET,
-                "ANTHROPIC_API_KEY": "sk-bench",
-                "ANTHROPIC_BASE_URL": hosted.url,
-                "PARLEY_RATE_LIMIT_PER_MINUTE": "100000",
-                "PARLEY_LOG_LEVEL": "WARNING",
-            }
+            env = service_env(redis_url, telegram, hosted, port)
             url = f"http://127.0.0.1:{port}/telegram/webhook"
 
             # --- the service's rate, without and with 10,000 schedules ---------------------

@@ -265,6 +265,31 @@ def describe_pauses(
     return ", ".join(parts) or "none", p99
 
 
+def service_env(
+    redis_url: str, telegram: FakeTelegram, hosted: FakeAnthropic, port: int
+) -> dict[str, str]:
+    """The environment of a bench's `parley` processes: this one's, without any Parley or
+    platform setting, pointed at the fakes, Telegram by webhook on `port`."""
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PARLEY_", "ANTHROPIC_", "OLLAMA_", "TELEGRAM_", "SLACK_"))
+    }
+    return {
+        **base,
+        "REDIS_URL": redis_url,
+        "TELEGRAM_BOT_TOKEN": telegram.token,
+        "TELEGRAM_API_URL": telegram.url,
+        "PARLEY_TELEGRAM_MODE": "webhook",
+        "PARLEY_TELEGRAM_WEBHOOK_URL": f"http://127.0.0.1:{port}/telegram/webhook",
+        "PARLEY_TELEGRAM_WEBHOOK_SECRET": SECRET,
+        "ANTHROPIC_API_KEY": "sk-bench",
+        "ANTHROPIC_BASE_URL": hosted.url,
+        "PARLEY_RATE_LIMIT_PER_MINUTE": "100000",  # else the bench is rate limited
+        "PARLEY_LOG_LEVEL": "WARNING",
+    }
+
+
 async def main() -> None:
     layouts_wanted = os.environ.get("BENCH_LAYOUTS", "run,split").split(",")
     overrides = {
@@ -275,25 +300,7 @@ async def main() -> None:
         async with FakeTelegram() as telegram, FakeAnthropic() as hosted:
             hosted.responder = lambda body: fa.text("ok")
             port = free_port()
-            base_env = {
-                k: v
-                for k, v in os.environ.items()
-                if not k.startswith(("PARLEY_", "ANTHROPIC_", "OLLAMA_", "TELEGRAM_", "SLACK_"))
-            }
-            env = {
-                **base_env,
-                "REDIS_URL": redis_url,
-                "TELEGRAM_BOT_TOKEN": telegram.token,
-                "TELEGRAM_API_URL": telegram.url,
-                "PARLEY_TELEGRAM_MODE": "webhook",
-                "PARLEY_TELEGRAM_WEBHOOK_URL": f"http://127.0.0.1:{port}/telegram/webhook",
-                "PARLEY_TELEGRAM_WEBHOOK_SECRET": SECRET,
-                "ANTHROPIC_API_KEY": "sk-bench",
-                "ANTHROPIC_BASE_URL": hosted.url,
-                "PARLEY_RATE_LIMIT_PER_MINUTE": "100000",  # else the bench is rate limited
-                "PARLEY_LOG_LEVEL": "WARNING",
-                **overrides,
-            }
+            env = {**service_env(redis_url, telegram, hosted, port), **overrides}
             if overrides:
                 print("service settings:", " ".join(f"{k}={v}" for k, v in overrides.items()))
             url = f"http://127.0.0.1:{port}/telegram/webhook"

@@ -148,7 +148,7 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
     except (EmbeddedRedisError, MemoryIndexMismatch, McpConfigError) as exc:
         print(f"parley: {exc}", file=sys.stderr)
         return 1
-    except PortInUse as exc:
+    except (PortInUse, ConfigError) as exc:  # ConfigError: a file a setting names (triggers)
         print(f"parley: {exc}", file=sys.stderr)
         return 2
 

@@ -167,3 +167,20 @@ def test_schedules_lists_every_schedule_for_an_operator(
     [line] = [row for row in out.splitlines() if row.startswith(schedule_id)]
     assert "active" in line and "slack:T1:C1:-" in line and "summarise #support" in line
     assert "0 9 * * 1-5 [Europe/Berlin]" in line
+
+
+def test_a_triggers_file_that_cannot_be_used_stops_the_gateway_naming_it(
+    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    triggers = tmp_path / "triggers.json"
+    triggers.write_text(
+        '{"ci": {"secret": "short", "conversation": "telegram:1", "objective": "x"}}'
+    )
+    env = tmp_path / "gateway.env"
+    env.write_text(
+        f"REDIS_URL={redis_url}\nPARLEY_TRIGGERS_CONFIG={triggers}\nPARLEY_HTTP_PORT=0\n"
+        "PARLEY_METRICS_PORT=0\n"
+    )
+    assert main(["--env-file", str(env), "gateway"]) == 2
+    err = capsys.readouterr().err
+    assert "PARLEY_TRIGGERS_CONFIG" in err and "'ci'" in err and "16 characters" in err
