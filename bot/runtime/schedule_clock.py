@@ -141,11 +141,11 @@ class ScheduleClock:
                     )
                     lateness.append(None)
                     continue
-                found = Schedule.decode(raw)
                 try:
+                    found = Schedule.decode(raw)
                     upcoming = found.next_after(max(now, slot))
-                except Exception:  # a record no release can read: leave it, say so
-                    log.exception("schedule %s cannot compute its next slot", schedule_id)
+                except Exception:  # one unreadable record must not hold up the others
+                    log.exception("schedule %s cannot be read; it stays where it is", schedule_id)
                     continue
                 event = objective_event(found, slot, late=now - slot > late_after(found))
                 lateness.append(now - slot)

@@ -152,3 +152,17 @@ async def test_the_loop_rides_out_redis_going_away(tmp_path: Path) -> None:
             stop.set()
             await loop
             await redis.aclose()
+
+
+async def test_an_unreadable_record_holds_up_no_other_schedule(redis: aioredis.Redis) -> None:
+    keys = Keys()
+    store = ScheduleStore(redis, keys)
+    clock = ScheduleClock(redis, keys, store, dedup_ttl=600)
+    good = await store.create_schedule("every 1 minutes", "fine", "UTC", (), CONTEXT)
+    slot = good.next_run or 0
+    await redis.set(keys.schedule("broken"), '{"id": "broken", "when": "every 1 minutes"}')
+    await redis.zadd(keys.schedules_due, {"broken": slot})
+    await clock.start_due(now=slot)
+    [(_, fields)] = await redis.xrange(keys.inbox)
+    assert decode(fields[b"event"]).event_id == f"schedule:{good.id}:{int(slot)}"
+    assert await redis.zscore(keys.schedules_due, "broken") == slot  # left for an operator
