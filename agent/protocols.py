@@ -66,11 +66,9 @@ class RunContext:
         is never heard by the others in a shared chat (it is recalled in their DMs)."""
         if share == "team" and self.team_scope:
             return self.team_scope
-        if share == "private":
+        if share == "private" or self.is_direct:  # a direct chat's "chat" is the user
             return self.user_scope
-        if share == "chat" or not self.is_direct:
-            return self.chat_scope
-        return self.user_scope
+        return self.chat_scope
 
     def is_shared_scope(self, scope: str) -> bool:
         """Whether others than this user may see memories in `scope`."""

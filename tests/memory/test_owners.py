@@ -170,3 +170,20 @@ async def test_private_in_a_shared_chat_stays_private(
     assert [m.text for m in (await store.list_memories(MAL_HERE)).records] == []
     [mine] = (await store.list_memories(ANA_DM)).records
     assert mine.text == salary and mine.scope == ANA_DM.user_scope
+
+
+async def test_every_share_lands_where_it_is_recalled(store: RedisMemoryStore) -> None:
+    """share="chat" in a DM used to land in a scope no conversation reads."""
+    cases = [
+        (ANA_DM, "chat", ANA_DM.user_scope),
+        (ANA_DM, None, ANA_DM.user_scope),
+        (ANA_DM, "team", "team:slack:T1"),
+        (ANA_HERE, None, ANA_HERE.chat_scope),
+        (ANA_HERE, "chat", ANA_HERE.chat_scope),
+        (ANA_HERE, "private", ANA_HERE.user_scope),
+    ]
+    for n, (where, share, scope) in enumerate(cases):
+        record = await store.remember(f"Fact {n}: shelf {n} holds {n * 7} jars", where, share=share)
+        assert record.scope == scope, (where.is_direct, share)
+        reader = ANA_DM if scope == ANA_DM.user_scope else where
+        assert record.id in {m.id for m in (await store.list_memories(reader)).records}
