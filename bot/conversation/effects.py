@@ -178,6 +178,11 @@ class Command:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Follow:
+    """Take the thread's later replies as addressed to Parley, though no run started yet."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Forget:
     """A Forget button under a list of memories was pressed."""
 
@@ -209,6 +214,7 @@ Effect = (
     )
     | Forget
     | Transcribe
+    | Follow
     | ListSchedules
     | ScheduleButton
 )

@@ -31,6 +31,7 @@ from bot.conversation.effects import (
     Edit,
     Effect,
     Event,
+    Follow,
     Forget,
     ListSchedules,
     Notify,
@@ -77,8 +78,8 @@ BARE_MENTION = {
     ("telegram", False): "Tell me what you need in the same message, e.g. “@{handle} what's on "
     "today?” — /help lists my commands.",
     ("telegram", True): "Tell me what you need, or send /help to see my commands.",
-    ("slack", False): "Tell me what you need in the same message, e.g. “@Parley what's on today?” "
-    "— `/parley help` lists my commands.",
+    ("slack", False): "Yes? Tell me what you need in a reply here, in this thread — "
+    "`/parley help` lists my commands.",
     ("slack", True): "Tell me what you need in words — `/parley help` lists my commands.",
 }
 BARE_MENTION_ELSEWHERE = "Tell me what you need, or send /help to see my commands."
@@ -156,7 +157,7 @@ def _message(
         return _command(session, pending, event, policy)
     if event.kind in OWN_KINDS:
         return own_objective(session, event)
-    if not event.mentioned and session.state is None:
+    if not event.mentioned and session.state is None and not session.following:
         return []  # a thread message in a conversation Parley is not part of
     if event.kind == "non_text":
         return [_say(TEXT_ONLY)]
@@ -165,7 +166,9 @@ def _message(
         handle = policy.handles.get(platform)
         if "{handle}" in line and not handle:
             line = BARE_MENTION.get((platform, True), BARE_MENTION_ELSEWHERE)
-        return [_say(line.format(handle=handle))]
+        # In a shared thread, the question may follow as a reply without a mention.
+        follow = [Follow()] if event.conversation.thread_id and not event.is_direct else []
+        return [_say(line.format(handle=handle)), *follow]
     length = max(event.length, len(event.text))
     limit = policy.max_message_chars
     if event.kind == "too_long" or (limit is not None and length > limit):

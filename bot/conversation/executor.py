@@ -219,6 +219,8 @@ class Executor:
                 if abandon is not None and session.state is not None:
                     session.state.abandon(abandon)
                 _settle(session)
+            case fx.Follow():
+                session.following = True
             case fx.Run():
                 return await self._run(turn)
             case fx.Resume():

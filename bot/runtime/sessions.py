@@ -78,6 +78,8 @@ class Session(BaseModel):
     decision_id: str | None = None  # the pending question or approval
     resolving: Resolution | None = None
     last_entry: str | None = None  # newest inbox entry whose effects are stored
+    # A bare mention in a shared thread: its replies are for Parley before any run.
+    following: bool = False
     stopped_by: str | None = None  # the stop request (an inbox entry) that ended the last run
     updated_at: float = 0.0
 

@@ -143,8 +143,8 @@ TOO_LONG += "Could you shorten it or split it up?"
 NOT_ALLOWED = "send not-allowed:U7: Sorry — I'm a private assistant and can't help you here."
 TEXT_ONLY = "send reply: I can read text, photos and files (images, PDFs, text files) — not this"
 TEXT_ONLY += " kind of message."
-BARE = "send reply: Tell me what you need in the same message, e.g. “@Parley what's on today?” "
-BARE += "— `/parley help` lists my commands."
+BARE = "send reply: Yes? Tell me what you need in a reply here, in this thread — "
+BARE += "`/parley help` lists my commands."
 STALE = "alert: This button has expired. Send me your request again if you still need it."
 
 # (session, pending, event, effects)
@@ -558,3 +558,16 @@ def test_every_kind_state_and_person_keeps_the_rules(kind: str, session_name: st
                 [effect] = rounds[0]
                 assert isinstance(effect, Send), where
                 assert effect.per_conversation == (kind == "not_allowed"), where
+
+
+def test_a_bare_mention_in_a_thread_takes_its_next_reply_as_the_question() -> None:
+    thread = replace(GROUP, thread_id="1700000000.000100")
+    bare = replace(say("requester", "", kind="bare_mention"), conversation=thread)
+    effects = decide(Session(), None, Received(entry_id=ENTRY, event=bare), POLICY)
+    assert shown(effects) == [BARE, "follow"]
+    reply_in_thread = replace(
+        say("requester", "what's on today?", mentioned=False), conversation=thread
+    )
+    later = Received(entry_id="1700000000001-0", event=reply_in_thread)
+    assert shown(decide(Session(), None, later, POLICY)) == []  # not followed: not Parley's
+    assert shown(decide(Session(following=True), None, later, POLICY)) == ["admit"]
