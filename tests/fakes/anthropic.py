@@ -293,7 +293,8 @@ class FakeAnthropic(FakeServer):
             if item.cut is not None and sent == item.cut.at:
                 kind = {"type": item.cut.error, "message": "fake stream error"}
                 error = sse("error", {"type": "error", "error": kind})
-                await carry_out(item.cut, request, response, error, self.stalls)
+                following = sse(event, data) if event else b""
+                await carry_out(item.cut, request, response, error, self.stalls, following)
             sent += 1
             if event:  # "": only a place for a cut after the last event
                 await response.write(sse(event, data))

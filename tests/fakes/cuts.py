@@ -5,8 +5,9 @@ fakes, and the recorded streams they replay.
 
 `Cut(at=n, how=…)` lets the first `n` events (SSE events, or NDJSON lines) out, then:
 "end" closes the body cleanly (no `message_stop` / `done: true`), "drop" aborts the TCP
-connection mid-body, "stall" sends nothing more until the fake stops, "error" sends the API's
-error event (`event: error` / an `{"error": …}` line) and ends.
+connection mid-body, "torn" sends half of the next event (or line) and aborts, "stall" sends
+nothing more until the fake stops, "error" sends the API's error event (`event: error` / an
+`{"error": …}` line) and ends.
 
 The recorded streams in `tests/corpus/models/` are shaped exactly as the APIs send them
 (sources in `tests/corpus/SOURCES.md`): one `.sse` file per Anthropic stream (the raw
@@ -25,8 +26,8 @@ from aiohttp import web
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus" / "models"
 
-How = Literal["end", "drop", "stall", "error"]
-HOWS: tuple[How, ...] = ("end", "drop", "stall", "error")
+How = Literal["end", "drop", "torn", "stall", "error"]
+HOWS: tuple[How, ...] = ("end", "drop", "torn", "stall", "error")
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,18 @@ class Stalls:
 
 
 async def carry_out(
-    cut: Cut, request: web.Request, response: web.StreamResponse, error: bytes, stalls: Stalls
+    cut: Cut,
+    request: web.Request,
+    response: web.StreamResponse,
+    error: bytes,
+    stalls: Stalls,
+    following: bytes = b"",
 ) -> None:
-    """End `response` the way `cut` says; `error` is the platform's error event, ready."""
-    if cut.how == "drop":
+    """End `response` the way `cut` says; `error` is the API's error event, ready;
+    `following` the event (or line) the cut falls before."""
+    if cut.how == "torn":
+        await response.write(following[: max(1, len(following) // 2)])
+    if cut.how in ("drop", "torn"):
         transport = request.transport
         if transport is not None:
             transport.abort()  # no chunked terminator: the client sees a broken body

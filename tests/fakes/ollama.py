@@ -143,8 +143,9 @@ class FakeOllama(FakeServer):
             for sent, line in enumerate([*lines, None]):
                 if item.cut is not None and sent == item.cut.at:
                     error = json.dumps({"error": f"fake ollama stream error ({item.cut.error})"})
+                    following = (json.dumps(line) + "\n").encode() if line is not None else b""
                     await carry_out(
-                        item.cut, request, response, error.encode() + b"\n", self.stalls
+                        item.cut, request, response, error.encode() + b"\n", self.stalls, following
                     )
                 if line is not None:
                     await response.write((json.dumps(line) + "\n").encode())

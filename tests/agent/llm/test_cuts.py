@@ -56,8 +56,9 @@ def sweep(recorded: dict[str, int]) -> list[tuple[str, Cut]]:
 
 
 ANTHROPIC_CUTS = sweep({name: len(stream(name)) for name in ANTHROPIC})
-# through the fallback: a clean early end behaves as a drop does; every point still swept
-FALLBACK_CUTS = [(name, cut) for name, cut in ANTHROPIC_CUTS if cut.how != "end"]
+# through the fallback a clean early end or a torn event behaves as a drop does (the
+# provider sweep shows it); every cut point is still swept
+FALLBACK_CUTS = [(name, cut) for name, cut in ANTHROPIC_CUTS if cut.how not in ("end", "torn")]
 OLLAMA_CUTS = sweep({name: len(lines(name)) for name in OLLAMA})
 
 
