@@ -6,23 +6,16 @@ Anthropic and Ollama clients, and the fallback between them."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-
 import redis.asyncio as aioredis
 
-from adapters.slack import SlackAdapter, SlackConfig
-from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.llm.anthropic import AnthropicModel
 from agent.llm.breaker import BreakerPolicy
 from agent.llm.breaker_redis import redis_breaker
 from agent.llm.fallback import FallbackModel
 from agent.llm.ollama import OllamaModel
 from agent.outcomes import FAIL_MESSAGES
-from bot.config import Settings
-from bot.ops.http import HttpServer
-from tests.adapters.test_slack_stream import SECRET, Bot, until
-from tests.bot.harness import running
+from tests.adapters.test_slack_stream import slack_bot, until
+from tests.adapters.test_telegram_stream import ANA, GROUP, bot
 from tests.bot.test_console import console
 from tests.fakes import anthropic as fa
 from tests.fakes import ollama as fo
@@ -30,36 +23,20 @@ from tests.fakes import slack as fs
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.cuts import Cut
 from tests.fakes.ollama import FakeOllama
-from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 
 HOSTED = "The hosted model got this far and then"
 LOCAL = "the local model wrote the rest."
 TAKES_OVER = "my local model finishes the answer"
-ANA, GROUP = 42, -100123
 
 
-def settings() -> Settings:
-    return Settings.load(
-        env_file=None,
-        runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
-        streaming={"PARLEY_STREAM_INTERVAL": 0.05},
+def fallback(redis: aioredis.Redis, hosted: FakeAnthropic, local: FakeOllama) -> FallbackModel:
+    return FallbackModel(
+        AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url),
+        OllamaModel(host=local.url, model="qwen2.5:7b", num_ctx=4096),
+        redis_breaker(redis, "parley:breaker:anthropic", "anthropic", BreakerPolicy()),
+        timeout=10,
     )
-
-
-@contextlib.asynccontextmanager
-async def models(redis: aioredis.Redis) -> AsyncIterator[tuple[FakeAnthropic, FakeOllama, object]]:
-    async with FakeAnthropic() as hosted, FakeOllama() as local:
-        model = FallbackModel(
-            AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url),
-            OllamaModel(host=local.url, model="qwen2.5:7b", num_ctx=4096),
-            redis_breaker(redis, "parley:breaker:anthropic", "anthropic", BreakerPolicy()),
-            timeout=10,
-        )
-        try:
-            yield hosted, local, model
-        finally:
-            await model.close()
 
 
 def shown_then_broken() -> fa.Item:
@@ -71,32 +48,12 @@ def broken_before_text() -> fa.Item:
     return fa.Item("text", [{"type": "text", "text": HOSTED}], cut=Cut(at=1, how="drop"))
 
 
-@contextlib.asynccontextmanager
-async def slack(redis: aioredis.Redis, model: object) -> AsyncIterator[Bot]:
-    async with FakeSlack() as fake:
-        config = SlackConfig(
-            bot_token="xoxb-test-token", signing_secret=SECRET, api_url=fake.api_url
-        )
-        adapter = SlackAdapter(config=config)
-        async with running(redis, model, adapter=adapter, config=settings()) as harness:  # type: ignore[arg-type]
-            adapter.handler = harness.runtime.inbox.submit
-            await adapter.start()
-            server = HttpServer("127.0.0.1", 0)
-            server.add_route(*adapter.slack_route())
-            await server.start()
-            url = f"http://127.0.0.1:{server.port}/slack/events"
-            bot = Bot(fake, None, harness, url)  # type: ignore[arg-type]
-            try:
-                yield bot
-            finally:
-                await bot.http.close()
-                await server.stop()
-                await adapter.stop()
-
-
 async def slack_answer(redis: aioredis.Redis, hosted_item: fa.Item, local_item: fo.ChatItem):
-    async with models(redis) as (hosted, local, model), slack(redis, model) as s:
-        hosted.script(hosted_item)
+    async with (
+        FakeOllama() as local,
+        slack_bot(redis, make_model=lambda hosted: fallback(redis, hosted, local)) as s,
+    ):
+        s.hosted.script(hosted_item)
         local.script(local_item)
         await s.event(fs.mention_event("UANA", "tell me"))
         await until(lambda: any(not p.streaming for p in s.fake.in_channel("CGEN")))
@@ -130,34 +87,42 @@ async def test_slack_a_cut_before_any_text_is_answered_afresh(redis) -> None:
 async def telegram_answer(
     redis: aioredis.Redis, telegram: FakeTelegram, hosted_item: fa.Item, local_item: fo.ChatItem
 ):
-    adapter = TelegramAdapter(
-        config=TelegramConfig(token=telegram.token, api_url=telegram.url, poll_timeout=1)
-    )
-    async with models(redis) as (hosted, local, model):
+    async with FakeAnthropic() as hosted, FakeOllama() as local:
         hosted.script(hosted_item)
         local.script(local_item)
-        async with running(redis, model, adapter=adapter, config=settings()) as harness:  # type: ignore[arg-type]
-            adapter.handler = harness.runtime.inbox.submit
-            await adapter.start()
-            await adapter.start_polling()
-            try:
-                text = "@parley_bot hi"
-                telegram.push(
-                    telegram.message(chat_id=GROUP, user_id=ANA, text=text, chat_type="group")
-                )
-                await until(lambda: "answer" in "".join(p.text for p in telegram.chat(GROUP)))
-                await harness.settle()
-            finally:
-                await adapter.stop()
+        model = fallback(redis, hosted, local)
+        async with bot(redis, telegram, hosted, model=model, PARLEY_STREAM_INTERVAL=0.05) as (
+            harness,
+            _,
+        ):
+            text = "@parley_bot hi"
+            telegram.push(
+                telegram.message(chat_id=GROUP, user_id=ANA, text=text, chat_type="group")
+            )
+            await until(lambda: "answer" in "".join(p.text for p in telegram.chat(GROUP)))
+            await harness.settle()
+        continued = local.calls("/api/chat")[-1].body["messages"] if local.requests else []
     (message,) = telegram.chat(GROUP)  # exactly once
     assert len(telegram.method_calls("sendMessage")) == 1
-    return message
+    return message, continued
+
+
+async def test_telegram_a_cut_after_shown_text_keeps_it_and_the_fallback_finishes(
+    redis, telegram: FakeTelegram
+) -> None:
+    message, continued = await telegram_answer(
+        redis, telegram, shown_then_broken(), fo.reply("so the answer ends here.")
+    )
+    assert message.text.startswith(HOSTED) and message.text.endswith("so the answer ends here.")
+    assert TAKES_OVER in message.text
+    assert any(e and HOSTED.startswith(e) for e in message.edits), "the partial text showed"
+    assert continued[-2] == {"role": "assistant", "content": HOSTED}
 
 
 async def test_telegram_a_cut_the_fallback_cannot_finish_is_marked_and_said(
     redis, telegram: FakeTelegram
 ) -> None:
-    message = await telegram_answer(redis, telegram, shown_then_broken(), fo.failure(500))
+    message, _ = await telegram_answer(redis, telegram, shown_then_broken(), fo.failure(500))
     assert message.text.startswith(HOSTED + "…") and FAIL_MESSAGES["cut"] in message.text
     assert any(e and HOSTED.startswith(e) for e in message.edits), "the partial text showed"
 
@@ -165,7 +130,7 @@ async def test_telegram_a_cut_the_fallback_cannot_finish_is_marked_and_said(
 async def test_telegram_a_cut_before_any_text_is_answered_afresh(
     redis, telegram: FakeTelegram
 ) -> None:
-    message = await telegram_answer(
+    message, _ = await telegram_answer(
         redis, telegram, broken_before_text(), fo.reply("A whole local answer.")
     )
     assert message.text == "A whole local answer." and not message.edits

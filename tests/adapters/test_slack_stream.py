@@ -48,7 +48,11 @@ class Bot:
 
 @contextlib.asynccontextmanager
 async def slack_bot(
-    redis: aioredis.Redis, *, channels: bool = False, **streaming: Any
+    redis: aioredis.Redis,
+    *,
+    channels: bool = False,
+    make_model: Callable[[FakeAnthropic], Any] | None = None,  # default: Anthropic alone
+    **streaming: Any,
 ) -> AsyncIterator[Bot]:
     async with FakeSlack() as fake, FakeAnthropic() as hosted:
         adapter = SlackAdapter(
@@ -56,7 +60,11 @@ async def slack_bot(
                 bot_token="xoxb-test-token", signing_secret=SECRET, api_url=fake.api_url
             )
         )
-        model = AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url)
+        model = (
+            make_model(hosted)
+            if make_model is not None
+            else AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url)
+        )
         settings = Settings.load(
             env_file=None,
             runtime={"PARLEY_RECLAIM_IDLE": 0.5},

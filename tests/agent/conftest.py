@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
+from agent.llm.anthropic import AnthropicModel
 from agent.protocols import RunContext
 from tests.agent.doubles import ListMemory, ListScheduler
+from tests.fakes.anthropic import FakeAnthropic
 
 
 @pytest.fixture
@@ -27,3 +31,16 @@ def memory() -> ListMemory:
 @pytest.fixture
 def scheduler() -> ListScheduler:
     return ListScheduler()
+
+
+@pytest.fixture
+async def hosted() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def model(hosted: FakeAnthropic) -> AsyncIterator[AnthropicModel]:
+    made = AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url)
+    yield made
+    await made.close()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from agent import Agent, AgentConfig, Failed, Finished, builtin_registry
@@ -120,19 +118,6 @@ async def test_an_unknown_stop_reason_of_a_clean_answer_is_complete(ctx: RunCont
 
 
 # Over the real Anthropic client and the fake's streams.
-
-
-@pytest.fixture
-async def hosted() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def model(hosted: FakeAnthropic) -> AsyncIterator[AnthropicModel]:
-    made = AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url)
-    yield made
-    await made.close()
 
 
 async def streamed_run(model: AnthropicModel, ctx: RunContext) -> tuple[object, str]:

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from agent.builtin_tools import builtin_registry
 from agent.llm.anthropic import AnthropicModel
 from agent.loop import Agent, AgentConfig
 from agent.outcomes import Finished
 from agent.protocols import ProgressEvent, RunContext
 from tests.fakes import anthropic as fa
-from tests.fakes.anthropic import FakeAnthropic
-
-
-@pytest.fixture
-async def hosted() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def model(hosted: FakeAnthropic) -> AsyncIterator[AnthropicModel]:
-    made = AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url)
-    yield made
-    await made.close()
 
 
 async def run(model: AnthropicModel, ctx: RunContext, config: AgentConfig = AgentConfig()):
