@@ -58,7 +58,11 @@ class FactExtractor:
         kept = []
         for fact in parse_facts(answer)[: self.max_facts]:
             try:
-                kept.append(await self.store.remember(fact, context, origin="extracted"))
+                # Nobody approved these: they stay the requester's own, never a shared chat's
+                # (where anyone's text may be what suggested them).
+                kept.append(
+                    await self.store.remember(fact, context, origin="extracted", share="private")
+                )
             except MemoryFull:
                 break  # full of remembered facts: nothing of ours to make room with
         return kept
