@@ -116,7 +116,8 @@ class StopReasons:
         if self.start is None:
             self.start = len(state.messages)
         self.parts.append(message.text)
-        state.messages.append(Message.assistant(message.text))
+        # the API refuses a last assistant turn that ends in whitespace
+        state.messages.append(Message.assistant(message.text.rstrip()))
         if nudge:
             state.messages.append(Message.user(CONTINUE_PROMPT))
 

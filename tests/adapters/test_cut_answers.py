@@ -14,6 +14,7 @@ from agent.llm.breaker_redis import redis_breaker
 from agent.llm.fallback import FallbackModel
 from agent.llm.ollama import OllamaModel
 from agent.outcomes import FAIL_MESSAGES
+from agent.stop_reasons import REFUSED
 from tests.adapters.test_slack_stream import slack_bot, until
 from tests.adapters.test_telegram_stream import ANA, GROUP, bot
 from tests.bot.test_console import console
@@ -161,3 +162,17 @@ async def test_console_a_cut_the_fallback_cannot_finish_says_so(redis_url: str) 
     out = await console_answer(redis_url, fo.failure(500))
     assert f"{HOSTED}…" in out and FAIL_MESSAGES["cut"] in out, out
     assert TAKES_OVER not in out
+
+
+async def test_slack_a_refusal_replaces_what_was_shown_with_one_sentence(redis) -> None:
+    async with slack_bot(redis) as s:
+        refused = fa.Item(
+            "text", [{"type": "text", "text": HOSTED}], pace=0.3, stop_reason="refusal"
+        )
+        s.hosted.script(refused)
+        await s.event(fs.mention_event("UANA", "tell me"))
+        await until(lambda: any(not p.streaming for p in s.fake.in_channel("CGEN")))
+        await s.harness.settle()
+        (post,) = s.fake.in_channel("CGEN")
+        assert post.appends, "the refused text had been shown while it was written"
+        assert post.text.replace("\n", " ") == REFUSED
