@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.models.messages.chunk import TaskUpdateChunk
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage
@@ -44,6 +45,7 @@ class SlackLive:
     user_id: str
     team_id: str | None
     allowed_mentions: frozenset[str] = frozenset()  # tokens that may ping, as on the reply
+    tasks: bool = False  # show tool steps as task updates (the agent messaging surface)
     _stream: AsyncChatStream | None = None
     _sent: str = ""  # as rendered for Slack
     _broken: bool = False
@@ -64,20 +66,37 @@ class SlackLive:
         if not new:
             return
         try:
-            if self._stream is None:
-                # buffer_size=1: every append goes out; the caller already throttles
-                self._stream = await self.adapter.client.chat_stream(
-                    channel=self.conversation.chat_id,
-                    thread_ts=self.thread_ts,
-                    recipient_user_id=self.user_id,
-                    recipient_team_id=self.team_id,
-                    buffer_size=1,
-                )
-            await self._stream.append(markdown_text=new)
+            stream = await self._started()
+            await stream.append(markdown_text=new)
             self._sent += new
         except SlackClientError as exc:
             self._broken = True
             log.warning("Slack refused the stream (%s); the answer will arrive whole", _error(exc))
+
+    async def _started(self) -> AsyncChatStream:
+        if self._stream is None:
+            # buffer_size=1: every append goes out; the caller already throttles
+            self._stream = await self.adapter.client.chat_stream(
+                channel=self.conversation.chat_id,
+                thread_ts=self.thread_ts,
+                recipient_user_id=self.user_id,
+                recipient_team_id=self.team_id,
+                buffer_size=1,
+                task_display_mode="timeline" if self.tasks else None,
+            )
+        return self._stream
+
+    async def task(self, task_id: str, title: str, status: str) -> None:
+        """A tool step as a task update chunk (slack_sdk 3.47); never raises."""
+        if not self.tasks or self._broken:
+            return
+        try:
+            stream = await self._started()
+            chunk = TaskUpdateChunk(id=task_id, title=title, status=status)
+            await stream.append(chunks=[chunk])
+        except SlackClientError as exc:
+            self._broken = True
+            log.warning("Slack refused a task update (%s); the answer arrives whole", _error(exc))
 
     async def reset(self, status: str | None) -> None:
         await self.discard()  # the status itself shows through assistant.threads.setStatus

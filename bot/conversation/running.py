@@ -171,6 +171,8 @@ class Runner:
                     if showing:
                         await show(status)
                 return
+            if stream is not None and update.kind in ("tool_started", "tool_finished"):
+                await stream.on_progress(update)  # a task in the answer, where shown
             text = THINKING if update.kind == "step_started" else None
             if update.kind == "tool_started" and update.tool and said != [update.step]:
                 text = USING.format(tool=update.tool)  # unless the model said what it does

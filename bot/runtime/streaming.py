@@ -94,9 +94,13 @@ class AnswerStream:
     _delivered: str | None = None  # the message an earlier attempt delivered
     _flush: asyncio.Task[None] | None = field(default=None, repr=False)
     _flush_waiting: bool = False  # the flush task still sleeps (cancelling it loses nothing)
+    _tasks: list[tuple[str, str]] = field(default_factory=list)  # (task id, tool) running
+    _began: float = field(default_factory=time.monotonic)
 
     async def on_progress(self, event: ProgressEvent) -> None:
-        if event.kind == "text_delta":
+        if event.kind in ("tool_started", "tool_finished"):
+            await self._task(event)
+        elif event.kind == "text_delta":
             self.text += event.detail.get("text", "")
             if self._first_text is None:
                 self._first_text = time.monotonic()
@@ -143,6 +147,10 @@ class AnswerStream:
         self._last_show = time.monotonic()
         self._shown = text
         await self.live.show(text)
+        await self._record_live()
+
+    async def _record_live(self) -> None:
+        """Note the message being grown under the key, so a replay completes it."""
         message_id = self.live.message_id
         if message_id is not None and message_id != self._recorded:
             marker = json.dumps({"live": message_id})
@@ -155,6 +163,32 @@ class AnswerStream:
                 log.debug("could not record the live message of %s", self.redis_key)
                 return
             self._recorded = message_id
+
+    async def _task(self, event: ProgressEvent) -> None:
+        """A tool step as a task of the live message, where the platform shows tasks (Slack's
+        task updates): once the run has worked for `first_show`, recorded like shown text."""
+        task = getattr(self.live, "task", None)
+        if task is None or event.tool is None or self.mode not in ("unknown", "live"):
+            return
+        if event.kind == "tool_started":
+            task_id = f"task-{event.step}-{len(self._tasks) + 1}"
+            self._tasks.append((task_id, event.tool))
+            status = "in_progress"
+        else:
+            running = [t for t in self._tasks if t[1] == event.tool]
+            if not running:
+                return
+            task_id = running[0][0]
+            self._tasks.remove(running[0])
+            status = "complete" if event.detail.get("status") == "ok" else "error"
+        if not self._last_show and time.monotonic() - self._began < self.first_show:
+            return  # a quick run shows nothing half, tasks included
+        if self.mode == "unknown":
+            await self._read_key()
+            if self.mode != "live":
+                return
+        await task(task_id, event.tool, status)
+        await self._record_live()
 
     async def _read_key(self) -> None:
         self._learn(await self.redis.get(self.redis_key))

@@ -133,3 +133,45 @@ async def test_the_greeting_is_not_repeated_once_the_outbox_has_forgotten_it(red
         await until(lambda: len(s.fake.in_channel("DANA")) == 2)
         await s.harness.settle()
         assert [p.text for p in s.fake.in_channel("DANA")][1:] == ["Hello."]
+
+
+async def test_tool_steps_show_as_task_updates_in_the_streamed_answer(redis) -> None:
+    model = ScriptedModel(
+        [turn(call("calculator", expression="6*7")), reply("It is 42.")], latency=0.6
+    )
+    async with slack_bot(redis, model) as s:
+        session = fs.message_ts()  # a thread of Parley's Messages tab
+        await s.event(fs.dm_event("UANA", "what is six times seven?", thread_ts=session))
+        await until(lambda: bool(s.fake.in_channel("DANA", session)), within=10)
+        await s.harness.settle()
+        (answer,) = s.fake.in_channel("DANA", session)  # one message: tasks, then answer
+        assert answer.text == "It is 42." and not answer.streaming
+        assert list(answer.tasks.values()) == [("calculator", "complete")]
+        start = s.fake.method_calls("chat.startStream")[0].body
+        assert start["task_display_mode"] == "timeline"
+
+
+async def test_a_channel_sees_no_task_updates(redis) -> None:
+    model = ScriptedModel(
+        [turn(call("calculator", expression="6*7")), reply("It is 42.")], latency=0.6
+    )
+    async with slack_bot(redis, model) as s:
+        asked = fs.mention_event("UANA", "what is six times seven?")
+        await s.event(asked)
+        await until(lambda: bool(s.fake.in_channel("CGEN", asked["ts"])), within=10)
+        await s.harness.settle()
+        (answer,) = s.fake.in_channel("CGEN", asked["ts"])
+        assert answer.text == "It is 42." and answer.tasks == {}
+
+
+async def test_the_assistant_surface_streams_no_task_updates(redis) -> None:
+    model = ScriptedModel(
+        [turn(call("calculator", expression="6*7")), reply("It is 42.")], latency=0.6
+    )
+    async with slack_bot(redis, model, surface="assistant") as s:
+        session = fs.message_ts()
+        await s.event(fs.dm_event("UANA", "what is six times seven?", thread_ts=session))
+        await until(lambda: bool(s.fake.in_channel("DANA", session)), within=10)
+        await s.harness.settle()
+        (answer,) = s.fake.in_channel("DANA", session)
+        assert answer.text == "It is 42." and answer.tasks == {}

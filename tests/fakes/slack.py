@@ -68,6 +68,9 @@ class Post:
     edits: int = 0
     streaming: bool = False  # a chat stream that has not been stopped
     appends: list[str] = field(default_factory=list)  # text as each stream call left it
+    tasks: dict[str, tuple[str, str]] = field(
+        default_factory=dict
+    )  # task_update: id → title, status
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
@@ -275,6 +278,17 @@ class FakeSlack(FakeServer):
                 text += str(chunk.get("text") or "")
         return text
 
+    @staticmethod
+    def _chunk_tasks(post: Post, params: dict[str, Any]) -> dict[str, Any] | None:
+        """Apply task_update chunks (Slack: pending, in_progress, complete, error)."""
+        for chunk in params.get("chunks") or []:
+            if chunk.get("type") != "task_update":
+                continue
+            if chunk.get("status") not in ("pending", "in_progress", "complete", "error"):
+                return {"ok": False, "error": "invalid_chunks"}
+            post.tasks[str(chunk.get("id"))] = (str(chunk.get("title")), str(chunk["status"]))
+        return None
+
     async def _m_chat_startStream(self, params: dict[str, Any]) -> dict[str, Any]:
         if refused := self._refused("chat.startStream"):
             return refused
@@ -298,6 +312,8 @@ class FakeSlack(FakeServer):
             streaming=True,
             appends=[text],
         )
+        if refused := self._chunk_tasks(post, params):
+            return refused
         self.posts.append(post)
         return {"ok": True, "channel": channel, "ts": post.ts}
 
@@ -315,6 +331,8 @@ class FakeSlack(FakeServer):
         post = self._streamed(params)
         if isinstance(post, dict):
             return post
+        if refused := self._chunk_tasks(post, params):
+            return refused
         post.text += self._chunk_text(params)
         post.appends.append(post.text)
         return {"ok": True, "channel": post.channel, "ts": post.ts}
