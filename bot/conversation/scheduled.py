@@ -140,9 +140,12 @@ async def checked(
 
 
 def counted(own: Verdict | None, ran: Ran) -> Ran:
-    if own is not None:
-        metrics.SCHEDULE_RUNS.labels(type(ran.outcome).__name__.lower()).inc()
-    return ran
+    """Parley's own run counted by outcome; it posts one message, its answer (no after-run
+    note: nobody there just spoke to Parley)."""
+    if own is None:
+        return ran
+    metrics.SCHEDULE_RUNS.labels(type(ran.outcome).__name__.lower()).inc()
+    return replace(ran, note=None)
 
 
 def headed(message: OutboundMessage, header: str) -> OutboundMessage:

@@ -10,7 +10,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
-from adapters.base import ConversationKey
+from adapters.base import ConversationKey, OutboundMessage
 from agent.builtin_tools import builtin_registry
 from agent.llm.base import ProviderRejected
 from agent.messages import TextBlock
@@ -364,3 +364,19 @@ async def test_a_failed_run_is_reported_in_its_conversation(redis: aioredis.Redi
         [said] = harness.adapter.texts(chat)
         assert said.startswith(f"⏰ Scheduled run (id {made.id}")
         assert len(said.split("\n\n", 1)[1]) > 10  # the failure, said in words
+
+
+async def test_a_scheduled_run_posts_its_answer_and_nothing_else(redis: aioredis.Redis) -> None:
+    async def noting(outcome: object) -> OutboundMessage:
+        return OutboundMessage(text="I'll remember: something")
+
+    model = ScriptedModel([reply("The answer."), reply("To a person.")])
+    async with running(redis, model, after_run=noting) as harness:
+        chat = dm()
+        made = await make(harness, chat, "every 10 minutes")
+        await harness.runtime.clock.start_due(now=await slot_of(harness, made.id))
+        await harness.settle()
+        assert len(harness.adapter.texts(chat)) == 1
+        await harness.submit(message(chat, "hi"))
+        await harness.settle()
+        assert harness.adapter.texts(chat)[1:] == ["To a person.", "I'll remember: something"]
