@@ -60,6 +60,7 @@ from bot.conversation.render import (
 )
 from bot.conversation.schedule_commands import SCHEDULE_ACTION
 from bot.conversation.scheduled import OWN_KINDS, own_objective
+from bot.conversation.stopping import late_stop
 from bot.conversation.yes_no import verdict
 from bot.runtime.decisions import Decision, decision_id_for
 from bot.runtime.decisions import Status as DecisionStatus
@@ -128,7 +129,7 @@ def decide(
             return []  # this stop reached the run it stopped, which said so
         if isinstance(event.event, InboundAction):
             return _pressed(session, pending, event.event, policy)
-        return _message(session, pending, event.event, policy)
+        return _message(session, pending, event.event, policy, event.entry_id)
     if isinstance(event, Admitted):
         return _admitted(session, pending, event, policy)
     if isinstance(event, Claimed):
@@ -142,7 +143,7 @@ def decide(
 
 
 def _message(
-    session: Session, pending: Decision | None, event: InboundMessage, policy: Policy
+    session: Session, pending: Decision | None, event: InboundMessage, policy: Policy, entry: str
 ) -> list[Effect]:
     platform = event.conversation.platform
     if event.kind == "not_allowed":
@@ -154,7 +155,7 @@ def _message(
         slot = f"greeting:{event.actor.user_id}"
         return [Send(message=greeting, slot=slot, per_conversation=True)] if greet else []
     if event.command:
-        return _command(session, pending, event, policy)
+        return _command(session, pending, event, policy, entry)
     if event.kind in OWN_KINDS:
         return own_objective(session, event)
     if not event.mentioned and session.state is None and not session.following:
@@ -178,7 +179,7 @@ def _message(
 
 
 def _command(
-    session: Session, pending: Decision | None, event: InboundMessage, policy: Policy
+    session: Session, pending: Decision | None, event: InboundMessage, policy: Policy, entry: str
 ) -> list[Effect]:
     name = (event.command or "").lower()
     platform = event.conversation.platform
@@ -191,8 +192,9 @@ def _command(
         return [ListSchedules()]
     if name != "cancel":
         return [_say(unknown_command(platform, name))]
-    if session.status == "idle":
-        return [_say(NOTHING_TO_CANCEL)]
+    if session.status == "idle":  # a stop that came while a run worked says how it ended
+        late = late_stop(session, event, entry, policy.approvers)
+        return [Send(message=late) if late else _say(NOTHING_TO_CANCEL)]
     decision = _live(session, pending, policy)
     if decision is None:
         return [Settle(abandon=CANCELLED_NOTE), _say(CANCELLED)]

@@ -11,10 +11,11 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from adapters.base import Inbound
+from adapters.base import Inbound, InboundMessage, OutboundMessage, mention
 from agent.outcomes import Failed, Outcome
 from agent.protocols import ProgressEvent
 from bot.conversation.permissions import may_act
+from bot.runtime.sessions import Session, entry_order
 from bot.runtime.stops import StopRequest, Stops, Watch
 
 # An agent call, given where its progress goes and the event that stops it.
@@ -42,3 +43,25 @@ def watching(
 
 def stopped(outcome: Outcome) -> bool:
     return isinstance(outcome, Failed) and outcome.reason == "stopped"
+
+
+NOT_YOURS_TO_STOP = "Only {who} or an approver could stop that; it has finished now."
+ALREADY_DONE = "That had already finished, so there was nothing left to stop."
+
+
+def late_stop(
+    session: Session, event: InboundMessage, entry_id: str, approvers: frozenset[str]
+) -> OutboundMessage | None:
+    """What a /cancel sent while a run worked, but handled after it, is told: the run ended
+    first (entry ids carry the time they were sent; the session's save, when the run ended)."""
+    state = session.state
+    if state is None or entry_order(entry_id)[0] >= session.updated_at * 1000:
+        return None  # sent after the run ended: nothing was running
+    context = state.context
+    actor = event.actor
+    if may_act(actor.user_id, actor.groups, context.user_id, context.is_direct, approvers):
+        return OutboundMessage(text=ALREADY_DONE)
+    who = mention(event.conversation.platform, context.user_id, context.user_name)
+    return OutboundMessage(
+        text=NOT_YOURS_TO_STOP.format(who=who), allowed_mentions=frozenset({who})
+    )

@@ -82,7 +82,8 @@ async def test_the_native_stop_ends_a_run_like_cancel_and_the_session_shows_it(r
         await s.harness.settle()
         texts = [p.text for p in s.fake.in_channel("CGEN", asked["ts"])]
         assert texts[0].startswith("⏹ Stopped: “write the quarterly report”.")
-        assert texts[1:] == ["There's nothing to cancel."]  # Mallory's, handled in turn
+        # Mallory's, handled in turn: the run is over, and only Ana (or an approver) could stop it
+        assert texts[1:] == ["Only <@UANA> or an approver could stop that; it has finished now."]
         assert s.fake.sessions[("CGEN", asked["ts"])].statuses == ["processing", "closed"]
         assert len(model.turn_requests) == 1
 

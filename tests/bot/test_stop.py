@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -142,8 +143,8 @@ async def test_someone_else_in_a_group_cannot_stop_the_run_but_an_approver_can(
         texts = harness.adapter.texts(GROUP)
         assert model.abandoned == 1
         assert texts[0].startswith("⏹ Stopped: “summarise the week”.")
-        # Mallory's /cancel, handled in turn, finds the run over
-        assert texts[1:] == ["There's nothing to cancel."]
+        # Mallory's /cancel, handled in turn, finds the run over and says who could stop it
+        assert texts[1:] == ["Only Ana or an approver could stop that; it has finished now."]
 
 
 @pytest.mark.process
@@ -175,3 +176,32 @@ async def test_a_stop_sent_while_redis_is_away_lands_once_it_is_back(tmp_path: P
                 assert model.abandoned == 1
         finally:
             await client.aclose()
+
+
+def test_a_stop_handled_after_the_run_it_came_during_says_how_that_run_ended() -> None:
+    from adapters.base import Actor
+    from agent.protocols import RunContext
+    from agent.state import RunState
+    from bot.conversation.stopping import late_stop
+    from bot.runtime.sessions import Session
+
+    context = RunContext(
+        conversation_id=GROUP.id,
+        platform="telegram",
+        user_id="42",
+        chat_id="-100",
+        is_direct=False,
+        user_name="Ana",
+    )
+    ended = Session(state=RunState(context=context, objective="x"), updated_at=1000.0)
+    cancel = message(GROUP, "/cancel", command="cancel", user="42", direct=False)
+    during, after = "999000-0", "1000500-0"  # sent while it ran, and after it ended
+    said = late_stop(ended, cancel, during, frozenset())
+    assert said is not None and said.text.startswith("That had already finished")
+    assert late_stop(ended, cancel, after, frozenset()) is None  # "nothing to cancel"
+    other = message(GROUP, "/cancel", command="cancel", user="7", name="Mallory", direct=False)
+    refused = late_stop(ended, other, during, frozenset())
+    assert refused is not None and refused.text.startswith("Only Ana or an approver")
+    boss = replace(other, actor=Actor(platform="telegram", user_id="boss", name="Boss"))
+    said = late_stop(ended, boss, during, frozenset({"boss"}))
+    assert said is not None and said.text.startswith("That had already finished")
