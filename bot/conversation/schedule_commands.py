@@ -16,7 +16,7 @@ from bot.runtime.schedules import Schedule, ScheduleStore
 log = logging.getLogger(__name__)
 
 SCHEDULE_ACTION = "sched"  # the decision id of the buttons under a list of schedules
-NONE_HERE = "No schedules in this conversation. Ask me for one, e.g. “every weekday at 9 …”."
+NONE_HERE = "No schedules here. Ask me for one, e.g. “every weekday at 9 …”."
 NOT_YOURS = "Only {owner} or an approver can change this schedule."
 GONE = "That schedule no longer exists."
 DONE = {
@@ -32,7 +32,7 @@ class ScheduleCommands:
     store: ScheduleStore
 
     async def listing(self, conversation_id: str) -> OutboundMessage:
-        found = await self.store.in_conversation(conversation_id)
+        found = await self.store.in_chat(conversation_id)
         if not found:
             return OutboundMessage(text=NONE_HERE)
         lines = ["Schedules here:"]
@@ -56,7 +56,7 @@ class ScheduleCommands:
         """What a press did, for the presser, and whether the list changed."""
         verb, _, schedule_id = choice.partition("-")
         found = await self.store.get(schedule_id)
-        if found is None or found.conversation_id != conversation_id or verb not in DONE:
+        if found is None or not found.lives_in(conversation_id) or verb not in DONE:
             return GONE, False
         if not self.store.may_manage(found, actor.user_id, actor.groups):
             return NOT_YOURS.format(owner=found.owner_name or found.owner_id), False

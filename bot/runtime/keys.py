@@ -118,8 +118,9 @@ class Keys:
     def schedules_paused(self) -> str:
         return f"{self.prefix}:schedules:paused"
 
-    def schedules_in(self, conversation_id: str) -> str:
-        return f"{self.prefix}:schedules:conv:{conversation_id}"
+    def schedules_in(self, chat: str) -> str:
+        """A chat's schedules (`platform:team:chat`, every thread of it)."""
+        return f"{self.prefix}:schedules:conv:{chat}"
 
     def lease(self, name: str) -> str:
         return f"{self.prefix}:lease:{name}"

@@ -46,6 +46,10 @@ class Schedule:
     state: State = "active"
     note: str = ""  # why it is paused
 
+    def lives_in(self, conversation_id: str) -> bool:
+        """Whether it belongs to the chat of `conversation_id` (any of its threads)."""
+        return chat_of(self.conversation_id) == chat_of(conversation_id)
+
     @property
     def recurrence(self) -> Recurrence:
         return Recurrence.parse(self.when)
@@ -111,7 +115,7 @@ class ScheduleStore:
             raise ScheduleRefused(str(exc)) from None
         if not objective.strip():
             raise ScheduleRefused("A schedule needs an objective.")
-        count = await self.redis.scard(self.keys.schedules_in(context.conversation_id))
+        count = await self.redis.scard(self.keys.schedules_in(chat_of(context.conversation_id)))
         if count >= MAX_PER_CONVERSATION:
             raise ScheduleRefused(
                 f"This conversation has {count} schedules, the most it may have; cancel one first."
@@ -134,18 +138,18 @@ class ScheduleStore:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self.keys.schedule(made.id), made.encode())
             pipe.sadd(self.keys.schedules_all, made.id)
-            pipe.sadd(self.keys.schedules_in(made.conversation_id), made.id)
+            pipe.sadd(self.keys.schedules_in(chat_of(made.conversation_id)), made.id)
             pipe.zadd(self.keys.schedules_due, {made.id: first})
             await pipe.execute()
         log.info("schedule %s made in %s (%s)", made.id, made.conversation_id, made.when)
         return made.info(first)
 
     async def list_schedules(self, context: RunContext) -> list[ScheduleInfo]:
-        return [s.info(n) for s, n in await self.in_conversation(context.conversation_id)]
+        return [s.info(n) for s, n in await self.in_chat(context.conversation_id)]
 
     async def cancel_schedule(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
         found = await self.get(schedule_id)
-        if found is None or found.conversation_id != context.conversation_id:
+        if found is None or not found.lives_in(context.conversation_id):
             raise ScheduleRefused(f"There is no schedule {schedule_id!r} in this conversation.")
         if not self.may_manage(found, context.user_id, ()):
             raise ScheduleRefused(
@@ -178,8 +182,10 @@ class ScheduleStore:
         found = [(Schedule.decode(raw), slot) for raw, slot in zip(raws, slots, strict=True) if raw]
         return sorted(found, key=lambda pair: pair[0].created_at)
 
-    async def in_conversation(self, conversation_id: str) -> list[tuple[Schedule, float | None]]:
-        ids = await self.redis.smembers(self.keys.schedules_in(conversation_id))
+    async def in_chat(self, conversation_id: str) -> list[tuple[Schedule, float | None]]:
+        """The schedules of the chat a conversation is in, its threads' included (a Slack
+        channel's `/parley schedules` shows those made in its threads)."""
+        ids = await self.redis.smembers(self.keys.schedules_in(chat_of(conversation_id)))
         return await self.many(sorted(_text(i) for i in ids))
 
     async def everything(self) -> list[tuple[Schedule, float | None]]:
@@ -213,7 +219,7 @@ class ScheduleStore:
             pipe.zrem(self.keys.schedules_due, found.id)
             pipe.srem(self.keys.schedules_paused, found.id)
             pipe.srem(self.keys.schedules_all, found.id)
-            pipe.srem(self.keys.schedules_in(found.conversation_id), found.id)
+            pipe.srem(self.keys.schedules_in(chat_of(found.conversation_id)), found.id)
             await pipe.execute()
         log.info("schedule %s deleted", found.id)
 
@@ -223,6 +229,11 @@ class ScheduleStore:
             pipe.scard(self.keys.schedules_paused)
             active, paused = await pipe.execute()
         return {"active": int(active), "paused": int(paused)}
+
+
+def chat_of(conversation_id: str) -> str:
+    """A conversation id without its thread: platform, team and chat."""
+    return conversation_id.rsplit(":", 1)[0]
 
 
 def _text(value: bytes | str) -> str:

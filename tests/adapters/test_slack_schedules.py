@@ -37,3 +37,10 @@ async def test_a_slack_schedule_runs_in_the_owners_zone_and_its_thread(redis) ->
         await s.harness.settle()
         run = s.fake.in_channel("CGEN")[2]
         assert run.body.endswith("Support was quiet.") and run.thread_ts == mention["ts"]
+        # /parley schedules in the channel lists the schedule made in one of its threads
+        await s.form(fs.slash_command("UANA", "schedules"))
+        await ts.until(lambda: len(s.fake.in_channel("CGEN")) == 4)
+        await s.harness.settle()
+        listing = s.fake.in_channel("CGEN")[3]
+        assert f"id {made.id}" in listing.body and "America/New_York" in listing.body
+        assert [b["text"]["text"] for b in listing.buttons] == ["Pause 1", "Delete 1"]

@@ -332,7 +332,7 @@ async def test_the_schedules_command_lists_and_its_buttons_answer_only_owner_and
         await harness.submit(click(group, listing, f"delete-{made.id}"))
         await harness.settle()
         assert await harness.runtime.schedules.everything() == []
-        assert listing.current.text.startswith("No schedules in this conversation")
+        assert listing.current.text.startswith("No schedules here")
         assert model.requests == []
 
 
