@@ -74,13 +74,23 @@ def files_of(event: dict[str, Any]) -> tuple[Attachment, ...]:
 
 
 def may_receive_token(url: str, api_url: str) -> bool:
-    """Whether a file URL is on Slack's hosts (or the configured API host, e.g. a test's)."""
-    host = (urlsplit(url).hostname or "").lower()
-    if urlsplit(url).scheme not in ("https", "http") or not host:
+    """Whether a file URL is on Slack's hosts over HTTPS, or at the configured API's own
+    scheme, host and port (a local Slack, e.g. a test's): never plain HTTP elsewhere."""
+    target, api = urlsplit(url), urlsplit(api_url)
+    host = (target.hostname or "").lower()
+    if not host:
         return False
-    if host == (urlsplit(api_url).hostname or "").lower():
+    try:
+        same_origin = (target.scheme, host, target.port) == (
+            api.scheme,
+            (api.hostname or "").lower(),
+            api.port,
+        )
+    except ValueError:  # a port that is not a number
+        return False
+    if same_origin and target.scheme in ("https", "http"):
         return True
-    return urlsplit(url).scheme == "https" and any(
+    return target.scheme == "https" and any(
         host == h or host.endswith("." + h) for h in SLACK_FILE_HOSTS
     )
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bot.config import ConfigError, Settings, check_env_file
 from bot.ops.logs import configure_logging
+from bot.ops.secrets import RedactingStream, configured_secrets
 
 COMMANDS = {
     "run": "run everything in one process: HTTP, platforms and workers (the default)",
@@ -91,26 +92,20 @@ def main(argv: list[str] | None = None) -> int:
         command = "console"  # nothing to serve: chat in the terminal instead
     # The console's chat and doctor's table own the terminal; their logs go to a file.
     log_file = settings.redis.data_dir / f"{command}.log" if command in TERMINAL else None
-    configure_logging(settings.log.level, settings.log.format, secrets_of(settings), file=log_file)
+    secrets = configured_secrets(settings)
+    configure_logging(settings.log.level, settings.log.format, secrets, file=log_file)
     if log_file is not None and command == "console":
         print(f"(logs go to {log_file})", file=sys.stderr)
+    streams = sys.stdout, sys.stderr
+    if command != "console" and secrets:  # the console's terminal belongs to the chat
+        sys.stdout = RedactingStream(sys.stdout, secrets)
+        sys.stderr = RedactingStream(sys.stderr, secrets)
     try:
         return asyncio.run(dispatch(command, args, settings))
     except KeyboardInterrupt:
         return 130
-
-
-def secrets_of(settings: Settings) -> list[str]:
-    values = [
-        settings.anthropic.api_key,
-        settings.telegram.token,
-        settings.telegram.webhook_secret,
-        settings.slack.bot_token,
-        settings.slack.signing_secret,
-        settings.slack.app_token,
-        settings.redis.password,
-    ]
-    return [v.get_secret_value() for v in values if v is not None]
+    finally:
+        sys.stdout, sys.stderr = streams
 
 
 async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -> int:

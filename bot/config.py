@@ -9,6 +9,7 @@ variable is listed, with its default, in `.env.example`.
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -31,6 +32,9 @@ def _split_commas(value: Any) -> Any:
     if isinstance(value, str):
         return [item.strip() for item in value.split(",") if item.strip()]
     return value
+
+
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD", re.IGNORECASE)
 
 
 class ConfigError(Exception):
@@ -316,11 +320,13 @@ def check_env_file(path: Path, *, required: bool = False) -> None:
         raise ConfigError(f"settings file {path} cannot be read as UTF-8 text ({exc})") from None
     for binding in parse_stream(io.StringIO(text)):
         if binding.error:
+            # the line's name at most: the rest may be a token (and no redaction exists yet)
             line = text.splitlines()[binding.original.line - 1].strip()
-            shown = line if len(line) <= 60 else f"{line[:57]}..."
+            name = re.match(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=", line)
+            shown = f"the line for {name[1]}" if name else "it"
             raise ConfigError(
-                f"settings file {path}, line {binding.original.line}: cannot read {shown!r} "
-                "(expected NAME=value)"
+                f"settings file {path}, line {binding.original.line}: cannot read {shown} "
+                "(expected NAME=value; the line is not shown, it may hold a secret)"
             )
 
 
@@ -330,6 +336,8 @@ def _describe(exc: ValidationError) -> list[str]:
         variable = ".".join(str(part) for part in error["loc"]) or "?"
         given = error.get("input")
         shown = "" if isinstance(given, dict) or given is None else f" (got {given!r})"
+        if _SECRET_NAME.search(variable) or "@" in str(given):  # a token, or a URL's password
+            shown = ""
         lines.append(f"{variable}: {error['msg']}{shown}")
     return lines
 

@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -31,6 +32,7 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # "<platform>:<chat>", "<platform>:<team>/<chat>" (chat may be *), "<platform>:user:<id>"
 _ALLOW = re.compile(r"^[a-z]+:(user:[^\s/:]+|[^\s/:]+(/[^\s/:]+)?)$")
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{6,}$")
+_SECRET = re.compile(r"auth|key|token|secret|passw|cookie|credential|sig", re.IGNORECASE)
 
 
 class McpConfigError(ValueError):
@@ -156,6 +158,47 @@ def expand(value: Any, environ: Mapping[str, str], where: str = "") -> Any:
             for key, item in value.items()
         }
     return value
+
+
+def secrets_in(path: str | Path, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The secrets an `mcpServers` file hands its servers, for redaction: every `${VAR}` it
+    uses, and its headers, env values, URL passwords and query values as written. A file that
+    cannot be read gives none (loading it reports that)."""
+    environ = os.environ if environ is None else environ
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        servers = dict(raw.get("mcpServers") or {})
+    except (OSError, ValueError, AttributeError, TypeError):
+        return []
+    found = [environ[name] for name in _VARIABLE.findall(json.dumps(raw)) if name in environ]
+    for server in servers.values():
+        if not isinstance(server, dict):
+            continue
+        for key in ("headers", "env"):
+            found += [str(v) for k, v in dict(server.get(key) or {}).items() if _SECRET.search(k)]
+        url = urlsplit(expand(str(server.get("url") or ""), _Blank()))
+        found += [url.password or ""]
+        found += [v for k, v in parse_qsl(url.query) if _SECRET.search(k)]
+    return [value for value in found if value and "${" not in value]
+
+
+class _Blank(dict[str, str]):
+    """An environment in which every variable is set and empty (for reading a URL's parts)."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def shown_url(url: str) -> str:
+    """A server URL as operators may see it: no user, password, query or fragment."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> McpConfig:

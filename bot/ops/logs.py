@@ -81,5 +81,6 @@ def configure_logging(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("httpx", "httpcore", "aiohttp.access", "telegram.ext", "slack_bolt"):
+    # httpx logs each request's URL at INFO, and an MCP server's URL may carry a key
+    for noisy in ("httpx", "httpx2", "httpcore", "aiohttp.access", "telegram.ext", "slack_bolt"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))

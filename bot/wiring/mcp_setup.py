@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from agent.mcp import McpConfigError, load_config
+from agent.mcp.config import shown_url
 from bot.config import Settings
 from bot.ops.checks import CHECK_TIMEOUT, Check
 from bot.ops.http import ReadinessCheck
@@ -108,8 +109,8 @@ def listing(toolbox: McpToolbox) -> list[str]:
     lines: list[str] = []
     for server in toolbox.status().values():
         config = server.config
-        # never the env, headers or a URL's query: that is where secrets go
-        where = config.command or (config.url or "").partition("?")[0]
+        # never the env, headers, or a URL's user, password or query: that is where secrets go
+        where = config.command or shown_url(config.url or "")
         state = server.state + (f" ({server.error})" if server.error else "")
         lines.append(f"{server.name}  [{config.transport}] {where}  {state}")
         if config.allow is not None:

@@ -161,6 +161,13 @@ async def test_the_bot_token_only_goes_to_slack_hosts() -> None:
     assert not may_receive_token("https://files.slack.com.evil.example/a.png", api)
     assert not may_receive_token("http://files.slack.com/a.png", api)  # never in clear text
     assert not may_receive_token("https://evil.example/files-pri/a.png", api)
+    assert not may_receive_token("http://127.0.0.1:6666/files-pri/a.png", api)  # another port
+    # with Slack's own API, the API host gets the token only over HTTPS too
+    slack = "https://slack.com/api/"
+    assert may_receive_token("https://slack.com/files-pri/T1-F1/a.png", slack)
+    assert not may_receive_token("http://slack.com/files-pri/T1-F1/a.png", slack)
+    assert not may_receive_token("http://slack.com:443/files-pri/a.png", slack)
+    assert not may_receive_token("https://127.0.0.1:x/a.png", slack)
     attachment = Attachment(ref="https://evil.example/a.png", name="a.png")
     try:
         await download("xoxb-secret", api, attachment, 1000)
