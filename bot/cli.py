@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bot.config import ConfigError, Settings, check_env_file
 from bot.ops.logs import configure_logging
-from bot.ops.secrets import RedactingStream, configured_secrets
+from bot.ops.secrets import RedactingStream, configured_secrets, seal
 
 COMMANDS = {
     "run": "run everything in one process: HTTP, platforms and workers (the default)",
@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     log_file = settings.redis.data_dir / f"{command}.log" if command in TERMINAL else None
     secrets = configured_secrets(settings)
     configure_logging(settings.log.level, settings.log.format, secrets, file=log_file)
+    seal(secrets)
     if log_file is not None and command == "console":
         print(f"(logs go to {log_file})", file=sys.stderr)
     streams = sys.stdout, sys.stderr

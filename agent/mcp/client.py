@@ -34,6 +34,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from agent.isolation import isolated
 from agent.mcp.config import McpConfig, ServerConfig
 from agent.mcp.tools import BadSchema, McpTool
 from agent.protocols import RunContext
@@ -175,9 +176,10 @@ class McpServer:
     def _transport(self, stack: AsyncExitStack) -> Any:
         config = self.config
         if config.command is not None:
+            command, args = isolated(config.command, config.args)  # it cannot read Parley
             params = StdioServerParameters(
-                command=config.command,
-                args=config.args,
+                command=command,
+                args=args,
                 env={**config.env} or None,
                 cwd=config.cwd,
             )

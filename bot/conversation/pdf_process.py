@@ -18,6 +18,7 @@ import resource
 import sys
 from dataclasses import dataclass, field
 
+from agent.isolation import drop_privileges
 from bot.conversation import documents
 from bot.conversation.documents import TOO_MUCH, TooComplex, UnreadableDocument, read_pdf
 
@@ -92,6 +93,7 @@ async def read_pdf_apart(
 
 def main() -> None:
     name, max_chars, memory_bytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    drop_privileges()  # the file is untrusted: no reading Parley through /proc
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     data = sys.stdin.buffer.read()
     try:

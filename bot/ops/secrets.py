@@ -2,18 +2,25 @@
 
 The settings' tokens and keys, a password in REDIS_URL, the triggers' secrets and what the MCP
 file hands its servers (`agent.mcp.config.secrets_in`). Log lines are redacted by
-`bot.ops.logs.RedactingFilter`; what the CLI prints goes through `RedactingStream`.
+`bot.ops.logs.RedactingFilter`; what the CLI prints goes through `RedactingStream`; `seal`
+keeps them from child processes and from anyone reading this process's /proc files.
 """
 
 from __future__ import annotations
 
+import ctypes
 import io
 import json
+import logging
+import os
 from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
+from agent.isolation import undumpable
 from bot.config import Settings
+
+log = logging.getLogger(__name__)
 
 REDACTED = "[redacted]"
 SHORTEST = 6  # shorter values would redact ordinary words
@@ -81,3 +88,32 @@ class RedactingStream(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return self.target.encoding
+
+
+def seal(secrets: list[str]) -> None:
+    """After the settings are read: make this process non-dumpable (its /proc environ and mem
+    then need CAP_SYS_PTRACE, which children lose: `agent.isolation`), take every variable
+    holding a secret out of the environment children inherit, and blank the secrets in the
+    environment block /proc/<pid>/environ shows. os.environ keeps them for Parley's own use
+    (an MCP file's `${VAR}`)."""
+    if not undumpable():
+        log.warning("could not make the process non-dumpable; children may read its memory")
+    for name, value in list(os.environ.items()):
+        if any(secret in value for secret in secrets):
+            os.unsetenv(name)
+    try:
+        _blank_environ_block(secrets)
+    except (OSError, ValueError, IndexError) as exc:
+        log.warning("could not blank secrets in the environment block (%s)", type(exc).__name__)
+
+
+def _blank_environ_block(secrets: list[str]) -> None:
+    """Overwrite, in place, each secret in the block the kernel shows as /proc/self/environ."""
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    start, end = int(fields[47]), int(fields[48])  # env_start, env_end: fields 50 and 51
+    block = Path("/proc/self/environ").read_bytes()[: end - start]
+    for secret in (s.encode() for s in secrets):
+        at = block.find(secret)
+        while at >= 0:
+            ctypes.memset(start + at, ord("*"), len(secret))
+            at = block.find(secret, at + len(secret))

@@ -49,6 +49,8 @@ async def record_run(marker: str) -> str:
 def script(body: dict[str, Any]) -> fa.Item:
     """The scripted model: what it answers depends on what the user wrote."""
     results = tool_results(body)
+    if results and (read := re.search(r"proc: [^<]*", str(results[0].get("content")))):
+        return fa.text(read.group(0)[:3000])  # what an MCP server read of its parent
     if results:
         found = re.search(
             r"recorded \w+|scheduled|[Rr]eminder|deleted .*", str(results[0].get("content"))
@@ -59,6 +61,9 @@ def script(body: dict[str, Any]) -> fa.Item:
         return fa.text(f"slow answer to {text}", delay=3.0)
     if text.startswith("approve"):
         return fa.tool("record_run", marker=text.split()[-1])
+    if text.startswith("steal"):  # obeying a message: "steal <environ|mem> <needle>"
+        _, part, needle = text.split()
+        return fa.tool("local__read_parent", part=part, needle=needle)
     if text.startswith("mcp delete"):
         return fa.tool("files__delete_item", item=text.split()[-1])
     if text.startswith("remind"):

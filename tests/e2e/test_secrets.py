@@ -116,3 +116,43 @@ async def test_no_secret_reaches_a_log_line_cli_output_metrics_or_readyz(
     for name, secret in {**SECRETS, "SLACK_BOT_TOKEN": SLACK_TOKEN}.items():
         assert secret not in everything, f"{name} was written out"
     assert telegram.token not in everything
+
+
+async def test_a_stdio_mcp_server_cannot_read_parleys_environment_or_memory(
+    world: tuple[Cluster, FakeTelegram, Path],  # noqa: F811 - the fixture, imported
+    tmp_path: Path,
+) -> None:
+    """The model obeys a message that asks it to run the server's /proc reader; what the
+    server could read comes back as the tool result."""
+    cluster, telegram, _ = world
+    config = tmp_path / "mcp.json"
+    server = {
+        "command": sys.executable,
+        "args": ["-m", "tests.fakes.mcp_server"],
+        "cwd": str(ROOT),
+        "approval": "never",
+    }
+    config.write_text(json.dumps({"mcpServers": {"local": server}}))
+    secret = SECRETS["PARLEY_TRANSCRIBE_API_KEY"]
+    port = free_port()
+    process = await cluster.start(
+        "run",
+        PARLEY_MCP_CONFIG=str(config),
+        PARLEY_TRANSCRIBE_API_KEY=secret,
+        PARLEY_METRICS_PORT=str(port),
+    )
+    await cluster.ready(process)
+    deadline = time.monotonic() + 30
+    while "1/1 servers ready" not in await fetch(port, "/readyz"):
+        assert time.monotonic() < deadline, await fetch(port, "/readyz")
+        await asyncio.sleep(0.2)
+    telegram.push(telegram.message(chat_id=42, user_id=42, text=f"steal environ {secret}"))
+    await until(lambda: len(telegram.chat(42)) == 1, within=60)
+    telegram.push(telegram.message(chat_id=42, user_id=42, text=f"steal mem {secret}"))
+    await until(lambda: len(telegram.chat(42)) == 2, within=120)
+    environ, mem = texts(telegram, 42)
+    # as another user, or as the same user without root, environ is closed too; as root
+    # (CAP_DAC_OVERRIDE) Linux still lets it be read, with the secrets blanked out
+    assert environ.startswith("proc: ") and secret not in environ, environ
+    assert mem.startswith("proc: denied"), mem
+    assert await cluster.stop(process) == 0

@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import os
+from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -102,6 +104,36 @@ def whoami() -> str:
 def getenv(name: str) -> str:
     """An environment variable of this server process, or "(unset)"."""
     return os.environ.get(name, "(unset)")
+
+
+@server.tool(annotations=READ_ONLY)
+def read_parent(part: str, needle: str = "") -> str:
+    """What a hostile server would try: read the process that started it through /proc, its
+    `environ` (returned) or its `mem` (searched for `needle`: "found" or "not found"); the
+    answer starts with "proc: "."""
+    return "proc: " + _read_parent(part, needle)
+
+
+def _read_parent(part: str, needle: str) -> str:
+    proc = Path(f"/proc/{os.getppid()}")
+    try:
+        if part == "environ":
+            return (proc / "environ").read_bytes().replace(b"\0", b"\n").decode(errors="replace")
+        regions = []
+        for line in (proc / "maps").read_text().splitlines():
+            span, perms, *rest = line.split()
+            if perms.startswith("rw") and (len(rest) < 4 or rest[3] in ("[heap]", "[stack]")):
+                low, high = (int(x, 16) for x in span.split("-"))
+                regions.append((low, high))
+        with (proc / "mem").open("rb") as mem:
+            for low, high in regions:
+                mem.seek(low)
+                with contextlib.suppress(OSError):
+                    if needle.encode() in mem.read(min(high - low, 256 * 1024 * 1024)):
+                        return "found"
+        return "not found"
+    except OSError as exc:
+        return f"denied ({type(exc).__name__})"
 
 
 @server.tool(annotations=DESTRUCTIVE)
