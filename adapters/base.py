@@ -132,6 +132,9 @@ class InboundMessage:
     # without writing.
     kind: InboundKind = "text"
     length: int = 0
+    # Where the platform takes a private answer to this event (Slack's slash-command
+    # `response_url`): it reaches the person even in a channel Parley is not in.
+    reply_url: str | None = None
     # A forwarded message: who wrote it (a name, a chat's title, or "someone" when hidden).
     # Its text is their words, not the sender's.
     forwarded_from: str | None = None
@@ -210,6 +213,7 @@ class OutboundMessage:
     decision_id: str | None = None
     # Show only to this user id where the platform can (Slack ephemeral); else post normally.
     private_to: str | None = None
+    reply_url: str | None = None  # for a private answer: the event's `reply_url`
     # Platform mention tokens (Slack `<@U…>`, `<!here>`) that may ping people: the ones the
     # requester typed or Parley names itself. Any other mention in the text pings nobody.
     allowed_mentions: frozenset[str] = frozenset()

@@ -51,7 +51,7 @@ from adapters.base import (
 from adapters.health import ApiHealth
 from adapters.slack_agent import AgentSurface, SessionState
 from adapters.slack_assistant import AssistantThreads
-from adapters.slack_context import ThreadReader, download
+from adapters.slack_context import ThreadReader, download, respond
 from adapters.slack_format import messages, streamed_markdown
 from adapters.slack_inbound import MAX_TEXT, SlackInbound
 from adapters.slack_ingress import SlackIngress
@@ -193,6 +193,9 @@ class SlackAdapter:
         ts = ""
         with self.delivery():
             for fallback, blocks in messages(message):
+                url = message.reply_url if message.private_to else None
+                if url and await respond(url, self.config.api_url, fallback, blocks):
+                    continue  # answered through the command's response_url
                 if message.private_to:
                     response = await self.client.chat_postEphemeral(
                         channel=conversation.chat_id,

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.base import (
     Attachment,
@@ -122,6 +123,23 @@ async def download(token: str, api_url: str, attachment: Attachment, limit: int)
             return bytes(data)
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise DownloadError(f"Slack download failed ({type(exc).__name__})") from exc
+
+
+async def respond(url: str, api_url: str, text: str, blocks: Any) -> bool:
+    """A private answer through an event's response_url, which reaches the person even in a
+    channel Parley is not in; False if the URL is not Slack's or Slack refused it."""
+    if not may_receive_token(url, api_url):
+        return False
+    try:
+        response = await AsyncWebhookClient(url).send(
+            text=text, blocks=blocks, response_type="ephemeral"
+        )
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        log.info("a response_url answer failed (%s)", type(exc).__name__)
+        return False
+    if response.status_code != 200:
+        log.info("Slack refused a response_url answer (HTTP %s)", response.status_code)
+    return response.status_code == 200
 
 
 @dataclass(kw_only=True)

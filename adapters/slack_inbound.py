@@ -253,7 +253,8 @@ class SlackInbound:
 
     async def _on_command(self, ack: Any, command: dict[str, Any]) -> None:
         await ack()
-        if not _strings(command, "channel_id", "team_id", "user_id", "text", "trigger_id"):
+        fields = ("channel_id", "team_id", "user_id", "text", "trigger_id", "response_url")
+        if not _strings(command, *fields):
             log.warning("ignored a /parley command with mistyped fields")
             return
         channel = str(command.get("channel_id") or "")
@@ -270,6 +271,7 @@ class SlackInbound:
                 is_direct=channel.startswith("D"),
                 command=(name or "help").lower(),
                 args=args.strip(),
+                reply_url=command.get("response_url") or None,
             )
         )
 

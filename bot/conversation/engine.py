@@ -85,6 +85,7 @@ BARE_MENTION = {
 }
 BARE_MENTION_ELSEWHERE = "Tell me what you need, or send /help to see my commands."
 
+LONGEST = 40_000  # characters: no platform sends longer (Slack's maximum)
 HEARD = "🎤 “{text}”"
 QUOTED = 300  # characters of a transcript said back
 
@@ -171,10 +172,11 @@ def _message(
         follow = [Follow()] if event.conversation.thread_id and not event.is_direct else []
         return [_say(line.format(handle=handle)), *follow]
     length = max(event.length, len(event.text))
-    limit = policy.max_message_chars
-    if event.kind == "too_long" or (limit is not None and length > limit):
+    limit = policy.max_message_chars or LONGEST
+    if event.kind == "too_long" or length > limit:
         # An adapter cuts an over-long text at its limit.
-        return [_say(TOO_LONG.format(length=length, limit=limit or len(event.text)))]
+        limit = policy.max_message_chars or min(len(event.text), LONGEST)
+        return [_say(TOO_LONG.format(length=length, limit=limit))]
     return [Admit()]
 
 
@@ -190,8 +192,11 @@ def _command(
         return [Command()]
     if name == "schedules":
         return [ListSchedules()]
-    if name != "cancel":
-        return [_say(unknown_command(platform, name))]
+    if name != "cancel":  # to the person alone: a typo is nobody else's business
+        unknown = OutboundMessage(
+            text=unknown_command(platform, name), private_to=event.actor.user_id
+        )
+        return [Send(message=unknown)]
     if session.status == "idle":  # a stop that came while a run worked says how it ended
         late = late_stop(session, event, entry, policy.approvers)
         return [Send(message=late) if late else _say(NOTHING_TO_CANCEL)]

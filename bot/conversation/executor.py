@@ -111,6 +111,7 @@ class Executor:
             conversation=event.conversation,
             allowed_mentions=typed_mentions(event),
             lease=lease,
+            reply_url=event.reply_url if isinstance(event, InboundMessage) else None,
         )
         run_id = (
             session.state.run_id if session.state is not None and session.status != "idle" else ""

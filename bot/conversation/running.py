@@ -91,6 +91,7 @@ class Reply:
     # Mentions that may ping in these replies: the ones the person typed, and that person.
     allowed_mentions: frozenset[str] = frozenset()
     lease: Lease | None = None  # what was sent is recorded with its next session save
+    reply_url: str | None = None  # the event's, for private answers to its author
 
     async def send(
         self, message: OutboundMessage, slot: str, *, per_conversation: bool = False
@@ -109,7 +110,8 @@ class Reply:
 
     def allow(self, message: OutboundMessage) -> OutboundMessage:
         allowed = message.allowed_mentions | self.allowed_mentions
-        return replace(message, allowed_mentions=allowed)
+        url = message.reply_url or (self.reply_url if message.private_to else None)
+        return replace(message, allowed_mentions=allowed, reply_url=url)
 
 
 @dataclass(kw_only=True)

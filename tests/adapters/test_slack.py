@@ -350,8 +350,8 @@ async def test_over_long_messages_and_bare_mentions_are_handed_over_by_kind(redi
         # The adapter says nothing itself; the engine answers each, in its thread.
         await until(lambda: len(s.fake.posts) == 3, within=20)
         texts = sorted(p.text for p in s.fake.posts)
-        assert texts[0].startswith("Tell me what you need in the same message")
-        assert all(t.startswith("That message is too long for me") for t in texts[1:])
+        assert texts[2].startswith("Yes? Tell me what you need in a reply here")
+        assert all(t.startswith("That message is too long for me") for t in texts[:2])
 
 
 async def test_rate_limits_are_respected(redis) -> None:

@@ -178,7 +178,7 @@ RECEIVED = [
         "idle",
         "none",
         say("other", command="nope"),
-        ["send reply: I don't know the command /parley nope. Try /parley help."],
+        ["send reply (private): I don't know the command /parley nope. Try /parley help."],
     ),  # noqa: E501
     (
         "idle",

@@ -6,6 +6,7 @@ import time
 import redis.asyncio as aioredis
 
 from agent.tools import ToolRegistry, tool
+from bot.config import Settings
 from bot.runtime.inbox import decode
 from bot.runtime.keys import PATTERNS
 from bot.runtime.locks import ConversationLocks
@@ -278,11 +279,19 @@ async def test_cancel_ends_a_pending_approval(redis: aioredis.Redis) -> None:
 
 async def test_an_over_long_message_is_refused_politely(redis: aioredis.Redis) -> None:
     model = ScriptedModel([])
-    async with running(redis, model) as harness:
+    capped = Settings.load(env_file=None, agent={"PARLEY_MAX_MESSAGE_CHARS": "4000"})
+    async with running(redis, model, config=capped) as harness:
         chat = dm()
         await harness.submit(message(chat, "x" * 5000))
+        await harness.submit(message(chat, "y" * 40_001))  # past any platform's maximum
         await harness.settle()
         assert "too long" in harness.adapter.texts(chat)[0]
+        assert model.requests == []
+    async with running(redis, model) as harness:  # no cap set: the longest platform's
+        chat = dm()
+        await harness.submit(message(chat, "y" * 40_001))
+        await harness.settle()
+        assert "my limit is 40,000" in harness.adapter.texts(chat)[-1]
         assert model.requests == []
 
 

@@ -110,6 +110,10 @@ class FakeSlack(FakeServer):
         self.add("POST", "/api/*", self._method)
         self.add("GET", "/api/*", self._method)
         self.add("GET", "/files-pri/*", self._file)
+        # A slash command's or a press's response_url: what was posted there, and its status.
+        self.responses: list[dict[str, Any]] = []
+        self.response_status = 200
+        self.add("POST", "/response/*", self._response)
 
     @property
     def api_url(self) -> str:
@@ -166,6 +170,15 @@ class FakeSlack(FakeServer):
     def answer_error(self, method: str, error: str, *, status: int = 200, times: int = 1) -> None:
         """Answer the next `times` calls of `method` with `{"ok": false, "error": error}`."""
         self.errors.setdefault(method, []).extend([(error, status)] * times)
+
+    def response_url(self, name: str = "cmd") -> str:
+        return f"{self.url}/response/{name}"
+
+    async def _response(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
+        if self.response_status != 200:
+            return web.Response(status=self.response_status, text="expired_url")
+        self.responses.append(recorded.body)
+        return web.Response(text="ok")
 
     def method_calls(self, method: str) -> list[Recorded]:
         return self.calls(f"/api/{method}")
@@ -630,7 +643,13 @@ def block_action(post: Post, label: str, *, user: str, team: str = TEAM) -> byte
     return urlencode({"payload": json.dumps(payload)}).encode()
 
 
-def slash_command(user: str, text: str, channel: str = "CGEN", team: str = TEAM) -> bytes:
+def slash_command(
+    user: str,
+    text: str,
+    channel: str = "CGEN",
+    team: str = TEAM,
+    response_url: str = "https://hooks.invalid/cmd",
+) -> bytes:
     return urlencode(
         {
             "command": "/parley",
@@ -639,7 +658,7 @@ def slash_command(user: str, text: str, channel: str = "CGEN", team: str = TEAM)
             "channel_id": channel,
             "team_id": team,
             "trigger_id": f"trig{next(_event_ids)}",
-            "response_url": "https://hooks.invalid/cmd",
+            "response_url": response_url,
             "token": "legacy",
         }
     ).encode()
