@@ -90,3 +90,46 @@ async def test_each_slot_runs_once_across_workers_and_a_kill_between_slots_catch
     gaps = [b - a for a, b in zip(started, started[1:], strict=False)]
     assert all(gap % PERIOD == 0 for gap in gaps)
     assert max(gaps) >= (missed + 1) * PERIOD  # the missed slots were skipped, not replayed
+
+
+async def test_a_trigger_through_a_real_gateway_starts_one_objective(
+    world,  # noqa: F811
+    tmp_path: Any,
+) -> None:
+    import hashlib
+    import hmac
+    import json
+
+    import aiohttp
+
+    from tests.e2e.test_processes import free_port
+
+    cluster, telegram, _ = world
+    secret = "e2e-secret-e2e-secret"
+    triggers = tmp_path / "triggers.json"
+    triggers.write_text(
+        json.dumps(
+            {"alerts": {"secret": secret, "conversation": "telegram:42", "objective": "tick alert"}}
+        )
+    )
+    port = free_port()
+    process = await cluster.start(
+        "run", PARLEY_TRIGGERS_CONFIG=str(triggers), PARLEY_HTTP_PORT=str(port)
+    )
+    await cluster.ready(process)
+    body = json.dumps({"alert": "disk full on db-1"}).encode()
+    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    good = {"X-Parley-Signature": signature, "X-Parley-Timestamp": str(int(time.time()))}
+    url = f"http://127.0.0.1:{port}/hooks/alerts"
+    async with aiohttp.ClientSession() as http:
+        statuses = []
+        for headers in (good, good, {**good, "X-Parley-Signature": "sha256=" + "0" * 64}):
+            async with http.post(url, data=body, headers=headers) as response:
+                statuses.append(response.status)
+    assert statuses == [202, 200, 401]  # started, replayed, forged
+    await until(lambda: bool(telegram.chat(42)))
+    await asyncio.sleep(1.5)
+    [answer] = texts(telegram, 42)  # the model echoes the turn it was given
+    assert answer.startswith("⚡ Triggered by alerts\n\necho: ")
+    assert "disk full on db-1" in answer and 'trust="untrusted"' in answer
+    assert answer.endswith("tick alert")  # the objective comes last, after the body
