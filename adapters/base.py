@@ -214,6 +214,7 @@ class OutboundMessage:
     # Show only to this user id where the platform can (Slack ephemeral); else post normally.
     private_to: str | None = None
     reply_url: str | None = None  # for a private answer: the event's `reply_url`
+    reply_to: str | None = None  # the message this answers, where the platform shows it
     # Platform mention tokens (Slack `<@U…>`, `<!here>`) that may ping people: the ones the
     # requester typed or Parley names itself. Any other mention in the text pings nobody.
     allowed_mentions: frozenset[str] = frozenset()

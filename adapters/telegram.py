@@ -28,6 +28,7 @@ from telegram import (  # noqa: E402
     CallbackQuery,
     InlineKeyboardMarkup,
     Message,
+    ReplyParameters,
     Update,
     User,
 )
@@ -236,16 +237,23 @@ class TelegramAdapter:
 
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
         parts = split_html(message.text or "…", MESSAGE_LIMIT)
-        return await self.send_parts(conversation, parts, keyboard(message))
+        return await self.send_parts(conversation, parts, keyboard(message), message.reply_to)
 
     async def send_parts(
         self,
         conversation: ConversationKey,
         parts: list[str],
         markup: InlineKeyboardMarkup | None,
+        reply_to: str | None = None,
     ) -> MessageRef:
-        """Post HTML parts in order, the buttons on the last; the ref names that last part."""
+        """Post HTML parts in order, the buttons on the last; the ref names that last part.
+        The first part replies to message `reply_to` (in a group: the one that asked)."""
         sent: Message | None = None
+        quoting = (
+            ReplyParameters(message_id=int(reply_to), allow_sending_without_reply=True)
+            if reply_to and reply_to.isdigit()
+            else None
+        )
         with delivery(self.api):
             for index, part in enumerate(parts):
                 last = index == len(parts) - 1
@@ -258,6 +266,7 @@ class TelegramAdapter:
                     else None,
                     reply_markup=markup if last else None,
                     disable_web_page_preview=True,
+                    reply_parameters=quoting if index == 0 else None,
                 )
         assert sent is not None
         return MessageRef(conversation=conversation, message_id=str(sent.message_id))

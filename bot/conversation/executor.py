@@ -112,6 +112,7 @@ class Executor:
             allowed_mentions=typed_mentions(event),
             lease=lease,
             reply_url=event.reply_url if isinstance(event, InboundMessage) else None,
+            reply_to=None if event.is_direct else getattr(event, "message_id", None),
         )
         run_id = (
             session.state.run_id if session.state is not None and session.status != "idle" else ""

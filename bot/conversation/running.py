@@ -92,6 +92,7 @@ class Reply:
     allowed_mentions: frozenset[str] = frozenset()
     lease: Lease | None = None  # what was sent is recorded with its next session save
     reply_url: str | None = None  # the event's, for private answers to its author
+    reply_to: str | None = None  # in a group: the message that asked
 
     async def send(
         self, message: OutboundMessage, slot: str, *, per_conversation: bool = False
@@ -111,7 +112,8 @@ class Reply:
     def allow(self, message: OutboundMessage) -> OutboundMessage:
         allowed = message.allowed_mentions | self.allowed_mentions
         url = message.reply_url or (self.reply_url if message.private_to else None)
-        return replace(message, allowed_mentions=allowed, reply_url=url)
+        reply_to = message.reply_to or self.reply_to
+        return replace(message, allowed_mentions=allowed, reply_url=url, reply_to=reply_to)
 
 
 @dataclass(kw_only=True)
