@@ -273,6 +273,9 @@ class SlackAdapter:
             return None
         return str(info.get("tz") or "") or None
 
+    async def user_left(self, user_id: str) -> bool:
+        return await self._threads.left(user_id)  # deactivated or unknown, not merely away
+
     def live(
         self,
         conversation: ConversationKey,

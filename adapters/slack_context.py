@@ -9,6 +9,7 @@ bounded in pages; authors' display names come from `users.info`, cached and boun
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -322,6 +323,17 @@ class ThreadReader:
             self._users.clear()
         self._users[user] = (time.monotonic(), info)
         return info
+
+    async def left(self, user: str) -> bool:
+        """Whether Slack says the person is gone (deactivated, or no such user); not when
+        Slack merely does not answer within two seconds."""
+        try:
+            async with asyncio.timeout(2.0):
+                return bool((await self.user(user)).get("deleted"))
+        except SlackApiError as exc:
+            return exc.response.get("error") == "user_not_found"
+        except (aiohttp.ClientError, TimeoutError):
+            return False
 
     def _cached(self, user: str) -> bool:
         cached = self._users.get(user)

@@ -10,7 +10,7 @@ turn; the answer's first line says which schedule posted it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from adapters.base import InboundMessage, OutboundMessage
@@ -27,8 +27,8 @@ from bot.runtime.sessions import Session
 
 log = logging.getLogger(__name__)
 
-PAUSED_NOT_ALLOWED = (
-    "⏸ I paused schedule {id} (“{objective}”): {owner} may no longer use me here. "
+PAUSED = (
+    "⏸ I paused schedule {id} (“{objective}”): {owner} {why}. "
     "Resume it with /schedules once that changes."
 )
 HEADER = "⏰ Scheduled run (id {id}, {when})"
@@ -54,6 +54,8 @@ BODY_LIMIT = 16_000  # characters of a webhook body the model reads
 
 # Whether a schedule's owner may still use Parley in its conversation (the allowlists).
 OwnerAllowed = Callable[[Schedule], bool]
+# Whether the platform says the owner left (a deactivated Slack account); False when unsure.
+OwnerLeft = Callable[[Schedule], Awaitable[bool]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +74,7 @@ class Verdict:
 class Objectives:
     store: ScheduleStore
     owner_allowed: OwnerAllowed = lambda _found: True
+    owner_left: OwnerLeft | None = None
 
     async def check(self, event: InboundMessage) -> Verdict:
         if event.kind == "triggered":
@@ -88,13 +91,13 @@ class Objectives:
                 "gone" if found is None else "paused",
             )
             return Verdict(go=False)
-        if not self.owner_allowed(found):
-            await self.store.pause(found, note="its owner may no longer use Parley here")
+        left = self.owner_left is not None and await self.owner_left(found)
+        if left or not self.owner_allowed(found):
+            why = "has left the workspace" if left else "may no longer use me here"
+            await self.store.pause(found, note=f"its owner {why}")
             metrics.SCHEDULE_RUNS.labels("paused").inc()
             owner = found.owner_name or found.owner_id
-            say = PAUSED_NOT_ALLOWED.format(
-                id=found.id, objective=found.objective[:80], owner=owner
-            )
+            say = PAUSED.format(id=found.id, objective=found.objective[:80], owner=owner, why=why)
             return Verdict(go=False, say=say)
         zone = zone_of(found.timezone)
         due = local_time(slot, zone)

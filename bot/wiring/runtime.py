@@ -149,6 +149,16 @@ class Scheduling:
         return await self.book.cancel_schedule(schedule_id, context)
 
 
+def owner_left(adapters: dict[str, ChatAdapter]) -> Callable[[Schedule], Awaitable[bool]]:
+    """Whether the owner's platform says they left (a Slack adapter's `user_left`)."""
+
+    async def left(found: Schedule) -> bool:
+        check = getattr(adapters.get(found.platform), "user_left", None)
+        return bool(check is not None and await check(found.owner_id))
+
+    return left
+
+
 def owner_allowed(settings: Settings) -> Callable[[Schedule], bool]:
     """Whether a schedule's owner still passes the allowlists of its conversation."""
 
@@ -243,7 +253,11 @@ def build_runtime(
         admission=admission,
         voice=voice_of(settings),
         stops=stops,
-        objectives=Objectives(store=schedules, owner_allowed=owner_allowed(settings)),
+        objectives=Objectives(
+            store=schedules,
+            owner_allowed=owner_allowed(settings),
+            owner_left=owner_left(adapters),
+        ),
         schedules=ScheduleCommands(store=schedules),
     )
     worker = Worker(

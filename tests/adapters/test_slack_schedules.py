@@ -44,3 +44,29 @@ async def test_a_slack_schedule_runs_in_the_owners_zone_and_its_thread(redis) ->
         listing = s.fake.in_channel("CGEN")[3]
         assert f"id {made.id}" in listing.body and "America/New_York" in listing.body
         assert [b["text"]["text"] for b in listing.buttons] == ["Pause 1", "Delete 1"]
+
+
+async def test_a_schedule_whose_owner_left_the_workspace_pauses_and_says_so(redis) -> None:
+    model = ScriptedModel(
+        [turn(call("schedule", when="0 9 * * *", objective="post the numbers")), reply("Set.")]
+    )
+    async with ts.slack_bot(redis, model) as s:
+        s.fake.users["UANA"] = "Ana"
+        await s.event(fs.dm_event("UANA", "every day at 9 post the numbers"))
+        await ts.until(lambda: bool(s.fake.in_channel("DANA")))
+        prompt = s.fake.in_channel("DANA")[0]
+        await s.form(fs.block_action(prompt, "Approve", user="UANA"))
+        await ts.until(lambda: len(s.fake.in_channel("DANA")) == 2)
+        await s.harness.settle()
+        [(made, slot)] = await s.harness.runtime.schedules.everything()
+        assert slot is not None
+        s.fake.deactivated.add("UANA")
+        s.adapter._threads._users.clear()  # as an hour later, when the cached record is old
+        await s.harness.runtime.clock.start_due(now=slot)
+        await ts.until(lambda: len(s.fake.in_channel("DANA")) == 3)
+        await s.harness.settle()
+        said = s.fake.in_channel("DANA")[2].body
+        assert said.startswith(f"⏸ I paused schedule {made.id}") and "left the workspace" in said
+        paused = await s.harness.runtime.schedules.get(made.id)
+        assert paused is not None and paused.state == "paused"
+        assert len(model.requests) == 2  # the slot never reached the model

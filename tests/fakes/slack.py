@@ -92,6 +92,7 @@ class FakeSlack(FakeServer):
         self.history: dict[str, list[dict[str, Any]]] = {}  # channel -> top-level messages
         self.users: dict[str, str] = {}
         self.zones: dict[str, str] = {}  # user id -> IANA zone, users.info's `tz`
+        self.deactivated: set[str] = set()  # users.info says `deleted: true`
         self.files: dict[str, tuple[bytes, str]] = {}  # path -> (bytes, mimetype)
         self.page_size = 200
         self._file_ids = itertools.count(1)
@@ -481,6 +482,7 @@ class FakeSlack(FakeServer):
                 "name": name.lower().replace(" ", "."),
                 "profile": {"display_name": name, "real_name": name},
                 **({"tz": self.zones[user]} if user in self.zones else {}),
+                "deleted": user in self.deactivated,
             },
         }
 
