@@ -31,7 +31,6 @@ dies with an `event: error` of that type. `recorded(events)` replays a recorded 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import itertools
 import json
@@ -43,7 +42,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.cuts import Cut, CutHere, Stalls, carry_out
+from tests.fakes.cuts import Cut, CutHere, Stalls, carry_out, cut_body
 from tests.fakes.server import FakeServer, Recorded
 
 _ids = itertools.count(1)
@@ -257,19 +256,9 @@ class FakeAnthropic(FakeServer):
             "usage": usage,
         }
         if item.cut is not None:  # half the body, then the cut
-            return await self._cut_body(request, item.cut, json.dumps(payload).encode(), headers)
+            raw = json.dumps(payload).encode()
+            return await cut_body(request, item.cut, raw, headers, self.stalls)
         return web.json_response(payload, headers=headers)
-
-    async def _cut_body(
-        self, request: web.Request, cut: Cut, raw: bytes, headers: dict[str, str]
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(headers={**headers, "Content-Type": "application/json"})
-        response.content_length = len(raw)
-        await response.prepare(request)
-        await response.write(raw[: len(raw) // 2])
-        with contextlib.suppress(CutHere):
-            await carry_out(cut, request, response, b"", self.stalls)
-        return response
 
     async def _sse(
         self,

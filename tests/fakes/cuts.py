@@ -17,6 +17,7 @@ The recorded streams in `tests/corpus/models/` are shaped exactly as the APIs se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,19 @@ async def carry_out(
             await response.write(error)
         await response.write_eof()
     raise CutHere
+
+
+async def cut_body(
+    request: web.Request, cut: Cut, raw: bytes, headers: dict[str, str], stalls: Stalls
+) -> web.StreamResponse:
+    """A whole (non-streamed) JSON answer cut the same ways: half the body, then the cut."""
+    response = web.StreamResponse(headers={**headers, "Content-Type": "application/json"})
+    response.content_length = len(raw)
+    await response.prepare(request)
+    await response.write(raw[: len(raw) // 2])
+    with contextlib.suppress(CutHere):
+        await carry_out(cut, request, response, b"", stalls)
+    return response
 
 
 def stream(name: str) -> list[tuple[str, dict[str, Any]]]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.cuts import Cut, CutHere, Stalls, carry_out
+from tests.fakes.cuts import Cut, CutHere, Stalls, carry_out, cut_body
 from tests.fakes.server import FakeServer, Recorded
 
 
@@ -101,7 +101,7 @@ class FakeOllama(FakeServer):
         message: dict[str, Any] = {"role": "assistant", "content": item.content}
         if item.tool_calls:
             message["tool_calls"] = item.tool_calls
-        return web.json_response(
+        whole = web.json_response(
             {
                 "model": model,
                 "created_at": "2026-11-22T00:00:00Z",
@@ -113,6 +113,10 @@ class FakeOllama(FakeServer):
                 "eval_count": 9,
             }
         )
+        if item.cut is not None:  # half the body, then the cut
+            raw = whole.body if isinstance(whole.body, bytes) else b""
+            return await cut_body(request, item.cut, raw, {}, self.stalls)
+        return whole
 
     async def _stream(self, request: web.Request, model: str, item: ChatItem) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})

@@ -210,3 +210,34 @@ async def test_a_cut_stream_s_usage_is_metered(hosted, models) -> None:
     assert isinstance(end, StreamCut) and end.partial.usage.input_tokens == 25
     assert sample("parley_model_tokens_total", provider="anthropic", kind="input") == tokens + 25
     assert sample("parley_model_calls_total", provider="anthropic", result="StreamCut") == cuts + 1
+
+
+@pytest.mark.parametrize("how", ["end", "drop", "torn", "stall"])
+async def test_a_whole_ollama_answer_cut_midway_is_unavailable(local, models, how: str) -> None:
+    local.script(fo.ChatItem(content="The sky is blue.", cut=Cut(at=0, how=how)))  # type: ignore[arg-type]
+    with pytest.raises(ProviderUnavailable):
+        await models[1].complete(request())
+
+
+@pytest.mark.parametrize(
+    ("done_reason", "expected"), [("stop", "end_turn"), ("length", "max_tokens"), ("", "end_turn")]
+)
+async def test_ollama_answers_carry_their_real_stop_reason(
+    local, models, done_reason: str, expected: str
+) -> None:
+    for streamed in (False, True):
+        local.script(fo.ChatItem(content="x", done_reason=done_reason))
+        if streamed:
+            _, end = await run(models[1].stream(request()))
+        else:
+            end = await models[1].complete(request())
+        assert isinstance(end, ChatResponse) and end.stop_reason == expected
+
+
+async def test_an_unknown_ollama_done_reason_is_other_and_logged_once(
+    local, models, caplog
+) -> None:
+    for _ in range(3):
+        local.script(fo.ChatItem(content="x", done_reason="unloaded_midway"))
+        assert (await models[1].complete(request())).stop_reason == "other"
+    assert sum("unloaded_midway" in r.getMessage() for r in caplog.records) == 1
