@@ -24,8 +24,9 @@ NEVER_STANDING = frozenset({"schedule", "cancel_schedule"})
 
 
 def owner_zone(timezone: str | None, context: RunContext | None) -> str:
-    """The zone a schedule runs in: the one the user named, else their platform's, else UTC."""
-    return timezone or (context.timezone if context else None) or "UTC"
+    """The zone a schedule runs in, the owner's: their platform's (Slack's profile `tz`),
+    else the one they named, else UTC."""
+    return (context.timezone if context else None) or timezone or "UTC"
 
 
 def where(context: RunContext | None) -> str:
@@ -101,7 +102,8 @@ def schedule_tools(min_interval: float = DEFAULT_MIN_INTERVAL) -> tuple[Tool, To
             when: A 5-field cron expression (minute hour day month weekday, e.g. "0 9 * * 1-5")
                 or "every <N> seconds|minutes|hours|days".
             objective: What to do at each run, as a self-contained instruction.
-            timezone: An IANA zone the user named (e.g. Europe/Berlin); by default theirs.
+            timezone: The user's IANA zone if they named it (e.g. Europe/Berlin); where the
+                platform knows their zone (Slack), that one is used.
             allow_tools: Side-effecting tools the user wants to run in these runs without
                 being asked each time (only if they said so).
         """

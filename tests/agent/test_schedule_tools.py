@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from agent.protocols import RunContext
 from agent.schedule_tools import schedule_tools
 
@@ -23,8 +25,13 @@ def test_the_prompt_line_names_zone_runs_and_standing_permission_within_its_limi
     assert line.count(" 08:30:00 -03") == 3
     assert line.endswith("May act without asking: send_email, post_update.")
     assert len(line) <= 200  # what an approval prompt shows of a description
-    named = schedule.describe_call({**args, "timezone": "Asia/Tokyo"}, SLACK_THREAD)
+    # the owner's zone: Slack's profile first, then the one they named, then UTC
+    slack = schedule.describe_call({**args, "timezone": "Asia/Tokyo"}, SLACK_THREAD)
+    assert "time zone America/Argentina/Buenos_Aires" in slack
+    telegram = replace(SLACK_THREAD, platform="telegram", timezone=None)
+    named = schedule.describe_call({**args, "timezone": "Asia/Tokyo"}, telegram)
     assert "time zone Asia/Tokyo" in named and named.count(" 08:30:00 JST") == 3
+    assert "time zone UTC" in schedule.describe_call(args, telegram)
 
 
 def test_only_a_usable_schedule_asks_for_approval() -> None:
