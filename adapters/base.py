@@ -31,6 +31,7 @@ InboundKind = Literal[
     "scheduled",
     "triggered",
     "opened",
+    "connected",
 ]
 
 
@@ -129,7 +130,8 @@ class InboundMessage:
     # "not_allowed" the sender is not on the allowlist. Parley's own objectives: "scheduled"
     # (a schedule's slot, `args` "late" when it starts late) and "triggered" (a webhook).
     # "opened": the person opened their conversation with Parley (Slack's Messages tab)
-    # without writing.
+    # without writing. "connected": the person finished connecting an account (`args` names
+    # the question the run waits on).
     kind: InboundKind = "text"
     length: int = 0
     # Where the platform takes a private answer to this event (Slack's slash-command
@@ -197,6 +199,7 @@ class Button:
     label: str
     value: str  # what comes back as InboundAction.choice
     style: Literal["primary", "danger"] | None = None
+    url: str | None = None  # a link button: opens the URL, nothing comes back
 
 
 def mention(platform: str, user_id: str, name: str) -> str:

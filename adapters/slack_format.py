@@ -150,8 +150,11 @@ def actions(message: OutboundMessage) -> dict[str, Any]:
             "type": "button",
             "text": {"type": "plain_text", "text": button.label[:75]},
             "action_id": f"parley:{index}",
-            "value": f"{message.decision_id}:{button.value}",
         }
+        if button.url:  # Slack still reports the press; with no value it is ignored
+            element["url"] = button.url
+        else:
+            element["value"] = f"{message.decision_id}:{button.value}"
         if button.style:
             element["style"] = button.style
         elements.append(element)

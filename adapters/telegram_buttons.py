@@ -32,7 +32,9 @@ def keyboard(message: OutboundMessage) -> InlineKeyboardMarkup | None:
     if not message.buttons or message.decision_id is None:
         return None
     row = [
-        InlineKeyboardButton(
+        InlineKeyboardButton(button.label, url=button.url)
+        if button.url
+        else InlineKeyboardButton(
             button.label, callback_data=callback_data(message.decision_id, button.value)
         )
         for button in message.buttons

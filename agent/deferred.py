@@ -68,6 +68,9 @@ class PendingQuestion(BaseModel):
     tool_use_id: str
     question: str
     options: list[str] = Field(default_factory=list)
+    # A URL button for the requester alone (Connect <server>), from `QuestionRequired`.
+    link_label: str | None = None
+    link_url: str | None = None
 
 
 class Retry(BaseModel):

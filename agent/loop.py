@@ -46,7 +46,7 @@ from agent.state import RunState
 from agent.stop_reasons import Again, Answer, End, StopReasons, ended
 from agent.stopping import RunStopped, check, unless_stopped
 from agent.thinking import think
-from agent.tools import ToolContext, ToolRegistry, ToolSource
+from agent.tools import ToolContext, ToolRegistry, ToolSource, offered_by
 from agent.turns import Actor
 
 log = logging.getLogger(__name__)
@@ -202,7 +202,7 @@ class Agent:
     ) -> Outcome:
         trace = RunTrace()
         registry = self.tools
-        extra = list(self.tool_source.tools_for(state.context)) if self.tool_source else []
+        extra = await offered_by(self.tool_source, state.context) if self.tool_source else []
         if extra:
             registry = registry.with_tools(extra)
         offer = self._offer(registry)
@@ -339,6 +339,7 @@ class Agent:
                     question_id=q.id,
                     state=state,
                     trace=trace,
+                    link=(q.link_label, q.link_url) if q.link_label and q.link_url else None,
                 )
             if turn.plan is not None:
                 state.pending_plan, state.pending_results = turn.plan, turn.results

@@ -103,6 +103,7 @@ class AwaitingAnswer:
     question_id: str
     state: RunState
     trace: RunTrace
+    link: tuple[str, str] | None = None  # (label, URL): a button for the requester alone
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -75,6 +75,20 @@ class ApprovalRequired(Exception):  # noqa: N818 - a signal, not an error
         self.private = private
 
 
+class QuestionRequired(Exception):  # noqa: N818 - a signal, not an error
+    """This call cannot go on until the requester does something outside the chat (connect
+    an account): the run waits as for a question, with `link` as a URL button sent to them
+    privately. `question_id` is the pending question's id, known before the link is made so
+    the link can be bound to it."""
+
+    def __init__(self, question: str, *, question_id: str, label: str, url: str) -> None:
+        super().__init__(question)
+        self.question = question
+        self.question_id = question_id
+        self.label = label
+        self.url = url
+
+
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -262,9 +276,15 @@ def _tools_in(obj: Any) -> list[Tool]:
 
 
 class ToolSource(Protocol):
-    """More tools for one conversation (MCP servers' tools), asked for at each run segment."""
+    """More tools for one conversation (MCP servers' tools), asked for at each run segment;
+    a source that must look something up (whose account is connected) answers awaitably."""
 
-    def tools_for(self, context: RunContext) -> Iterable[Tool]: ...
+    def tools_for(self, context: RunContext) -> Iterable[Tool] | Awaitable[Iterable[Tool]]: ...
+
+
+async def offered_by(source: ToolSource, context: RunContext) -> list[Tool]:
+    found = source.tools_for(context)
+    return list(await found if inspect.isawaitable(found) else found)
 
 
 class ToolRegistry:

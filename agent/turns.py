@@ -40,7 +40,7 @@ from agent.protocols import (
 )
 from agent.state import RunState
 from agent.stopping import NOT_RUN
-from agent.tools import ApprovalRequired, Tool, ToolContext, ToolRegistry
+from agent.tools import ApprovalRequired, QuestionRequired, Tool, ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,12 @@ class Actor:
             if isinstance(outcome, ApprovalRequired):  # it needs a yes after all
                 calls.uncovered.append((use, self.registry.get(use.name)))
                 calls.asked[use.id] = outcome
+            elif isinstance(outcome, QuestionRequired):  # the requester must act first
+                if turn.question is None:
+                    turn.question = _linked(use, outcome)
+                    self._record(use, "", "deferred")
+                else:
+                    self._reply(turn, use, "Not run: waiting for the user first.", "skipped")
             else:
                 turn.results.append(outcome)
         # approved earlier through propose_plan; in the model's order, journaled by plan step
@@ -92,7 +98,11 @@ class Actor:
                 calls.retries[use.id] = Retry(key=key, attempt=1)
             else:
                 turn.results.append(result)
-        turn.question = self._question(calls.asks, turn)
+        if turn.question is None:
+            turn.question = self._question(calls.asks, turn)
+        else:
+            for use in calls.asks:
+                self._reply(turn, use, "Ask one question at a time; ask this one later.", "skipped")
         if turn.question is not None:
             for use in [*(u for u, _ in calls.uncovered), *calls.proposals]:
                 text = "Not run: waiting for the user's answer first."
@@ -221,8 +231,9 @@ class Actor:
 
     async def run_concurrently(
         self, uses: list[ToolUseBlock], step: int
-    ) -> list[ToolResultBlock | ApprovalRequired]:
-        """Each call's result, or its request for approval, in the order of `uses`."""
+    ) -> list[ToolResultBlock | ApprovalRequired | QuestionRequired]:
+        """Each call's result, or its request for approval (or for the requester to act), in
+        the order of `uses`."""
         if not uses:
             return []
         if len(uses) == 1:
@@ -232,10 +243,12 @@ class Actor:
             tasks = [group.create_task(self._try(use, step)) for use in uses]
         return [task.result() for task in tasks]
 
-    async def _try(self, use: ToolUseBlock, step: int) -> ToolResultBlock | ApprovalRequired:
+    async def _try(
+        self, use: ToolUseBlock, step: int
+    ) -> ToolResultBlock | ApprovalRequired | QuestionRequired:
         try:
             return await self._run(use, step)
-        except ApprovalRequired as asked:
+        except (ApprovalRequired, QuestionRequired) as asked:
             return asked
 
     async def _run(self, use: ToolUseBlock, step: int, key: str | None = None) -> ToolResultBlock:
@@ -297,3 +310,13 @@ class Actor:
         call = ToolCallTrace(call_id=use.id, tool=use.name, args=dict(use.input))
         call.observation, call.is_error, call.status = text, is_error, status  # type: ignore[assignment]
         self.trace.record_call(call)
+
+
+def _linked(use: ToolUseBlock, asked: QuestionRequired) -> PendingQuestion:
+    return PendingQuestion(
+        id=asked.question_id,
+        tool_use_id=use.id,
+        question=asked.question,
+        link_label=asked.label,
+        link_url=asked.url,
+    )

@@ -118,6 +118,11 @@ class McpSettings(_Section):
     start_timeout: float = Field(20.0, alias="PARLEY_MCP_START_TIMEOUT", gt=0)
     call_timeout: float = Field(60.0, alias="PARLEY_MCP_CALL_TIMEOUT", gt=0)
     retry_max: float = Field(300.0, alias="PARLEY_MCP_RETRY_MAX", gt=0)
+    # Per-user servers ("auth": "user"): the Fernet key that encrypts people's tokens at rest,
+    # the public base URL of /oauth/callback, and how long a Connect link stays usable.
+    secret_key: SecretStr | None = Field(None, alias="PARLEY_SECRET_KEY")
+    public_url: str | None = Field(None, alias="PARLEY_PUBLIC_URL", pattern=r"^https?://")
+    connect_ttl: float = Field(900.0, alias="PARLEY_CONNECT_TTL", gt=0)
 
 
 class MemorySettings(_Section):

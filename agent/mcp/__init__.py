@@ -15,6 +15,7 @@ from agent.mcp.config import McpConfig, McpConfigError, ServerConfig, load_confi
 if TYPE_CHECKING:
     from agent.mcp.client import McpServer, McpToolbox, Timing
     from agent.mcp.tools import McpTool, tool_name
+    from agent.mcp.user import Credentials, UserServer
 
 _LAZY = {
     "McpServer": "client",
@@ -22,9 +23,12 @@ _LAZY = {
     "Timing": "client",
     "McpTool": "tools",
     "tool_name": "tools",
+    "Credentials": "user",
+    "UserServer": "user",
 }
 
 __all__ = [
+    "Credentials",
     "McpConfig",
     "McpConfigError",
     "McpServer",
@@ -32,6 +36,7 @@ __all__ = [
     "McpToolbox",
     "ServerConfig",
     "Timing",
+    "UserServer",
     "load_config",
     "tool_name",
 ]

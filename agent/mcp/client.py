@@ -37,8 +37,9 @@ from mcp.shared.exceptions import MCPError
 from agent.isolation import isolated
 from agent.mcp.config import McpConfig, ServerConfig
 from agent.mcp.tools import BadSchema, McpTool
+from agent.mcp.user import Credentials, UserServer
 from agent.protocols import RunContext
-from agent.tools import Tool, ToolError
+from agent.tools import Tool, ToolError, ToolSource
 
 log = logging.getLogger(__name__)
 
@@ -306,11 +307,32 @@ def _describe(exc: BaseException) -> str:
 class McpToolbox:
     """Every configured server, started together; the tools a conversation may use."""
 
-    def __init__(self, config: McpConfig, timing: Timing = Timing()) -> None:
+    def __init__(
+        self,
+        config: McpConfig,
+        timing: Timing = Timing(),
+        credentials: Credentials | None = None,
+    ) -> None:
         self.timing = timing
+        enabled = config.enabled()
         self.servers = {
-            name: McpServer(name, server, timing) for name, server in config.enabled().items()
+            name: McpServer(name, server, timing)
+            for name, server in enabled.items()
+            if server.auth is None
         }
+        # `"auth": "user"`: no shared connection; each run calls as its requester
+        self.personal: dict[str, UserServer] = {}
+        for name, wanted in enabled.items():
+            if wanted.auth != "user":
+                continue
+            if credentials is None:
+                log.warning(
+                    "MCP server %s needs each user's own account, which needs "
+                    "PARLEY_SECRET_KEY and PARLEY_PUBLIC_URL; it is left out",
+                    name,
+                )
+                continue
+            self.personal[name] = UserServer(name, wanted, credentials, timing.call_timeout)
         for name, server in self.servers.items():
             if server.config.approval == "never":
                 log.warning(
@@ -342,3 +364,26 @@ class McpToolbox:
 
     def status(self) -> dict[str, McpServer]:
         return dict(self.servers)
+
+    def source(self) -> ToolSource:
+        """Every server's tools for a run: the shared ones and, as its requester, the
+        per-user ones."""
+        return _Offered(self)
+
+    async def personal_tools(self, context: RunContext) -> list[Tool]:
+        tools: list[Tool] = []
+        for server in self.personal.values():
+            if server.config.allows(
+                context.platform, context.chat_id, context.user_id, context.team_id
+            ):
+                tools += await server.tools_for(context)
+        return tools
+
+
+@dataclass(frozen=True)
+class _Offered:
+    toolbox: McpToolbox
+
+    async def tools_for(self, context: RunContext) -> Iterable[Tool]:
+        shared = list(self.toolbox.tools_for(context))
+        return shared + await self.toolbox.personal_tools(context)

@@ -4,8 +4,11 @@
         "files": {"command": "uvx", "args": ["mcp-server-git"], "env": {"TOKEN": "${GIT_TOKEN}"}},
         "crm":   {"url": "https://crm.example/mcp", "headers": {"Authorization": "Bearer ${CRM}"},
                   "tools": ["find_customer"], "approval": "always", "timeout": 20,
-                  "allow": ["slack:T123/C456", "telegram:42"]}
+                  "allow": ["slack:T123/C456", "telegram:42"]},
+        "tracker": {"url": "https://tracker.example/mcp", "auth": "user"}
     }}
+
+`"auth": "user"` makes each requester connect their own account (agent/mcp/user.py).
 
 `${VAR}` in any string expands from the environment, so secrets stay out of the file; an
 unset variable is an error that names it.
@@ -61,6 +64,12 @@ class ServerConfig(BaseModel):
     allow: list[str] | None = None  # conversations offered this server's tools; all if unset
     type: str | None = None  # "stdio", "http", ...: the transport follows command / url
     disabled: bool = False
+    # "user": each requester connects their own account (MCP authorization, OAuth with PKCE);
+    # `client_id` (and `client_secret`) when the server does not offer dynamic registration.
+    auth: Literal["user"] | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+    scope: str | None = None
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:
@@ -68,6 +77,8 @@ class ServerConfig(BaseModel):
             raise ValueError('give either "command" (stdio) or "url" (Streamable HTTP)')
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError('"url" must start with http:// or https://')
+        if self.auth == "user" and self.url is None:
+            raise ValueError('"auth": "user" needs a Streamable HTTP server ("url")')
         return self
 
     @field_validator("allow")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from adapters.base import InboundAction, InboundMessage, OutboundMessage, mention
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
 from bot.conversation.commands import help_text, unknown_command
+from bot.conversation.connected import connected
 from bot.conversation.effects import (
     Admit,
     Admitted,
@@ -155,6 +156,8 @@ def _message(
         greeting = OutboundMessage(text=policy.greeting)
         slot = f"greeting:{event.actor.user_id}"
         return [Send(message=greeting, slot=slot, per_conversation=True)] if greet else []
+    if event.kind == "connected":
+        return connected(session, pending, event, policy.now)
     if event.command:
         return _command(session, pending, event, policy, entry)
     if event.kind in OWN_KINDS:

@@ -60,6 +60,15 @@ def outcome_message(outcome: Outcome, decision_id: str | None = None) -> Outboun
     if isinstance(outcome, Failed):
         text = stopped_text(outcome) if outcome.reason == "stopped" else outcome.message
         return OutboundMessage(text=text, private_to=private_to)
+    if isinstance(outcome, AwaitingAnswer) and outcome.link is not None:
+        # a Connect link is bound to the requester: shown to them alone
+        label, url = outcome.link
+        return OutboundMessage(
+            text=outcome.question,
+            buttons=(Button(label=label, value="", url=url),),
+            decision_id=decision_id,
+            private_to=outcome.state.context.user_id,
+        )
     if isinstance(outcome, AwaitingAnswer):
         buttons = tuple(
             Button(label=option, value=str(index)) for index, option in enumerate(outcome.options)

@@ -125,6 +125,16 @@ class Keys:
     def lease(self, name: str) -> str:
         return f"{self.prefix}:lease:{name}"
 
+    # --- per-user MCP servers (bot/runtime/connections.py) --------------------------------------
+    def oauth_token(self, server: str, platform: str, user_id: str) -> str:
+        return f"{self.prefix}:oauth:token:{server}:{platform}:{user_id}"
+
+    def oauth_client(self, server: str) -> str:
+        return f"{self.prefix}:oauth:client:{server}"
+
+    def oauth_state(self, digest: str) -> str:
+        return f"{self.prefix}:oauth:state:{digest}"
+
 
 def backlog_member(entry_id: str) -> str:
     """An inbox entry as a backlog member: zero-padded, so lexical order is entry order."""
@@ -140,6 +150,8 @@ def entry_of(member: bytes | str) -> str:
 
 
 # key pattern (after the prefix) → what bounds it
+
+
 PATTERNS: dict[str, str] = {
     "dedup:*": "ttl",
     "inbox": "retention: MAXLEN-trimmed stream",
@@ -171,4 +183,7 @@ PATTERNS: dict[str, str] = {
     "memory:doc:*": "retention: PARLEY_MEMORY_MAX_PER_USER / _CHAT / _TEAM per scope",
     "memory:meta": "retention: one key",
     "memory:counts": "retention: one hash, a field per scope",
+    "oauth:token:*": "retention: until the person disconnects or a refresh is refused",
+    "oauth:client:*": "retention: one per configured per-user server",
+    "oauth:state:*": "ttl",
 }

@@ -30,7 +30,7 @@ from bot.runtime.keys import Keys
 from bot.runtime.triggers import Hooks, load_triggers
 from bot.wiring.compose import build_agent
 from bot.wiring.connection import redis_connection
-from bot.wiring.mcp_setup import build_toolbox, readiness
+from bot.wiring.mcp_setup import build_connections, build_toolbox, readiness
 from bot.wiring.memory_setup import completion, open_memory
 from bot.wiring.models import breaker_readiness, build_chat_model
 from bot.wiring.platforms import Platforms
@@ -60,7 +60,8 @@ async def run_role(
     gateway = role in ("all", "gateway")
     workers = role in ("all", "worker")
     # MCP servers run with workers; a broken config file stops us before anything is opened
-    toolbox = build_toolbox(settings) if workers else None
+    toolbox = build_toolbox(settings, redis) if workers else None
+    connections = build_connections(settings, redis) if gateway else None
     inbox = Inbox(redis, keys, dedup_ttl=settings.runtime.dedup_ttl)
     triggers = load_triggers(settings.schedules.triggers_config) if gateway else {}
     limits = Limits(redis, keys.prefix, settings.limits)
@@ -92,7 +93,7 @@ async def run_role(
                 model=model,
                 memory=memory,
                 scheduler=scheduler,
-                tool_source=toolbox,
+                tool_source=toolbox.source() if toolbox is not None else None,
                 channels=Channels(platforms.adapters),
             )
 
@@ -125,6 +126,11 @@ async def run_role(
             platforms.register_routes(http)
             if triggers:
                 http.add_route(*Hooks(triggers=triggers, submit=inbox.submit).route())
+            if connections is not None:
+                from bot.runtime.oauth_callback import OAuthCallback  # loads the MCP SDK
+
+                callback = OAuthCallback(connections=connections, submit=inbox.submit)
+                http.add_route(*callback.route())
         await http.start()  # every role serves /healthz, /readyz and /metrics
         if gateway:
             await platforms.start_receiving(stop)

@@ -6,14 +6,18 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from agent.mcp import McpConfigError, load_config
+from redis.asyncio import Redis
+
+from agent.mcp import McpConfig, McpConfigError, load_config
 from agent.mcp.config import shown_url
 from bot.config import Settings
 from bot.ops.checks import CHECK_TIMEOUT, Check
 from bot.ops.http import ReadinessCheck
+from bot.runtime.keys import Keys
 
 if TYPE_CHECKING:
     from agent.mcp import McpToolbox, Timing
+    from bot.runtime.connections import Connections
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +33,12 @@ def timing(settings: Settings) -> Timing:
     )
 
 
-def build_toolbox(settings: Settings) -> McpToolbox | None:
+def build_toolbox(settings: Settings, redis: Redis | None = None) -> McpToolbox | None:
     """The configured servers, not yet started; None when PARLEY_MCP_CONFIG is unset.
 
     Raises McpConfigError when the file cannot be used: a worker does not start on a broken
-    configuration, the same as on any other invalid setting.
+    configuration, the same as on any other invalid setting. Per-user servers need `redis`
+    (where people's tokens are kept) and the secret key and public URL.
     """
     if settings.mcp.config is None:
         return None
@@ -41,7 +46,33 @@ def build_toolbox(settings: Settings) -> McpToolbox | None:
 
     config = load_config(settings.mcp.config)
     log.info("MCP servers configured: %s", ", ".join(config.enabled()) or "none")
-    return McpToolbox(config, timing(settings))
+    credentials = build_connections(settings, redis, config) if redis is not None else None
+    return McpToolbox(config, timing(settings), credentials=credentials)
+
+
+def build_connections(
+    settings: Settings, redis: Redis, config: McpConfig | None = None
+) -> Connections | None:
+    """People's connected accounts, when a server has `"auth": "user"` and the settings
+    they need are there; None otherwise."""
+    if config is None:
+        if settings.mcp.config is None:
+            return None
+        config = load_config(settings.mcp.config)
+    personal = {n: s for n, s in config.enabled().items() if s.auth == "user"}
+    mcp = settings.mcp
+    if not personal or mcp.secret_key is None or mcp.public_url is None:
+        return None
+    from bot.runtime.connections import Connections
+
+    return Connections(
+        redis,
+        Keys(settings.redis.key_prefix),
+        servers=personal,
+        secret_key=mcp.secret_key.get_secret_value(),
+        public_url=mcp.public_url,
+        connect_ttl=mcp.connect_ttl,
+    )
 
 
 def readiness(toolbox: McpToolbox) -> ReadinessCheck:

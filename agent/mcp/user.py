@@ -1,0 +1,178 @@
+"""Servers with `"auth": "user"`: every call carries the requester's own token.
+
+Nothing is shared between people: there is no standing session, each call opens a
+Streamable HTTP session with the requester's bearer token and closes it, and the tools a run
+is offered are bound to that run's requester. The server's tool list is cached from the
+first listing a connected person's run made, so someone who has not connected yet is offered
+the same tools; calling one asks them to connect (`QuestionRequired`, a **Connect <server>**
+button) instead of running. With no list yet, one stand-in tool, `<server>__connect`, does.
+Where tokens come from (stored, refreshed, encrypted) is the host's `Credentials`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+import anyio
+import httpx2
+import mcp.types as mt
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from agent.deferred import new_id
+from agent.mcp.config import ServerConfig
+from agent.mcp.tools import BadSchema, McpTool
+from agent.protocols import RunContext
+from agent.tools import QuestionRequired, Tool, ToolContext, ToolError
+
+log = logging.getLogger(__name__)
+
+CONNECT = (
+    "To do this I need your {server} account. Connect it with the **Connect {server}** "
+    "button I sent you privately; I'll carry on once you have."
+)
+STAND_IN = "connect"
+
+
+class Credentials(Protocol):
+    """The host's store of people's tokens and its way of asking them to connect."""
+
+    async def token(self, server: str, run: RunContext) -> str | None:
+        """The requester's access token for `server`, refreshed if close to expiry; None
+        when they have not connected (or can no longer be refreshed)."""
+        ...
+
+    async def connect_link(self, server: str, run: RunContext, question_id: str) -> str:
+        """An authorization URL bound to this person, this conversation and the question
+        the run will wait on; raises ConnectionError when the server's sign-in is away."""
+        ...
+
+
+class UserServer:
+    """One `"auth": "user"` server: its cached tool list and calls made as the requester."""
+
+    def __init__(
+        self, name: str, config: ServerConfig, credentials: Credentials, call_timeout: float
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.credentials = credentials
+        self.call_timeout = call_timeout
+        self.listed: list[mt.Tool] = []  # from the latest listing any connected person made
+        self.error: str | None = None
+
+    async def tools_for(self, run: RunContext) -> list[Tool]:
+        token = await self.credentials.token(self.name, run)
+        if token is None:
+            return self._connect_first()
+        if not self.listed:
+            try:
+                self.listed = await self._session(token, _list)
+                self.error = None
+            except (ConnectionError, ToolError) as exc:
+                self.error = str(exc)
+                log.warning("MCP server %s: could not list its tools (%s)", self.name, exc)
+                return []
+
+        async def caller(tool: str, args: dict[str, Any]) -> mt.CallToolResult:
+            return await self._session(token, lambda session: session.call_tool(tool, args))
+
+        return self._made(lambda remote: self._tool(remote, caller))
+
+    def _tool(self, remote: mt.Tool, caller: Any) -> McpTool:
+        return McpTool(
+            server=self.name,
+            remote=remote,
+            caller=caller,
+            approval=self.config.approval,
+            timeout=self.config.timeout or self.call_timeout,
+        )
+
+    def _connect_first(self) -> list[Tool]:
+        if not self.listed:
+            stand_in = mt.Tool(
+                name=STAND_IN,
+                description=f"Use the user's own {self.name} account. Call this to ask them "
+                f"to connect it; {self.name}'s tools are offered once they have.",
+                input_schema={"type": "object", "properties": {}},
+            )
+            return [ConnectFirst(self, stand_in)]
+        return self._made(lambda remote: ConnectFirst(self, remote))
+
+    def _made(self, make: Any) -> list[Tool]:
+        tools: list[Tool] = []
+        for remote in self.listed:
+            if not self.config.offers(remote.name):
+                continue
+            try:
+                tools.append(make(remote))
+            except BadSchema:
+                continue  # left out, as for any server
+        return tools
+
+    async def _session(self, token: str, use: Any) -> Any:
+        """Open a session as the token's owner, do one thing, close it."""
+        assert self.config.url is not None
+        headers = {**self.config.headers, "Authorization": f"Bearer {token}"}
+        try:
+            async with (
+                httpx2.AsyncClient(
+                    headers=headers, timeout=httpx2.Timeout(self.call_timeout, read=None)
+                ) as client,
+                streamable_http_client(self.config.url, http_client=client) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return await use(session)
+        except MCPError as exc:
+            if exc.code != mt.CONNECTION_CLOSED:
+                raise ToolError(f"the server answered: {exc.message}") from None
+            raise ConnectionError(f"MCP server {self.name} went away") from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, httpx2.TransportError):
+            raise ConnectionError(f"MCP server {self.name} is not available") from None
+        except BaseExceptionGroup as group:  # the SDK's task group wraps a refused request
+            raise ConnectionError(f"MCP server {self.name} is not available") from group
+
+
+async def _list(session: ClientSession) -> list[mt.Tool]:
+    listed: list[mt.Tool] = []
+    params: mt.PaginatedRequestParams | None = None
+    for _ in range(100):  # pages
+        page = await session.list_tools(params=params)
+        listed += page.tools
+        if not page.next_cursor:
+            break
+        params = mt.PaginatedRequestParams(cursor=page.next_cursor)
+    return listed
+
+
+class ConnectFirst(McpTool):
+    """A per-user tool of someone not connected yet: calling it asks them to connect.
+
+    Read-only whatever its annotations say: it changes nothing, and the real call is made
+    (and approved, if it needs approval) once they have connected."""
+
+    def __init__(self, server: UserServer, remote: mt.Tool) -> None:
+        super().__init__(server=server.name, remote=remote, caller=_never)
+        self.side_effects = False
+        self.retries = 0
+        self._server = server
+
+    async def __call__(self, args: dict[str, Any], context: ToolContext) -> Any:
+        question_id = new_id()
+        try:
+            url = await self._server.credentials.connect_link(
+                self._server.name, context.run, question_id
+            )
+        except ConnectionError:
+            raise ToolError(f"{self._server.name}'s sign-in cannot be reached right now") from None
+        name = self._server.name
+        raise QuestionRequired(
+            CONNECT.format(server=name), question_id=question_id, label=f"Connect {name}", url=url
+        )
+
+
+async def _never(tool: str, args: dict[str, Any]) -> mt.CallToolResult:
+    raise ToolError("not connected")
