@@ -150,7 +150,9 @@ class Executor:
                 return None
             return await self.decisions.get(event.decision_id)
         # Only a plain message or /cancel is about the session's decision: others save a read.
-        about_it = event.kind == "text" and (event.command or "cancel").lower() == "cancel"
+        about_it = event.kind == "connected" or (
+            event.kind == "text" and (event.command or "cancel").lower() == "cancel"
+        )
         if session.decision_id is None or not about_it:
             return None
         return await self.decisions.get(session.decision_id)

@@ -17,7 +17,7 @@ from adapters.slack import SlackAdapter, SlackConfig
 from agent.builtin_tools import builtin_registry
 from agent.channels import read_channel_tool
 from agent.protocols import MemoryStore
-from agent.tools import tool
+from agent.tools import Tool, tool
 from bot.config import Settings
 from bot.conversation.channels import Channels
 from bot.ops.http import HttpServer
@@ -93,6 +93,7 @@ async def slack_bot(
     channels: bool = False,
     settings: dict[str, dict[str, Any]] | None = None,  # more settings sections
     memory: MemoryStore | None = None,
+    extra_tools: tuple[Tool, ...] = (),
     **config: Any,
 ) -> AsyncIterator[Slack]:
     async with FakeSlack() as fake:
@@ -107,6 +108,8 @@ async def slack_bot(
         )
         registry = builtin_registry()
         registry.register(post_update)
+        for extra in extra_tools:
+            registry.register(extra)
         if channels:  # the model may call read_channel, as the service offers it
             registry.register(read_channel_tool(Channels({"slack": adapter})))
         loaded = Settings.load(

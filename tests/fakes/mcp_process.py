@@ -48,20 +48,46 @@ def http_server(token: str, ledger: Path | None = None, port: int | None = None)
         env=env,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, "the MCP HTTP server exited"
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "the MCP HTTP server did not start"
-                time.sleep(0.05)
+        _wait_for(process, port)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.send_signal(signal.SIGTERM)
+        _end(process)
+
+
+@contextlib.contextmanager
+def oauth_http_server(issuer: str, ledger: Path | None = None) -> Iterator[str]:
+    """A Streamable HTTP MCP server that wants each caller's own token from `issuer`
+    (tests/fakes/mcp_oauth_server.py); yields its URL."""
+    port = free_port()
+    env = {**os.environ, **({"MCP_LEDGER": str(ledger)} if ledger else {})}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.mcp_oauth_server", str(port), issuer],
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        _wait_for(process, port)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        _end(process)
+
+
+def _wait_for(process: subprocess.Popen[bytes], port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        assert process.poll() is None, "the MCP HTTP server exited"
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            assert time.monotonic() < deadline, "the MCP HTTP server did not start"
+            time.sleep(0.05)
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

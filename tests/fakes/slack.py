@@ -637,7 +637,7 @@ def block_action(post: Post, label: str, *, user: str, team: str = TEAM) -> byte
                 "type": "button",
                 "action_id": button["action_id"],
                 "block_id": "b",
-                "value": button["value"],
+                **({"value": button["value"]} if "value" in button else {}),  # not on a link
                 "action_ts": message_ts(),
             }
         ],

@@ -1,0 +1,223 @@
+"""Per-user MCP servers end to end: a real MCP server (the SDK, Streamable HTTP) behind a small
+OAuth authorization server, Parley's /oauth/callback on a real listener, two people.
+
+A connects through the private Connect link and their calls carry A's token; B is asked to
+connect and their run never carries A's token; callbacks that are forged or replayed are
+refused; a restart while the link waits loses nothing; tokens are refreshed and never stored
+in plain text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+import redis.asyncio as aioredis
+from cryptography.fernet import Fernet
+
+from adapters.base import ConversationKey
+from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
+from bot.ops.http import HttpServer
+from bot.runtime.connections import Connections
+from bot.runtime.keys import Keys
+from bot.runtime.oauth_callback import OAuthCallback
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.harness import Harness, running
+from tests.bot.recording import Posted, click, dm, message
+from tests.fakes.mcp_process import free_port, oauth_http_server
+from tests.fakes.oauth_server import OAuthServer, query_of
+
+pytestmark = pytest.mark.process
+
+TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
+KEY = Fernet.generate_key().decode()
+ANA, BO = dm("42"), dm("77")
+
+
+@dataclass
+class World:
+    auth: OAuthServer
+    ledger: Path
+    url: str
+    port: int
+
+
+@contextlib.asynccontextmanager
+async def world(tmp_path: Path, expires_in: int = 3600) -> AsyncIterator[World]:
+    ledger = tmp_path / "ledger"
+    async with OAuthServer(expires_in=expires_in) as auth:
+        with oauth_http_server(auth.url, ledger) as url:
+            yield World(auth=auth, ledger=ledger, url=url, port=free_port())
+
+
+@contextlib.asynccontextmanager
+async def parley(
+    redis: aioredis.Redis, w: World, model: ScriptedModel
+) -> AsyncIterator[tuple[Harness, Connections]]:
+    """One Parley process: worker, MCP toolbox and the public listener with the callback."""
+    server = ServerConfig(url=w.url, auth="user")
+    connections = Connections(
+        redis,
+        Keys(),
+        servers={"tracker": server},
+        secret_key=KEY,
+        public_url=f"http://127.0.0.1:{w.port}",
+        connect_ttl=600,
+    )
+    box = McpToolbox(McpConfig(mcpServers={"tracker": server}), TIMING, credentials=connections)
+    async with running(redis, model, tool_source=box.source()) as harness:
+        http = HttpServer("127.0.0.1", w.port, metrics_port=0)
+        http.add_route(*OAuthCallback(connections=connections, submit=harness.submit).route())
+        await http.start()
+        try:
+            yield harness, connections
+        finally:
+            await http.stop()
+
+
+def connect_prompt(harness: Harness, chat: ConversationKey) -> Posted:
+    (prompt,) = [p for p in harness.adapter.in_conversation(chat) if p.message.buttons]
+    (button,) = prompt.message.buttons
+    assert button.label == "Connect tracker" and button.url
+    return prompt
+
+
+async def get(url: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session, session.get(url) as answer:
+        return answer.status, await answer.text()
+
+
+def ledger_lines(ledger: Path) -> list[list[str]]:
+    return [line.split() for line in ledger.read_text().splitlines()] if ledger.exists() else []
+
+
+async def everything_in(redis: aioredis.Redis) -> str:
+    """Every value Redis holds, as text, whatever the key's type."""
+    seen: list[str] = []
+    async for key in redis.scan_iter(count=500):
+        kind = (await redis.type(key)).decode()
+        if kind == "string":
+            seen.append(repr(await redis.get(key)))
+        elif kind == "hash":
+            seen.append(repr(await redis.hgetall(key)))
+        elif kind == "list":
+            seen.append(repr(await redis.lrange(key, 0, -1)))
+        elif kind == "set":
+            seen.append(repr(await redis.smembers(key)))
+        elif kind == "zset":
+            seen.append(repr(await redis.zrange(key, 0, -1)))
+        elif kind == "stream":
+            seen.append(repr(await redis.xrange(key)))
+        seen.append(repr(key))
+    return "\n".join(seen)
+
+
+async def test_each_person_connects_their_own_account_and_calls_carry_only_their_token(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    model = ScriptedModel(
+        [
+            turn(call("tracker__connect")),  # nothing listed yet: the stand-in
+            turn(call("tracker__whoami")),  # after the callback, as Ana
+            turn(call("tracker__file_ticket", title="printer")),  # needs Approve
+            reply("Filed."),
+            turn(call("tracker__whoami")),  # Bo, not connected
+        ]
+    )
+    async with world(tmp_path) as w, parley(redis, w, model) as (harness, connections):
+        await harness.submit(message(ANA, "file a ticket about the printer"))
+        await harness.settle(within=60)
+        prompt = connect_prompt(harness, ANA)
+        assert prompt.message.private_to == "42"  # the link is Ana's alone
+        assert ledger_lines(w.ledger) == []
+        link = prompt.message.buttons[0].url
+        assert link is not None
+        asked = query_of(link)
+        assert asked["code_challenge_method"] == "S256" and asked["resource"] == w.url
+        assert asked["redirect_uri"] == f"http://127.0.0.1:{w.port}/oauth/callback"
+
+        back = await w.auth.sign_in(link, login="alice")
+        status, page = await get(back)
+        assert status == 200 and "tracker is connected" in page
+        await harness.settle(within=60)
+        # the run went on by itself: whoami ran with Ana's token, then the approval
+        approval = harness.adapter.in_conversation(ANA)[-1]
+        assert [b.label for b in approval.message.buttons] == ["Approve", "Reject"]
+        await harness.submit(click(ANA, approval, "approve"))
+        await harness.settle(within=60)
+        assert harness.adapter.texts(ANA)[-1] == "Filed."
+        calls = ledger_lines(w.ledger)
+        assert [(tool, who) for tool, who, _ in calls] == [
+            ("whoami", "alice"),
+            ("file_ticket", "alice"),
+        ]
+        whoami_result = model.requests[2].messages[-1].content[0]
+        assert "you are alice" in whoami_result.content
+
+        # the same callback again, and a made-up one: refused, nothing more happens
+        assert (await get(back))[0] == 400
+        forged = back.replace(query_of(back)["state"], "forged-state")
+        assert (await get(forged))[0] == 400
+        await harness.settle(within=30)
+
+        # Bo is offered the tools Ana's listing found, and is asked to connect his own
+        await harness.submit(message(BO, "who am I on the tracker?", user="77", name="Bo"))
+        await harness.settle(within=60)
+        bo_prompt = connect_prompt(harness, BO)
+        assert bo_prompt.message.private_to == "77"
+        assert len(ledger_lines(w.ledger)) == 2  # Bo's run never reached the server
+        assert await connections.connected("telegram", "77") == []
+        assert await connections.connected("telegram", "42") == ["tracker"]
+
+        stored = await everything_in(redis)
+        for _, _, token in calls:
+            assert token not in stored  # encrypted at rest
+        assert "rt-alice" not in stored
+
+
+async def test_a_restart_while_the_link_waits_loses_nothing_and_tokens_are_refreshed(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    model = ScriptedModel(
+        [
+            turn(call("tracker__connect")),
+            turn(call("tracker__whoami")),
+            reply("You are alice."),
+            turn(call("tracker__whoami")),
+            reply("Still alice."),
+            turn(call("tracker__whoami")),
+        ]
+    )
+    # tokens that live 60 s are refreshed at each use (Parley refreshes 120 s early)
+    async with world(tmp_path, expires_in=60) as w:
+        async with parley(redis, w, model) as (harness, _):
+            await harness.submit(message(ANA, "who am I?"))
+            await harness.settle(within=60)
+            link = connect_prompt(harness, ANA).message.buttons[0].url
+            assert link is not None
+        # the process is gone; a new one takes the callback and the waiting run
+        async with parley(redis, w, model) as (harness, connections):
+            status, _ = await get(await w.auth.sign_in(link, login="alice"))
+            assert status == 200
+            await harness.settle(within=60)
+            assert harness.adapter.texts(ANA)[-1] == "You are alice."
+
+            await harness.submit(message(ANA, "and now?"))
+            await harness.settle(within=60)
+            assert harness.adapter.texts(ANA)[-1] == "Still alice."
+            kinds = [kind for kind, _ in w.auth.issued]
+            assert kinds[0] == "authorization_code" and "refresh_token" in kinds
+            tokens = [token for _, _, token in ledger_lines(w.ledger)]
+            assert len(set(tokens)) == 2  # the second call carried a refreshed token
+
+            # a refresh the server refuses: Ana is asked to connect again, nothing runs
+            w.auth.revoke_refresh_tokens()
+            await harness.submit(message(ANA, "once more"))
+            await harness.settle(within=60)
+            assert harness.adapter.in_conversation(ANA)[-1].message.buttons[0].url
+            assert len(ledger_lines(w.ledger)) == 2
+            assert await connections.connected("telegram", "42") == []
