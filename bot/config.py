@@ -8,6 +8,7 @@ variable is listed, with its default, in `.env.example`.
 
 from __future__ import annotations
 
+import base64
 import io
 import re
 from pathlib import Path
@@ -123,6 +124,19 @@ class McpSettings(_Section):
     secret_key: SecretStr | None = Field(None, alias="PARLEY_SECRET_KEY")
     public_url: str | None = Field(None, alias="PARLEY_PUBLIC_URL", pattern=r"^https?://")
     connect_ttl: float = Field(900.0, alias="PARLEY_CONNECT_TTL", gt=0)
+
+    @field_validator("secret_key")
+    @classmethod
+    def _fernet_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        try:
+            raw = base64.urlsafe_b64decode(value.get_secret_value().encode())
+        except ValueError:
+            raw = b""
+        if len(raw) != 32:
+            raise ValueError("must be a Fernet key: 32 bytes in URL-safe base64 (44 characters)")
+        return value
 
 
 class MemorySettings(_Section):

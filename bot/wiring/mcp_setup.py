@@ -112,10 +112,25 @@ async def check_mcp(settings: Settings) -> Check:
             detail="PARLEY_MCP_CONFIG is not set",
             hint="point it at an mcpServers JSON file to give Parley MCP tools",
         )
+    personal, missing = personal_servers(settings)
     try:
         await toolbox.start(within=min(settings.mcp.start_timeout, CHECK_TIMEOUT))
         servers = toolbox.status().values()
         tools = sum(len(s.tools) for s in servers)
+        if personal and missing:
+            return Check(
+                name="mcp",
+                status="warn",
+                detail=f"{summary(toolbox)}; {', '.join(personal)} need each user's own "
+                f"account, which needs {' and '.join(missing)}",
+                hint="set them (see .env.example), or those servers are left out",
+            )
+        if personal:
+            callback = f"{(settings.mcp.public_url or '').rstrip('/')}/oauth/callback"
+            detail = f"{summary(toolbox)}, {tools} tools; each user connects their own account "
+            detail += f"for {', '.join(personal)} (callback {callback})"
+            if all(s.state == "ready" and not s.skipped for s in servers):
+                return Check(name="mcp", status="ok", detail=detail)
         if all(s.state == "ready" and not s.skipped for s in servers):
             return Check(name="mcp", status="ok", detail=f"{summary(toolbox)}, {tools} tools")
         if all(s.state == "ready" for s in servers):
@@ -133,6 +148,23 @@ async def check_mcp(settings: Settings) -> Check:
         )
     finally:
         await toolbox.stop()
+
+
+def personal_servers(settings: Settings) -> tuple[list[str], list[str]]:
+    """The servers with `"auth": "user"`, and the settings they need that are not set."""
+    if settings.mcp.config is None:
+        return [], []
+    config = load_config(settings.mcp.config)
+    personal = [name for name, s in config.enabled().items() if s.auth == "user"]
+    missing = [
+        name
+        for name, value in (
+            ("PARLEY_SECRET_KEY", settings.mcp.secret_key),
+            ("PARLEY_PUBLIC_URL", settings.mcp.public_url),
+        )
+        if value is None
+    ]
+    return personal, missing
 
 
 def listing(toolbox: McpToolbox) -> list[str]:

@@ -10,6 +10,7 @@ in plain text.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,12 @@ from cryptography.fernet import Fernet
 
 from adapters.base import ConversationKey
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
+from bot.config import ConfigError, Settings
 from bot.ops.http import HttpServer
 from bot.runtime.connections import Connections
 from bot.runtime.keys import Keys
 from bot.runtime.oauth_callback import OAuthCallback
+from bot.wiring.mcp_setup import check_mcp
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.bot.recording import Posted, click, dm, message
@@ -221,3 +224,48 @@ async def test_a_restart_while_the_link_waits_loses_nothing_and_tokens_are_refre
             assert harness.adapter.in_conversation(ANA)[-1].message.buttons[0].url
             assert len(ledger_lines(w.ledger)) == 2
             assert await connections.connected("telegram", "42") == []
+
+
+async def test_in_a_telegram_group_no_link_is_posted_and_the_model_is_told_why(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    group = ConversationKey(platform="telegram", chat_id="-100")
+    model = ScriptedModel([turn(call("tracker__connect")), reply("Message me privately.")])
+    async with world(tmp_path) as w, parley(redis, w, model) as (harness, _):
+        await harness.submit(message(group, "who am I on the tracker?", direct=False))
+        await harness.settle(within=60)
+        # whoever pressed a link posted here would connect *their* account as Ana
+        assert not [p for p in harness.adapter.in_conversation(group) if p.message.buttons]
+        told = model.requests[1].messages[-1].content[0]
+        assert "message me privately" in told.content
+        assert harness.adapter.texts(group)[-1] == "Message me privately."
+
+
+async def test_doctor_names_the_per_user_servers_and_what_they_lack(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(
+        json.dumps({"mcpServers": {"tracker": {"url": "http://127.0.0.1:9/mcp", "auth": "user"}}})
+    )
+    bare = Settings.load(env_file=None, mcp={"PARLEY_MCP_CONFIG": str(path)})
+    check = await check_mcp(bare)
+    assert check.status == "warn"
+    assert "tracker need each user's own account" in check.detail
+    assert "PARLEY_SECRET_KEY and PARLEY_PUBLIC_URL" in check.detail
+    ready = Settings.load(
+        env_file=None,
+        mcp={
+            "PARLEY_MCP_CONFIG": str(path),
+            "PARLEY_SECRET_KEY": KEY,
+            "PARLEY_PUBLIC_URL": "https://parley.example/",
+        },
+    )
+    check = await check_mcp(ready)
+    assert check.status == "ok"
+    assert "(callback https://parley.example/oauth/callback)" in check.detail
+
+
+def test_a_per_user_server_needs_a_url_and_the_key_must_be_a_fernet_key() -> None:
+    with pytest.raises(ValueError, match="needs a Streamable HTTP server"):
+        ServerConfig(command="tracker-mcp", auth="user")
+    with pytest.raises(ConfigError, match="must be a Fernet key"):
+        Settings.load(env_file=None, mcp={"PARLEY_SECRET_KEY": "not-a-key"})
