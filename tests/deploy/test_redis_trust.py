@@ -25,6 +25,7 @@ GATEWAY_USES = {
     "SLACK_APP_TOKEN",
     "TELEGRAM_BOT_TOKEN",
     "PARLEY_TELEGRAM_WEBHOOK_SECRET",
+    "PARLEY_SECRET_KEY",  # /oauth/callback stores a person's tokens encrypted
     "REDIS_PASSWORD",
 }
 
