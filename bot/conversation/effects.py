@@ -197,6 +197,16 @@ class ScheduleButton:
     """A Pause / Resume / Delete button under a list of schedules was pressed."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ListConnections:
+    """/connections: the person's connected accounts, privately, with Disconnect buttons."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectionButton:
+    """A Disconnect button under /connections was pressed."""
+
+
 Effect = (
     (
         Send
@@ -216,5 +226,7 @@ Effect = (
     | Transcribe
     | Follow
     | ListSchedules
+    | ListConnections
+    | ConnectionButton
     | ScheduleButton
 )

@@ -22,6 +22,7 @@ from adapters.base import InboundAction, InboundMessage, OutboundMessage, mentio
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
 from bot.conversation.commands import help_text, unknown_command
 from bot.conversation.connected import connected
+from bot.conversation.connection_commands import CONNECTION_ACTION
 from bot.conversation.effects import (
     Admit,
     Admitted,
@@ -29,11 +30,13 @@ from bot.conversation.effects import (
     Claim,
     Claimed,
     Command,
+    ConnectionButton,
     Edit,
     Effect,
     Event,
     Follow,
     Forget,
+    ListConnections,
     ListSchedules,
     Notify,
     Open,
@@ -195,6 +198,8 @@ def _command(
         return [Command()]
     if name == "schedules":
         return [ListSchedules()]
+    if name == "connections":
+        return [ListConnections()]
     if name != "cancel":  # to the person alone: a typo is nobody else's business
         unknown = OutboundMessage(
             text=unknown_command(platform, name), private_to=event.actor.user_id
@@ -256,6 +261,8 @@ def _pressed(
         return [Forget()]  # a Forget button: no run involved
     if event.decision_id == SCHEDULE_ACTION:
         return [ScheduleButton()]  # checks who may, itself
+    if event.decision_id == CONNECTION_ACTION:
+        return [ConnectionButton()]  # the presser's own account only
     if decision is None or decision.conversation_id != event.conversation.id:
         return [Notify(text=stale_click_text(None, policy.now), alert=True)]
     if decision.expired(policy.now):

@@ -32,6 +32,7 @@ from agent.loop import Agent
 from agent.messages import ContentBlock
 from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
+from bot.conversation.connection_commands import ConnectionCommands
 from bot.conversation.engine import Policy, decide
 from bot.conversation.render import MEMORY_ACTION, typed_mentions
 from bot.conversation.running import (
@@ -95,6 +96,7 @@ class Executor:
     stops: Stops | None = None  # stop requests that reach a run while it works
     objectives: Objectives | None = None  # checks schedules' and triggers' runs
     schedules: ScheduleCommands | None = None  # /schedules and its buttons
+    connections: ConnectionCommands | None = None  # /connections and its buttons
 
     async def handle(self, entry_id: str, event: Inbound, lease: Lease) -> None:
         session = await self.sessions.load(lease.conversation_id, lease)
@@ -251,6 +253,12 @@ class Executor:
                 await self.commands.refresh_on_screen(run_context(turn.event), self._editor(turn))
             case fx.ListSchedules():
                 await reply.send(await self._schedules().listing(reply.conversation.id), "reply")
+            case fx.ListConnections() if self.connections is not None:
+                assert isinstance(turn.event, InboundMessage)
+                await reply.send(await self.connections.listing(turn.event), "reply")
+            case fx.ConnectionButton() if self.connections is not None:
+                assert isinstance(turn.event, InboundAction)
+                await self._notify(turn, await self.connections.press(turn.event), alert=True)
             case fx.ScheduleButton():
                 assert isinstance(turn.event, InboundAction)
                 await self._notify(turn, await self._schedules().press(turn.event, reply))

@@ -21,6 +21,7 @@ from agent.protocols import MemoryStore, RunContext, ScheduleInfo, Scheduler
 from bot.config import Settings
 from bot.conversation.attachments import Gatherer, ThreadMarks
 from bot.conversation.commands import Commands, UsageText
+from bot.conversation.connection_commands import ConnectionCommands
 from bot.conversation.executor import Executor
 from bot.conversation.pdf_process import PdfReader
 from bot.conversation.running import Admission, Charge, Runner
@@ -42,6 +43,7 @@ from bot.runtime.schedules import Schedule, ScheduleStore
 from bot.runtime.sessions import SessionStore
 from bot.runtime.stops import Stops
 from bot.runtime.worker import Worker
+from bot.wiring.mcp_setup import build_connections
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +261,7 @@ def build_runtime(
             owner_left=owner_left(adapters),
         ),
         schedules=ScheduleCommands(store=schedules),
+        connections=ConnectionCommands(build_connections(settings, redis)),
     )
     worker = Worker(
         redis,

@@ -72,7 +72,18 @@ async def parley(
         connect_ttl=600,
     )
     box = McpToolbox(McpConfig(mcpServers={"tracker": server}), TIMING, credentials=connections)
-    async with running(redis, model, tool_source=box.source()) as harness:
+    path = w.ledger.parent / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"tracker": {"url": w.url, "auth": "user"}}}))
+    config = Settings.load(
+        env_file=None,
+        runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
+        mcp={
+            "PARLEY_MCP_CONFIG": str(path),
+            "PARLEY_SECRET_KEY": KEY,
+            "PARLEY_PUBLIC_URL": f"http://127.0.0.1:{w.port}",
+        },
+    )
+    async with running(redis, model, tool_source=box.source(), config=config) as harness:
         http = HttpServer("127.0.0.1", w.port, metrics_port=0)
         http.add_route(*OAuthCallback(connections=connections, submit=harness.submit).route())
         await http.start()
@@ -176,10 +187,31 @@ async def test_each_person_connects_their_own_account_and_calls_carry_only_their
         assert await connections.connected("telegram", "77") == []
         assert await connections.connected("telegram", "42") == ["tracker"]
 
+        # /connections: each person sees their own, and Disconnect ends only the presser's
+        await harness.submit(
+            message(BO, "/connections", user="77", name="Bo", command="connections")
+        )
+        await harness.submit(message(ANA, "/connections", command="connections"))
+        await harness.settle(within=30)
+        assert "haven't connected any" in harness.adapter.texts(BO)[-1]
+        (listed,) = [
+            p for p in harness.adapter.in_conversation(ANA) if p.message.text.startswith("Accounts")
+        ]
+        assert listed.message.private_to == "42" and "• tracker" in listed.message.text
+        assert [b.label for b in listed.message.buttons] == ["Disconnect tracker"]
+        await harness.submit(click(ANA, listed, "tracker", user="77", name="Bo"))
+        await harness.settle(within=30)
+        assert await connections.connected("telegram", "42") == ["tracker"]  # not Bo's to end
+
         stored = await everything_in(redis)
         for _, _, token in calls:
             assert token not in stored  # encrypted at rest
         assert "rt-alice" not in stored
+
+        await harness.submit(click(ANA, listed, "tracker"))
+        await harness.settle(within=30)
+        assert "Disconnected tracker" in harness.adapter.notices[-1][1]
+        assert await connections.connected("telegram", "42") == []
 
 
 async def test_a_restart_while_the_link_waits_loses_nothing_and_tokens_are_refreshed(
