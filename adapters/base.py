@@ -202,6 +202,25 @@ class Button:
     url: str | None = None  # a link button: opens the URL, nothing comes back
 
 
+@dataclass(frozen=True, kw_only=True)
+class Addressing:
+    """How people address Parley on a platform, as its adapter declares it; every help and
+    confirmation text is written with it."""
+
+    command_prefix: str = "/"  # "/parley " on Slack: `/parley memories`
+    code: bool = False  # commands shown as code (Slack), not plain (Telegram links them)
+    mention: str | None = None  # how to mention Parley in a shared chat, once known
+    threads: bool = False  # a mention opens a thread whose replies reach Parley
+
+    def command(self, name: str) -> str:
+        """Command `name` as typed: `/parley help`, `/help`."""
+        return f"{self.command_prefix}{name}"
+
+    def shown(self, name: str) -> str:
+        """Command `name` inside a sentence."""
+        return f"`{self.command(name)}`" if self.code else self.command(name)
+
+
 def mention(platform: str, user_id: str, name: str) -> str:
     """How a message names a person: a Slack mention that can ping, elsewhere their name."""
     return f"<@{user_id}>" if platform == "slack" else (name or user_id)

@@ -34,6 +34,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
+    Addressing,
     Attachment,
     ChannelInfo,
     ContextMessage,
@@ -90,11 +91,16 @@ class SlackConfig:
     surface: Literal["agent", "assistant"] = "agent"
 
 
+# `/parley memories`; a mention is answered in its thread, which then goes on
+ADDRESSING = Addressing(command_prefix="/parley ", code=True, mention="@Parley", threads=True)
+
+
 @dataclass(kw_only=True)
 class SlackAdapter:
     config: SlackConfig
     handler: InboundHandler | None = None
     platform: Platform = "slack"
+    addressing: Addressing = ADDRESSING
     client: AsyncWebClient = field(init=False)
     app: AsyncApp = field(init=False)
     bot_user_id: str | None = field(default=None, init=False)

@@ -38,6 +38,7 @@ from telegram.ext import ExtBot  # noqa: E402
 from telegram.request import HTTPXRequest  # noqa: E402
 
 from adapters.base import (  # noqa: E402
+    Addressing,
     Attachment,
     ContextMessage,
     ConversationKey,
@@ -127,6 +128,11 @@ class TelegramAdapter:
     def handle(self) -> str | None:
         """Parley's @name in Telegram, for sentences that show how to address it."""
         return self.me.username if self.me is not None and self.me.username else None
+
+    @property
+    def addressing(self) -> Addressing:
+        """`/memories`; in a group, `@parley_bot …` (once getMe told the name)."""
+        return Addressing(mention=f"@{self.handle}" if self.handle else None)
 
     # --- lifecycle --------------------------------------------------------------------------
 

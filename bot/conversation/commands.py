@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from adapters.base import Button, InboundAction, InboundMessage, OutboundMessage
+from adapters.base import Addressing, Button, InboundAction, InboundMessage, OutboundMessage
 from agent.protocols import MemoryRecord, MemoryStore, RunContext
 from bot.conversation.render import MEMORY_ACTION
 from bot.conversation.shown import ShownList, ShownLists
@@ -30,28 +30,37 @@ Commands:
 • {p}status — what I'm doing and your usage today
 • {p}schedules — this conversation's schedules, to pause, resume or delete
 • {p}help — this message"""
-# How each platform writes a command, and where to talk to Parley there.
-COMMAND_PREFIX = {"slack": "/parley ", "telegram": "/", "console": "/"}
-WHERE = {
-    "slack": "\n\nMention me in a channel (I answer in a thread) or message me directly.",
-    "telegram": "\n\nIn a group, mention me or reply to one of my messages.",
-}
+# Where to talk to Parley, by what the platform's addressing allows.
+WHERE_THREADS = "\n\nMention me in a channel (I answer in a thread) or message me directly."
+WHERE_GROUPS = "\n\nIn a group, mention me or reply to one of my messages."
 UNKNOWN_COMMAND = "I don't know the command {command}. Try {help}."
+BARE_DIRECT = "Tell me what you need, or send {help} to see my commands."
+BARE_THREAD = (
+    "Yes? Tell me what you need in a reply here, in this thread — {help} lists my commands."
+)
+BARE_GROUP = (
+    "Tell me what you need in the same message, e.g. “{mention} what's on today?” — {help} "
+    "lists my commands."
+)
 
 
-def help_text(platform: str) -> str:
-    return HELP.format(p=COMMAND_PREFIX.get(platform, "/"), where=WHERE.get(platform, ""))
+def help_text(addressing: Addressing) -> str:
+    where = WHERE_THREADS if addressing.threads else WHERE_GROUPS if addressing.mention else ""
+    return HELP.format(p=addressing.command_prefix, where=where)
 
 
-def command_text(platform: str, name: str) -> str:
-    """How a person types command `name` on `platform`: /parley help, /help."""
-    return f"{COMMAND_PREFIX.get(platform, '/')}{name}"
+def unknown_command(addressing: Addressing, name: str) -> str:
+    return UNKNOWN_COMMAND.format(command=addressing.command(name), help=addressing.command("help"))
 
 
-def unknown_command(platform: str, name: str) -> str:
-    return UNKNOWN_COMMAND.format(
-        command=command_text(platform, name), help=command_text(platform, "help")
-    )
+def bare_mention_line(addressing: Addressing, *, direct: bool) -> str:
+    """What a bare mention of Parley gets: how to ask, in this platform's words."""
+    help_ = addressing.shown("help")
+    if not direct and addressing.threads:
+        return BARE_THREAD.format(help=help_)
+    if not direct and addressing.mention:
+        return BARE_GROUP.format(mention=addressing.mention, help=help_)
+    return BARE_DIRECT.format(help=help_)
 
 
 MEMORIES_PAGE = 10
@@ -72,6 +81,7 @@ class CommandResult:
     buttons: tuple[Button, ...] = ()  # Forget buttons, under MEMORY_ACTION
 
 
+PLAIN = Addressing()  # no platform named: `/memories`
 UsageText = Callable[[InboundMessage], Awaitable[str]]
 EditList = Callable[[str, OutboundMessage], Awaitable[None]]  # message id, new content
 
@@ -111,16 +121,21 @@ class Commands:
         self.lists = lists
 
     async def handle(
-        self, event: InboundMessage, context: RunContext, session: Session
+        self,
+        event: InboundMessage,
+        context: RunContext,
+        session: Session,
+        addressing: Addressing = PLAIN,
     ) -> CommandResult:
         command = (event.command or "").lower()
         if command == "memories":
-            result, shown = await self._memories(context, event.args)
+            result, shown = await self._memories(context, event.args, addressing)
             if self.lists is not None and shown is not None:
                 await self.lists.save(context.conversation_id, context.user_id, shown)
             return result
         if command == "forget":
-            return CommandResult(text=await self._forget(context, event.args), private=True)
+            text = await self._forget(context, event.args, addressing)
+            return CommandResult(text=text, private=True)
         assert command == "status", f"not a command answered here: {command}"
         lines = [STATUS_TEXT[session.status]]
         if self.usage is not None:
@@ -128,10 +143,14 @@ class Commands:
         return CommandResult(text="\n".join(lines), private=True)
 
     async def reply(
-        self, event: InboundMessage, context: RunContext, session: Session
+        self,
+        event: InboundMessage,
+        context: RunContext,
+        session: Session,
+        addressing: Addressing = PLAIN,
     ) -> OutboundMessage:
-        """The answer to a command, as the message to send."""
-        result = await self.handle(event, context, session)
+        """The answer to a command, as the message to send, in the platform's syntax."""
+        result = await self.handle(event, context, session, addressing)
         return OutboundMessage(
             text=result.text,
             private_to=event.actor.user_id if result.private else None,
@@ -140,7 +159,7 @@ class Commands:
         )
 
     async def _memories(
-        self, context: RunContext, args: str
+        self, context: RunContext, args: str, addressing: Addressing = PLAIN
     ) -> tuple[CommandResult, ShownList | None]:
         if self.memory is None:
             return CommandResult(text=NO_MEMORY, private=True), None
@@ -156,11 +175,14 @@ class Commands:
             f"{number}. {memory.text} ({memory.scope_label})"
             for number, memory in enumerate(found.records, offset + 1)
         ]
-        more = f" Say /memories {page + 1} for more." if found.has_more else ""
+        more = (
+            f" Say {addressing.shown(f'memories {page + 1}')} for more." if found.has_more else ""
+        )
         text = (
             f"Here's what I remember here, newest first ({found.total} in all):\n"
             + "\n".join(lines)
-            + f"\n\nPress Forget or say /forget N to drop one, or /forget all.{more}"
+            + f"\n\nPress Forget or say {addressing.shown('forget N')} to drop one, or "
+            + f"{addressing.shown('forget all')}.{more}"
         )
         buttons = tuple(
             Button(label=f"Forget {number}", value=memory.id)
@@ -178,14 +200,14 @@ class Commands:
                 context.conversation_id, context.user_id, replace(shown, message_id=message_id)
             )
 
-    async def refresh(self, context: RunContext) -> Refresh | None:
+    async def refresh(self, context: RunContext, addressing: Addressing = PLAIN) -> Refresh | None:
         """The person's list on screen, shown again with fresh numbers after a Forget."""
         if self.lists is None:
             return None
         shown = await self.lists.get(context.conversation_id, context.user_id)
         if shown is None or shown.message_id is None:
             return None
-        result, fresh = await self._memories(context, str(shown.page))
+        result, fresh = await self._memories(context, str(shown.page), addressing)
         if fresh is None:
             return None
         message = OutboundMessage(
@@ -198,10 +220,12 @@ class Commands:
         fresh = replace(fresh, message_id=shown.message_id)
         return Refresh(message_id=shown.message_id, message=message, shown=fresh, stale=stale)
 
-    async def refresh_on_screen(self, context: RunContext, edit: EditList) -> None:
+    async def refresh_on_screen(
+        self, context: RunContext, edit: EditList, addressing: Addressing = PLAIN
+    ) -> None:
         """Show the person's list again after a Forget; if it can't be edited (a Slack
         ephemeral message), its old numbers go on meaning what they showed."""
-        refresh = await self.refresh(context)
+        refresh = await self.refresh(context, addressing)
         if refresh is None or self.lists is None:
             return
         try:
@@ -212,7 +236,8 @@ class Commands:
             kept = refresh.stale
         await self.lists.save(context.conversation_id, context.user_id, kept)
 
-    async def _forget(self, context: RunContext, args: str) -> str:
+    async def _forget(self, context: RunContext, args: str, addressing: Addressing = PLAIN) -> str:
+        see = f"see {addressing.shown('memories')}"
         if self.memory is None:
             return NO_MEMORY
         target = args.strip().lower()
@@ -220,19 +245,20 @@ class Commands:
             count = await self.memory.forget(context)
             return f"Done — I forgot {count} thing{'s' if count != 1 else ''} you told me."
         if not target.isdigit() or int(target) < 1:
-            return "Tell me which one: /forget N (see /memories), or /forget all."
+            forget = addressing.shown("forget N"), addressing.shown("forget all")
+            return f"Tell me which one: {forget[0]} ({see}), or {forget[1]}."
         index = int(target)
         shown = (
             await self.lists.get(context.conversation_id, context.user_id) if self.lists else None
         )
         if shown is not None:  # the number means what the list on screen says
             if index not in shown.entries:
-                return f"Number {index} isn't on the list I showed you; see /memories."
+                return f"Number {index} isn't on the list I showed you; {see}."
             memory_id, text = shown.entries[index]
             return await self._forget_one(context, memory_id, text)
         found = await self.memory.list_memories(context, offset=index - 1, limit=1)
         if not found.records:
-            return f"I don't have a memory number {index}; see /memories."
+            return f"I don't have a memory number {index}; {see}."
         return await self._forget_one(context, found.records[0].id, found.records[0].text)
 
     async def _forget_one(self, context: RunContext, memory_id: str, text: str) -> str:

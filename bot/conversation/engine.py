@@ -15,12 +15,11 @@ render.py formats outcomes and decisions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from adapters.base import InboundAction, InboundMessage, OutboundMessage, mention
+from adapters.base import Addressing, InboundAction, InboundMessage, OutboundMessage, mention
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
-from bot.conversation.commands import help_text, unknown_command
+from bot.conversation.commands import bare_mention_line, help_text, unknown_command
 from bot.conversation.connected import connected
 from bot.conversation.connection_commands import CONNECTION_ACTION
 from bot.conversation.effects import (
@@ -78,16 +77,6 @@ TOO_LONG = (
     "That message is too long for me ({length:,} characters; my limit is {limit:,}). "
     "Could you shorten it or split it up?"
 )
-# What a bare mention of Parley gets, by platform and whether the chat is one-to-one.
-BARE_MENTION = {
-    ("telegram", False): "Tell me what you need in the same message, e.g. “@{handle} what's on "
-    "today?” — /help lists my commands.",
-    ("telegram", True): "Tell me what you need, or send /help to see my commands.",
-    ("slack", False): "Yes? Tell me what you need in a reply here, in this thread — "
-    "`/parley help` lists my commands.",
-    ("slack", True): "Tell me what you need in words — `/parley help` lists my commands.",
-}
-BARE_MENTION_ELSEWHERE = "Tell me what you need, or send /help to see my commands."
 
 LONGEST = 40_000  # characters: no platform sends longer (Slack's maximum)
 HEARD = "🎤 “{text}”"
@@ -119,7 +108,7 @@ class Policy:
     now: float
     approvers: frozenset[str] = frozenset()  # user ids or group ids
     max_message_chars: int | None = None  # None: only the adapter's (its platform's)
-    handles: Mapping[str, str] = field(default_factory=dict)  # platform → Parley's @name
+    addressing: Addressing = Addressing()  # how people write commands and mention Parley
     greeting: str = ""  # said once to a person who opens their conversation with Parley
 
 
@@ -150,7 +139,6 @@ def decide(
 def _message(
     session: Session, pending: Decision | None, event: InboundMessage, policy: Policy, entry: str
 ) -> list[Effect]:
-    platform = event.conversation.platform
     if event.kind == "not_allowed":
         slot = f"not-allowed:{event.actor.user_id}"
         return [Send(message=OutboundMessage(text=NOT_ALLOWED), slot=slot, per_conversation=True)]
@@ -170,13 +158,10 @@ def _message(
     if event.kind == "non_text":
         return [_say(TEXT_ONLY)]
     if event.kind == "bare_mention":
-        line = BARE_MENTION.get((platform, event.is_direct), BARE_MENTION_ELSEWHERE)
-        handle = policy.handles.get(platform)
-        if "{handle}" in line and not handle:
-            line = BARE_MENTION.get((platform, True), BARE_MENTION_ELSEWHERE)
+        line = bare_mention_line(policy.addressing, direct=event.is_direct)
         # In a shared thread, the question may follow as a reply without a mention.
         follow = [Follow()] if event.conversation.thread_id and not event.is_direct else []
-        return [_say(line.format(handle=handle)), *follow]
+        return [_say(line), *follow]
     length = max(event.length, len(event.text))
     limit = policy.max_message_chars or LONGEST
     if event.kind == "too_long" or length > limit:
@@ -190,9 +175,10 @@ def _command(
     session: Session, pending: Decision | None, event: InboundMessage, policy: Policy, entry: str
 ) -> list[Effect]:
     name = (event.command or "").lower()
-    platform = event.conversation.platform
     if name in ("help", "start"):
-        help_message = OutboundMessage(text=help_text(platform), private_to=event.actor.user_id)
+        help_message = OutboundMessage(
+            text=help_text(policy.addressing), private_to=event.actor.user_id
+        )
         return [Send(message=help_message)]
     if name in ANSWERED_HERE:
         return [Command()]
@@ -202,7 +188,7 @@ def _command(
         return [ListConnections()]
     if name != "cancel":  # to the person alone: a typo is nobody else's business
         unknown = OutboundMessage(
-            text=unknown_command(platform, name), private_to=event.actor.user_id
+            text=unknown_command(policy.addressing, name), private_to=event.actor.user_id
         )
         return [Send(message=unknown)]
     if session.status == "idle":  # a stop that came while a run worked says how it ended

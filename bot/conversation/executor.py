@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from adapters.base import (
+    Addressing,
     ChatAdapter,
     Inbound,
     InboundAction,
@@ -174,15 +175,13 @@ class Executor:
             log.error("the rules did not settle entry %s", turn.received.entry_id)
 
     def _policy(self, turn: Turn) -> Policy:
-        handle = getattr(turn.reply.adapter, "handle", None)
         greeting = getattr(turn.reply.adapter, "greeting", None)
-        platform = turn.event.conversation.platform
         return Policy(
             greeting=greeting if isinstance(greeting, str) else "",
             now=time.time(),
             approvers=self.approvers,
             max_message_chars=self.max_message_chars,
-            handles={platform: handle} if isinstance(handle, str) and handle else {},
+            addressing=addressing_of(turn.reply.adapter),
         )
 
     async def _finish(self, turn: Turn, entry_id: str | None) -> None:
@@ -250,7 +249,9 @@ class Executor:
                 await self._notify(turn, text)
                 private = OutboundMessage(text=text, private_to=turn.event.actor.user_id)
                 await reply.send(private, "reply")
-                await self.commands.refresh_on_screen(run_context(turn.event), self._editor(turn))
+                await self.commands.refresh_on_screen(
+                    run_context(turn.event), self._editor(turn), addressing_of(reply.adapter)
+                )
             case fx.ListSchedules():
                 await reply.send(await self._schedules().listing(reply.conversation.id), "reply")
             case fx.ListConnections() if self.connections is not None:
@@ -293,12 +294,13 @@ class Executor:
         event = turn.event
         assert isinstance(event, InboundMessage)
         context = run_context(event)
-        answer = await self.commands.reply(event, context, turn.session)
+        addressing = addressing_of(turn.reply.adapter)
+        answer = await self.commands.reply(event, context, turn.session, addressing)
         posted = await turn.reply.send(answer, "reply")
         if (event.command or "").lower() == "memories":
             await self.commands.listed(context, posted.message_id if posted else None)
         elif (event.command or "").lower() == "forget":
-            await self.commands.refresh_on_screen(context, self._editor(turn))
+            await self.commands.refresh_on_screen(context, self._editor(turn), addressing)
 
     def _editor(self, turn: Turn) -> Callable[[str, OutboundMessage], Awaitable[None]]:
         """Edits a message of this conversation once per entry (a list shown again)."""
@@ -447,3 +449,9 @@ def _settle(session: Session) -> None:
     session.status = "idle"
     session.decision_id = None
     session.resolving = None
+
+
+def addressing_of(adapter: object) -> Addressing:
+    """How the adapter's platform writes commands and mentions (plain `/help` if it says not)."""
+    addressing = getattr(adapter, "addressing", None)
+    return addressing if isinstance(addressing, Addressing) else Addressing()

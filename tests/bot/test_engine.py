@@ -12,12 +12,14 @@ import pytest
 
 from adapters.base import (
     Actor,
+    Addressing,
     Attachment,
     ConversationKey,
     InboundAction,
     InboundMessage,
     OutboundMessage,
 )
+from adapters.slack import ADDRESSING as SLACK_ADDRESSING
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Finished, Plan, PlanStep, RunTrace
 from agent.protocols import RunContext
 from agent.state import RunState
@@ -47,7 +49,9 @@ from bot.runtime.sessions import Resolution, Session
 NOW = 1_000_000.0
 ENTRY = "1700000000000-0"
 GROUP = ConversationKey(platform="slack", chat_id="C1", team_id="T1")
-POLICY = Policy(now=NOW, approvers=frozenset({"U9"}), max_message_chars=100)
+POLICY = Policy(
+    now=NOW, approvers=frozenset({"U9"}), max_message_chars=100, addressing=SLACK_ADDRESSING
+)
 PEOPLE = {
     "requester": Actor(platform="slack", user_id="U1", name="Ana"),
     "approver": Actor(platform="slack", user_id="U9", name="Bo"),
@@ -442,16 +446,26 @@ def test_not_allowed_is_said_once_per_person_and_conversation() -> None:
 
 
 @pytest.mark.parametrize(
-    ("platform", "direct", "handles", "line"),
+    ("platform", "direct", "addressing", "line"),
     [
-        ("telegram", False, {"telegram": "parley_bot"}, "“@parley_bot what's on today?”"),
-        ("telegram", False, {}, "Tell me what you need, or send /help to see my commands."),
-        ("telegram", True, {}, "Tell me what you need, or send /help to see my commands."),
-        ("slack", True, {}, "Tell me what you need in words — `/parley help`"),
+        ("telegram", False, Addressing(mention="@parley_bot"), "“@parley_bot what's on today?”"),
+        (
+            "telegram",
+            False,
+            Addressing(),
+            "Tell me what you need, or send /help to see my commands.",
+        ),
+        (
+            "telegram",
+            True,
+            Addressing(),
+            "Tell me what you need, or send /help to see my commands.",
+        ),
+        ("slack", True, SLACK_ADDRESSING, "Tell me what you need, or send `/parley help` to see"),
     ],
 )
 def test_a_bare_mention_gets_the_platforms_help_line(
-    platform: str, direct: bool, handles: dict[str, str], line: str
+    platform: str, direct: bool, addressing: Addressing, line: str
 ) -> None:
     chat = ConversationKey(platform=platform, chat_id="1")  # type: ignore[arg-type]
     actor = Actor(platform=platform, user_id="1")  # type: ignore[arg-type]
@@ -459,7 +473,7 @@ def test_a_bare_mention_gets_the_platforms_help_line(
         event_id="e", conversation=chat, actor=actor, text="", is_direct=direct,
         kind="bare_mention",
     )  # fmt: skip
-    policy = replace(POLICY, handles=handles)
+    policy = replace(POLICY, addressing=addressing)
     [effect] = decide(Session(), None, Received(entry_id=ENTRY, event=event), policy)
     assert isinstance(effect, Send) and line in effect.message.text
 

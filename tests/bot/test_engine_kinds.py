@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import redis.asyncio as aioredis
 
-from adapters.base import ConversationKey
+from adapters.base import Addressing, ConversationKey
 from bot.conversation.engine import NOT_ALLOWED, TEXT_ONLY
 from tests.agent.scripted import ScriptedModel
 from tests.bot.harness import running
@@ -45,7 +45,8 @@ async def test_a_stranger_is_told_once_per_conversation(redis: aioredis.Redis) -
 
 async def test_a_bare_mention_in_a_group_names_the_adapters_handle(redis: aioredis.Redis) -> None:
     adapter = RecordingAdapter()
-    adapter.handle = "parley_bot"  # type: ignore[attr-defined]
+    # What the adapter declares: how to mention Parley there (Telegram's, once getMe answered).
+    adapter.addressing = Addressing(mention="@parley_bot")  # type: ignore[attr-defined]
     async with running(redis, ScriptedModel([]), adapter=adapter) as harness:
         group = ConversationKey(platform="telegram", chat_id="-100")
         await harness.submit(replace(message(group, "", direct=False), kind="bare_mention"))
