@@ -76,8 +76,6 @@ KNOWN: dict[tuple[str, str], str] = {}
 LARGE_MODULES: dict[str, str] = {
     "bot/conversation/executor.py": "one job: carrying out each effect engine.decide returns for "
     "one inbox entry (runs, resumptions, claims, sends); the rules and the sentences are elsewhere",
-    "bot/conversation/engine.py": "one job: decide(), what each event kind means in each session "
-    "state (the table in docs/architecture.md); rules of their own kinds already live beside it",
 }
 
 
