@@ -18,6 +18,9 @@ import redis.asyncio as aioredis
 from agent.builtin_tools import builtin_registry
 from bot.config import Settings
 from bot.conversation.voice import FAILED, NOT_SET_UP, NOTHING_HEARD
+from bot.runtime.inbox import decode
+from bot.runtime.locks import ConversationLocks
+from tests.adapters.test_corpus_findings import corpus
 from tests.adapters.test_slack import slack_bot
 from tests.adapters.test_telegram import ANA, BOB, GROUP, adapter_for, send_email, until
 from tests.agent.scripted import ScriptedModel, call, reply, turn
@@ -321,3 +324,54 @@ async def test_a_transcript_cannot_ping_a_slack_channel(redis, api: FakeTranscri
 
 def voice_url(api: FakeTranscriber) -> dict[str, Any]:
     return {"PARLEY_TRANSCRIBE_URL": api.url}
+
+
+async def test_corpus_voice_and_video_notes_in_a_private_chat(redis, api: FakeTranscriber) -> None:
+    """Real payload shapes (tgbot's test data): a voice note is heard; a 1,234-second video
+    note is over the default limit, and the refusal says so."""
+    api.text = SAID
+    voice = corpus("telegram", "tgbot__src_types_tests_snapshots_message.json#96")
+    video_note = corpus("telegram", "tgbot__src_types_tests_snapshots_message.json#94")
+    model = ScriptedModel([reply("Heard.")])
+    async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
+        for number, update in enumerate((voice, video_note)):
+            update["update_id"] = 900 + number
+            update["message"]["chat"] = {"id": ANA, "type": "private", "first_name": "Ana"}
+            update["message"]["from"] = {"id": ANA, "is_bot": False, "first_name": "Ana"}
+        telegram.files["voice-id"] = ("voice/file_9.oga", OGG)
+        telegram.push(voice)
+        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        telegram.push(video_note)
+        await until(lambda: len(telegram.chat(ANA)) == 3, within=15)
+        await harness.settle()
+    assert [(u.filename, u.data) for u in api.uploads] == [("voice.oga", OGG)]
+    assert [p.text for p in telegram.chat(ANA)] == [
+        f"🎤 “{SAID}”",
+        "Heard.",
+        "That voice message is too long for me (1234 s; the limit is 600 s).",
+    ]
+
+
+async def test_a_voice_note_replayed_after_a_crash_is_said_back_and_answered_once(
+    redis, api: FakeTranscriber
+) -> None:
+    api.text = SAID
+    model = ScriptedModel([reply("Noted."), reply("Noted.")])
+    async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
+        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        await harness.settle()
+        # As if the worker had died after posting but before storing what it did:
+        conversation = f"telegram:-:{ANA}:-"
+        keys = harness.runtime.keys
+        session = await harness.runtime.sessions.load(conversation)
+        session.last_entry = None
+        await redis.set(keys.session(conversation), session.model_dump_json())
+        [(entry, fields)] = await redis.xrange(keys.inbox)
+        locks = ConversationLocks(redis, keys, lease=5, ttl=60)
+        held = await locks.try_acquire(conversation)
+        assert held is not None
+        await harness.runtime.executor.handle(entry.decode(), decode(fields[b"event"]), held)
+        await locks.release(held)
+    assert len(api.uploads) == 2 and len(model.turn_requests) == 2  # heard and run again…
+    assert [p.text for p in telegram.chat(ANA)] == [f"🎤 “{SAID}”", "Noted."]  # …said once
