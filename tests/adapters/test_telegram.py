@@ -93,6 +93,7 @@ async def test_a_direct_message_round_trip(redis, telegram: FakeTelegram) -> Non
             "forget",
             "cancel",
             "status",
+            "schedules",
         }
 
 
