@@ -57,6 +57,8 @@ def script(body: dict[str, Any]) -> fa.Item:
         )
         return fa.text(f"done: {found.group(0) if found else 'something went wrong'}")
     text = last_user_text(body)
+    if text.startswith("very slow"):
+        return fa.text(f"very slow answer to {text}", delay=30.0)
     if text.startswith("slow"):
         return fa.text(f"slow answer to {text}", delay=3.0)
     if text.startswith("approve"):
@@ -270,6 +272,28 @@ async def test_sigterm_during_a_run_loses_nothing(world) -> None:
         await until(lambda: bool(telegram.chat(42)), within=30)
         await asyncio.sleep(1)
     assert texts(telegram, 42) == ["slow answer to slow but sure"]
+
+
+async def test_cancel_reaches_a_run_on_another_worker_process(world, redis) -> None:
+    """The gateway stores the /cancel; whichever worker reads it signals the run, which may
+    be working on the other worker: it stops there, at once, and says so."""
+    cluster, telegram, _ = world
+    gateway = await cluster.start("gateway")
+    workers = [await cluster.start("worker") for _ in range(2)]
+    for process in [gateway, *workers]:
+        await cluster.ready(process)
+    telegram.push(telegram.message(chat_id=42, user_id=42, text="very slow essay"))
+    deadline = time.monotonic() + 20
+    while not await redis.xpending_range("parley:inbox", "workers", "-", "+", 10):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)  # the model is thinking (for 30 s)
+    started = time.monotonic()
+    telegram.push(telegram.message(chat_id=42, user_id=42, text="/cancel"))
+    await until(lambda: bool(telegram.chat(42)), within=20)
+    assert time.monotonic() - started < 20  # not after the model's 30 s
+    await asyncio.sleep(1)
+    assert texts(telegram, 42) == ["⏹ Stopped: “very slow essay”. Nothing more will run for it."]
 
 
 async def test_mcp_servers_start_with_the_worker_and_stop_on_sigterm(world, tmp_path) -> None:
