@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -134,6 +134,12 @@ class TelegramAdapter:
         """`/memories`; in a group, `@parley_bot …` (once getMe told the name)."""
         return Addressing(mention=f"@{self.handle}" if self.handle else None)
 
+    def html(self, text: str, allowed: Iterable[str]) -> list[str]:
+        """The message's parts as Telegram HTML: only `allowed` mentions ping (naming Parley
+        itself pings nobody)."""
+        own = [f"@{self.handle}"] if self.handle else []
+        return split_html(text or "…", MESSAGE_LIMIT, [*allowed, *own])
+
     # --- lifecycle --------------------------------------------------------------------------
 
     async def initialize(self) -> None:
@@ -242,7 +248,7 @@ class TelegramAdapter:
     # --- neutral events out -----------------------------------------------------------------
 
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
-        parts = split_html(message.text or "…", MESSAGE_LIMIT)
+        parts = self.html(message.text, message.allowed_mentions)
         return await self.send_parts(conversation, parts, keyboard(message), message.reply_to)
 
     async def send_parts(
@@ -278,7 +284,7 @@ class TelegramAdapter:
         return MessageRef(conversation=conversation, message_id=str(sent.message_id))
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
-        text = split_html(message.text or "…", MESSAGE_LIMIT)[0]
+        text = self.html(message.text, message.allowed_mentions)[0]
         await self.edit_html(ref, text, keyboard(message))
 
     async def edit_html(
@@ -340,4 +346,5 @@ class TelegramAdapter:
             adapter=self,
             conversation=conversation,
             draft=is_direct and int(conversation.chat_id) > 0,
+            allowed_mentions=allowed_mentions,
         )

@@ -22,7 +22,6 @@ from telegram.error import BadRequest, RetryAfter, TelegramError
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage, Undeliverable
 from adapters.telegram_buttons import keyboard
-from adapters.telegram_format import MESSAGE_LIMIT, split_html
 
 if TYPE_CHECKING:
     from adapters.telegram import TelegramAdapter
@@ -45,6 +44,7 @@ class TelegramLive:
     adapter: TelegramAdapter
     conversation: ConversationKey
     draft: bool  # a private chat: stream as drafts
+    allowed_mentions: frozenset[str] = frozenset()  # as on the reply: what may ping
     draft_id: int = field(default_factory=lambda: next(_draft_ids))
     _message_id: int | None = None
     _not_before: float = 0.0
@@ -67,7 +67,7 @@ class TelegramLive:
     async def show(self, text: str) -> None:
         if self._broken or time.monotonic() < self._not_before:
             return  # Telegram asked us to wait; the next update carries the text so far
-        html = split_html(text, MESSAGE_LIMIT)[0]
+        html = self.adapter.html(text, self.allowed_mentions)[0]
         bot, chat = self.adapter.bot, int(self.conversation.chat_id)
         try:
             if self.draft:
@@ -129,7 +129,7 @@ class TelegramLive:
         if self._message_id is None:
             # a draft is only a preview: the answer itself is sent once, now
             return await self.adapter.send(self.conversation, message)
-        parts = split_html(message.text or "…", MESSAGE_LIMIT)
+        parts = self.adapter.html(message.text, message.allowed_mentions)
         markup = keyboard(message)
         ref = MessageRef(conversation=self.conversation, message_id=str(self._message_id))
         try:

@@ -43,7 +43,8 @@ WORD_JOINER = "\u2060"
 _FENCE_BREAK = re.compile(r"(?<=`)(?=`)")  # between two backticks: no ``` can end the block
 
 
-_TYPED_MENTION = re.compile(r"<[@!][^<>\s]+>")
+# Slack's mention tokens, and a Telegram `@username`
+_TYPED_MENTION = re.compile(r"<[@!][^<>\s]+>|(?<![\w@])@[A-Za-z][A-Za-z0-9_]{4,31}\b")
 
 
 def typed_mentions(event: Inbound) -> frozenset[str]:
