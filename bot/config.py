@@ -57,6 +57,11 @@ class RedisSettings(_Section):
     # Redis is the trust root (whoever writes to it can forge approvals): production servers
     # ask for a password; one in REDIS_URL (`redis://:pw@host`) wins over this one.
     password: SecretStr | None = Field(None, alias="REDIS_PASSWORD")
+
+    @property
+    def password_text(self) -> str | None:
+        return self.password.get_secret_value() if self.password is not None else None
+
     data_dir: Path = Field(Path(".parley"), alias="PARLEY_DATA_DIR")
     server: Path | None = Field(None, alias="PARLEY_REDIS_SERVER")
     key_prefix: str = Field("parley", alias="PARLEY_REDIS_PREFIX", pattern=r"^[A-Za-z0-9_.-]+$")

@@ -65,10 +65,8 @@ async def check_redis(settings: Settings) -> Check:
         return await asyncio.to_thread(_check_embedded_redis, settings)
     import redis.asyncio as aioredis
 
-    secret = settings.redis.password
-    password = secret.get_secret_value() if secret is not None else None
     client = aioredis.Redis.from_url(
-        settings.redis.url, password=password, socket_connect_timeout=3
+        settings.redis.url, password=settings.redis.password_text, socket_connect_timeout=3
     )
     try:
         await client.ping()

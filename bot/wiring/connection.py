@@ -24,7 +24,9 @@ async def redis_connection(settings: Settings) -> AsyncIterator[aioredis.Redis]:
     url = settings.redis.url
     if url is None:
         embedded = EmbeddedRedis(
-            settings.redis.data_dir, server=settings.redis.server, password=redis_password(settings)
+            settings.redis.data_dir,
+            server=settings.redis.server,
+            password=settings.redis.password_text,
         )
         url = await asyncio.to_thread(embedded.start)
     client = redis_client(url, settings)
@@ -39,11 +41,6 @@ async def redis_connection(settings: Settings) -> AsyncIterator[aioredis.Redis]:
             log.info("stopped")
 
 
-def redis_password(settings: Settings) -> str | None:
-    secret = settings.redis.password
-    return secret.get_secret_value() if secret is not None else None
-
-
 def redis_client(url: str, settings: Settings) -> aioredis.Redis:
     """A client whose pool is bounded: a burst waits for a free connection instead of failing.
 
@@ -53,7 +50,7 @@ def redis_client(url: str, settings: Settings) -> aioredis.Redis:
     """
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
-        password=redis_password(settings),  # a password in the URL wins
+        password=settings.redis.password_text,  # a password in the URL wins
         max_connections=settings.redis.max_connections,
         timeout=settings.redis.pool_timeout,
         health_check_interval=30,
