@@ -93,7 +93,9 @@ async def execute(
     on_progress: ProgressCallback | None = None,
 ) -> tuple[ToolResultBlock, ToolCallTrace]:
     """Run one call to completion and turn the result or failure into an observation."""
-    trace = ToolCallTrace(call_id=call.id, tool=call.name, args=dict(call.input))
+    trace = ToolCallTrace(
+        call_id=call.id, tool=call.name, args=dict(call.input), known=registry.has(call.name)
+    )
     started = time.monotonic()
     checked = check_call(registry, call)
     if isinstance(checked, str):

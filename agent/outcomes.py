@@ -52,6 +52,13 @@ class ToolCallTrace:
     attempts: int = 0
     duration: float = 0.0
     status: Literal["ok", "error", "invalid", "deferred", "rejected", "skipped"] = "ok"
+    known: bool = True  # False: the model named a tool the run does not offer
+
+    @property
+    def label(self) -> str:
+        """The tool's name for metrics: one of the configured tools, or "unknown" (a name the
+        model made up must not become a metric label)."""
+        return self.tool if self.known else "unknown"
 
 
 @dataclass(kw_only=True)

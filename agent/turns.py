@@ -307,7 +307,9 @@ class Actor:
         self._record(use, result.content, status, is_error=result.is_error)
 
     def _record(self, use: ToolUseBlock, text: str, status: str, *, is_error: bool = False) -> None:
-        call = ToolCallTrace(call_id=use.id, tool=use.name, args=dict(use.input))
+        call = ToolCallTrace(
+            call_id=use.id, tool=use.name, args=dict(use.input), known=use.name in self.registry
+        )
         call.observation, call.is_error, call.status = text, is_error, status  # type: ignore[assignment]
         self.trace.record_call(call)
 

@@ -324,6 +324,6 @@ def _count(outcome: Outcome, seconds: float) -> None:
     metrics.RUN_STEPS.observe(outcome.trace.iterations)
     for step in outcome.trace.steps:
         for call in step.tool_calls:
-            metrics.TOOL_CALLS.labels(call.tool, call.status).inc()
+            metrics.TOOL_CALLS.labels(call.label, call.status).inc()
     for call in outcome.trace.resumed_calls:
-        metrics.TOOL_CALLS.labels(call.tool, call.status).inc()
+        metrics.TOOL_CALLS.labels(call.label, call.status).inc()

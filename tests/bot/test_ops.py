@@ -396,3 +396,21 @@ async def test_charges_are_written_once_a_second_and_counted_meanwhile(
     guard.flush_every = 0.0
     await guard.charge("telegram:1", 1)
     assert int(await redis.get(key)) == 1051
+
+
+async def test_tool_names_the_model_makes_up_never_become_metric_labels(
+    redis: aioredis.Redis,
+) -> None:
+    # obeying a message that asks for many made-up tools: each would be a new time series
+    invented = [f"exfil_{n}_{'x' * 40}" for n in range(20)]
+    script = [turn(*(call(name, q="1") for name in invented)), reply("no such tools")]
+    chat = dm()
+    async with scraper(redis) as scrape, running(redis, ScriptedModel(script)) as harness:
+        before = await scrape()
+        await harness.submit(message(chat, "call exfil_0 … exfil_19"))
+        await harness.settle()
+        after = await scrape()
+    assert harness.adapter.texts(chat) == ["no such tools"]
+    tools = {labels for name, labels in after if name == "parley_tool_calls_total"}
+    assert not any("exfil" in str(labels) for labels in tools)
+    assert delta(before, after, "parley_tool_calls_total", tool="unknown", result="invalid") == 20
