@@ -223,6 +223,11 @@ class McpServer:
             if not page.next_cursor:
                 break
             params = mt.PaginatedRequestParams(cursor=page.next_cursor)
+        # checking schemas is the server's CPU work: off the event loop, in bounded time
+        async with asyncio.timeout(self.timing.start_timeout):
+            self.tools, self.skipped = await asyncio.to_thread(self._make_tools, listed)
+
+    def _make_tools(self, listed: list[mt.Tool]) -> tuple[list[McpTool], dict[str, str]]:
         tools: list[McpTool] = []
         skipped: dict[str, str] = {}
         for tool in listed:
@@ -248,7 +253,7 @@ class McpServer:
                     )
                 continue
             tools.append(made)
-        self.tools, self.skipped = tools, skipped
+        return tools, skipped
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
@@ -333,6 +338,7 @@ class McpToolbox:
                 )
                 continue
             self.personal[name] = UserServer(name, wanted, credentials, timing.call_timeout)
+        self._reported: set[str] = set()  # collisions already logged
         for name, server in self.servers.items():
             if server.config.approval == "never":
                 log.warning(
@@ -355,12 +361,31 @@ class McpToolbox:
     async def stop(self) -> None:
         await asyncio.gather(*(server.stop() for server in self.servers.values()))
 
+    def collisions(self) -> dict[str, list[str]]:
+        """Names the model would see for more than one server's tool (`a` + `b__c` and
+        `a__b` + `c` are both `a__b__c`): name → `server: tool` of each. None of them is
+        offered: a call must not reach a tool other than the one the model meant."""
+        owners: dict[str, list[str]] = {}
+        for server in self.servers.values():
+            for tool in server.tools:
+                owners.setdefault(tool.name, []).append(f"{server.name}: {tool.remote_name}")
+        clashes = {name: who for name, who in owners.items() if len(who) > 1}
+        for name in sorted(clashes.keys() - self._reported):
+            log.warning(
+                "MCP tools %s would both be called %s; neither is offered (rename a server)",
+                " and ".join(clashes[name]),
+                name,
+            )
+        self._reported = set(clashes)
+        return clashes
+
     def tools_for(self, context: RunContext) -> Iterable[Tool]:
+        clashes = self.collisions()
         for server in self.servers.values():
             if server.config.allows(
                 context.platform, context.chat_id, context.user_id, context.team_id
             ):
-                yield from server.tools
+                yield from (tool for tool in server.tools if tool.name not in clashes)
 
     def status(self) -> dict[str, McpServer]:
         return dict(self.servers)

@@ -4,7 +4,9 @@ The model sees `<server>__<tool>`, cut to Anthropic's tool-name rule; the tool k
 server's own name for the call. Arguments are checked against the server's JSON schema before
 the call, and a failed check reads like any other invalid-arguments observation. A schema that
 is not valid JSON Schema raises `BadSchema`: such a tool is left out (a provider refuses a
-whole request that offers it).
+whole request that offers it). A schema is the server's, so not trusted: its `pattern`s are
+matched with a time limit (a backtracking pattern would hold the event loop), and one that
+fails in use (a `$ref` to nothing) is an invalid-arguments observation for that tool only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp.types as mt
+import regex
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
@@ -52,11 +55,30 @@ def is_side_effecting(tool: mt.Tool, approval: Approval) -> bool:
 
 def _problem(error: schema_errors.ValidationError) -> str:
     """What is wrong, without echoing the (possibly secret) value that was given."""
-    if error.validator in ("required", "additionalProperties", "enum", "const"):
+    if error.validator in ("required", "additionalProperties", "enum", "const", "pattern"):
         return str(error.message)[:200]
     if error.validator == "type":
         return f"must be of type {error.validator_value}"
     return f"does not satisfy {error.validator}={json.dumps(error.validator_value)[:80]}"
+
+
+PATTERN_SECONDS = 0.2  # matching one value against one of a server's patterns
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    """`pattern`, matched with a time limit and without holding the GIL."""
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        found = regex.search(pattern, instance, timeout=PATTERN_SECONDS, concurrent=True)
+    except TimeoutError:
+        yield schema_errors.ValidationError("took too long to match the schema's pattern")
+        return
+    except regex.error:
+        yield schema_errors.ValidationError("cannot be checked: the schema's pattern is unusable")
+        return
+    if found is None:
+        yield schema_errors.ValidationError(f"does not match {pattern!r}")
 
 
 class BadSchema(Exception):
@@ -100,11 +122,21 @@ class McpTool(Tool):
         except schema_errors.SchemaError as exc:
             where = "/".join(str(p) for p in exc.absolute_path) or "the top level"
             raise BadSchema(f"{where}: {str(exc.message)[:120]}") from None
-        self._validator = cls(schema)
+        except Exception as exc:  # too deep to check, say
+            raise BadSchema(f"the top level: cannot be checked ({type(exc).__name__})") from None
+        self._validator = validators.extend(cls, {"pattern": _pattern})(schema)
         self._spec = ToolSpec(name=self.name, description=self.description, input_schema=schema)
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
-        errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+        try:
+            found = list(self._validator.iter_errors(args))
+        except Exception as exc:  # the schema fails in use: a $ref to nothing, say
+            problem = f"the server's input schema cannot be used ({type(exc).__name__})"
+            raise ValidationError.from_exception_data(
+                self.name,
+                [InitErrorDetails(type=PydanticCustomError("schema", problem), input=None)],
+            ) from None
+        errors = sorted(found, key=lambda e: list(e.absolute_path))
         if errors:
             raise ValidationError.from_exception_data(
                 self.name,

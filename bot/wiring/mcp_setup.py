@@ -89,11 +89,14 @@ def summary(toolbox: McpToolbox) -> str:
     ready = [s for s in servers if s.state == "ready"]
     down = [f"{s.name} {s.state} ({s.error or 'starting'})" for s in servers if s not in ready]
     left_out = [f"{s.name}__{tool}" for s in servers for tool in s.skipped]
+    clashes = toolbox.collisions()
     text = f"{len(ready)}/{len(servers)} servers ready"
     if down:
         text += f"; {', '.join(down)}"
     if left_out:
         text += f"; tools left out (invalid input schema): {', '.join(left_out)}"
+    if clashes:
+        text += f"; tools left out (same name): {', '.join(sorted(clashes))}"
     return text
 
 
@@ -117,6 +120,7 @@ async def check_mcp(settings: Settings) -> Check:
         await toolbox.start(within=min(settings.mcp.start_timeout, CHECK_TIMEOUT))
         servers = toolbox.status().values()
         tools = sum(len(s.tools) for s in servers)
+        clashes = toolbox.collisions()
         if personal and missing:
             return Check(
                 name="mcp",
@@ -129,16 +133,17 @@ async def check_mcp(settings: Settings) -> Check:
             callback = f"{(settings.mcp.public_url or '').rstrip('/')}/oauth/callback"
             detail = f"{summary(toolbox)}, {tools} tools; each user connects their own account "
             detail += f"for {', '.join(personal)} (callback {callback})"
-            if all(s.state == "ready" and not s.skipped for s in servers):
+            if all(s.state == "ready" and not s.skipped for s in servers) and not clashes:
                 return Check(name="mcp", status="ok", detail=detail)
-        if all(s.state == "ready" and not s.skipped for s in servers):
+        if all(s.state == "ready" and not s.skipped for s in servers) and not clashes:
             return Check(name="mcp", status="ok", detail=f"{summary(toolbox)}, {tools} tools")
         if all(s.state == "ready" for s in servers):
             return Check(
                 name="mcp",
                 status="warn",
                 detail=f"{summary(toolbox)}, {tools} tools",
-                hint="a tool with an invalid input schema is not offered; fix it in its server",
+                hint="a tool with an invalid input schema or a name another server's tool "
+                "takes too is not offered; fix it in its server or rename a server",
             )
         return Check(
             name="mcp",
@@ -170,6 +175,7 @@ def personal_servers(settings: Settings) -> tuple[list[str], list[str]]:
 def listing(toolbox: McpToolbox) -> list[str]:
     """`parley mcp list`: each server, its state and its tools with their approval class."""
     lines: list[str] = []
+    clashes = toolbox.collisions()
     for server in toolbox.status().values():
         config = server.config
         # never the env, headers, or a URL's user, password or query: that is where secrets go
@@ -180,6 +186,8 @@ def listing(toolbox: McpToolbox) -> list[str]:
             lines.append(f"    offered in: {', '.join(config.allow)}")
         for tool in server.tools:
             approval = "needs approval" if tool.side_effects else "read-only, runs freely"
+            if tool.name in clashes:
+                approval = f"left out: the same name as {' and '.join(clashes[tool.name])}"
             lines.append(f"    {tool.name:<40} {approval}")
         for name, why in server.skipped.items():
             lines.append(f"    {name:<40} left out: {why}")

@@ -307,3 +307,25 @@ async def test_a_stdio_server_gets_its_own_env_but_not_parleys_secrets(
         await agent(model, box).run("env?", ctx)
     theirs, mine = model.requests[1].messages[-1].content
     assert "(unset)" in theirs.content and "given" in mine.content
+
+
+async def test_tools_whose_names_collide_are_both_left_out_and_named(
+    ctx: RunContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    # server "a" lists `b__lookup`, server "a__b" lists `lookup`: both would be a__b__lookup,
+    # and a call meant for one would reach whichever was registered first
+    prefixed = stdio_server(tools=["b__lookup"], env={"MCP_TOOL_PREFIX": "b__"})
+    async with toolbox(a=prefixed, a__b=stdio_server(tools=["lookup"])) as box:
+        assert [t.name for t in box.servers["a"].tools] == ["a__b__lookup"]
+        assert [t.name for t in box.servers["a__b"].tools] == ["a__b__lookup"]
+        assert list(box.tools_for(ctx)) == []
+        assert box.collisions() == {"a__b__lookup": ["a: b__lookup", "a__b: lookup"]}
+        model = ScriptedModel([turn(call("a__b__lookup", key="x")), reply("no such tool")])
+        outcome = await agent(model, box).run("look x up", ctx)
+    assert isinstance(outcome, Finished) and outcome.answer == "no such tool"
+    assert "There is no tool named 'a__b__lookup'" in str(model.requests[1].messages[-1])
+    said = [r.getMessage() for r in caplog.records if "would both be called" in r.getMessage()]
+    assert said == [
+        "MCP tools a: b__lookup and a__b: lookup would both be called a__b__lookup; "
+        "neither is offered (rename a server)"
+    ]

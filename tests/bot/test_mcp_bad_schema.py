@@ -6,11 +6,13 @@ why. The server is the real test MCP server, built with the `mcp` SDK."""
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
+from agent.messages import ChatRequest, ChatResponse
 from bot.cli import main
 from bot.config import Settings
 from bot.wiring.mcp_setup import check_mcp
@@ -67,3 +69,51 @@ def test_mcp_list_names_the_tool_left_out_and_why(
     out = capsys.readouterr().out
     assert "files__lookup" in out
     assert "mangled" in out and "left out: invalid input schema at properties/when/type" in out
+
+
+BACKTRACKING = stdio_server(env={"MCP_BAD_SCHEMA": "pattern"})
+DANGLING = stdio_server(env={"MCP_BAD_SCHEMA": "ref"})
+
+
+async def test_a_backtracking_pattern_does_not_freeze_other_conversations(
+    redis: aioredis.Redis,
+) -> None:
+    # ^(a+)+$ against 28 a's and a '!': most of a minute of backtracking in Python's re
+    evil = "a" * 28 + "!"
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        said = request.messages[-1].text
+        if said.endswith("hello"):
+            return reply("Hello, Bob.")
+        if said.endswith("check the date"):
+            return turn(call("files__mangled", when=evil))
+        return reply("Could not.")
+
+    model = ScriptedModel([answer] * 3)
+    ana, bob = dm("41"), dm("43")
+    async with toolbox(files=BACKTRACKING) as box, running(redis, model, tool_source=box) as h:
+        started = time.monotonic()
+        await h.submit(message(ana, "check the date", user="41"))
+        await h.submit(message(bob, "hello", user="43"))
+        await h.settle(within=60)
+        took = time.monotonic() - started
+    assert h.adapter.texts(ana) == ["Could not."] and h.adapter.texts(bob) == ["Hello, Bob."]
+    [after] = [r for r in model.requests if r.messages[-1].text == ""]  # the tool's result
+    observation = str(after.messages[-1].content[0].content)  # type: ignore[union-attr]
+    assert "Invalid arguments for files__mangled" in observation and evil not in observation
+    assert took < 10
+
+
+async def test_a_dangling_ref_is_an_error_for_that_tool_not_a_failed_run(
+    redis: aioredis.Redis,
+) -> None:
+    model = ScriptedModel(
+        [turn(call("files__mangled", when="monday")), reply("That tool is broken.")]
+    )
+    chat = dm()
+    async with toolbox(files=DANGLING) as box, running(redis, model, tool_source=box) as h:
+        await h.submit(message(chat, "check monday"))
+        await h.settle(within=60)
+    assert h.adapter.texts(chat) == ["That tool is broken."]
+    observation = str(model.requests[1].messages[-1].content[0].content)  # type: ignore[union-attr]
+    assert "input schema cannot be used" in observation

@@ -39,13 +39,23 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 56).decode()
 MANGLED = {"type": "object", "properties": {"when": {"type": "moment"}}}  # no such type
 
 
+BACKTRACKING = {"type": "object", "properties": {"when": {"type": "string", "pattern": "^(a+)+$"}}}
+DANGLING = {"type": "object", "properties": {"when": {"$ref": "#/$defs/nowhere"}}}
+SCHEMAS = {"pattern": BACKTRACKING, "ref": DANGLING}
+
+
 class MangledServer(MCPServer):
+    """MCP_BAD_SCHEMA: the tool `mangled` lists an invalid schema, or with `pattern` / `ref` a
+    valid one that hurts in use. MCP_TOOL_PREFIX: every tool's listed name starts with it."""
+
     async def list_tools(self) -> list[Any]:
         tools = await super().list_tools()
-        if os.environ.get("MCP_BAD_SCHEMA"):
+        if bad := os.environ.get("MCP_BAD_SCHEMA"):
             for tool in tools:
                 if tool.name == "mangled":
-                    tool.input_schema = MANGLED
+                    tool.input_schema = SCHEMAS.get(bad, MANGLED)
+        for tool in tools:
+            tool.name = os.environ.get("MCP_TOOL_PREFIX", "") + tool.name
         return tools
 
 
