@@ -36,7 +36,7 @@ from mcp.shared.exceptions import MCPError
 
 from agent.isolation import isolated
 from agent.mcp.config import McpConfig, ServerConfig
-from agent.mcp.tools import BadSchema, McpTool
+from agent.mcp.tools import McpTool, build_tools
 from agent.mcp.user import Credentials, UserServer
 from agent.protocols import RunContext
 from agent.tools import Tool, ToolError, ToolSource
@@ -225,35 +225,15 @@ class McpServer:
             params = mt.PaginatedRequestParams(cursor=page.next_cursor)
         # checking schemas is the server's CPU work: off the event loop, in bounded time
         async with asyncio.timeout(self.timing.start_timeout):
-            self.tools, self.skipped = await asyncio.to_thread(self._make_tools, listed)
-
-    def _make_tools(self, listed: list[mt.Tool]) -> tuple[list[McpTool], dict[str, str]]:
-        tools: list[McpTool] = []
-        skipped: dict[str, str] = {}
-        for tool in listed:
-            if not self.config.offers(tool.name):
-                continue
-            try:
-                made = McpTool(
-                    server=self.name,
-                    remote=tool,
-                    caller=self.call,
-                    approval=self.config.approval,
-                    timeout=self.config.timeout or self.timing.call_timeout,
-                )
-            except BadSchema as exc:
-                skipped[tool.name] = f"invalid input schema at {exc}"
-                if self.skipped.get(tool.name) != skipped[tool.name]:  # once, not every relist
-                    log.warning(
-                        "MCP server %s: tool %s left out, its input schema is not valid "
-                        "JSON Schema (%s)",
-                        self.name,
-                        tool.name,
-                        exc,
-                    )
-                continue
-            tools.append(made)
-        return tools, skipped
+            self.tools, self.skipped = await asyncio.to_thread(
+                build_tools,
+                self.name,
+                self.config,
+                [tool for tool in listed if self.config.offers(tool.name)],
+                self.call,
+                timeout=self.config.timeout or self.timing.call_timeout,
+                reported=self.skipped,
+            )
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, mt.ToolListChangedNotification):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,9 +24,11 @@ from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
-from agent.mcp.config import Approval
+from agent.mcp.config import Approval, ServerConfig
 from agent.messages import ToolSpec
 from agent.tools import Tool, ToolContext, ToolError
+
+log = logging.getLogger(__name__)
 
 Caller = Callable[[str, dict[str, Any]], Awaitable[mt.CallToolResult]]
 
@@ -168,6 +171,39 @@ class McpTool(Tool):
 
     def __repr__(self) -> str:
         return f"McpTool({self.name!r}, side_effects={self.side_effects})"
+
+
+def build_tools(
+    server: str,
+    config: ServerConfig,
+    listed: list[mt.Tool],
+    caller: Caller,
+    *,
+    timeout: float,
+    reported: dict[str, str],
+) -> tuple[list[McpTool], dict[str, str]]:
+    """A server's listed tools as Parley tools, and those left out (name → why; a new reason
+    is logged, one in `reported` already was)."""
+    tools: list[McpTool] = []
+    skipped: dict[str, str] = {}
+    for tool in listed:
+        try:
+            made = McpTool(
+                server=server, remote=tool, caller=caller, approval=config.approval, timeout=timeout
+            )
+        except BadSchema as exc:
+            skipped[tool.name] = f"invalid input schema at {exc}"
+            if reported.get(tool.name) != skipped[tool.name]:  # once, not every relist
+                log.warning(
+                    "MCP server %s: tool %s left out, its input schema is not valid "
+                    "JSON Schema (%s)",
+                    server,
+                    tool.name,
+                    exc,
+                )
+            continue
+        tools.append(made)
+    return tools, skipped
 
 
 def result_text(result: mt.CallToolResult) -> str:
