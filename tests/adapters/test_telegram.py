@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.builtin_tools import builtin_registry
 from agent.tools import tool
+from bot.config import Settings
 from bot.conversation.engine import NOT_ALLOWED, TEXT_ONLY
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
@@ -39,12 +40,13 @@ async def bot(
     model: ScriptedModel,
     *,
     poll: bool = True,
+    settings: Settings | None = None,
     **config: Any,
 ) -> AsyncIterator[tuple[Harness, TelegramAdapter]]:
     adapter = adapter_for(fake, **config)
     registry = builtin_registry()
     registry.register(send_email)
-    async with running(redis, model, adapter=adapter, tools=registry) as harness:  # type: ignore[arg-type]
+    async with running(redis, model, adapter=adapter, tools=registry, config=settings) as harness:  # type: ignore[arg-type]
         adapter.handler = harness.runtime.inbox.submit
         await adapter.start()
         if poll:

@@ -15,16 +15,15 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from agent.builtin_tools import builtin_registry
 from bot.config import Settings
 from bot.conversation.voice import FAILED, NOT_SET_UP, NOTHING_HEARD
 from bot.runtime.inbox import decode
 from bot.runtime.locks import ConversationLocks
 from tests.adapters.test_corpus_findings import corpus
 from tests.adapters.test_slack import slack_bot
-from tests.adapters.test_telegram import ANA, BOB, GROUP, adapter_for, send_email, until
+from tests.adapters.test_telegram import ANA, BOB, GROUP, bot, until
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running
+from tests.bot.harness import Harness
 from tests.fakes import slack as fs
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.transcribe import FakeTranscriber
@@ -52,24 +51,8 @@ def voice_settings(transcriber: FakeTranscriber | None, **voice: Any) -> Setting
 async def telegram_bot(
     redis: aioredis.Redis, model: ScriptedModel, settings: Settings
 ) -> AsyncIterator[tuple[Harness, FakeTelegram]]:
-    async with FakeTelegram() as fake:
-        adapter = adapter_for(fake)
-        registry = builtin_registry()
-        registry.register(send_email)
-        async with running(
-            redis,
-            model,
-            adapter=adapter,  # type: ignore[arg-type]
-            tools=registry,
-            config=settings,
-        ) as harness:
-            adapter.handler = harness.runtime.inbox.submit
-            await adapter.start()
-            await adapter.start_polling()
-            try:
-                yield harness, fake
-            finally:
-                await adapter.stop()
+    async with FakeTelegram() as fake, bot(redis, fake, model, settings=settings) as (harness, _):
+        yield harness, fake
 
 
 def voice_note(fake: FakeTelegram, data: bytes = OGG, duration: int = 4) -> dict[str, Any]:

@@ -6,12 +6,15 @@ runtime and memory store."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import redis.asyncio as aioredis
 
 from memory import Embedder, RedisMemoryStore, open_store
 from tests.agent.scripted import ScriptedModel
-from tests.fakes.telegram import FakeTelegram
+from tests.bot.harness import Harness
+from tests.fakes.telegram import FakeTelegram, Posted
 from tests.memory.test_stories import ANA, harness_context, telegram_bot, until
 
 OLDEST, MIDDLE, NEWEST = "Ana likes tea", "Ana's bike is blue", "Ana lives in Porto"
@@ -23,6 +26,19 @@ async def three(store: RedisMemoryStore) -> None:
         await asyncio.sleep(0.01)  # newest first needs distinct times
 
 
+@contextlib.asynccontextmanager
+async def listed(
+    redis: aioredis.Redis, embedder: Embedder
+) -> AsyncIterator[tuple[RedisMemoryStore, FakeTelegram, Harness, Posted]]:
+    """Three of Ana's memories, and the /memories list she was shown."""
+    store = await open_store(redis, embedder)
+    await three(store)
+    async with FakeTelegram() as fake, telegram_bot(redis, fake, ScriptedModel([]), store) as h:
+        fake.push(fake.message(chat_id=ANA, user_id=ANA, text="/memories"))
+        await until(lambda: len(fake.chat(ANA)) == 1)
+        yield store, fake, h, fake.chat(ANA)[0]
+
+
 async def left(store: RedisMemoryStore) -> list[str]:
     return [m.text for m in (await store.list_memories(harness_context(ANA))).records]
 
@@ -30,12 +46,7 @@ async def left(store: RedisMemoryStore) -> list[str]:
 async def test_forget_n_deletes_what_the_list_on_screen_numbers_n(
     redis: aioredis.Redis, embedder: Embedder
 ) -> None:
-    store = await open_store(redis, embedder)
-    await three(store)
-    async with FakeTelegram() as fake, telegram_bot(redis, fake, ScriptedModel([]), store) as h:
-        fake.push(fake.message(chat_id=ANA, user_id=ANA, text="/memories"))
-        await until(lambda: len(fake.chat(ANA)) == 1)
-        listing = fake.chat(ANA)[0]
+    async with listed(redis, embedder) as (store, fake, h, listing):
         assert f"2. {MIDDLE}" in listing.text
         # Meanwhile something new is remembered: a fresh listing would number MIDDLE 3.
         await store.remember("Ana starts work at nine", harness_context(ANA))
@@ -62,12 +73,7 @@ async def test_forget_n_deletes_what_the_list_on_screen_numbers_n(
 async def test_a_forget_press_shows_the_list_again_with_fresh_numbers(
     redis: aioredis.Redis, embedder: Embedder
 ) -> None:
-    store = await open_store(redis, embedder)
-    await three(store)
-    async with FakeTelegram() as fake, telegram_bot(redis, fake, ScriptedModel([]), store) as h:
-        fake.push(fake.message(chat_id=ANA, user_id=ANA, text="/memories"))
-        await until(lambda: len(fake.chat(ANA)) == 1)
-        listing = fake.chat(ANA)[0]
+    async with listed(redis, embedder) as (store, fake, h, listing):
         fake.click(listing, "Forget 1", user_id=ANA)
         await until(lambda: NEWEST not in listing.text)
         await h.settle(within=30)
