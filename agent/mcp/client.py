@@ -36,7 +36,7 @@ from mcp.shared.exceptions import MCPError
 
 from agent.isolation import isolated
 from agent.mcp.config import McpConfig, ServerConfig
-from agent.mcp.tools import McpTool, build_tools
+from agent.mcp.tools import McpTool, build_tools, list_all
 from agent.mcp.user import Credentials, UserServer
 from agent.protocols import RunContext
 from agent.tools import Tool, ToolError, ToolSource
@@ -215,14 +215,7 @@ class McpServer:
                     return
 
     async def _list_tools(self, session: ClientSession) -> None:
-        listed: list[mt.Tool] = []
-        params: mt.PaginatedRequestParams | None = None
-        for _ in range(100):  # pages
-            page = await session.list_tools(params=params)
-            listed += page.tools
-            if not page.next_cursor:
-                break
-            params = mt.PaginatedRequestParams(cursor=page.next_cursor)
+        listed = await list_all(session)
         # checking schemas is the server's CPU work: off the event loop, in bounded time
         async with asyncio.timeout(self.timing.start_timeout):
             self.tools, self.skipped = await asyncio.to_thread(

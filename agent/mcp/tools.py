@@ -173,6 +173,19 @@ class McpTool(Tool):
         return f"McpTool({self.name!r}, side_effects={self.side_effects})"
 
 
+async def list_all(session: Any) -> list[mt.Tool]:
+    """Every tool a server lists (a `ClientSession`), page after page (at most 100)."""
+    listed: list[mt.Tool] = []
+    params: mt.PaginatedRequestParams | None = None
+    for _ in range(100):
+        page = await session.list_tools(params=params)
+        listed += page.tools
+        if not page.next_cursor:
+            break
+        params = mt.PaginatedRequestParams(cursor=page.next_cursor)
+    return listed
+
+
 def build_tools(
     server: str,
     config: ServerConfig,

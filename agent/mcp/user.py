@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from agent.deferred import new_id
 from agent.mcp.config import ServerConfig
-from agent.mcp.tools import BadSchema, McpTool
+from agent.mcp.tools import BadSchema, McpTool, list_all
 from agent.protocols import RunContext
 from agent.tools import QuestionRequired, Tool, ToolContext, ToolError
 
@@ -69,7 +69,7 @@ class UserServer:
             return self._connect_first()
         if not self.listed:
             try:
-                self.listed = await self._session(token, _list)
+                self.listed = await self._session(token, list_all)
                 self.error = None
             except (ConnectionError, ToolError) as exc:
                 self.error = str(exc)
@@ -134,18 +134,6 @@ class UserServer:
             raise ConnectionError(f"MCP server {self.name} is not available") from None
         except BaseExceptionGroup as group:  # the SDK's task group wraps a refused request
             raise ConnectionError(f"MCP server {self.name} is not available") from group
-
-
-async def _list(session: ClientSession) -> list[mt.Tool]:
-    listed: list[mt.Tool] = []
-    params: mt.PaginatedRequestParams | None = None
-    for _ in range(100):  # pages
-        page = await session.list_tools(params=params)
-        listed += page.tools
-        if not page.next_cursor:
-            break
-        params = mt.PaginatedRequestParams(cursor=page.next_cursor)
-    return listed
 
 
 class ConnectFirst(McpTool):

@@ -79,6 +79,9 @@ def test_a_missing_env_file_named_on_the_command_line_is_an_error(
         (b"PARLEY_LOG_LEVEL=INFO\nthis is not a setting\n", "line 2: cannot read it"),
         (b'A=1\nB="unterminated\n', "line 2"),
         (b"\xff\xfe\x00garbage\n", "cannot be read as UTF-8"),
+        # nothing redacts yet when the settings file is read: the line itself is never shown
+        (b"A=1\nSLACK_BOT_TOKEN xoxb-1111-2222-leakedtoken\n", "line 2: cannot read it"),
+        (b'A=1\nSLACK_BOT_TOKEN="xoxb-1111-2222-leaked\n', "cannot read the line for SLACK_BOT"),
     ],
 )
 def test_a_malformed_env_file_is_one_clear_line(
@@ -90,25 +93,7 @@ def test_a_malformed_env_file_is_one_clear_line(
     captured = capsys.readouterr()
     assert captured.err.count("\n") == 1 and expected in captured.err
     assert "Traceback" not in captured.err and captured.out == ""
-
-
-@pytest.mark.parametrize(
-    ("line", "expected"),
-    [
-        (b"SLACK_BOT_TOKEN xoxb-1111-2222-leakedtoken\n", "line 2: cannot read it"),
-        (b'SLACK_BOT_TOKEN="xoxb-1111-2222-leakedtoken\n', "cannot read the line for SLACK_BOT"),
-    ],
-)
-def test_a_malformed_env_line_is_named_but_never_echoed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: bytes, expected: str
-) -> None:
-    # nothing redacts yet when the settings file is read: the message must not hold the line
-    env = tmp_path / ".env"
-    env.write_bytes(b"PARLEY_LOG_LEVEL=INFO\n" + line)
-    assert main(["--env-file", str(env), "doctor"]) == 2
-    captured = capsys.readouterr()
-    assert expected in captured.err
-    assert "leakedtoken" not in captured.err + captured.out
+    assert "leaked" not in captured.err
 
 
 def test_a_missing_skills_dir_names_the_setting(
