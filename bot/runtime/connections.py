@@ -87,6 +87,10 @@ class Connections:
             client = await self.client(server)
             fresh = await oauth.refresh(client, tokens)
         except oauth.OAuthError as exc:
+            # another run of theirs may have refreshed first (refresh tokens rotate)
+            now = await self._tokens(server, run.platform, run.user_id)
+            if now is not None and now.refresh_token != tokens.refresh_token:
+                return now.access_token
             log.info(
                 "MCP server %s: a refresh was refused (%s); asking to connect again", server, exc
             )

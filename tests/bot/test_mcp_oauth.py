@@ -9,6 +9,7 @@ in plain text.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -22,8 +23,10 @@ from cryptography.fernet import Fernet
 
 from adapters.base import ConversationKey
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
+from agent.protocols import RunContext
 from bot.config import ConfigError, Settings
 from bot.ops.http import HttpServer
+from bot.runtime import oauth
 from bot.runtime.connections import Connections
 from bot.runtime.keys import Keys
 from bot.runtime.oauth_callback import OAuthCallback
@@ -32,7 +35,7 @@ from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.bot.recording import Posted, click, dm, message
 from tests.fakes.mcp_process import free_port, oauth_http_server
-from tests.fakes.oauth_server import OAuthServer, query_of
+from tests.fakes.oauth_server import Grant, OAuthServer, query_of
 
 pytestmark = pytest.mark.process
 
@@ -301,3 +304,40 @@ def test_a_per_user_server_needs_a_url_and_the_key_must_be_a_fernet_key() -> Non
         ServerConfig(command="tracker-mcp", auth="user")
     with pytest.raises(ConfigError, match="must be a Fernet key"):
         Settings.load(env_file=None, mcp={"PARLEY_SECRET_KEY": "not-a-key"})
+
+
+async def test_two_runs_refreshing_at_once_keep_the_connection(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    """Refresh tokens rotate: the run that loses the race uses the winner's new token
+    instead of taking the refusal as a revoked connection."""
+    async with OAuthServer(expires_in=60) as auth:
+        auth.clients["client-x"] = ["http://127.0.0.1:1/oauth/callback"]
+        server = ServerConfig(url="http://127.0.0.1:1/mcp", auth="user")
+        connections = Connections(
+            redis,
+            Keys(),
+            servers={"tracker": server},
+            secret_key=KEY,
+            public_url="http://127.0.0.1:1",
+            connect_ttl=600,
+        )
+        client = oauth.Client(
+            resource=server.url or "",
+            authorization_endpoint=f"{auth.url}/authorize",
+            token_endpoint=f"{auth.url}/token",
+            client_id="client-x",
+        )
+        await redis.set(Keys().oauth_client("tracker"), connections._seal(client.model_dump_json()))
+        grant = Grant(login="alice", client_id="client-x", resource=None, expires_at=0)
+        auth.refresh["rt-first"] = grant
+        stale = oauth.Tokens(access_token="at-old", refresh_token="rt-first", expires_at=1.0)
+        await connections.store("tracker", "telegram", "42", stale)
+        run = RunContext(conversation_id="c", platform="telegram", user_id="42", chat_id="42")
+
+        first, second = await asyncio.gather(
+            connections.token("tracker", run), connections.token("tracker", run)
+        )
+        assert first and second and "at-old" not in (first, second)
+        assert first == second  # the loser took the winner's token
+        assert await connections.connected("telegram", "42") == ["tracker"]
