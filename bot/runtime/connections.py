@@ -79,25 +79,33 @@ class Connections:
 
     async def token(self, server: str, run: RunContext) -> str | None:
         tokens = await self._tokens(server, run.platform, run.user_id)
-        if tokens is None:
-            return None
-        if tokens.expires_at is None or tokens.expires_at - time.time() > REFRESH_EARLY:
-            return tokens.access_token
+        if tokens is None or _fresh(tokens):
+            return tokens.access_token if tokens is not None else None
+        # one refresh at a time per person and server: refresh tokens rotate, so a second
+        # concurrent refresh would be refused and look like a revoked account
+        lock = self.redis.lock(
+            self.keys.oauth_refresh(server, run.platform, run.user_id),
+            timeout=oauth.TIMEOUT * 2,
+            blocking_timeout=oauth.TIMEOUT * 2,
+        )
+        async with lock:
+            return await self._refresh(server, run)
+
+    async def _refresh(self, server: str, run: RunContext) -> str | None:
+        tokens = await self._tokens(server, run.platform, run.user_id)
+        if tokens is None or _fresh(tokens):  # done by whoever held the lock before
+            return tokens.access_token if tokens is not None else None
         try:
             client = await self.client(server)
             fresh = await oauth.refresh(client, tokens)
         except oauth.OAuthError as exc:
-            # another run of theirs may have refreshed first (refresh tokens rotate)
-            now = await self._tokens(server, run.platform, run.user_id)
-            if now is not None and now.refresh_token != tokens.refresh_token:
-                return now.access_token
             log.info(
                 "MCP server %s: a refresh was refused (%s); asking to connect again", server, exc
             )
             await self.disconnect(server, run.platform, run.user_id)
             return None
         except ConnectionError:  # try again next time; the old token may still do
-            expired = tokens.expires_at <= time.time()
+            expired = (tokens.expires_at or 0) <= time.time()
             return None if expired else tokens.access_token
         await self.store(server, run.platform, run.user_id, fresh)
         return fresh.access_token
@@ -179,6 +187,10 @@ class Connections:
                 "a stored connection could not be decrypted (was PARLEY_SECRET_KEY changed?)"
             )
             return None
+
+
+def _fresh(tokens: oauth.Tokens) -> bool:
+    return tokens.expires_at is None or tokens.expires_at - time.time() > REFRESH_EARLY
 
 
 def _digest(state: str) -> str:

@@ -132,6 +132,10 @@ class Keys:
     def oauth_client(self, server: str) -> str:
         return f"{self.prefix}:oauth:client:{server}"
 
+    def oauth_refresh(self, server: str, platform: str, user_id: str) -> str:
+        """Held while one of a person's tokens is refreshed (a redis-py lock)."""
+        return f"{self.prefix}:oauth:refresh:{server}:{platform}:{user_id}"
+
     def oauth_state(self, digest: str) -> str:
         return f"{self.prefix}:oauth:state:{digest}"
 
@@ -186,4 +190,5 @@ PATTERNS: dict[str, str] = {
     "oauth:token:*": "retention: until the person disconnects or a refresh is refused",
     "oauth:client:*": "retention: one per configured per-user server",
     "oauth:state:*": "ttl",
+    "oauth:refresh:*": "ttl",
 }

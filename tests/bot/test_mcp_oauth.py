@@ -309,9 +309,9 @@ def test_a_per_user_server_needs_a_url_and_the_key_must_be_a_fernet_key() -> Non
 async def test_two_runs_refreshing_at_once_keep_the_connection(
     redis: aioredis.Redis, tmp_path: Path
 ) -> None:
-    """Refresh tokens rotate: the run that loses the race uses the winner's new token
-    instead of taking the refusal as a revoked connection."""
-    async with OAuthServer(expires_in=60) as auth:
+    """Refresh tokens rotate: a second refresh with the same token would be refused and look
+    like a revoked connection, so one refresh runs at a time and the other run uses it."""
+    async with OAuthServer(expires_in=3600) as auth:
         auth.clients["client-x"] = ["http://127.0.0.1:1/oauth/callback"]
         server = ServerConfig(url="http://127.0.0.1:1/mcp", auth="user")
         connections = Connections(
@@ -339,5 +339,6 @@ async def test_two_runs_refreshing_at_once_keep_the_connection(
             connections.token("tracker", run), connections.token("tracker", run)
         )
         assert first and second and "at-old" not in (first, second)
-        assert first == second  # the loser took the winner's token
+        assert first == second  # the second waited for the first's refresh and used it
+        assert [kind for kind, _ in auth.issued] == ["refresh_token"]
         assert await connections.connected("telegram", "42") == ["tracker"]
