@@ -41,6 +41,7 @@ class ConnectionCommands:
         if self.connections is None or server not in self.connections.servers:
             return "That account is not one I know."
         platform = action.conversation.platform
-        if not await self.connections.disconnect(server, platform, action.actor.user_id):
+        person = action.actor.user_id
+        if not await self.connections.disconnect(server, platform, person, revoke=True):
             return f"Your {server} account was not connected."
         return f"Disconnected {server}. I'll ask again if a request needs it."

@@ -160,8 +160,19 @@ class Connections:
         key = self.keys.oauth_token(server, platform, user_id)
         await self.redis.set(key, self._seal(tokens.model_dump_json()))
 
-    async def disconnect(self, server: str, platform: str, user_id: str) -> bool:
-        return bool(await self.redis.delete(self.keys.oauth_token(server, platform, user_id)))
+    async def disconnect(
+        self, server: str, platform: str, user_id: str, *, revoke: bool = False
+    ) -> bool:
+        """Forget the person's tokens; with `revoke`, also ask the server to end the grant
+        (best effort: forgotten here either way)."""
+        tokens = await self._tokens(server, platform, user_id) if revoke else None
+        gone = bool(await self.redis.delete(self.keys.oauth_token(server, platform, user_id)))
+        if tokens is not None:
+            try:
+                await oauth.revoke(await self.client(server), tokens)
+            except (oauth.OAuthError, ConnectionError) as exc:
+                log.warning("MCP server %s: could not revoke a token (%s)", server, exc)
+        return gone
 
     async def connected(self, platform: str, user_id: str) -> list[str]:
         """The servers this person has connected."""

@@ -53,6 +53,7 @@ class Client(BaseModel):
     client_id: str
     client_secret: str | None = None
     scope: str | None = None
+    revocation_endpoint: str | None = None
 
 
 class Tokens(BaseModel):
@@ -146,6 +147,9 @@ async def register(server: ServerConfig, redirect_uri: str) -> Client:
         client_id=client_id,
         client_secret=secret,
         scope=scope,
+        revocation_endpoint=str(metadata.revocation_endpoint)
+        if metadata.revocation_endpoint
+        else None,
     )
 
 
@@ -183,6 +187,28 @@ async def refresh(client: Client, tokens: Tokens) -> Tokens:
         raise OAuthError("no refresh token")
     form = {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token}
     return Tokens.of(await _token_request(client, form), time.time(), tokens)
+
+
+async def revoke(client: Client, tokens: Tokens) -> None:
+    """Tell the server a token is no longer wanted (RFC 7009), where it has the endpoint:
+    the refresh token (which ends the grant) or else the access token."""
+    if client.revocation_endpoint is None:
+        return
+    token, hint = (
+        (tokens.refresh_token, "refresh_token")
+        if tokens.refresh_token
+        else (tokens.access_token, "access_token")
+    )
+    form = {"token": token, "token_type_hint": hint, "client_id": client.client_id}
+    if client.client_secret:
+        form["client_secret"] = client.client_secret
+    try:
+        async with http() as session:
+            response = await session.post(client.revocation_endpoint, data=form)
+    except httpx2.TransportError as exc:
+        raise ConnectionError(f"revocation endpoint unreachable ({type(exc).__name__})") from None
+    if response.status_code != 200:
+        raise OAuthError(f"revocation refused ({response.status_code})")
 
 
 async def _token_request(client: Client, form: dict[str, str]) -> OAuthToken:

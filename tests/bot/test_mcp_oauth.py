@@ -215,6 +215,8 @@ async def test_each_person_connects_their_own_account_and_calls_carry_only_their
         await harness.settle(within=30)
         assert "Disconnected tracker" in harness.adapter.notices[-1][1]
         assert await connections.connected("telegram", "42") == []
+        assert w.auth.count("/revoke") == 1  # the grant ended at the server too
+        assert not [g for g in w.auth.access.values() if g.login == "alice"]
 
 
 async def test_a_restart_while_the_link_waits_loses_nothing_and_tokens_are_refreshed(

@@ -7,9 +7,9 @@
 Metadata (RFC 8414), dynamic client registration (RFC 7591), `/authorize` with PKCE S256
 only (the person is named by `login`, standing in for a login form: it answers at once with
 the redirect), `/token` for `authorization_code` (checks the verifier, the client and the
-redirect URI) and `refresh_token` (rotating), and `/introspect` (RFC 7662) for the MCP
-server. `expires_in` sets the lifetime of the access tokens it issues; `revoked()` makes
-every refresh token unusable.
+redirect URI) and `refresh_token` (rotating), `/introspect` (RFC 7662) for the MCP server,
+and `/revoke` (RFC 7009). `expires_in` sets the lifetime of the access tokens it issues;
+`revoke_refresh_tokens()` makes every refresh token unusable.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class OAuthServer(FakeServer):
         self.add("GET", "/authorize", self._authorize)
         self.add("POST", "/token", self._token)
         self.add("POST", "/introspect", self._introspect)
+        self.add("POST", "/revoke", self._revoke)
 
     def revoke_refresh_tokens(self) -> None:
         self.refresh.clear()
@@ -74,6 +75,7 @@ class OAuthServer(FakeServer):
                 "token_endpoint": f"{self.url}/token",
                 "registration_endpoint": f"{self.url}/register",
                 "introspection_endpoint": f"{self.url}/introspect",
+                "revocation_endpoint": f"{self.url}/revoke",
                 "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],
                 "code_challenge_methods_supported": ["S256"],
@@ -138,6 +140,16 @@ class OAuthServer(FakeServer):
                 "refresh_token": refresh,
             }
         )
+
+    async def _revoke(self, recorded: Recorded, request: web.Request) -> web.Response:
+        """RFC 7009: revoking a refresh token ends its grant, access tokens included."""
+        token = (recorded.body or {}).get("token", "")
+        grant = self.refresh.pop(token, None) or self.access.pop(token, None)
+        if grant is not None:
+            for table in (self.access, self.refresh):
+                for key in [k for k, g in table.items() if g is grant]:
+                    del table[key]
+        return web.Response(status=200)
 
     async def _introspect(self, recorded: Recorded, request: web.Request) -> web.Response:
         token = (recorded.body or {}).get("token", "")
