@@ -61,6 +61,15 @@ class Plan:
     uncertain: list[PlanStep] = field(default_factory=list)
 
 
+class ResumedCall(BaseModel):
+    """A call waiting for the requester's answer to its question, to be made again."""
+
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    resume: dict[str, Any] = Field(default_factory=dict)  # the tool's, from `InputRequired`
+    key: str | None = None  # set when the call was approved: its idempotency key
+
+
 class PendingQuestion(BaseModel):
     """An `ask_user` call waiting for the user's answer."""
 
@@ -71,6 +80,8 @@ class PendingQuestion(BaseModel):
     # A URL button for the requester alone (Connect <server>), from `QuestionRequired`.
     link_label: str | None = None
     link_url: str | None = None
+    # A tool's own question (`InputRequired`): the call, made again with the answer.
+    call: ResumedCall | None = None
 
 
 class Retry(BaseModel):

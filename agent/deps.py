@@ -63,3 +63,6 @@ class ToolContext:
     deps: Mapping[type[Any], object] = field(default_factory=dict)  # the host's, by type
     # The requester approved this very call (after it raised `ApprovalRequired`).
     approved: bool = False
+    # The call made again after it raised `InputRequired`: what it asked to keep, plus
+    # "answer", the requester's reply.
+    resume: Mapping[str, Any] | None = None

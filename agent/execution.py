@@ -1,7 +1,7 @@
 """Running one tool call: validate, time out, retry transient failures, observe.
 
 Whatever happens, the caller gets a `ToolResultBlock` for the model — cancellation and a
-tool's `ApprovalRequired` and `QuestionRequired` excepted, which propagate.
+tool's `ApprovalRequired`, `QuestionRequired` and `InputRequired` excepted, which propagate.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from agent.outcomes import ToolCallTrace
 from agent.protocols import ProgressCallback, ProgressEvent
 from agent.tools import (
     ApprovalRequired,
+    InputRequired,
     QuestionRequired,
     Tool,
     ToolContext,
@@ -118,6 +119,8 @@ async def execute(
         # an approved call cannot wait for the requester any more: say so instead
         text = f"{tool.name} could not run: the user has not connected their account."
         result = error_result(call.id, text, policy.output_limit)
+    except InputRequired:
+        raise  # the run waits for the answer, approved call or not, then calls again
     except ToolError as exc:
         result = error_result(call.id, f"{tool.name} failed: {exc}", policy.output_limit)
     except RETRYABLE as exc:

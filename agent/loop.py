@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.context import Window, estimate_tools, fit
+from agent.deferred import PendingQuestion
 from agent.deps import MissingDependency
 from agent.execution import ExecutionPolicy
 from agent.llm.base import ChatModel, LLMError
@@ -230,6 +231,8 @@ class Agent:
                     outcome: Outcome = AwaitingApproval(
                         plan=state.pending_plan.plan(), state=state, trace=trace
                     )
+                elif state.pending_question is not None:  # the call asks something more
+                    outcome = _awaiting(state.pending_question, state, trace)
                 else:
                     recall = StepRecall(self.recall, self.config.recall_k)
                     outcome = await self._loop(state, actor, trace, recall, offer)
@@ -331,16 +334,8 @@ class Agent:
             step.duration = time.monotonic() - step_started
             if turn.question is not None:
                 state.pending_question, state.pending_results = turn.question, turn.results
-                q = turn.question
                 check(stop)  # what ran is kept; the question is not asked
-                return AwaitingAnswer(
-                    question=q.question,
-                    options=q.options,
-                    question_id=q.id,
-                    state=state,
-                    trace=trace,
-                    link=(q.link_label, q.link_url) if q.link_label and q.link_url else None,
-                )
+                return _awaiting(turn.question, state, trace)
             if turn.plan is not None:
                 state.pending_plan, state.pending_results = turn.plan, turn.results
                 check(stop)
@@ -376,3 +371,14 @@ class Agent:
     def _account(state: RunState, trace: RunTrace, usage: Usage) -> None:
         state.usage = state.usage + usage
         trace.usage = trace.usage + usage
+
+
+def _awaiting(q: PendingQuestion, state: RunState, trace: RunTrace) -> AwaitingAnswer:
+    return AwaitingAnswer(
+        question=q.question,
+        options=q.options,
+        question_id=q.id,
+        state=state,
+        trace=trace,
+        link=(q.link_label, q.link_url) if q.link_label and q.link_url else None,
+    )

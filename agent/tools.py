@@ -89,6 +89,15 @@ class QuestionRequired(Exception):  # noqa: N818 - a signal, not an error
         self.url = url
 
 
+class InputRequired(Exception):  # noqa: N818 - a signal, not an error
+    """The call needs the requester's answer first (MCP elicitation): the run waits, then
+    calls again with `ToolContext.resume` = `resume` (JSON, kept) plus "answer"."""
+
+    def __init__(self, question: str, *, options: list[str], resume: dict[str, Any]) -> None:
+        super().__init__(question)
+        self.question, self.options, self.resume = question, options, resume
+
+
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

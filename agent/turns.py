@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from agent import deferred
 from agent.deferred import (
@@ -26,6 +27,7 @@ from agent.deferred import (
     PendingPlan,
     PendingQuestion,
     PlanStep,
+    ResumedCall,
     Retry,
     new_id,
 )
@@ -40,7 +42,16 @@ from agent.protocols import (
 )
 from agent.state import RunState
 from agent.stopping import NOT_RUN
-from agent.tools import ApprovalRequired, QuestionRequired, Tool, ToolContext, ToolRegistry
+from agent.tools import (
+    ApprovalRequired,
+    InputRequired,
+    QuestionRequired,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+)
+
+Asked = ApprovalRequired | QuestionRequired | InputRequired
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +93,9 @@ class Actor:
             if isinstance(outcome, ApprovalRequired):  # it needs a yes after all
                 calls.uncovered.append((use, self.registry.get(use.name)))
                 calls.asked[use.id] = outcome
-            elif isinstance(outcome, QuestionRequired):  # the requester must act first
+            elif isinstance(outcome, QuestionRequired | InputRequired):  # the requester first
                 if turn.question is None:
-                    turn.question = _linked(use, outcome)
+                    turn.question = _asked(use, outcome)
                     self._record(use, "", "deferred")
                 else:
                     self._reply(turn, use, "Not run: waiting for the user first.", "skipped")
@@ -184,17 +195,39 @@ class Actor:
     ) -> None:
         """Answer the suspended turn with the human's answer or decision, and close it."""
         if state.pending_question is not None and answer is not None:
+            question, state.pending_question = state.pending_question, None
             state.last_user_text = answer
-            limit = self.policy.output_limit
-            state.close_turn([deferred.answered(state.pending_question, answer, limit)])
-            state.pending_question = None
+            if question.call is None:
+                limit = self.policy.output_limit
+                state.close_turn([deferred.answered(question, answer, limit)])
+            elif (result := await self._answer_call(state, question, answer)) is not None:
+                state.close_turn([result])
         elif state.pending_plan is not None and approved is not None:
             results, again = await self.settle_plan(state, approved=approved, reason=reason)
-            if again is None:
-                state.close_turn(results)
-            else:  # some calls may or may not have run: the user decides whether to retry
-                state.pending_results = [*state.pending_results, *results]
             state.pending_plan = again
+            if again is None and state.pending_question is None:
+                state.close_turn(results)
+            else:  # calls of unknown fate, or one asking a question: the user goes first
+                state.pending_results = [*state.pending_results, *results]
+
+    async def _answer_call(
+        self, state: RunState, question: PendingQuestion, answer: str
+    ) -> ToolResultBlock | None:
+        """Make a call that asked a question again, with the answer; None when it asks
+        another (then it is the run's pending question)."""
+        call = question.call
+        assert call is not None
+        use = ToolUseBlock(id=question.tool_use_id, name=call.tool, input=call.args)
+        try:
+            return await self._run(
+                use, state.steps, key=call.key, resume={**call.resume, "answer": answer}
+            )
+        except (ApprovalRequired, QuestionRequired, InputRequired) as asked:
+            if isinstance(asked, ApprovalRequired):  # asked and answered already
+                return error_result(use.id, f"{call.tool} could not run.", self.policy.output_limit)
+            state.pending_question = _asked(use, asked, key=call.key)
+            self._record(use, "", "deferred")
+            return None
 
     async def settle_plan(
         self, state: RunState, *, approved: bool, reason: str | None
@@ -219,7 +252,17 @@ class Actor:
             retry = pending.retries.get(step.call_id, Retry(key=step.call_id, attempt=0))
             if step.private:  # from here on the run answers its requester alone
                 state.private_to = self.context.run.user_id
-            result = await self._run_once(state, use, retry)
+            if state.pending_question is not None:  # an earlier step asks something first
+                self._record(use, "", "deferred")
+                text = "Not run: waiting for the user's answer first."
+                results.append(error_result(use.id, text, self.policy.output_limit))
+                continue
+            try:
+                result = await self._run_once(state, use, retry)
+            except InputRequired as asked:  # the server asks before it acts
+                state.pending_question = _asked(use, asked, key=retry.key)
+                self._record(use, "", "deferred")
+                continue
             if result is None:
                 uncertain[step.call_id] = Retry(key=retry.key, attempt=retry.attempt + 1)
             else:
@@ -231,7 +274,7 @@ class Actor:
 
     async def run_concurrently(
         self, uses: list[ToolUseBlock], step: int
-    ) -> list[ToolResultBlock | ApprovalRequired | QuestionRequired]:
+    ) -> list[ToolResultBlock | Asked]:
         """Each call's result, or its request for approval (or for the requester to act), in
         the order of `uses`."""
         if not uses:
@@ -243,17 +286,23 @@ class Actor:
             tasks = [group.create_task(self._try(use, step)) for use in uses]
         return [task.result() for task in tasks]
 
-    async def _try(
-        self, use: ToolUseBlock, step: int
-    ) -> ToolResultBlock | ApprovalRequired | QuestionRequired:
+    async def _try(self, use: ToolUseBlock, step: int) -> ToolResultBlock | Asked:
         try:
             return await self._run(use, step)
-        except (ApprovalRequired, QuestionRequired) as asked:
+        except (ApprovalRequired, QuestionRequired, InputRequired) as asked:
             return asked
 
-    async def _run(self, use: ToolUseBlock, step: int, key: str | None = None) -> ToolResultBlock:
+    async def _run(
+        self,
+        use: ToolUseBlock,
+        step: int,
+        key: str | None = None,
+        resume: dict[str, Any] | None = None,
+    ) -> ToolResultBlock:
         # a keyed call is one a person approved: the tool may give what it asked approval for
-        context = replace(self.context, idempotency_key=key or use.id, approved=key is not None)
+        context = replace(
+            self.context, idempotency_key=key or use.id, approved=key is not None, resume=resume
+        )
         result, call = await execute(
             self.registry, use, context, self.policy, step=step, on_progress=self.on_progress
         )
@@ -314,7 +363,18 @@ class Actor:
         self.trace.record_call(call)
 
 
-def _linked(use: ToolUseBlock, asked: QuestionRequired) -> PendingQuestion:
+def _asked(
+    use: ToolUseBlock, asked: QuestionRequired | InputRequired, key: str | None = None
+) -> PendingQuestion:
+    if isinstance(asked, InputRequired):  # answered by making the call again
+        call = ResumedCall(tool=use.name, args=dict(use.input), resume=asked.resume, key=key)
+        return PendingQuestion(
+            id=new_id(),
+            tool_use_id=use.id,
+            question=asked.question,
+            options=asked.options,
+            call=call,
+        )
     return PendingQuestion(
         id=asked.question_id,
         tool_use_id=use.id,

@@ -36,6 +36,7 @@ from mcp.shared.exceptions import MCPError
 
 from agent.isolation import isolated
 from agent.mcp.config import McpConfig, ServerConfig
+from agent.mcp.elicitation import Answers, LiveQuestions, call_tool
 from agent.mcp.tools import McpTool, build_tools, list_all
 from agent.mcp.user import Credentials, UserServer
 from agent.protocols import RunContext
@@ -68,6 +69,7 @@ class McpServer:
         self.tools: list[McpTool] = []
         self.skipped: dict[str, str] = {}  # tools left out: name → why
         self._session: ClientSession | None = None
+        self._questions = LiveQuestions()
         self._task: asyncio.Task[None] | None = None
         self._signal = asyncio.Event()  # something for the supervisor to look at
         self._change = asyncio.Event()  # set (and replaced) whenever the state changes
@@ -159,7 +161,12 @@ class McpServer:
             async with asyncio.timeout(self.timing.start_timeout):
                 read, write = await stack.enter_async_context(self._transport(stack))
                 session = await stack.enter_async_context(
-                    ClientSession(read, write, message_handler=self._on_message)
+                    ClientSession(
+                        read,
+                        write,
+                        message_handler=self._on_message,
+                        elicitation_callback=self._questions,
+                    )
                 )
                 await session.initialize()
                 await self._list_tools(session)
@@ -235,8 +242,11 @@ class McpServer:
 
     # --- calls -------------------------------------------------------------------------------
 
-    async def call(self, tool: str, args: dict[str, Any]) -> mt.CallToolResult:
-        """Call a tool; raise ConnectionError when the server cannot be reached."""
+    async def call(
+        self, tool: str, args: dict[str, Any], answers: Answers | None = None
+    ) -> mt.CallToolResult | mt.InputRequiredResult:
+        """Call a tool (again, with `answers` to its questions); raise ConnectionError when
+        the server cannot be reached."""
         if not self._usable():
             self._signal.set()  # restart now rather than after the backoff
             if not await self.wait_ready(self.timing.start_timeout):
@@ -244,7 +254,7 @@ class McpServer:
         session = self._session
         assert session is not None
         try:
-            return await session.call_tool(tool, args)
+            return await call_tool(session, self._questions, tool, args, answers)
         except MCPError as exc:
             if exc.code != mt.CONNECTION_CLOSED:  # an answer: the server is alive
                 raise ToolError(f"the server answered: {exc.message}") from None

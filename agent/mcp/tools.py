@@ -24,13 +24,17 @@ from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
+from agent.mcp import elicitation
 from agent.mcp.config import Approval, ServerConfig
+from agent.mcp.elicitation import Answers
 from agent.messages import ToolSpec
 from agent.tools import Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
 
-Caller = Callable[[str, dict[str, Any]], Awaitable[mt.CallToolResult]]
+Caller = Callable[
+    [str, dict[str, Any], Answers | None], Awaitable[mt.CallToolResult | mt.InputRequiredResult]
+]
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 MAX_NAME = 64
@@ -163,7 +167,10 @@ class McpTool(Tool):
         return json.loads(json.dumps(filled, default=str))
 
     async def __call__(self, args: dict[str, Any], context: ToolContext) -> Any:
-        result = await self._caller(self.remote_name, self.validate(args))
+        answers = elicitation.answered(context.resume) if context.resume else None
+        result = await self._caller(self.remote_name, self.validate(args), answers)
+        if isinstance(result, mt.InputRequiredResult):  # the server asks the requester first
+            raise elicitation.question(self.server, result)
         text = result_text(result)
         if result.is_error:
             raise ToolError(text or "the server reported an error")

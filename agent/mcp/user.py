@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from agent.deferred import new_id
 from agent.mcp.config import ServerConfig
+from agent.mcp.elicitation import Answers, LiveQuestions, call_tool
 from agent.mcp.tools import BadSchema, McpTool, list_all
 from agent.protocols import RunContext
 from agent.tools import QuestionRequired, Tool, ToolContext, ToolError
@@ -76,8 +77,13 @@ class UserServer:
                 log.warning("MCP server %s: could not list its tools (%s)", self.name, exc)
                 return []
 
-        async def caller(tool: str, args: dict[str, Any]) -> mt.CallToolResult:
-            return await self._session(token, lambda session: session.call_tool(tool, args))
+        async def caller(
+            tool: str, args: dict[str, Any], answers: Answers | None = None
+        ) -> mt.CallToolResult | mt.InputRequiredResult:
+            live = LiveQuestions()  # a session of its own: the questions are this call's
+            return await self._session(
+                token, lambda session: call_tool(session, live, tool, args, answers), live
+            )
 
         return self._made(lambda remote: self._tool(remote, caller))
 
@@ -112,7 +118,7 @@ class UserServer:
                 continue  # left out, as for any server
         return tools
 
-    async def _session(self, token: str, use: Any) -> Any:
+    async def _session(self, token: str, use: Any, live: LiveQuestions | None = None) -> Any:
         """Open a session as the token's owner, do one thing, close it."""
         assert self.config.url is not None
         headers = {**self.config.headers, "Authorization": f"Bearer {token}"}
@@ -122,7 +128,7 @@ class UserServer:
                     headers=headers, timeout=httpx2.Timeout(self.call_timeout, read=None)
                 ) as client,
                 streamable_http_client(self.config.url, http_client=client) as (read, write),
-                ClientSession(read, write) as session,
+                ClientSession(read, write, elicitation_callback=live) as session,
             ):
                 await session.initialize()
                 return await use(session)
@@ -162,5 +168,5 @@ class ConnectFirst(McpTool):
         )
 
 
-async def _never(tool: str, args: dict[str, Any]) -> mt.CallToolResult:
+async def _never(tool: str, args: dict[str, Any], answers: Answers | None) -> mt.CallToolResult:
     raise ToolError("not connected")

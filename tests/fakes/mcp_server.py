@@ -9,7 +9,9 @@ nothing. With `MCP_BAD_SCHEMA` set, `mangled` is listed with an inputSchema that
 JSON Schema. Calls that change the world append one line to the file named by `MCP_LEDGER` (when
 set), so a test can count how often they ran; with `MCP_PIDFILE` set, the server appends its
 process id there when it starts. `grow` adds a tool and announces the change
-with `notifications/tools/list_changed`. Over HTTP every request needs `Authorization:
+with `notifications/tools/list_changed`. `pick_colour`, `confirm_send` and `sign_in` ask the
+user mid-call (elicitation through `Resolve(Elicit(...))`: an enum, a boolean, and a password
+a client must refuse); `count_up` reports progress. Over HTTP every request needs `Authorization:
 Bearer <token>`.
 """
 
@@ -21,9 +23,16 @@ import base64
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    MCPServer,
+    Resolve,
+)
 from mcp.types import (
     EmbeddedResource,
     ImageContent,
@@ -31,6 +40,7 @@ from mcp.types import (
     TextResourceContents,
     ToolAnnotations,
 )
+from pydantic import BaseModel, Field
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
@@ -179,6 +189,65 @@ async def grow(ctx: Context) -> str:
     server.add_tool(late, annotations=READ_ONLY)
     await ctx.session.send_tool_list_changed()
     return "grown"
+
+
+class Colour(BaseModel):
+    colour: Literal["red", "green", "blue"]
+
+
+class Sure(BaseModel):
+    sure: bool = Field(description="Send it now?")
+
+
+class Password(BaseModel):
+    password: str
+
+
+def _ask_colour() -> Elicit[Colour]:
+    return Elicit("Which colour should the label be?", Colour)
+
+
+def _ask_sure(to: str) -> Elicit[Sure]:
+    return Elicit(f"Send the report to {to}?", Sure)
+
+
+def _ask_password() -> Elicit[Password]:
+    return Elicit("Enter your password to continue.", Password)
+
+
+def _said(outcome: Any, field: str) -> str:
+    if isinstance(outcome, AcceptedElicitation):
+        return f"{field}={getattr(outcome.data, field)}"
+    return f"the user chose {outcome.action}"
+
+
+@server.tool(annotations=READ_ONLY)
+def pick_colour(
+    item: str, answer: Annotated[ElicitationResult[Colour], Resolve(_ask_colour)]
+) -> str:
+    """Label an item with a colour the user picks."""
+    return f"{item}: {_said(answer, 'colour')}"
+
+
+@server.tool(annotations=READ_ONLY)
+def confirm_send(to: str, answer: Annotated[ElicitationResult[Sure], Resolve(_ask_sure)]) -> str:
+    """Send a report once the user confirms."""
+    return f"send to {to}: {_said(answer, 'sure')}"
+
+
+@server.tool(annotations=READ_ONLY)
+def sign_in(answer: Annotated[ElicitationResult[Password], Resolve(_ask_password)]) -> str:
+    """Sign in with a password the user types."""
+    return f"signed in: {_said(answer, 'password')}"
+
+
+@server.tool(annotations=READ_ONLY)
+async def count_up(steps: int, ctx: Context) -> str:
+    """Count to `steps`, reporting progress at each step."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step} of {steps}")
+        await asyncio.sleep(0.05)
+    return f"counted to {steps}"
 
 
 def _http_app(token: str) -> Any:

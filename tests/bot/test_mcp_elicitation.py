@@ -1,0 +1,171 @@
+"""An MCP server's questions during a tool call (elicitation), end to end: a real `mcp` SDK
+server over stdio whose tools ask through `Resolve(Elicit(...))`, the worker with Redis, and
+the recording adapter. The question is the requester's, survives a restart, and a decline
+or a refusal reaches the server as the specification says."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from adapters.base import ConversationKey
+from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
+from agent.mcp.elicitation import SECRET_REFUSED
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.harness import Harness, running
+from tests.bot.recording import Posted, click, message
+from tests.fakes.mcp_process import stdio_server
+
+pytestmark = pytest.mark.process
+
+TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
+GROUP = ConversationKey(platform="telegram", chat_id="-100")
+NOT_PARLEY = "*test* (a connected tool, not Parley) asks:"
+
+
+@contextlib.asynccontextmanager
+async def parley(
+    redis: aioredis.Redis, model: ScriptedModel, server: ServerConfig | None = None
+) -> AsyncIterator[Harness]:
+    """One Parley process: the worker and its own connection to the MCP server."""
+    box = McpToolbox(McpConfig(mcpServers={"test": server or stdio_server()}), TIMING)
+    await box.start()
+    try:
+        async with running(redis, model, tool_source=box.source()) as harness:
+            yield harness
+    finally:
+        await box.stop()
+
+
+def asked(harness: Harness, chat: ConversationKey = GROUP) -> Posted:
+    return [p for p in harness.adapter.in_conversation(chat) if p.message.buttons][-1]
+
+
+def press(posted: Posted, label: str, user: str = "42", name: str = "Ana") -> object:
+    labels = [b.label for b in posted.message.buttons]
+    choice = posted.message.buttons[labels.index(label)].value
+    return click(posted.ref.conversation, posted, choice, user=user, name=name)
+
+
+def result_of(model: ScriptedModel, request: int) -> str:
+    return str(model.requests[request].messages[-1].content[0].content)
+
+
+async def test_an_enum_is_asked_as_buttons_only_the_requester_answers_and_the_call_completes(
+    redis: aioredis.Redis,
+) -> None:
+    model = ScriptedModel([turn(call("test__pick_colour", item="lamp")), reply("Labelled.")])
+    async with parley(redis, model) as harness:
+        await harness.submit(message(GROUP, "label the lamp", direct=False))
+        await harness.settle(within=60)
+        question = asked(harness)
+        assert question.message.text.startswith(NOT_PARLEY)  # the server's name, not Parley's
+        assert "Which colour should the label be?" in question.message.text
+        assert [b.label for b in question.message.buttons] == ["red", "green", "blue", "Decline"]
+        assert question.message.private_to is None  # asked where the run came from
+
+        await harness.submit(press(question, "blue", user="77", name="Bo"))
+        await harness.settle(within=30)
+        assert harness.adapter.notices[-1][1:] == ("Only Ana can answer this.", True)
+        assert len(model.requests) == 1  # Bo's press went nowhere
+
+        await harness.submit(press(question, "green"))
+        await harness.settle(within=60)
+        assert "lamp: colour=green" in result_of(model, 1)  # the server got Ana's answer
+        assert harness.adapter.texts(GROUP)[-1] == "Labelled."
+
+
+async def test_a_boolean_is_yes_or_no_and_a_decline_is_passed_back(
+    redis: aioredis.Redis,
+) -> None:
+    model = ScriptedModel(
+        [
+            turn(call("test__confirm_send", to="ops")),
+            reply("Sent."),
+            turn(call("test__confirm_send", to="all")),
+            reply("Not sent."),
+        ]
+    )
+    async with parley(redis, model) as harness:
+        await harness.submit(message(GROUP, "send the report to ops", direct=False))
+        await harness.settle(within=60)
+        question = asked(harness)
+        assert [b.label for b in question.message.buttons] == ["Yes", "No", "Decline"]
+        assert "Send the report to ops?" in question.message.text
+        await harness.submit(press(question, "Yes"))
+        await harness.settle(within=60)
+        assert "send to ops: sure=True" in result_of(model, 1)
+
+        await harness.submit(message(GROUP, "and to everyone", direct=False))
+        await harness.settle(within=60)
+        await harness.submit(press(asked(harness), "Decline"))
+        await harness.settle(within=60)
+        assert "send to all: the user chose decline" in result_of(model, 3)
+        assert harness.adapter.texts(GROUP)[-1] == "Not sent."
+
+
+async def test_a_restart_while_the_question_waits_loses_nothing(redis: aioredis.Redis) -> None:
+    model = ScriptedModel([turn(call("test__pick_colour", item="door")), reply("Done.")])
+    async with parley(redis, model) as harness:
+        await harness.submit(message(GROUP, "label the door", direct=False))
+        await harness.settle(within=60)
+        question = asked(harness)
+    # the process and its MCP connection are gone; a new one takes the press
+    async with parley(redis, model) as harness:
+        await harness.submit(press(question, "red"))
+        await harness.settle(within=60)
+        assert "door: colour=red" in result_of(model, 1)
+        assert harness.adapter.texts(GROUP)[-1] == "Done."
+
+
+async def test_a_request_for_a_secret_is_refused_without_asking_anyone(
+    redis: aioredis.Redis,
+) -> None:
+    model = ScriptedModel([turn(call("test__sign_in")), reply("I can't do that here.")])
+    async with parley(redis, model) as harness:
+        await harness.submit(message(GROUP, "sign me in", direct=False))
+        await harness.settle(within=60)
+        assert not [p for p in harness.adapter.in_conversation(GROUP) if p.message.buttons]
+        refused = model.requests[1].messages[-1].content[0]
+        assert refused.is_error
+        assert SECRET_REFUSED.format(server="test", field="password") in refused.content
+        assert harness.adapter.texts(GROUP)[-1] == "I can't do that here."
+
+
+async def test_an_approved_call_that_asks_waits_for_the_answer_then_completes(
+    redis: aioredis.Redis,
+) -> None:
+    model = ScriptedModel([turn(call("test__pick_colour", item="box")), reply("Boxed.")])
+    async with parley(redis, model, stdio_server(approval="always")) as harness:
+        await harness.submit(message(GROUP, "label the box", direct=False))
+        await harness.settle(within=60)
+        approval = asked(harness)
+        assert [b.label for b in approval.message.buttons] == ["Approve", "Reject"]
+        await harness.submit(click(GROUP, approval, "approve"))
+        await harness.settle(within=60)
+        question = asked(harness)
+        assert question.message.text.startswith(NOT_PARLEY)
+        await harness.submit(press(question, "blue"))
+        await harness.settle(within=60)
+        assert "box: colour=blue" in result_of(model, 1)
+        assert harness.adapter.texts(GROUP)[-1] == "Boxed."
+
+
+async def test_a_free_text_answer_is_typed_and_an_unfitting_one_is_asked_again(
+    redis: aioredis.Redis,
+) -> None:
+    model = ScriptedModel([turn(call("test__pick_colour", item="cup")), reply("Ok.")])
+    async with parley(redis, model) as harness:
+        await harness.submit(message(GROUP, "label the cup", direct=False))
+        await harness.settle(within=60)
+        await harness.submit(message(GROUP, "purple", direct=False))
+        await harness.settle(within=60)
+        again = asked(harness)
+        assert again.message.text.startswith("That answer does not fit")
+        assert len(model.requests) == 1  # the server was not called with "purple"
+        await harness.submit(message(GROUP, "Red", direct=False))
+        await harness.settle(within=60)
+        assert "cup: colour=red" in result_of(model, 1)
