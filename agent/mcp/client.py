@@ -70,6 +70,7 @@ class McpServer:
         self.skipped: dict[str, str] = {}  # tools left out: name → why
         self._session: ClientSession | None = None
         self._questions = LiveQuestions()
+        self._asks: dict[str, Any] = {"elicitation_callback": self._questions}
         self._task: asyncio.Task[None] | None = None
         self._signal = asyncio.Event()  # something for the supervisor to look at
         self._change = asyncio.Event()  # set (and replaced) whenever the state changes
@@ -161,12 +162,7 @@ class McpServer:
             async with asyncio.timeout(self.timing.start_timeout):
                 read, write = await stack.enter_async_context(self._transport(stack))
                 session = await stack.enter_async_context(
-                    ClientSession(
-                        read,
-                        write,
-                        message_handler=self._on_message,
-                        elicitation_callback=self._questions,
-                    )
+                    ClientSession(read, write, message_handler=self._on_message, **self._asks)
                 )
                 await session.initialize()
                 await self._list_tools(session)
@@ -245,8 +241,7 @@ class McpServer:
     async def call(
         self, tool: str, args: dict[str, Any], answers: Answers | None = None
     ) -> mt.CallToolResult | mt.InputRequiredResult:
-        """Call a tool (again, with `answers` to its questions); raise ConnectionError when
-        the server cannot be reached."""
+        """Call a tool (with `answers`, again); ConnectionError: the server is unreachable."""
         if not self._usable():
             self._signal.set()  # restart now rather than after the backoff
             if not await self.wait_ready(self.timing.start_timeout):
