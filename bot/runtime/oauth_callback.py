@@ -43,9 +43,10 @@ class OAuthCallback:
         if pending is None:
             log.info("OAuth callback with an unknown, expired or used state")
             return _page(400, "This sign-in link has expired or was already used. Ask me again.")
+        name = html.escape(pending.server)
         if "error" in request.query or not request.query.get("code"):
             log.info("MCP server %s: the sign-in was not granted", pending.server)
-            return _page(400, f"{pending.server} did not grant access. Ask me again to retry.")
+            return _page(400, f"{name} did not grant access. Ask me again to retry.")
         try:
             client = await self.connections.client(pending.server)
             tokens = await oauth.exchange(
@@ -53,7 +54,7 @@ class OAuthCallback:
             )
         except (oauth.OAuthError, ConnectionError) as exc:
             log.warning("MCP server %s: code exchange failed (%s)", pending.server, exc)
-            return _page(502, f"{pending.server} did not complete the sign-in. Ask me again.")
+            return _page(502, f"{name} did not complete the sign-in. Ask me again.")
         await self.connections.store(pending.server, pending.platform, pending.user_id, tokens)
         log.info("MCP server %s connected for a %s user", pending.server, pending.platform)
         conversation = ConversationKey.parse(pending.conversation_id)
@@ -75,7 +76,6 @@ class OAuthCallback:
             await self.submit(event)
         except HandoverFailed:  # connected all the same: the next request goes on
             log.warning("could not resume the run waiting for %s", pending.server)
-        name = html.escape(pending.server)
         return _page(200, f"{name} is connected. You can go back to the chat.")
 
 
