@@ -9,7 +9,7 @@ type nobody provided does not start: `MissingDependency` names the tool and the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeAlias, TypeVar, get_args, get_origin
 
@@ -66,3 +66,5 @@ class ToolContext:
     # The call made again after it raised `InputRequired`: what it asked to keep, plus
     # "answer", the requester's reply.
     resume: Mapping[str, Any] | None = None
+    # Shows a running tool's own status line (an MCP server's progress) in the chat.
+    progress: Callable[[str], Awaitable[None]] | None = None

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -107,6 +108,8 @@ async def execute(
     tool = checked
     await notify(on_progress, ProgressEvent(kind="tool_started", step=step, tool=tool.name))
     try:
+        if on_progress is not None:
+            context = replace(context, progress=_reporter(on_progress, step, tool.name))
         value = await _call_with_retries(tool, call.input, context, policy, trace)
     except ApprovalRequired:
         if not context.approved:
@@ -189,3 +192,13 @@ async def _call_with_retries(
                 )
                 raise
     raise AssertionError("unreachable: tenacity re-raises the last failure")
+
+
+def _reporter(
+    on_progress: ProgressCallback, step: int, tool: str
+) -> Callable[[str], Awaitable[None]]:
+    async def report(status: str) -> None:
+        event = ProgressEvent(kind="tool_progress", step=step, tool=tool, detail={"status": status})
+        await notify(on_progress, event)
+
+    return report

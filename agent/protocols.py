@@ -205,7 +205,10 @@ class ScheduleBook(Protocol):
 class ProgressEvent:
     # text_delta: detail["text"] of the turn being written; text_reset: what was written is
     # void (a tool call follows; detail["status"] is that text as a short status line)
-    kind: Literal["step_started", "tool_started", "tool_finished", "text_delta", "text_reset"]
+    # tool_progress: detail["status"], a running tool's own word on how far it is
+    kind: Literal[
+        "step_started", "tool_started", "tool_progress", "tool_finished", "text_delta", "text_reset"
+    ]
     step: int
     tool: str | None = None
     detail: dict[str, str] = field(default_factory=dict)

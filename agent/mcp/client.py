@@ -36,7 +36,7 @@ from mcp.shared.exceptions import MCPError
 
 from agent.isolation import isolated
 from agent.mcp.config import McpConfig, ServerConfig
-from agent.mcp.elicitation import Answers, LiveQuestions, call_tool
+from agent.mcp.elicitation import Answers, LiveQuestions, Progress, call_tool
 from agent.mcp.tools import McpTool, build_tools, list_all
 from agent.mcp.user import Credentials, UserServer
 from agent.protocols import RunContext
@@ -239,7 +239,11 @@ class McpServer:
     # --- calls -------------------------------------------------------------------------------
 
     async def call(
-        self, tool: str, args: dict[str, Any], answers: Answers | None = None
+        self,
+        tool: str,
+        args: dict[str, Any],
+        answers: Answers | None = None,
+        progress: Progress | None = None,
     ) -> mt.CallToolResult | mt.InputRequiredResult:
         """Call a tool (with `answers`, again); ConnectionError: the server is unreachable."""
         if not self._usable():
@@ -249,7 +253,7 @@ class McpServer:
         session = self._session
         assert session is not None
         try:
-            return await call_tool(session, self._questions, tool, args, answers)
+            return await call_tool(session, self._questions, tool, args, answers, progress)
         except MCPError as exc:
             if exc.code != mt.CONNECTION_CLOSED:  # an answer: the server is alive
                 raise ToolError(f"the server answered: {exc.message}") from None

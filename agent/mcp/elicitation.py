@@ -23,6 +23,7 @@ from typing import Any
 import mcp.types as mt
 from mcp import ClientSession
 from mcp.client.session import ClientRequestContext
+from mcp.shared.dispatcher import ProgressFnT
 
 from agent.observations import clean
 from agent.tools import InputRequired, ToolError
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 
 # what a retried call carries: the answers to its server's questions and the server's state
 Answers = tuple[mt.InputResponses, str | None]
+Progress = ProgressFnT  # the SDK's: (progress, total, message)
 
 YES, NO, DECLINE = "Yes", "No", "Decline"
 MAX_MESSAGE = 500  # characters of a server's question shown
@@ -191,6 +193,7 @@ async def call_tool(
     tool: str,
     args: dict[str, Any],
     answers: Answers | None,
+    progress: Progress | None = None,
 ) -> mt.CallToolResult | mt.InputRequiredResult:
     """Call a tool with the answers to its questions; a question asked mid-call (2025-11-25)
     comes back as an `input_required` result, as a 2026-07-28 server would send it."""
@@ -212,6 +215,7 @@ async def call_tool(
             args,
             input_responses=modern or None,
             request_state=state,
+            progress_callback=progress,
             allow_input_required=True,
         )
     if not heard:

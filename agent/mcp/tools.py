@@ -26,14 +26,16 @@ from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from agent.mcp import elicitation
 from agent.mcp.config import Approval, ServerConfig
-from agent.mcp.elicitation import Answers
+from agent.mcp.elicitation import Answers, Progress
 from agent.messages import ToolSpec
+from agent.observations import clean
 from agent.tools import Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
 
 Caller = Callable[
-    [str, dict[str, Any], Answers | None], Awaitable[mt.CallToolResult | mt.InputRequiredResult]
+    [str, dict[str, Any], Answers | None, Progress | None],
+    Awaitable[mt.CallToolResult | mt.InputRequiredResult],
 ]
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
@@ -168,7 +170,8 @@ class McpTool(Tool):
 
     async def __call__(self, args: dict[str, Any], context: ToolContext) -> Any:
         answers = elicitation.answered(context.resume) if context.resume else None
-        result = await self._caller(self.remote_name, self.validate(args), answers)
+        progress = _progress(self.server, context.progress) if context.progress else None
+        result = await self._caller(self.remote_name, self.validate(args), answers, progress)
         if isinstance(result, mt.InputRequiredResult):  # the server asks the requester first
             raise elicitation.question(self.server, result)
         text = result_text(result)
@@ -248,3 +251,13 @@ def result_text(result: mt.CallToolResult) -> str:
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
     return "\n".join(parts)
+
+
+def _progress(server: str, show: Callable[[str], Awaitable[None]]) -> Progress:
+    """A server's progress notifications as a status line: its message, else "3/10"."""
+
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+        await show(f"{server}: {clean(message, 120) if message else done}")
+
+    return report

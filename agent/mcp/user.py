@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from agent.deferred import new_id
 from agent.mcp.config import ServerConfig
-from agent.mcp.elicitation import Answers, LiveQuestions, call_tool
+from agent.mcp.elicitation import Answers, LiveQuestions, Progress, call_tool
 from agent.mcp.tools import BadSchema, McpTool, list_all
 from agent.protocols import RunContext
 from agent.tools import QuestionRequired, Tool, ToolContext, ToolError
@@ -78,11 +78,11 @@ class UserServer:
                 return []
 
         async def caller(
-            tool: str, args: dict[str, Any], answers: Answers | None = None
+            tool: str, args: dict[str, Any], answers: Answers | None, progress: Progress | None
         ) -> mt.CallToolResult | mt.InputRequiredResult:
             live = LiveQuestions()  # a session of its own: the questions are this call's
             return await self._session(
-                token, lambda session: call_tool(session, live, tool, args, answers), live
+                token, lambda s: call_tool(s, live, tool, args, answers, progress), live
             )
 
         return self._made(lambda remote: self._tool(remote, caller))
@@ -168,5 +168,5 @@ class ConnectFirst(McpTool):
         )
 
 
-async def _never(tool: str, args: dict[str, Any], answers: Answers | None) -> mt.CallToolResult:
+async def _never(tool: str, args: dict[str, Any], *_: Any) -> mt.CallToolResult:
     raise ToolError("not connected")

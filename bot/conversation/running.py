@@ -175,6 +175,11 @@ class Runner:
                     if showing:
                         await show(status)
                 return
+            if update.kind == "tool_progress":  # the tool's own status line
+                latest[:] = [update.detail.get("status", "")]
+                if showing and not private:
+                    await show(latest[0])
+                return
             if stream is not None and update.kind in ("tool_started", "tool_finished"):
                 await stream.on_progress(update)  # a task in the answer, where shown
             text = THINKING if update.kind == "step_started" else None

@@ -1,6 +1,6 @@
-"""An MCP server's questions during a tool call (elicitation), end to end: a real `mcp` SDK
-server over stdio whose tools ask through `Resolve(Elicit(...))`, the worker with Redis, and
-the recording adapter. The question is the requester's, survives a restart, and a decline
+"""An MCP server's questions during a tool call (elicitation) and its progress, end to end: a
+real `mcp` SDK server over stdio whose tools ask through `Resolve(Elicit(...))` and report
+progress, the worker with Redis, and the recording adapter. The question is the requester's, survives a restart, and a decline
 or a refusal reaches the server as the specification says."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.mcp.elicitation import SECRET_REFUSED
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
-from tests.bot.recording import Posted, click, message
+from tests.bot.recording import Posted, RecordingAdapter, click, message
 from tests.fakes.mcp_process import stdio_server
 
 pytestmark = pytest.mark.process
@@ -169,3 +169,21 @@ async def test_a_free_text_answer_is_typed_and_an_unfitting_one_is_asked_again(
         await harness.submit(message(GROUP, "Red", direct=False))
         await harness.settle(within=60)
         assert "cup: colour=red" in result_of(model, 1)
+
+
+async def test_a_servers_progress_shows_as_the_status_line(redis: aioredis.Redis) -> None:
+    model = ScriptedModel([turn(call("test__count_up", steps=3)), reply("Counted.")])
+    adapter = RecordingAdapter()
+    adapter.progress_delay = 0  # type: ignore[attr-defined]  # shown at once, not after 0.5 s
+    box = McpToolbox(McpConfig(mcpServers={"test": stdio_server()}), TIMING)
+    await box.start()
+    try:
+        async with running(redis, model, adapter=adapter, tool_source=box.source()) as harness:
+            await harness.submit(message(GROUP, "count to three", direct=False))
+            await harness.settle(within=60)
+    finally:
+        await box.stop()
+    shown = [status for chat, status in adapter.progress_log if chat == GROUP.id]
+    from_server = [s for s in shown if s and s.startswith("test:")]
+    assert from_server == ["test: step 1 of 3", "test: step 2 of 3", "test: step 3 of 3"]
+    assert adapter.texts(GROUP)[-1] == "Counted."
