@@ -163,6 +163,7 @@ class Open:
     text: str
     options: tuple[str, ...] = ()
     is_direct: bool = False
+    requester_only: bool = False  # a tool's own question: approvers do not answer for them
 
 
 @dataclass(frozen=True, kw_only=True)

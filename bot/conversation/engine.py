@@ -334,6 +334,7 @@ def _ran(ran: Ran) -> list[Effect]:
             text=outcome_message(outcome).text,
             options=tuple(outcome.options) if isinstance(outcome, AwaitingAnswer) else (),
             is_direct=context.is_direct,
+            requester_only=bool(asking and (q := outcome.state.pending_question) and q.call),
         )
     ]
     if isinstance(outcome, AwaitingApproval) and outcome.plan.uncertain:
@@ -350,9 +351,10 @@ def _ran(ran: Ran) -> list[Effect]:
 
 
 def may_decide(event: InboundMessage | InboundAction, decision: Decision, policy: Policy) -> bool:
-    """The requester always; in a shared chat, configured approvers (ids or groups) too."""
+    """The requester always; in a shared chat, configured approvers (ids or groups) too,
+    but not for a tool's own question (`requester_only`)."""
     actor = event.actor
-    requester, direct = decision.requester_id, decision.is_direct
+    requester, direct = decision.requester_id, decision.is_direct or decision.requester_only
     return may_act(actor.user_id, actor.groups, requester, direct, policy.approvers)
 
 

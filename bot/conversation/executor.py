@@ -413,6 +413,7 @@ class Executor:
             text=opened.text,
             options=list(opened.options),
             is_direct=opened.is_direct,
+            requester_only=opened.requester_only,
         )
         turn.session.decision_id = turn.opened.id
         turn.session.status = (

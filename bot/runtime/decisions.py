@@ -43,6 +43,7 @@ class Decision(BaseModel):
     options: list[str] = []
     message_id: str | None = None
     is_direct: bool = False
+    requester_only: bool = False  # a tool's own question (MCP elicitation)
     created_at: float
     expires_at: float
     status: Status = "pending"

@@ -14,8 +14,9 @@ import redis.asyncio as aioredis
 from adapters.base import ConversationKey
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.mcp.elicitation import SECRET_REFUSED
+from bot.config import Settings
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running
+from tests.bot.harness import Harness, running, settings
 from tests.bot.recording import Posted, RecordingAdapter, click, message
 from tests.fakes.mcp_process import stdio_server
 
@@ -28,13 +29,16 @@ NOT_PARLEY = "*test* (a connected tool, not Parley) asks:"
 
 @contextlib.asynccontextmanager
 async def parley(
-    redis: aioredis.Redis, model: ScriptedModel, server: ServerConfig | None = None
+    redis: aioredis.Redis,
+    model: ScriptedModel,
+    server: ServerConfig | None = None,
+    config: Settings | None = None,
 ) -> AsyncIterator[Harness]:
     """One Parley process: the worker and its own connection to the MCP server."""
     box = McpToolbox(McpConfig(mcpServers={"test": server or stdio_server()}), TIMING)
     await box.start()
     try:
-        async with running(redis, model, tool_source=box.source()) as harness:
+        async with running(redis, model, tool_source=box.source(), config=config) as harness:
             yield harness
     finally:
         await box.stop()
@@ -58,7 +62,11 @@ async def test_an_enum_is_asked_as_buttons_only_the_requester_answers_and_the_ca
     redis: aioredis.Redis,
 ) -> None:
     model = ScriptedModel([turn(call("test__pick_colour", item="lamp")), reply("Labelled.")])
-    async with parley(redis, model) as harness:
+    config = settings()  # Bo approves others' actions here, but answers no one's questions
+    config = config.model_copy(
+        update={"access": config.access.model_copy(update={"approvers": ["77"]})}
+    )
+    async with parley(redis, model, config=config) as harness:
         await harness.submit(message(GROUP, "label the lamp", direct=False))
         await harness.settle(within=60)
         question = asked(harness)
