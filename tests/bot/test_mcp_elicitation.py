@@ -5,8 +5,10 @@ or a refusal reaches the server as the specification says."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -195,3 +197,22 @@ async def test_a_servers_progress_shows_as_the_status_line(redis: aioredis.Redis
     from_server = [s for s in shown if s and s.startswith("test:")]
     assert from_server == ["test: step 1 of 3", "test: step 2 of 3", "test: step 3 of 3"]
     assert adapter.texts(GROUP)[-1] == "Counted."
+
+
+async def test_an_expired_question_is_never_answered_for_the_requester(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    model = ScriptedModel([turn(call("test__pick_colour", item="mug")), reply("never")])
+    config = settings(PARLEY_DECISION_TTL=0.5)
+    async with parley(redis, model, stdio_server(ledger), config) as harness:
+        await harness.submit(message(GROUP, "label the mug", direct=False))
+        await harness.settle(within=60)
+        question = asked(harness)
+        await asyncio.sleep(0.6)
+        await harness.submit(press(question, "red"))
+        await harness.settle(within=30)
+        assert "expired" in harness.adapter.notices[-1][1]
+        # the server heard "cancel" when it asked (2025-11-25) and was never called again
+        assert ledger.read_text().splitlines() == ["pick_colour mug: the user chose cancel"]
+        assert len(model.requests) == 1

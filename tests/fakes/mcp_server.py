@@ -226,6 +226,7 @@ def pick_colour(
     item: str, answer: Annotated[ElicitationResult[Colour], Resolve(_ask_colour)]
 ) -> str:
     """Label an item with a colour the user picks."""
+    _ledger(f"pick_colour {item}: {_said(answer, 'colour')}")
     return f"{item}: {_said(answer, 'colour')}"
 
 
