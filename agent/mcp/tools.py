@@ -24,9 +24,8 @@ from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
-from agent.mcp import elicitation
 from agent.mcp.config import Approval, ServerConfig
-from agent.mcp.elicitation import Answers, Progress
+from agent.mcp.elicitation import Answers, Progress, answered, question
 from agent.messages import ToolSpec
 from agent.observations import clean
 from agent.tools import Tool, ToolContext, ToolError
@@ -169,11 +168,11 @@ class McpTool(Tool):
         return json.loads(json.dumps(filled, default=str))
 
     async def __call__(self, args: dict[str, Any], context: ToolContext) -> Any:
-        answers = elicitation.answered(context.resume) if context.resume else None
+        answers = answered(context.resume) if context.resume else None
         progress = _progress(self.server, context.progress) if context.progress else None
         result = await self._caller(self.remote_name, self.validate(args), answers, progress)
         if isinstance(result, mt.InputRequiredResult):  # the server asks the requester first
-            raise elicitation.question(self.server, result)
+            raise question(self.server, result)
         text = result_text(result)
         if result.is_error:
             raise ToolError(text or "the server reported an error")
