@@ -126,6 +126,7 @@ async def test_doctor_readyz_and_the_cli_say_the_state_and_why(
     assert await answer(settings, redis) == "anthropic"
 
 
+@pytest.mark.network
 async def test_redis_away_at_start_then_back_with_an_old_state(tmp_path: Path, fakes) -> None:
     """The breaker fails open while Redis is away; once it is back, the state another key
     left is dropped at the next call, not believed."""
