@@ -18,7 +18,10 @@ from agent.tools import ApprovalRequired, Tool, ToolContext, ToolError, ToolRegi
 
 MAX_REMINDER_DELAY = 366 * 24 * 3600
 MEMORY_PAGE = 20
-FULL_TEXT = "I can keep {limit} memories here; /forget some and I'll remember this."
+# The agent knows no platform's command syntax, so the user is pointed at asking, not a command.
+FULL_TEXT = (
+    "I can keep {limit} memories here; ask me to list them and forget some, and I'll remember this."
+)
 
 
 def _remembers_for_others(args: dict[str, Any], run: RunContext) -> bool:

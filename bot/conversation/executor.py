@@ -317,7 +317,7 @@ class Executor:
         event, session = turn.event, turn.session
         assert isinstance(event, InboundMessage)
         history = session.state
-        own = await checked(self.objectives, event, turn.reply)
+        own = await checked(self.objectives, event, turn.reply, addressing_of(turn.reply.adapter))
         if own is not None:
             turn.header, gathered = own.header, own.gathered(event)
         else:

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from adapters.base import InboundMessage, OutboundMessage
+from adapters.base import Addressing, InboundMessage, OutboundMessage
 from agent.messages import ContentBlock, TextBlock
 from agent.observations import clean
 from agent.recurrence import local_time, zone_of
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 PAUSED = (
     "⏸ I paused schedule {id} (“{objective}”): {owner} {why}. "
-    "Resume it with /schedules once that changes."
+    "Resume it with {command} once that changes."
 )
 HEADER = "⏰ Scheduled run (id {id}, {when})"
 LATE = " — late: it was due {due}, when I was not running"
@@ -76,7 +76,7 @@ class Objectives:
     owner_allowed: OwnerAllowed = lambda _found: True
     owner_left: OwnerLeft | None = None
 
-    async def check(self, event: InboundMessage) -> Verdict:
+    async def check(self, event: InboundMessage, addressing: Addressing = Addressing()) -> Verdict:
         if event.kind == "triggered":
             return _triggered(event)
         schedule_id, slot = slot_of(event)
@@ -97,7 +97,13 @@ class Objectives:
             await self.store.pause(found, note=f"its owner {why}")
             metrics.SCHEDULE_RUNS.labels("paused").inc()
             owner = found.owner_name or found.owner_id
-            say = PAUSED.format(id=found.id, objective=found.objective[:80], owner=owner, why=why)
+            say = PAUSED.format(
+                id=found.id,
+                objective=found.objective[:80],
+                owner=owner,
+                why=why,
+                command=addressing.shown("schedules"),
+            )
             return Verdict(go=False, say=say)
         zone = zone_of(found.timezone)
         due = local_time(slot, zone)
@@ -130,13 +136,18 @@ def own_objective(session: Session, event: InboundMessage) -> list[Effect]:
 
 
 async def checked(
-    objectives: Objectives | None, event: InboundMessage, reply: Reply
+    objectives: Objectives | None,
+    event: InboundMessage,
+    reply: Reply,
+    addressing: Addressing = Addressing(),
 ) -> Verdict | None:
     """For Parley's own objective, whether and how it runs (what it says is said here);
     None for any other message."""
     if event.kind not in OWN_KINDS:
         return None
-    verdict = await objectives.check(event) if objectives is not None else Verdict(go=True)
+    verdict = (
+        await objectives.check(event, addressing) if objectives is not None else Verdict(go=True)
+    )
     if verdict.say:
         await reply.send(OutboundMessage(text=verdict.say), "reply")
     return verdict

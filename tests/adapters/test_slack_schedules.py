@@ -67,6 +67,7 @@ async def test_a_schedule_whose_owner_left_the_workspace_pauses_and_says_so(redi
         await s.harness.settle()
         said = s.fake.in_channel("DANA")[2].body
         assert said.startswith(f"⏸ I paused schedule {made.id}") and "left the workspace" in said
+        assert "`/parley schedules`" in said  # Slack's syntax, not Telegram's
         paused = await s.harness.runtime.schedules.get(made.id)
         assert paused is not None and paused.state == "paused"
         assert len(model.requests) == 2  # the slot never reached the model

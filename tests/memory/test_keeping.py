@@ -101,7 +101,9 @@ async def test_the_remember_tool_tells_the_user_when_the_scope_is_full(
     assert "Remembered" in ok and "private" in ok
     from agent.tools import ToolError
 
-    with pytest.raises(ToolError, match="I can keep 1 memories here; /forget some"):
+    with pytest.raises(
+        ToolError, match="I can keep 1 memories here; ask me to list them and forget some"
+    ):
         await registry.get("remember")({"text": "I live in Lisbon"}, context)
 
 
