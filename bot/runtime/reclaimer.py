@@ -147,3 +147,9 @@ class Reclaimer:
                 log.info("worker %s leaves pending entries for the others to claim", self.name)
         except REDIS_DOWN:
             log.warning("worker %s could not leave the consumer group: Redis is away", self.name)
+        except ResponseError as exc:
+            # Stopped before its first read made the group (or Redis came back empty): there is
+            # no membership to give up, and a clean stop must still exit 0.
+            if not group_gone(exc):
+                raise
+            log.info("worker %s stopped before joining the consumer group", self.name)

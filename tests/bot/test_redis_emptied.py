@@ -12,10 +12,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 
 from adapters.base import HandoverFailed
 from bot.ops.health import Health
 from bot.runtime.keys import Keys
+from bot.runtime.reclaimer import Reclaimer
 from bot.runtime.worker import GROUP
 from bot.wiring.connection import redis_client
 from tests.agent.scripted import ScriptedModel
@@ -89,3 +91,20 @@ async def test_redis_back_empty_the_worker_creates_its_group_again_and_keeps_rea
         degraded = [line for line in lines if line.startswith(f"{loop} degraded")]
         recovered = [line for line in lines if line.startswith(f"{loop} recovered after")]
         assert len(degraded) == len(recovered) <= 1, (loop, lines)
+
+
+async def test_a_worker_stopped_before_the_group_exists_leaves_cleanly(
+    redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A SIGTERM right after start can come before the first read made the group; `parley
+    run` must still stop with exit 0 (it raised NOGROUP and exited 1)."""
+    caplog.set_level(logging.INFO, logger="bot")
+
+    async def accept(_entries: object) -> None:
+        raise AssertionError("nothing to reclaim")
+
+    heartbeat = Health().register("reclaimer", every=1.0)
+    reclaimer = Reclaimer(redis, KEYS, "w-early", accept, heartbeat, reclaim_idle=30.0)
+    await reclaimer.leave()
+    assert "w-early stopped before joining the consumer group" in caplog.text
+    assert not await redis.exists(KEYS.inbox)  # leaving creates nothing
