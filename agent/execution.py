@@ -66,7 +66,7 @@ def error_result(call_id: str, text: str, limit: int) -> ToolResultBlock:
 def check_call(registry: ToolRegistry, call: ToolUseBlock) -> Tool | str:
     """The tool a call names with valid arguments, or the problem to tell the model."""
     if not registry.has(call.name):
-        names = ", ".join(t.name for t in registry.list())
+        names = ", ".join(t.name for t in registry.tools())
         return f"There is no tool named {call.name!r}. Available tools: {names}."
     tool = registry.get(call.name)
     try:

@@ -354,7 +354,7 @@ class Agent:
         ):
             return cached
         deps = {**registry.deps, **self._deps}
-        for item in registry.list():
+        for item in registry.tools():
             for kind in item.deps.values():
                 if kind not in deps:
                     raise MissingDependency(item.name, kind)

@@ -18,7 +18,6 @@ the turn's plan like a side-effecting one and runs again with `ToolContext.appro
 
 from __future__ import annotations
 
-import builtins
 import importlib.util
 import inspect
 import logging
@@ -274,7 +273,7 @@ def _tools_in(obj: Any) -> list[Tool]:
     if isinstance(obj, Tool):
         return [obj]
     if isinstance(obj, ToolRegistry):
-        return obj.list()
+        return obj.tools()
     if isinstance(obj, ModuleType):
         return [value for value in vars(obj).values() if isinstance(value, Tool)]
     if isinstance(obj, Iterable) and not isinstance(obj, str | bytes):
@@ -307,7 +306,7 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self.deps: dict[type[Any], object] = {}  # the host's objects, for `Dep[...]`
         self.version = 0
-        self._specs: tuple[int, builtins.list[ToolSpec]] = (0, [])
+        self._specs: tuple[int, list[ToolSpec]] = (0, [])
         for item in tools:
             self.register(item)
 
@@ -343,10 +342,11 @@ class ToolRegistry:
     def has(self, name: str) -> bool:
         return name in self._tools
 
-    def list(self, category: str | None = None) -> list[Tool]:
+    def tools(self, category: str | None = None) -> list[Tool]:
+        """The registered tools, or those of one category."""
         return [t for t in self._tools.values() if category is None or t.category == category]
 
-    def specs(self) -> builtins.list[ToolSpec]:
+    def specs(self) -> list[ToolSpec]:
         """The specs offered to the model; one shared list until the next registration."""
         version, specs = self._specs
         if version != self.version:
@@ -360,9 +360,9 @@ class ToolRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
-    def load_entry_points(self, group: str = "parley.tools") -> builtins.list[str]:
+    def load_entry_points(self, group: str = "parley.tools") -> list[str]:
         """Register the tools that installed packages offer; returns their names."""
-        names: builtins.list[str] = []
+        names: list[str] = []
         for point in entry_points(group=group):
             try:
                 loaded = point.load()
@@ -373,12 +373,12 @@ class ToolRegistry:
         log.info("loaded %d tools from entry point group %s", len(names), group)
         return names
 
-    def load_skills_dir(self, path: str | Path) -> builtins.list[str]:
+    def load_skills_dir(self, path: str | Path) -> list[str]:
         """Register the tools defined at module level in each `*.py` file of a folder."""
         folder = Path(path)
         if not folder.is_dir():
             raise ToolLoadError(f"skills folder {folder} does not exist")
-        names: builtins.list[str] = []
+        names: list[str] = []
         for file in sorted(folder.glob("*.py")):
             if file.name.startswith("_"):
                 continue

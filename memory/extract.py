@@ -31,7 +31,7 @@ class Completion(Protocol):
     async def __call__(self, system: str, prompt: str, max_tokens: int) -> str | None: ...
 
 
-class Turn(Protocol):
+class TranscriptMessage(Protocol):
     """A message of the conversation, as far as extraction reads it."""
 
     @property
@@ -47,7 +47,9 @@ class FactExtractor:
         self.store = store
         self.max_facts = max_facts
 
-    async def extract(self, messages: Sequence[Turn], context: RunContext) -> list[MemoryRecord]:
+    async def extract(
+        self, messages: Sequence[TranscriptMessage], context: RunContext
+    ) -> list[MemoryRecord]:
         transcript = "\n".join(f"{m.role}: {m.text}" for m in messages if m.text.strip())[-12_000:]
         if not transcript:
             return []

@@ -59,12 +59,12 @@ from bot.runtime.stops import Stops
 log = logging.getLogger(__name__)
 
 ERROR_TEXT = "Sorry — something went wrong on my side. Please try again."
-INTERRUPTED = "Interrupted: the run failed before this call's result was known."
+INTERRUPTED_CALL = "Interrupted: the run failed before this call's result was known."
 MAX_ROUNDS = 8  # follow-ups per entry; the rules need at most four (admit, claim, run, ran)
 
 
 @dataclass(kw_only=True)
-class Turn:
+class EntryTurn:
     """One inbox entry being handled."""
 
     received: fx.Received
@@ -121,7 +121,7 @@ class Executor:
             session.state.run_id if session.state is not None and session.status != "idle" else ""
         )
         log_context.set({"conversation": event.conversation.id, "entry": entry_id, "run": run_id})
-        turn = Turn(
+        turn = EntryTurn(
             received=fx.Received(entry_id=entry_id, event=event),
             session=session,
             pending=await self._pending(session, event),
@@ -140,7 +140,7 @@ class Executor:
             # entry stays unhandled, so the worker may try it again (then dead-letters it).
             if session.status == "running":
                 if session.state is not None:
-                    session.state.abandon(INTERRUPTED)
+                    session.state.abandon(INTERRUPTED_CALL)
                 _settle(session)
             await self._finish(turn, None)
             raise
@@ -160,7 +160,7 @@ class Executor:
             return None
         return await self.decisions.get(session.decision_id)
 
-    async def _play(self, turn: Turn) -> None:
+    async def _play(self, turn: EntryTurn) -> None:
         next_event: fx.Event | None = turn.received
         for _ in range(MAX_ROUNDS):
             if next_event is None:
@@ -174,7 +174,7 @@ class Executor:
         if next_event is not None:
             log.error("the rules did not settle entry %s", turn.received.entry_id)
 
-    def _policy(self, turn: Turn) -> Policy:
+    def _policy(self, turn: EntryTurn) -> Policy:
         greeting = getattr(turn.reply.adapter, "greeting", None)
         return Policy(
             greeting=greeting if isinstance(greeting, str) else "",
@@ -184,7 +184,7 @@ class Executor:
             addressing=addressing_of(turn.reply.adapter),
         )
 
-    async def _finish(self, turn: Turn, entry_id: str | None) -> None:
+    async def _finish(self, turn: EntryTurn, entry_id: str | None) -> None:
         """Clear progress; store the session (the entry once handled, a decision it opened)."""
         await self.runner.clear_progress(turn.reply.adapter, turn.event.conversation)
         if entry_id is not None:
@@ -194,7 +194,7 @@ class Executor:
 
     # --- effects ----------------------------------------------------------------------------
 
-    async def _perform(self, turn: Turn, effect: fx.Effect) -> fx.Event | None:
+    async def _perform(self, turn: EntryTurn, effect: fx.Effect) -> fx.Event | None:
         session, reply, received = turn.session, turn.reply, turn.received
         match effect:
             case fx.Send(message=message, slot=slot, per_conversation=per_conversation):
@@ -269,7 +269,7 @@ class Executor:
         assert self.schedules is not None, "schedules are wired with the runtime"
         return self.schedules
 
-    async def _notify(self, turn: Turn, text: str, *, alert: bool = False) -> None:
+    async def _notify(self, turn: EntryTurn, text: str, *, alert: bool = False) -> None:
         """Answer a button press; a failure only costs the presser a toast."""
         action = turn.event
         assert isinstance(action, InboundAction)
@@ -278,7 +278,7 @@ class Executor:
         except Exception:
             log.warning("could not answer a button press in %s", action.conversation.id)
 
-    async def _claim(self, turn: Turn, claim: fx.Claim) -> fx.Claimed:
+    async def _claim(self, turn: EntryTurn, claim: fx.Claim) -> fx.Claimed:
         pending = turn.pending  # read for this event already: the claim is about it
         if pending is None or pending.id != claim.decision_id:
             pending = await self.decisions.get(claim.decision_id)
@@ -290,7 +290,7 @@ class Executor:
             received=turn.received, status=claim.status, decided=decided, current=current
         )
 
-    async def _command(self, turn: Turn) -> None:
+    async def _command(self, turn: EntryTurn) -> None:
         event = turn.event
         assert isinstance(event, InboundMessage)
         context = run_context(event)
@@ -302,7 +302,7 @@ class Executor:
         elif (event.command or "").lower() == "forget":
             await self.commands.refresh_on_screen(context, self._editor(turn), addressing)
 
-    def _editor(self, turn: Turn) -> Callable[[str, OutboundMessage], Awaitable[None]]:
+    def _editor(self, turn: EntryTurn) -> Callable[[str, OutboundMessage], Awaitable[None]]:
         """Edits a message of this conversation once per entry (a list shown again)."""
 
         async def edit(message_id: str, message: OutboundMessage) -> None:
@@ -313,7 +313,7 @@ class Executor:
 
     # --- runs -------------------------------------------------------------------------------
 
-    async def _run(self, turn: Turn) -> fx.Ran | None:
+    async def _run(self, turn: EntryTurn) -> fx.Ran | None:
         event, session = turn.event, turn.session
         assert isinstance(event, InboundMessage)
         history = session.state
@@ -341,7 +341,7 @@ class Executor:
         )
         return counted(own, ran)
 
-    async def _resume(self, turn: Turn, resume: fx.Resume) -> fx.Ran:
+    async def _resume(self, turn: EntryTurn, resume: fx.Resume) -> fx.Ran:
         state = turn.session.state
         assert state is not None
         resolution = resume.resolution
@@ -370,7 +370,7 @@ class Executor:
         )
 
     async def _call(
-        self, turn: Turn, *, invoke: Stoppable, private: bool, title: str | None = None
+        self, turn: EntryTurn, *, invoke: Stoppable, private: bool, title: str | None = None
     ) -> fx.Ran:
         session = turn.session
         requester = (
@@ -402,7 +402,7 @@ class Executor:
             session.stopped_by = watch.by.entry_id
         return fx.Ran(received=turn.received, outcome=outcome, note=turn.called.note)
 
-    async def _open(self, turn: Turn, opened: fx.Open) -> None:
+    async def _open(self, turn: EntryTurn, opened: fx.Open) -> None:
         await self.runner.discard(turn.called)
         turn.opened = self.decisions.new(
             id=opened.decision_id,

@@ -30,7 +30,6 @@ async def redis_connection(settings: Settings) -> AsyncIterator[aioredis.Redis]:
         )
         url = await asyncio.to_thread(embedded.start)
     client = redis_client(url, settings)
-    client.parley_url = url  # type: ignore[attr-defined]
     try:
         yield client
     finally:

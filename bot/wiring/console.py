@@ -56,7 +56,7 @@ Parley has no language model to talk to. Configure one of:
 Then run `parley doctor` to check."""
 
 NO = {"n", "no", "nope", "nah", "reject", "rejected", "don't", "dont", "stop", "cancel"}
-INTERRUPTED = "\x03"  # what `LineReader.readline` returns after Ctrl-C
+CTRL_C = "\x03"  # what `LineReader.readline` returns after Ctrl-C
 
 
 def yes_or_no(text: str) -> bool | None:
@@ -90,7 +90,7 @@ class LineReader:
         threading.Thread(target=pump, name="console-input", daemon=True).start()
 
     async def readline(self) -> str | None:
-        """The next line without its newline; None at the end of input; INTERRUPTED."""
+        """The next line without its newline; None at the end of input; CTRL_C after Ctrl-C."""
         if self._ended:
             return None
         line = await self._lines.get()
@@ -100,7 +100,7 @@ class LineReader:
         return line.rstrip("\n")
 
     def interrupt(self) -> None:
-        self._lines.put_nowait(INTERRUPTED)
+        self._lines.put_nowait(CTRL_C)
 
 
 def _hand_over(
@@ -165,10 +165,10 @@ class Chat:
         print(text, file=self.out, flush=True)
 
     async def ask(self, prompt: str) -> str | None:
-        """A stripped line; None at the end of input; INTERRUPTED after Ctrl-C."""
+        """A stripped line; None at the end of input; CTRL_C after Ctrl-C (never a typed line)."""
         print(prompt, end="", file=self.out, flush=True)
         line = await self.reader.readline()
-        return line if line in (None, INTERRUPTED) else line.strip()
+        return line if line in (None, CTRL_C) else line.strip()
 
     def interrupt(self) -> None:
         if self.request is None or self.request.done():
@@ -309,14 +309,14 @@ async def next_event(chat: Chat, adapter: ConsoleAdapter, person: Person) -> Inb
         answer = await chat.ask("your answer> ")
         if answer is None:
             return None
-        if answer == INTERRUPTED:
+        if answer == CTRL_C:
             return person.says("/cancel")  # they gave up on the question
         if answer.isdigit() and 1 <= int(answer) <= len(waiting.buttons):
             return person.presses(waiting.decision_id, waiting.buttons[int(answer) - 1].value)
         return person.says(answer)
     while True:
         text = await chat.ask("\nyou> ")
-        if text in (None, INTERRUPTED, "/quit", "/exit"):
+        if text in (None, CTRL_C, "/quit", "/exit"):
             return None
         if text:
             return person.says(text)
@@ -327,7 +327,7 @@ async def _approve(chat: Chat, person: Person, decision_id: str) -> Inbound | No
         decision = await chat.ask("Approve? [y/N] ")
         if decision is None:
             return None
-        if decision == INTERRUPTED:
+        if decision == CTRL_C:
             return person.says("/cancel")
         approved = yes_or_no(decision)
         if approved is not None:

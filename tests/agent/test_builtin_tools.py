@@ -102,7 +102,7 @@ async def test_reminders_unavailable_and_metadata(ctx: RunContext) -> None:
     result = await run_tool("create_reminder", ToolContext(run=ctx), text="x", in_seconds=5)
     assert result.is_error and "not available" in result.content
     registry = builtin_registry()
-    side_effects = [t.name for t in registry.list() if t.side_effects]
+    side_effects = [t.name for t in registry.tools() if t.side_effects]
     assert side_effects == ["remember", "create_reminder", "schedule"]
     remember = registry.get("remember")
     shared = dataclasses.replace(ctx, is_direct=False, chat_id="-100")

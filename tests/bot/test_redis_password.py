@@ -61,7 +61,8 @@ async def test_the_embedded_server_asks_for_the_password_and_hides_it(tmp_path: 
     config = settings(PARLEY_DATA_DIR=str(tmp_path), REDIS_PASSWORD=PASSWORD)
     async with redis_connection(config) as client:
         assert await client.set("k", "v")
-        url = client.parley_url  # type: ignore[attr-defined]
+        where = client.connection_pool.connection_kwargs
+        url = f"redis://{where['host']}:{where['port']}"
         anonymous = redis.Redis.from_url(url)
         with pytest.raises(redis.AuthenticationError):
             anonymous.get("k")
