@@ -76,6 +76,8 @@ KNOWN: dict[tuple[str, str], str] = {}
 LARGE_MODULES: dict[str, str] = {
     "bot/conversation/executor.py": "one job: carrying out each effect engine.decide returns for "
     "one inbox entry (runs, resumptions, claims, sends); the rules and the sentences are elsewhere",
+    "bot/conversation/engine.py": "one job: the conversation's rules as one pure function "
+    "(what each event means, which decision it concerns) with every sentence they say",
 }
 
 

@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from adapters.base import Addressing, InboundAction, InboundMessage, OutboundMessage, mention
+from adapters.base import (
+    Addressing,
+    Inbound,
+    InboundAction,
+    InboundMessage,
+    OutboundMessage,
+    mention,
+)
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
 from bot.conversation.commands import bare_mention_line, help_text, unknown_command
 from bot.conversation.connected import connected
@@ -131,6 +138,18 @@ def decide(
     if isinstance(event, Transcribed):
         return _transcribed(session, pending, event, policy)
     return _ran(event)
+
+
+def pending_id(session: Session, event: Inbound) -> str | None:
+    """Which decision `decide` needs as `pending` for `event` (the executor reads it): the
+    pressed button's, or the session's for a plain message, /cancel or a connected account.
+    Other events never concern it, and save the read."""
+    if isinstance(event, InboundAction):
+        lists = (MEMORY_ACTION, SCHEDULE_ACTION, CONNECTION_ACTION)  # buttons of no decision
+        return None if event.decision_id in lists else event.decision_id
+    command = (event.command or "cancel").lower()
+    about_it = event.kind == "connected" or (event.kind == "text" and command == "cancel")
+    return session.decision_id if about_it else None
 
 
 # --- messages -----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from adapters.base import (
     Addressing,
@@ -34,8 +35,8 @@ from agent.messages import ContentBlock
 from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
 from bot.conversation.connection_commands import ConnectionCommands
-from bot.conversation.engine import Policy, decide
-from bot.conversation.render import MEMORY_ACTION, typed_mentions
+from bot.conversation.engine import Policy, decide, pending_id
+from bot.conversation.render import typed_mentions
 from bot.conversation.running import (
     Admission,
     Called,
@@ -147,18 +148,9 @@ class Executor:
         await self._finish(turn, entry_id)
 
     async def _pending(self, session: Session, event: Inbound) -> Decision | None:
-        """The decision the event is about: the pressed one, or the session's."""
-        if isinstance(event, InboundAction):
-            if event.decision_id == MEMORY_ACTION:
-                return None
-            return await self.decisions.get(event.decision_id)
-        # Only a plain message or /cancel is about the session's decision: others save a read.
-        about_it = event.kind == "connected" or (
-            event.kind == "text" and (event.command or "cancel").lower() == "cancel"
-        )
-        if session.decision_id is None or not about_it:
-            return None
-        return await self.decisions.get(session.decision_id)
+        """The decision the event is about (`engine.pending_id` says which), if any."""
+        decision_id = pending_id(session, event)
+        return await self.decisions.get(decision_id) if decision_id else None
 
     async def _play(self, turn: EntryTurn) -> None:
         next_event: fx.Event | None = turn.received
@@ -254,15 +246,19 @@ class Executor:
                 )
             case fx.ListSchedules():
                 await reply.send(await self._schedules().listing(reply.conversation.id), "reply")
-            case fx.ListConnections() if self.connections is not None:
+            case fx.ListConnections():
                 assert isinstance(turn.event, InboundMessage)
-                await reply.send(await self.connections.listing(turn.event), "reply")
-            case fx.ConnectionButton() if self.connections is not None:
+                if self.connections is not None:
+                    await reply.send(await self.connections.listing(turn.event), "reply")
+            case fx.ConnectionButton():
                 assert isinstance(turn.event, InboundAction)
-                await self._notify(turn, await self.connections.press(turn.event), alert=True)
+                if self.connections is not None:
+                    await self._notify(turn, await self.connections.press(turn.event), alert=True)
             case fx.ScheduleButton():
                 assert isinstance(turn.event, InboundAction)
                 await self._notify(turn, await self._schedules().press(turn.event, reply))
+            case _:
+                assert_never(effect)  # mypy fails here when an effect type goes unhandled
         return None
 
     def _schedules(self) -> ScheduleCommands:

@@ -1,0 +1,93 @@
+"""The engine's shape beside its rules: which decision an event concerns, and that the
+executor handles every effect `decide` can return."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import typing
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from adapters.base import Actor, ConversationKey, InboundAction, InboundKind, InboundMessage
+from bot.conversation import effects as fx
+from bot.conversation.connection_commands import CONNECTION_ACTION
+from bot.conversation.engine import pending_id
+from bot.conversation.executor import Executor
+from bot.conversation.render import MEMORY_ACTION
+from bot.conversation.schedule_commands import SCHEDULE_ACTION
+from bot.runtime.sessions import Session
+
+GROUP = ConversationKey(platform="slack", chat_id="C1", team_id="T1")
+ANA = Actor(platform="slack", user_id="U1", name="Ana")
+WAITING = Session(status="awaiting_approval", decision_id="D1")
+
+
+def said(
+    text: str = "hi", command: str | None = None, kind: InboundKind = "text"
+) -> InboundMessage:
+    return InboundMessage(
+        event_id="e1",
+        conversation=GROUP,
+        actor=ANA,
+        text=text,
+        is_direct=False,
+        command=command,
+        kind=kind,
+    )
+
+
+def pressed(decision_id: str) -> InboundAction:
+    return InboundAction(
+        event_id="e2", conversation=GROUP, actor=ANA, decision_id=decision_id, choice="approve"
+    )
+
+
+@pytest.mark.parametrize(
+    ("event", "concerns"),
+    [
+        (said("yes"), "D1"),  # a plain message may answer or decide it
+        (said(command="cancel"), "D1"),
+        (said(command="CANCEL"), "D1"),
+        (said(kind="connected"), "D1"),  # a connected account resumes its run
+        (said(command="help"), None),
+        (said(command="memories"), None),
+        (said(kind="non_text"), None),
+        (said(kind="bare_mention"), None),
+        (said(kind="scheduled"), None),  # Parley's own objectives never decide a plan
+        (pressed("D7"), "D7"),  # a press is about its own decision, not the session's
+        (pressed(MEMORY_ACTION), None),
+        (pressed(SCHEDULE_ACTION), None),
+        (pressed(CONNECTION_ACTION), None),
+    ],
+)
+def test_which_decision_an_event_concerns(
+    event: InboundMessage | InboundAction, concerns: str | None
+) -> None:
+    assert pending_id(WAITING, event) == concerns
+
+
+def test_a_message_concerns_no_decision_when_none_waits() -> None:
+    assert pending_id(Session(), said("yes")) is None
+    assert pending_id(Session(), said(command="cancel")) is None
+
+
+async def test_an_effect_the_executor_does_not_know_fails_loudly() -> None:
+    """`case _: assert_never(effect)`: mypy refuses an unhandled effect type, and one that
+    slips through anyway stops the entry instead of being ignored."""
+    turn = SimpleNamespace(session=Session(), reply=None, received=None)
+    with pytest.raises(AssertionError):
+        await Executor._perform(cast(Any, None), cast(Any, turn), cast(Any, object()))
+
+
+def test_the_executor_has_a_case_for_every_effect_type() -> None:
+    tree = ast.parse(inspect.getsource(Executor._perform).strip().replace("\n    ", "\n"))
+    handled = {
+        node.cls.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.MatchClass) and isinstance(node.cls, ast.Attribute)
+    }
+    every = {kind.__name__ for kind in typing.get_args(fx.Effect)}
+    assert every - handled == set()
