@@ -290,6 +290,7 @@ class SlackAdapter:
         team_id: str | None,
         is_direct: bool,
         allowed_mentions: frozenset[str] = frozenset(),
+        reply_to: str | None = None,  # Slack answers in the thread instead
     ) -> SlackLive | None:
         """A chat stream in a thread; Slack streams only reply to a thread."""
         if conversation.thread_id is None:

@@ -28,7 +28,6 @@ from telegram import (  # noqa: E402
     CallbackQuery,
     InlineKeyboardMarkup,
     Message,
-    ReplyParameters,
     Update,
     User,
 )
@@ -61,7 +60,7 @@ from adapters.telegram_http import AiohttpRequest  # noqa: E402
 from adapters.telegram_inbound import COMMANDS, MAX_TEXT, TelegramInbound  # noqa: E402
 from adapters.telegram_inbound import parse_update as parse  # noqa: E402
 from adapters.telegram_ingress import ALLOWED_UPDATES, MAX_RETRY_AFTER, TelegramIngress  # noqa: E402
-from adapters.telegram_stream import TelegramLive  # noqa: E402
+from adapters.telegram_stream import TelegramLive, quoting  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -261,11 +260,7 @@ class TelegramAdapter:
         """Post HTML parts in order, the buttons on the last; the ref names that last part.
         The first part replies to message `reply_to` (in a group: the one that asked)."""
         sent: Message | None = None
-        quoting = (
-            ReplyParameters(message_id=int(reply_to), allow_sending_without_reply=True)
-            if reply_to and reply_to.isdigit()
-            else None
-        )
+        quoted = quoting(reply_to)
         with delivery(self.api):
             for index, part in enumerate(parts):
                 last = index == len(parts) - 1
@@ -278,7 +273,7 @@ class TelegramAdapter:
                     else None,
                     reply_markup=markup if last else None,
                     disable_web_page_preview=True,
-                    reply_parameters=quoting if index == 0 else None,
+                    reply_parameters=quoted if index == 0 else None,
                 )
         assert sent is not None
         return MessageRef(conversation=conversation, message_id=str(sent.message_id))
@@ -340,11 +335,14 @@ class TelegramAdapter:
         team_id: str | None,
         is_direct: bool,
         allowed_mentions: frozenset[str] = frozenset(),
+        reply_to: str | None = None,
     ) -> TelegramLive:
-        """Drafts in a private chat, one growing message elsewhere."""
+        """Drafts in a private chat, one growing message elsewhere (replying to `reply_to`,
+        the message that asked, like a whole answer would)."""
         return TelegramLive(
             adapter=self,
             conversation=conversation,
             draft=is_direct and int(conversation.chat_id) > 0,
             allowed_mentions=allowed_mentions,
+            reply_to=reply_to,
         )

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from telegram import ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, RetryAfter, TelegramError
 
@@ -33,6 +34,13 @@ GROUP_EDIT_INTERVAL = 3.0
 _draft_ids = itertools.count(int(time.time()) % 1_000_000 * 1000 + 1)
 
 
+def quoting(reply_to: str | None) -> ReplyParameters | None:
+    """Reply parameters that quote message `reply_to`; sent even if it was deleted since."""
+    if not reply_to or not reply_to.isdigit():
+        return None
+    return ReplyParameters(message_id=int(reply_to), allow_sending_without_reply=True)
+
+
 def seconds(value: object) -> float:
     """A retry_after as seconds (python-telegram-bot gives an int or a timedelta)."""
     total = getattr(value, "total_seconds", None)
@@ -45,6 +53,7 @@ class TelegramLive:
     conversation: ConversationKey
     draft: bool  # a private chat: stream as drafts
     allowed_mentions: frozenset[str] = frozenset()  # as on the reply: what may ping
+    reply_to: str | None = None  # in a group: the message that asked, which the answer quotes
     draft_id: int = field(default_factory=lambda: next(_draft_ids))
     _message_id: int | None = None
     _not_before: float = 0.0
@@ -88,6 +97,8 @@ class TelegramLive:
                     parse_mode=ParseMode.HTML,
                     message_thread_id=self._thread,
                     disable_web_page_preview=True,
+                    # the growing message becomes the answer: it quotes the question now
+                    reply_parameters=quoting(self.reply_to),
                 )
                 self._message_id = sent.message_id
             else:

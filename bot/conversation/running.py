@@ -282,6 +282,7 @@ class Runner:
             team_id=event.actor.team_id or event.conversation.team_id,
             is_direct=event.is_direct,
             allowed_mentions=reply.allowed_mentions,
+            reply_to=reply.reply_to,
         )
         if live is None:
             return None

@@ -56,9 +56,11 @@ def live_message(
     team_id: str | None,
     is_direct: bool,
     allowed_mentions: frozenset[str] = frozenset(),
+    reply_to: str | None = None,
 ) -> LiveMessage | None:
     """The adapter's live message for this place, if the adapter can stream at all; what it
-    shows may ping only `allowed_mentions`, like the reply it becomes."""
+    shows may ping only `allowed_mentions`, like the reply it becomes, and it replies to
+    message `reply_to` (in a group: the one that asked) where the platform shows that."""
     live = getattr(adapter, "live", None)
     if live is None:
         return None
@@ -68,6 +70,7 @@ def live_message(
         team_id=team_id,
         is_direct=is_direct,
         allowed_mentions=allowed_mentions,
+        reply_to=reply_to,
     )
     return made
 

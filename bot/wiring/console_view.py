@@ -185,6 +185,7 @@ class ConsoleAdapter:
         team_id: str | None,
         is_direct: bool,
         allowed_mentions: frozenset[str] = frozenset(),
+        reply_to: str | None = None,
     ) -> ConsoleLive:
         return ConsoleLive(view=self.view, conversation=conversation)
 

@@ -125,6 +125,35 @@ async def test_a_group_answer_is_one_message_edited_as_it_grows(
         assert not telegram.drafts and len(telegram.method_calls("sendMessage")) == 1
 
 
+async def test_a_streamed_group_answer_replies_to_the_message_that_asked(
+    redis, telegram: FakeTelegram
+) -> None:
+    """The growing message becomes the answer, so it quotes the question from its first
+    send (an edit cannot add a reply), in the topic the question was asked in."""
+    async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
+        hosted.script(fa.streamed(ANSWER, pace=PACE, chunk=6))
+        hosted.script(fa.streamed(ANSWER, pace=PACE, chunk=6))
+        asked = telegram.message(
+            chat_id=GROUP, user_id=ANA, text="@parley_bot hi", chat_type="supergroup", thread_id=5
+        )
+        telegram.push(asked)
+        await until(lambda: bool(telegram.chat(GROUP)) and telegram.chat(GROUP)[0].text == ANSWER)
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="and here?"))
+        await until(lambda: len(telegram.chat(ANA)) == 1)
+        await harness.settle()
+    (message,) = telegram.chat(GROUP)
+    assert message.edits, "it streamed"
+    in_group, in_private = telegram.method_calls("sendMessage")
+    quoted = json.loads(in_group.body["reply_parameters"])
+    assert quoted == {
+        "message_id": asked["message"]["message_id"],
+        "allow_sending_without_reply": True,
+    }
+    assert in_group.body["message_thread_id"] == "5"
+    assert telegram.drafts, "the private answer streamed as drafts"
+    assert "reply_parameters" not in in_private.body  # nobody else to tell apart
+
+
 async def test_a_429_pauses_the_edits_and_the_answer_still_lands_once(
     redis, telegram: FakeTelegram
 ) -> None:
