@@ -31,6 +31,7 @@ from adapters.base import (
 )
 from bot.conversation.render import APPROVE, MEMORY_ACTION
 from bot.conversation.running import THINKING
+from bot.wiring.console_format import Printed, terminal_text
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPIN_SECONDS = 0.1
@@ -41,7 +42,8 @@ _ids = itertools.count(1)
 class ConsoleView:
     out: TextIO
     prefix: str = "parley> "
-    written: str = ""  # the answer printed so far
+    source: str = ""  # the Markdown of the answer printed so far
+    printed: Printed | None = None  # how much of it is on the screen, rendered
     _status: str = ""
     _spinner: asyncio.Task[None] | None = field(default=None, repr=False)
 
@@ -50,20 +52,26 @@ class ConsoleView:
         isatty = getattr(self.out, "isatty", None)
         return bool(isatty and isatty())
 
+    def text(self, markdown: str) -> str:
+        """The model's Markdown as this terminal shows it."""
+        return terminal_text(markdown, ansi=self.tty)
+
     async def say(self, text: str) -> None:
         await self._stop_spinner()
         self.end_line()
         self._write(f"{text}\n")
 
     async def show(self, text: str) -> None:
-        """The answer so far (the whole of it): print what is new."""
+        """The answer so far (the whole of it, Markdown): print what is new."""
         await self._stop_spinner()
-        if self.written and not text.startswith(self.written):
-            self.end_line()
-        if not self.written:
-            self._write(self.prefix)
-        self._write(text[len(self.written) :])
-        self.written = text
+        if self.source and not text.startswith(self.source):
+            self.end_line()  # not the same answer any more
+        self.source = text
+        printed = self.printed = self.printed or Printed(ansi=self.tty)
+        started = bool(printed.shown)
+        new = printed.more(text)
+        if new:
+            self._write(new if started else f"{self.prefix}{new}")
 
     async def reset(self, status: str | None) -> None:
         """What was printed was the model thinking aloud: it stays, the status follows."""
@@ -73,17 +81,20 @@ class ConsoleView:
     async def finish(self, answer: str) -> None:
         """End the run's display: the answer, unless it was already printed as it came."""
         await self._stop_spinner()
-        if self.written and answer.startswith(self.written.strip()):
-            self._write(f"{answer[len(self.written.strip()) :]}\n")
-        else:
+        printed = self.printed or Printed(ansi=self.tty)
+        started = bool(printed.shown)
+        rest = printed.rest(answer)
+        if rest is None:  # printed text would read differently now: the answer anew
             self.end_line()
-            self._write(f"{self.prefix}{answer}\n")
-        self.written = ""
+            self._write(f"{self.prefix}{self.text(answer)}\n")
+        else:
+            self._write(f"{rest}\n" if started else f"{self.prefix}{rest}\n")
+        self.source, self.printed = "", None
 
     def end_line(self) -> None:
-        if self.written:
+        if self.printed is not None and self.printed.shown:
             self._write("\n")
-            self.written = ""
+        self.source, self.printed = "", None
 
     async def close(self) -> None:
         await self._stop_spinner()
@@ -156,12 +167,13 @@ class ConsoleAdapter:
         if message.buttons and message.decision_id not in (None, MEMORY_ACTION):
             self.waiting = message
             if is_approval(message):
-                await self.view.say(f"parley wants to:\n{message.text}")
+                await self.view.say(f"parley wants to:\n{self.view.text(message.text)}")
             else:
                 options = [f"  {n}. {b.label}" for n, b in enumerate(message.buttons, 1)]
-                await self.view.say("\n".join([f"parley asks> {message.text}", *options]))
+                question = self.view.text(message.text)
+                await self.view.say("\n".join([f"parley asks> {question}", *options]))
         else:
-            await self.view.say(f"{self.view.prefix}{message.text}")
+            await self.view.say(f"{self.view.prefix}{self.view.text(message.text)}")
         return MessageRef(conversation=conversation, message_id=str(next(_ids)))
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
