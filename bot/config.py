@@ -24,7 +24,7 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 CommaList = Annotated[list[str], NoDecode]
 
@@ -32,6 +32,13 @@ CommaList = Annotated[list[str], NoDecode]
 def _split_commas(value: Any) -> Any:
     if isinstance(value, str):
         return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+def _a_file_not_json(value: Any) -> Any:
+    """A setting that names a JSON file, given the JSON itself: say so at load."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        raise ValueError("names a JSON file; put the JSON in a file and set its path")
     return value
 
 
@@ -100,6 +107,7 @@ class LLMSettings(_Section):
             "claude-opus-4-5": (5.0, 25.0),
         },
         alias="PARLEY_LLM_PRICES",
+        examples=['{"claude-sonnet-4-5": [3.0, 15.0]}'],
     )
 
 
@@ -129,6 +137,8 @@ class McpSettings(_Section):
     secret_key: SecretStr | None = Field(None, alias="PARLEY_SECRET_KEY")
     public_url: str | None = Field(None, alias="PARLEY_PUBLIC_URL", pattern=r"^https?://")
     connect_ttl: float = Field(900.0, alias="PARLEY_CONNECT_TTL", gt=0)
+
+    _file = field_validator("config", mode="before")(_a_file_not_json)
 
     @field_validator("secret_key")
     @classmethod
@@ -275,6 +285,8 @@ class SchedulesSettings(_Section):
     # JSON file: trigger name → secret, conversation, objective template (POST /hooks/<name>)
     triggers_config: Path | None = Field(None, alias="PARLEY_TRIGGERS_CONFIG")
 
+    _file = field_validator("triggers_config", mode="before")(_a_file_not_json)
+
 
 class LogSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", alias="PARLEY_LOG_LEVEL")
@@ -327,6 +339,10 @@ class Settings(BaseModel):
                 )
             except ValidationError as exc:
                 problems.extend(_describe(exc))
+            except SettingsError as exc:  # a JSON-typed variable that is not JSON
+                problems.append(_undecodable(section_type, exc))
+        if len(problems) == 1:
+            raise ConfigError(f"invalid configuration: {problems[0]}")
         if problems:
             raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
         return cls(**sections)
@@ -362,8 +378,19 @@ def _describe(exc: ValidationError) -> list[str]:
         shown = "" if isinstance(given, dict) or given is None else f" (got {given!r})"
         if _SECRET_NAME.search(variable) or "@" in str(given):  # a token, or a URL's password
             shown = ""
-        lines.append(f"{variable}: {error['msg']}{shown}")
+        lines.append(f"{variable}: {error['msg'].removeprefix('Value error, ')}{shown}")
     return lines
+
+
+def _undecodable(section: type[BaseSettings], exc: SettingsError) -> str:
+    """`PARLEY_X: not valid JSON (why)`, from pydantic-settings' "error parsing value for
+    field "x"" (the value is not shown: it may hold a secret)."""
+    found = re.search(r'field "(\w+)"', str(exc))
+    field = section.model_fields.get(found[1]) if found else None
+    variable = (field.alias if field is not None else None) or (found[1] if found else "?")
+    why = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
+    example = f"; for example {field.examples[0]}" if field and field.examples else ""
+    return f"{variable}: not valid JSON{why}{example}"
 
 
 def all_variables() -> dict[str, Any]:

@@ -4,6 +4,7 @@ operators (`parley mcp list`, `parley doctor`, `/readyz` detail)."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from redis.asyncio import Redis
@@ -44,10 +45,17 @@ def build_toolbox(settings: Settings, redis: Redis | None = None) -> McpToolbox 
         return None
     from agent.mcp import McpToolbox
 
-    config = load_config(settings.mcp.config)
+    config = _config(settings.mcp.config)
     log.info("MCP servers configured: %s", ", ".join(config.enabled()) or "none")
     credentials = build_connections(settings, redis, config) if redis is not None else None
     return McpToolbox(config, timing(settings), credentials=credentials)
+
+
+def _config(path: Path) -> McpConfig:
+    try:
+        return load_config(path)
+    except McpConfigError as exc:  # name the setting: the file alone may not ring a bell
+        raise McpConfigError(f"PARLEY_MCP_CONFIG: {exc}") from None
 
 
 def build_connections(
@@ -58,7 +66,7 @@ def build_connections(
     if config is None:
         if settings.mcp.config is None:
             return None
-        config = load_config(settings.mcp.config)
+        config = _config(settings.mcp.config)
     personal = {n: s for n, s in config.enabled().items() if s.auth == "user"}
     mcp = settings.mcp
     if not personal or mcp.secret_key is None or mcp.public_url is None:

@@ -49,6 +49,41 @@ def test_bad_configuration_exits_with_the_variable_named(
     assert "PARLEY_HTTP_PORT" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["run", "doctor"])
+def test_a_malformed_json_setting_is_one_line_for_run_and_doctor(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    monkeypatch.setenv("PARLEY_LLM_PRICES", "{bad")
+    assert main(["--env-file", "/dev/null", command]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("parley: invalid configuration: PARLEY_LLM_PRICES: not valid")
+
+
+def test_make_run_with_a_malformed_json_setting_prints_one_line_of_parley(
+    tmp_path: Path,
+) -> None:
+    """What a newcomer sees from `make run`: parley's one line (and make's own), no trace."""
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PARLEY_", "MAKE"))}
+    result = subprocess.run(
+        ["make", "-s", "-C", str(root), "run"],
+        env={**env, "PARLEY_LLM_PRICES": "{bad", "PARLEY_DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode != 0
+    said = [line for line in result.stderr.splitlines() if not line.startswith("make")]
+    assert said == [
+        "parley: invalid configuration: PARLEY_LLM_PRICES: not valid JSON (Expecting property "
+        'name enclosed in double quotes: line 1 column 2 (char 1)); for example {"claude-sonnet-'
+        '4-5": [3.0, 15.0]}'
+    ], result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["--version"])

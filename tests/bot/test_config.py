@@ -50,6 +50,51 @@ def test_invalid_values_name_every_variable(monkeypatch: pytest.MonkeyPatch) -> 
     assert "PARLEY_TELEGRAM_MODE" in message
 
 
+@pytest.mark.parametrize("where", ["environment", ".env"])
+@pytest.mark.parametrize("value", ["{bad", "[1, 2", "not json"])
+def test_a_malformed_json_setting_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str, value: str
+) -> None:
+    env = tmp_path / ".env"
+    env.write_text(f"PARLEY_LLM_PRICES={value}\n" if where == ".env" else "")
+    if where == "environment":
+        monkeypatch.setenv("PARLEY_LLM_PRICES", value)
+    with pytest.raises(ConfigError) as caught:
+        Settings.load(env_file=env)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(
+        "invalid configuration: PARLEY_LLM_PRICES: not valid JSON ("
+    )
+    assert message.endswith('for example {"claude-sonnet-4-5": [3.0, 15.0]}')
+
+
+def test_json_where_a_file_is_named_says_the_setting_wants_a_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PARLEY_MCP_CONFIG", '{"mcpServers": {}}')
+    with pytest.raises(ConfigError) as caught:
+        Settings.load(env_file=None)
+    assert str(caught.value) == (
+        "invalid configuration: PARLEY_MCP_CONFIG: names a JSON file; put the JSON in a file "
+        """and set its path (got '{"mcpServers": {}}')"""
+    )
+    monkeypatch.delenv("PARLEY_MCP_CONFIG")
+    monkeypatch.setenv("PARLEY_TRIGGERS_CONFIG", "{bad")
+    with pytest.raises(ConfigError, match="PARLEY_TRIGGERS_CONFIG: names a JSON file"):
+        Settings.load(env_file=None)
+
+
+def test_several_bad_variables_are_one_line_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARLEY_LLM_PRICES", "{bad")
+    monkeypatch.setenv("PARLEY_HTTP_PORT", "eighty")
+    with pytest.raises(ConfigError) as caught:
+        Settings.load(env_file=None)
+    lines = str(caught.value).split("\n")
+    assert lines[0] == "invalid configuration:" and len(lines) == 3
+    assert lines[1].startswith("  PARLEY_LLM_PRICES: not valid JSON")
+    assert lines[2].startswith("  PARLEY_HTTP_PORT: Input should be a valid integer")
+
+
 def test_env_example_lists_every_variable_and_nothing_else() -> None:
     example = (ROOT / ".env.example").read_text()
     listed = set(re.findall(r"^([A-Z][A-Z0-9_]+)=", example, flags=re.MULTILINE))
