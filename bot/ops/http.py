@@ -36,6 +36,7 @@ class HttpServer:
         self.app = web.Application(client_max_size=1024 * 1024)
         self.internal = web.Application()
         self.checks: dict[str, ReadinessCheck] = {}
+        self.advisory: set[str] = set()  # shown in /readyz, but not what it answers by
         self.liveness_checks: dict[str, ReadinessCheck] = {}
         self.internal.router.add_get("/healthz", self._healthz)
         self.internal.router.add_get("/readyz", self._readyz)
@@ -47,8 +48,12 @@ class HttpServer:
     ) -> None:
         self.app.router.add_route(method, path, handler)
 
-    def add_check(self, name: str, check: ReadinessCheck) -> None:
+    def add_check(self, name: str, check: ReadinessCheck, *, required: bool = True) -> None:
+        """`required=False`: reported with `"required": false` and never makes the process
+        not ready (one platform among several, say)."""
         self.checks[name] = check
+        if not required:
+            self.advisory.add(name)
 
     def add_liveness_check(self, name: str, check: ReadinessCheck) -> None:
         """A check `/healthz` fails on: something only a restart of the process mends."""
@@ -66,7 +71,7 @@ class HttpServer:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        ready, results = await _run_checks(self.checks)
+        ready, results = await _run_checks(self.checks, self.advisory)
         return web.json_response(
             {"status": "ready" if ready else "not ready", "checks": results},
             status=200 if ready else 503,
@@ -109,8 +114,10 @@ class HttpServer:
             await runner.cleanup()
 
 
-async def _run_checks(checks: dict[str, ReadinessCheck]) -> tuple[bool, dict[str, Any]]:
-    results = {}
+async def _run_checks(
+    checks: dict[str, ReadinessCheck], advisory: set[str] | None = None
+) -> tuple[bool, dict[str, Any]]:
+    results: dict[str, Any] = {}
     passed = True
     for name, check in checks.items():
         try:
@@ -118,7 +125,10 @@ async def _run_checks(checks: dict[str, ReadinessCheck]) -> tuple[bool, dict[str
         except Exception as exc:  # a failing check means "not ready", never a crash
             ok, detail = False, type(exc).__name__
         results[name] = {"ok": ok, "detail": detail}
-        passed = passed and ok
+        if advisory and name in advisory:
+            results[name]["required"] = False
+        else:
+            passed = passed and ok
     return passed, results
 
 

@@ -33,7 +33,7 @@ from bot.wiring.connection import redis_connection
 from bot.wiring.mcp_setup import build_connections, build_toolbox, readiness
 from bot.wiring.memory_setup import completion, open_memory
 from bot.wiring.models import breaker_readiness, build_chat_model
-from bot.wiring.platforms import Platforms
+from bot.wiring.platforms import NO_PLATFORM, Platforms
 from bot.wiring.runtime import build_runtime
 from memory.extract import FactExtractor
 
@@ -134,7 +134,9 @@ async def run_role(
         await http.start()  # every role serves /healthz, /readyz and /metrics
         if gateway:
             await platforms.start_receiving(stop)
-            http.add_check("platforms", platforms.check)
+            platforms.register_checks(http)
+            if not platforms.adapters:
+                log.warning("%s", NO_PLATFORM)
         if toolbox is not None:
             toolbox.launch()  # in the background: a slow or broken server never holds us up
             http.add_check("mcp", readiness(toolbox))

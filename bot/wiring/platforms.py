@@ -2,7 +2,9 @@
 
 An adapter exists when its credentials are present. In a gateway it receives (Slack over
 HTTP or Socket Mode, Telegram by webhook or by polling on the one replica holding the
-polling lease); in a worker it only sends.
+polling lease); in a worker it only sends. Each platform stands alone: one that cannot be
+reached at start keeps being tried in the background while the others serve, and one whose
+API fails makes only itself not ready (`check_of`); the gateway is ready while any is.
 """
 
 from __future__ import annotations
@@ -10,17 +12,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 import redis.asyncio as aioredis
 
 from adapters.base import ChatAdapter, InboundHandler
 from bot.config import Settings
-from bot.ops.health import Health
+from bot.ops.health import Backoff, Health, pause
 from bot.ops.http import HttpServer
 from bot.runtime.keys import Keys
 from bot.runtime.leases import Lease
 
 log = logging.getLogger(__name__)
+
+NO_PLATFORM = (
+    "no chat platform configured: set SLACK_BOT_TOKEN or TELEGRAM_BOT_TOKEN "
+    "(in .env; README: Connect Slack, Connect Telegram)"
+)
+START_RETRY_MAX = 30.0  # seconds between tries to start a platform that was down at start
 
 
 class Platforms:
@@ -109,22 +118,56 @@ class Platforms:
             http.add_route(*self.slack.slack_route())
 
     async def start_receiving(self, stop: asyncio.Event) -> None:
-        if self.telegram is not None:
-            await self.telegram.start()
-            if self.settings.telegram.mode == "polling":
-                lease = Lease(self.redis, self.keys.lease("telegram-polling"), health=self.health)
-                self._polling_lease = lease
-                task = asyncio.create_task(
-                    lease.hold_while(
-                        self._stop_lease, self.telegram.start_polling, self.telegram.stop_polling
-                    )
+        """Start each platform; one that cannot be reached now is tried again in the
+        background, so the others serve meanwhile."""
+        starts = {"telegram": self._start_telegram, "slack": self._start_slack}
+        for name in [n for n in starts if n in self.adapters]:
+            try:
+                await starts[name]()
+            except Exception as exc:
+                log.warning(
+                    "%s could not start (%s); trying again in the background",
+                    name,
+                    type(exc).__name__,
                 )
-                if self.health is not None:
-                    self.health.watch(lease.heartbeat, task)
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-        if self.slack is not None:
-            await self.slack.start()
+                self._track(asyncio.create_task(self._keep_starting(name, starts[name])))
+
+    async def _keep_starting(self, name: str, start: Callable[[], Awaitable[None]]) -> None:
+        backoff = Backoff(first=1.0, cap=START_RETRY_MAX)
+        while not self._stop_lease.is_set():
+            await pause(self._stop_lease, backoff.next())
+            if self._stop_lease.is_set():
+                return
+            try:
+                await start()
+            except Exception as exc:
+                log.debug("%s still cannot start (%s)", name, type(exc).__name__)
+                continue
+            log.info("%s started", name)
+            return
+
+    async def _start_telegram(self) -> None:
+        assert self.telegram is not None
+        await self.telegram.start()
+        if self.settings.telegram.mode == "polling":
+            lease = Lease(self.redis, self.keys.lease("telegram-polling"), health=self.health)
+            self._polling_lease = lease
+            task = asyncio.create_task(
+                lease.hold_while(
+                    self._stop_lease, self.telegram.start_polling, self.telegram.stop_polling
+                )
+            )
+            if self.health is not None:
+                self.health.watch(lease.heartbeat, task)
+            self._track(task)
+
+    async def _start_slack(self) -> None:
+        assert self.slack is not None
+        await self.slack.start()
+
+    def _track(self, task: asyncio.Task[None]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def stop_receiving(self) -> None:
         self._stop_lease.set()
@@ -142,19 +185,41 @@ class Platforms:
                 await adapter.stop()
 
     async def check(self) -> tuple[bool, str]:
-        """Ready when every configured platform is: signed in, receiving (Socket Mode connected,
-        a webhook route or registration, polling alive on the replica that polls), and its API
-        not failing for a while."""
+        """Ready while any configured platform is (each in `check_of`); with none, ready only
+        when triggers can still arrive, and either way the detail says no platform is set."""
         if not self.adapters:
-            return True, "none configured"
-        found: list[tuple[str, bool, str]] = []
-        if self.telegram is not None:
+            if self.settings.schedules.triggers_config is not None:
+                return True, f"{NO_PLATFORM.partition(':')[0]}; triggers arrive on /hooks"
+            return False, NO_PLATFORM
+        found = [(name, *(await self._one(name))) for name in self.adapters]
+        ready = any(ok for _, ok, _ in found)
+        return ready, "; ".join(f"{name}: {detail}" for name, _, detail in found)
+
+    def register_checks(self, http: HttpServer) -> None:
+        """`platforms` (the gateway's readiness) and each platform's own, shown beside it."""
+        http.add_check("platforms", self.check)
+        for name in self.adapters:
+            http.add_check(name, self.check_of(name), required=False)
+
+    def check_of(self, name: str) -> Callable[[], Awaitable[tuple[bool, str]]]:
+        """One platform's readiness, for `/readyz` to show beside the gateway's."""
+
+        async def check() -> tuple[bool, str]:
+            return await self._one(name)
+
+        return check
+
+    async def _one(self, name: str) -> tuple[bool, str]:
+        """Ready when signed in, receiving (Socket Mode connected, a webhook route or
+        registration, polling alive on the replica that polls), and the API not failing for
+        a while."""
+        if name == "telegram" and self.telegram is not None:
             lease = self._polling_lease
             if lease is not None and not lease.tried:  # signed in, but nobody polls yet
-                found.append(("telegram", False, "polling: trying for the polling lease"))
-            else:
-                found.append(("telegram", *self.telegram.health()))
-        if self.slack is not None:
-            found.append(("slack", *(await self.slack.health())))
-        ready = all(ok for _, ok, _ in found)
-        return ready, "; ".join(f"{name}: {detail}" for name, _, detail in found)
+                return False, "polling: trying for the polling lease"
+            ok, detail = self.telegram.health()
+            return ok, detail
+        if name == "slack" and self.slack is not None:
+            ok, detail = await self.slack.health()
+            return ok, detail
+        return False, "not configured"

@@ -20,7 +20,7 @@ from bot.ops.http import HttpServer
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
 from bot.wiring.connection import redis_client
-from bot.wiring.platforms import Platforms
+from bot.wiring.platforms import NO_PLATFORM, Platforms
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.private_redis import private_redis
@@ -32,10 +32,24 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
         yield fake
 
 
+class Readyz:
+    """`/readyz` as a probe sees it: the status and the platforms' detail; `checks` keeps the
+    last answer's every check."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str) -> None:
+        self.http, self.url = http, url
+        self.checks: dict[str, dict[str, Any]] = {}
+
+    async def __call__(self) -> tuple[int, str]:
+        async with self.http.get(self.url) as answer:
+            self.checks = (await answer.json())["checks"]
+            return answer.status, str(self.checks["platforms"]["detail"])
+
+
 @contextlib.asynccontextmanager
 async def gateway(
     redis: aioredis.Redis, **sections: dict[str, Any]
-) -> AsyncIterator[tuple[Platforms, Callable[[], Awaitable[tuple[int, str]]]]]:
+) -> AsyncIterator[tuple[Platforms, Readyz]]:
     settings = Settings.load(
         env_file=None, http={"PARLEY_PLATFORM_DEGRADED_AFTER": 0.5}, **sections
     )
@@ -47,16 +61,9 @@ async def gateway(
     stop = asyncio.Event()
     try:
         await platforms.start_receiving(stop)
-        server.add_check("platforms", platforms.check)
+        platforms.register_checks(server)
         async with aiohttp.ClientSession() as http:
-
-            async def readyz() -> tuple[int, str]:
-                url = f"http://127.0.0.1:{server.metrics_port}/readyz"
-                async with http.get(url) as answer:
-                    body = await answer.json()
-                    return answer.status, str(body["checks"]["platforms"]["detail"])
-
-            yield platforms, readyz
+            yield platforms, Readyz(http, f"http://127.0.0.1:{server.metrics_port}/readyz")
     finally:
         stop.set()
         await platforms.close()
@@ -210,3 +217,91 @@ async def test_a_platform_that_never_signed_in_is_not_ready(
         assert ready and "signed in as @parley_bot" in detail
     finally:
         await platforms.close()
+
+
+async def until_checked_as(readyz: Readyz, name: str, ok: bool, within: float = 30.0) -> int:
+    """Probe until the check `name` reads `ok`; the status /readyz answered then."""
+    deadline = time.monotonic() + within
+    while True:
+        status, _ = await readyz()
+        if readyz.checks[name]["ok"] is ok:
+            return status
+        assert time.monotonic() < deadline, f"{name} stayed {readyz.checks[name]}"
+        await asyncio.sleep(0.1)
+
+
+def both(telegram: FakeTelegram, slack: FakeSlack) -> dict[str, dict[str, Any]]:
+    return {
+        "telegram": {
+            "TELEGRAM_BOT_TOKEN": telegram.token,
+            "TELEGRAM_API_URL": telegram.url,
+            "PARLEY_TELEGRAM_POLL_TIMEOUT": 1,
+        },
+        "slack": {
+            "SLACK_BOT_TOKEN": "xoxb-test",
+            "SLACK_SIGNING_SECRET": "secret",
+            "SLACK_API_URL": slack.api_url,
+        },
+    }
+
+
+async def test_a_telegram_outage_makes_only_telegram_not_ready(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    """Telegram answering 502, then refusing connections: /readyz stays 200 for the gateway
+    (Slack still receives), its `telegram` check says why; both come back by themselves."""
+    async with FakeSlack() as slack, gateway(redis, **both(telegram, slack)) as (_, readyz):
+        await until_ready(readyz, 200)
+        assert readyz.checks["slack"] == {
+            "ok": True,
+            "detail": "events on /slack/events",
+            "required": False,
+        }
+        assert readyz.checks["telegram"]["ok"] is True
+
+        telegram.answer_error("getUpdates", 502, "Bad Gateway", times=10_000)
+        assert await until_checked_as(readyz, "telegram", False) == 200
+        assert "degraded" in readyz.checks["telegram"]["detail"]
+        assert readyz.checks["slack"]["ok"] is True and readyz.checks["platforms"]["ok"] is True
+        telegram.errors["getUpdates"].clear()
+        assert await until_checked_as(readyz, "telegram", True) == 200
+
+        port = telegram.port
+        await telegram.stop()  # connections refused
+        assert await until_checked_as(readyz, "telegram", False) == 200
+        assert "slack: events on /slack/events" in readyz.checks["platforms"]["detail"]
+        await telegram.start(port)
+        assert await until_checked_as(readyz, "telegram", True) == 200
+
+
+async def test_telegram_down_at_start_leaves_slack_serving_and_signs_in_when_back(
+    redis: aioredis.Redis, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = telegram.port
+    await telegram.stop()
+    async with FakeSlack() as slack, gateway(redis, **both(telegram, slack)) as (_, readyz):
+        assert await until_checked_as(readyz, "slack", True) == 200
+        assert readyz.checks["telegram"] == {
+            "ok": False,
+            "detail": "not signed in yet (getMe has not succeeded)",
+            "required": False,
+        }
+        assert "telegram could not start (NetworkError)" in caplog.text
+        await telegram.start(port)
+        assert await until_checked_as(readyz, "telegram", True) == 200
+        assert "polling" in readyz.checks["telegram"]["detail"]
+
+
+async def test_with_no_platform_readyz_says_so(redis: aioredis.Redis, tmp_path: Path) -> None:
+    """Nothing can reach a gateway with no platform: not ready, and the reason names the
+    settings; with triggers it still receives, so it is ready and says what it lacks."""
+    async with gateway(redis) as (platforms, readyz):
+        status, detail = await readyz()
+        assert (status, detail) == (503, NO_PLATFORM)
+        assert "SLACK_BOT_TOKEN" in detail and "TELEGRAM_BOT_TOKEN" in detail
+        assert set(readyz.checks) == {"platforms"}
+    triggers = tmp_path / "triggers.json"
+    triggers.write_text("{}")
+    async with gateway(redis, schedules={"PARLEY_TRIGGERS_CONFIG": str(triggers)}) as (_, readyz):
+        status, detail = await readyz()
+        assert status == 200 and detail.startswith("no chat platform configured;")
