@@ -50,7 +50,7 @@ from adapters.base import (
     hand_over,
 )
 from adapters.health import ApiHealth
-from adapters.slack_agent import AgentSurface, SessionState
+from adapters.slack_agent import AgentSurface, SessionDirectory, SessionState
 from adapters.slack_assistant import AssistantThreads
 from adapters.slack_context import ThreadReader, download, respond
 from adapters.slack_format import messages, streamed_markdown
@@ -99,6 +99,7 @@ ADDRESSING = Addressing(command_prefix="/parley ", code=True, mention="@Parley",
 class SlackAdapter:
     config: SlackConfig
     handler: InboundHandler | None = None
+    sessions: SessionDirectory | None = None  # where agent sessions live, for every process
     platform: Platform = "slack"
     addressing: Addressing = ADDRESSING
     client: AsyncWebClient = field(init=False)
@@ -131,7 +132,7 @@ class SlackAdapter:
         )
         self.inbound = SlackInbound(adapter=self)
         if self.config.surface == "agent":
-            self.agent = AgentSurface(adapter=self)
+            self.agent = AgentSurface(adapter=self, directory=self.sessions)
             self.agent.register()
         else:
             self.app.assistant(self.assistant.middleware())

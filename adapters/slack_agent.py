@@ -12,14 +12,19 @@ A session is a thread: a run's session is its thread, or in a DM the message tha
 `session_status` maps the run's state onto Slack's session statuses. Slack documents the four
 statuses ("processing", "active", "suspended", "closed") but not which fits a run waiting for
 a person; this adapter uses "suspended" for waiting and "closed" for done or stopped.
+
+Which conversation a DM session belongs to (its thread, or the DM itself) is kept in a
+`SessionDirectory` (Redis, in the service) when the session begins, so a stop pressed after a
+restart or at another gateway, and the status of a top-level DM run resumed by a button
+press, still find it; what this process saw is the fallback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import aiohttp
 from slack_bolt.context.async_context import AsyncBoltContext
@@ -44,13 +49,26 @@ TITLE_CHARS = 60
 MAX_REMEMBERED = 10_000  # sessions and contexts remembered per process; oldest forgotten first
 
 
+class SessionDirectory(Protocol):
+    """Where agent sessions live, shared by every process (bot/runtime/agent_sessions.py)."""
+
+    async def began(self, conversation: ConversationKey, session_ts: str) -> None: ...
+
+    async def session_of(self, conversation: ConversationKey) -> str | None: ...
+
+    async def thread_of(self, session: ConversationKey) -> tuple[bool, str | None]: ...
+
+
 @dataclass(kw_only=True)
 class AgentSurface:
     adapter: SlackAdapter
+    directory: SessionDirectory | None = None
     # user -> what they are looking at, as Slack's entities (newest app_context_changed)
     looking_at: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # (DM channel, session thread) -> the conversation's thread (None: the DM itself)
     dm_sessions: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    # conversation id -> the thread of its newest session (a top-level DM run's message)
+    anchors: dict[str, str] = field(default_factory=dict)
 
     def register(self) -> None:
         """Before the adapter's catch-all listener: Bolt runs the first that matches."""
@@ -101,14 +119,15 @@ class AgentSurface:
         if self.adapter.handler is None:
             return
         direct = channel.startswith("D")
+        conversation = ConversationKey(
+            platform="slack", chat_id=channel, thread_id=thread, team_id=team
+        )
         if direct and thread is not None:
-            thread = self.dm_sessions.get((channel, thread))  # a DM's own run: no thread
+            conversation = replace(conversation, thread_id=await self._dm_thread(conversation))
         await self.adapter.hand_over(
             InboundMessage(
                 event_id=f"slack:{body.get('event_id') or event.get('event_ts')}",
-                conversation=ConversationKey(
-                    platform="slack", chat_id=channel, thread_id=thread, team_id=team
-                ),
+                conversation=conversation,
                 actor=Actor(platform="slack", user_id=user, team_id=team),
                 text="stop",
                 is_direct=direct,
@@ -131,6 +150,28 @@ class AgentSurface:
             return text
         return f"{text}\n\n(I am looking at {', '.join(seen)}.)"
 
+    async def _dm_thread(self, session: ConversationKey) -> str | None:
+        """The thread of the conversation a DM session (`session.thread_id`) belongs to."""
+        assert session.thread_id is not None
+        if self.directory is not None:
+            known, thread = await self.directory.thread_of(session)
+            if known:
+                return thread
+        # a DM's own run: no thread
+        return self.dm_sessions.get((session.chat_id, session.thread_id))
+
+    async def _session_thread(
+        self, conversation: ConversationKey, message_id: str | None
+    ) -> str | None:
+        """The run's session: its thread, the message that began it, or (a run resumed by a
+        press or an answer in a DM without threads) the session its conversation began."""
+        thread = conversation.thread_id or message_id
+        if thread is not None:
+            return thread
+        if self.directory is not None and (known := await self.directory.session_of(conversation)):
+            return known
+        return self.anchors.get(conversation.id)
+
     async def session_status(
         self,
         conversation: ConversationKey,
@@ -138,9 +179,16 @@ class AgentSurface:
         state: SessionState,
         title: str | None,
     ) -> None:
-        thread = conversation.thread_id or message_id
+        """`message_id`: the message that began a new run; None for a resumed one."""
+        thread = await self._session_thread(conversation, message_id)
         if thread is None:
             return
+        if message_id is not None and state == "working" and conversation.chat_id.startswith("D"):
+            self.anchors[conversation.id] = thread
+            self.dm_sessions[(conversation.chat_id, thread)] = conversation.thread_id
+            _bound(self.anchors)
+            if self.directory is not None:
+                await self.directory.began(conversation, thread)
         try:
             async with asyncio.timeout(CALL_TIMEOUT):
                 await self.adapter.client.agents_sessions_setStatus(

@@ -149,7 +149,11 @@ class Runner:
         Where the platform has agent sessions, the run's session follows it (`title`: a new
         session's, from the request)."""
         conversation = event.conversation
-        await _session(reply.adapter, event, "working", title)
+        # a new run's session begins at the message that asked; a resumed one goes on in its own
+        began = (
+            event.message_id if isinstance(event, InboundMessage) and title is not None else None
+        )
+        await _session(reply.adapter, event, began, "working", title)
         latest: list[str] = []
         said: list[int] = []  # the step whose status is the model's own words
         delay = getattr(reply.adapter, "progress_delay", PROGRESS_DELAY)
@@ -209,7 +213,7 @@ class Runner:
                 await timer
             if stream is not None:
                 await stream.settle()
-        await _session(reply.adapter, event, _session_state(outcome))
+        await _session(reply.adapter, event, began, _session_state(outcome))
         _count(outcome, time.monotonic() - started)
         if self.charge is not None:
             try:
@@ -303,13 +307,17 @@ class Runner:
 
 
 async def _session(
-    adapter: ChatAdapter, event: Inbound, state: str, title: str | None = None
+    adapter: ChatAdapter,
+    event: Inbound,
+    message_id: str | None,
+    state: str,
+    title: str | None = None,
 ) -> None:
-    """Tell a platform with agent sessions (Slack) how the run stands; only a nicety."""
+    """Tell a platform with agent sessions (Slack) how the run stands; only a nicety.
+    `message_id`: the message a new run began with (None: the session goes on)."""
     set_status = getattr(adapter, "session_status", None)
     if set_status is None:
         return
-    message_id = event.message_id if isinstance(event, InboundMessage) else None
     try:
         await set_status(event.conversation, message_id, state, title)
     except Exception:

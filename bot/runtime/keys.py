@@ -67,6 +67,14 @@ class Keys:
         """The channel stop requests are published on."""
         return f"{self.prefix}:stops"
 
+    def session_anchor(self, conversation_id: str) -> str:
+        """The thread of the conversation's newest platform agent session (Slack)."""
+        return self.conversation(conversation_id, "agent-session")
+
+    def agent_session(self, session_id: str) -> str:
+        """A platform agent session (its chat and thread) → its conversation's thread."""
+        return f"{self.prefix}:agent-session:{session_id}"
+
     def thread_seen(self, conversation_id: str) -> str:
         """The newest thread message Parley saw, so it reads only what came after it."""
         return self.conversation(conversation_id, "seen")
@@ -170,6 +178,8 @@ PATTERNS: dict[str, str] = {
     "conv:*:seen": "ttl",
     "conv:*:stop": "ttl",
     "conv:*:shown:*": "ttl",
+    "conv:*:agent-session": "ttl",
+    "agent-session:*": "ttl",
     "decision:*": "ttl",
     "decisions:pending:*": "retention: members leave when decided or pruned when expired",
     "outbox:*": "ttl",

@@ -20,6 +20,7 @@ from adapters.base import ChatAdapter, InboundHandler
 from bot.config import Settings
 from bot.ops.health import Backoff, Health, pause
 from bot.ops.http import HttpServer
+from bot.runtime.agent_sessions import RedisSessionDirectory
 from bot.runtime.keys import Keys
 from bot.runtime.leases import Lease
 
@@ -107,6 +108,9 @@ class Platforms:
                 degraded_after=self.settings.http.platform_degraded_after,
             ),
             handler=self.handler,
+            sessions=RedisSessionDirectory(
+                self.redis, self.keys, ttl=self.settings.runtime.session_ttl
+            ),
         )
         self.adapters["slack"] = adapter
         return adapter

@@ -21,6 +21,8 @@ from agent.tools import Tool, tool
 from bot.config import Settings
 from bot.conversation.channels import Channels
 from bot.ops.http import HttpServer
+from bot.runtime.agent_sessions import RedisSessionDirectory
+from bot.runtime.keys import Keys
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.fakes import slack as fs
@@ -104,7 +106,8 @@ async def slack_bot(
                 api_url=fake.api_url,
                 approver_groups=tuple(a for a in approvers or [] if a.startswith("S")),
                 **config,
-            )
+            ),
+            sessions=RedisSessionDirectory(redis, Keys(), ttl=3600),  # as the service has it
         )
         registry = builtin_registry()
         registry.register(post_update)
