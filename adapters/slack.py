@@ -109,8 +109,7 @@ class SlackAdapter:
     ingress: SlackIngress = field(init=False)
     _socket: Any = field(default=None, init=False)
     _threads: ThreadReader = field(init=False)
-    # DM channel -> the ts of the latest message there: where the assistant status shows
-    dm_threads: dict[str, str] = field(default_factory=dict, init=False)
+    dm_threads: dict[str, str] = field(default_factory=dict, init=False)  # DM -> where status shows
     assistant: AssistantThreads = field(init=False)
     agent: AgentSurface | None = field(default=None, init=False)
     inbound: SlackInbound = field(init=False)
