@@ -1,7 +1,7 @@
 """Telegram sends: CPU per sendMessage on our aiohttp transport against PTB's default httpx one.
 
 The same python-telegram-bot `Bot` sends 2,000 messages, 32 at a time, through
-`adapters.telegram_http.AiohttpRequest` and through PTB's own `HTTPXRequest` (both with 32
+`adapters.telegram.http.AiohttpRequest` and through PTB's own `HTTPXRequest` (both with 32
 connections). A minimal Bot API server answers in a process of its own (this module run with
 `serve`), so the CPU measured (`time.process_time`) is the sending side's alone. A third run
 puts the adapter's `RateLimiter` (PTB's `AIORateLimiter`) on the aiohttp transport, to show
@@ -67,8 +67,8 @@ async def cpu_per_send(url: str, transport: str) -> float:
     from telegram.ext import ExtBot
     from telegram.request import BaseRequest, HTTPXRequest
 
-    from adapters.telegram_delivery import RateLimiter
-    from adapters.telegram_http import AiohttpRequest
+    from adapters.telegram.delivery import RateLimiter
+    from adapters.telegram.http import AiohttpRequest
 
     request: BaseRequest = (
         HTTPXRequest(connection_pool_size=CONCURRENCY)

@@ -59,7 +59,7 @@ class Platforms:
         if config.token is None:
             return None
         from adapters.telegram import TelegramAdapter, TelegramConfig
-        from adapters.telegram_inbound import MAX_TEXT as TELEGRAM_MAX_TEXT
+        from adapters.telegram.inbound import MAX_TEXT as TELEGRAM_MAX_TEXT
 
         adapter = TelegramAdapter(
             config=TelegramConfig(
@@ -86,7 +86,7 @@ class Platforms:
         if config.bot_token is None:
             return None
         from adapters.slack import SlackAdapter, SlackConfig
-        from adapters.slack_inbound import MAX_TEXT as SLACK_MAX_TEXT
+        from adapters.slack.inbound import MAX_TEXT as SLACK_MAX_TEXT
 
         adapter = SlackAdapter(
             config=SlackConfig(

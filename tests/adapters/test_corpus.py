@@ -28,11 +28,12 @@ import pytest
 import redis.asyncio as aioredis
 from telegram import Bot, Update
 
-from adapters import slack_inbound as slack_adapter
-from adapters import telegram_inbound, telegram_ingress
 from adapters.base import Inbound, InboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
+from adapters.slack import inbound as slack_adapter
 from adapters.telegram import TelegramAdapter, TelegramConfig
+from adapters.telegram import inbound as telegram_inbound
+from adapters.telegram import ingress as telegram_ingress
 from bot.ops.http import HttpServer
 from bot.runtime.inbox import Inbox, decode
 from bot.runtime.keys import Keys

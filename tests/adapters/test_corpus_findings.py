@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
-from adapters import telegram_ingress
 from adapters.base import InboundMessage
+from adapters.telegram import ingress as telegram_ingress
 from bot.runtime.keys import Keys
 from tests.adapters.test_corpus import (
     WEBHOOK_SECRET,

@@ -18,7 +18,7 @@ from adapters.base import (
 )
 from adapters.slack import SlackAdapter, SlackConfig
 from adapters.telegram import TelegramAdapter, TelegramConfig
-from adapters.telegram_stream import TelegramLive
+from adapters.telegram.stream import TelegramLive
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 

@@ -7,8 +7,8 @@ import html as html_text
 import re
 
 from adapters.base import OutboundMessage
-from adapters.slack_format import SECTION_LIMIT, messages
-from adapters.telegram_format import split_html
+from adapters.slack.format import SECTION_LIMIT, messages
+from adapters.telegram.format import split_html
 
 ANSWER = """## Options compared
 

@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 import pytest
 
-from adapters import slack_context
 from adapters.base import Actor, Attachment, ConversationKey, DownloadError, InboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
-from adapters.slack_context import download, may_receive_token
+from adapters.slack import context as slack_context
+from adapters.slack.context import download, may_receive_token
 from agent import Agent, Finished, builtin_registry
 from agent.channels import read_channel_tool
 from agent.protocols import RunContext

@@ -4,7 +4,7 @@ stopStream, an edit that replaces a stream, or the thread's status line."""
 
 from __future__ import annotations
 
-from adapters.slack_format import streamed_markdown
+from adapters.slack.format import streamed_markdown
 from tests.adapters.test_slack_stream import finished, slack_bot, until
 from tests.fakes import anthropic as fa
 from tests.fakes import slack as fs

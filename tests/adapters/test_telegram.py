@@ -317,7 +317,7 @@ async def test_a_duplicate_polled_update_is_answered_once(redis, telegram: FakeT
 async def test_unlisted_users_are_handed_over_once_per_conversation(
     redis, telegram: FakeTelegram, caplog
 ) -> None:
-    caplog.set_level(logging.INFO, logger="adapters.telegram_inbound")
+    caplog.set_level(logging.INFO, logger="adapters.telegram.inbound")
     model = ScriptedModel([reply("hi Ana"), reply("hi Carol")])
     async with bot(redis, telegram, model, allowed_users=(str(ANA), "@carol")) as (
         harness,

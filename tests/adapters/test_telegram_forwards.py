@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from telegram import Bot, Update
 
 from adapters.telegram import TelegramAdapter, TelegramConfig
-from adapters.telegram_inbound import TelegramInbound
+from adapters.telegram.inbound import TelegramInbound
 from tests.agent.scripted import ScriptedModel, call, turn
 from tests.bot.harness import running
 from tests.fakes.telegram import FakeTelegram

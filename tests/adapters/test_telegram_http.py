@@ -15,7 +15,7 @@ from aiohttp import web
 from telegram import Bot, InputFile
 from telegram.error import NetworkError, TimedOut
 
-from adapters.telegram_http import AiohttpRequest
+from adapters.telegram.http import AiohttpRequest
 
 pytestmark = pytest.mark.network
 

@@ -4,7 +4,7 @@ render through one function (`split_html`)."""
 
 from __future__ import annotations
 
-from adapters.telegram_format import split_html
+from adapters.telegram.format import split_html
 from tests.adapters.test_telegram import ANA, GROUP, bot, until
 from tests.agent.scripted import ScriptedModel, reply
 from tests.fakes.telegram import BOT_USERNAME, FakeTelegram

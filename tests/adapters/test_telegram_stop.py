@@ -4,7 +4,7 @@ chat (`message_thread_id`, Bot API 9.3) are separate conversations."""
 
 from __future__ import annotations
 
-from adapters.telegram_inbound import conversation_of
+from adapters.telegram.inbound import conversation_of
 from tests.adapters.test_telegram import bot as scripted_bot
 from tests.adapters.test_telegram_stream import ANA, PACE, anthropic, bot, until
 from tests.agent.scripted import ScriptedModel, reply

@@ -15,7 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from adapters.slack import SlackAdapter, SlackConfig
-from adapters.slack_inbound import PRESS_NOT_TAKEN
+from adapters.slack.inbound import PRESS_NOT_TAKEN
 from agent.builtin_tools import builtin_registry
 from agent.tools import tool
 from bot.ops.http import HttpServer
@@ -149,7 +149,7 @@ async def test_a_telegram_approve_pressed_while_redis_is_down(
     telegram: FakeTelegram,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="adapters.telegram_ingress")
+    caplog.set_level(logging.INFO, logger="adapters.telegram.ingress")
     server, client = store
     model = ScriptedModel([turn(call("ship", target="prod")), reply("Shipped.")])
     async with on_telegram(client, telegram, model) as harness:
@@ -174,7 +174,7 @@ async def test_a_telegram_approve_pressed_while_redis_is_down(
     [answer] = telegram.method_calls("answerCallbackQuery")  # once it was stored and applied
     assert answer.body["callback_query_id"] == press["callback_query"]["id"]
     assert answer.body["text"] == "Approved" and press not in telegram.updates
-    said = [r.getMessage() for r in caplog.records if r.name == "adapters.telegram_ingress"]
+    said = [r.getMessage() for r in caplog.records if r.name == "adapters.telegram.ingress"]
     assert [line.split(" (")[0] for line in said] == [
         "Telegram updates are waiting",
         "Telegram updates flow again",

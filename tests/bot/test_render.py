@@ -7,8 +7,8 @@ import json
 import redis.asyncio as aioredis
 
 from adapters.base import OutboundMessage
-from adapters.slack_format import messages
-from adapters.telegram_format import split_html
+from adapters.slack.format import messages
+from adapters.telegram.format import split_html
 from agent import Agent, AwaitingApproval, builtin_registry
 from agent.protocols import RunContext
 from bot.conversation.render import (

@@ -32,10 +32,10 @@ from adapters.base import (
     InboundMessage,
     MessageRef,
 )
-from adapters.slack_context import files_of
+from adapters.slack.context import files_of
 
 if TYPE_CHECKING:
-    from adapters.slack import SlackAdapter
+    from adapters.slack.adapter import SlackAdapter
 
 log = logging.getLogger(__name__)
 

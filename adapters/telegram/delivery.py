@@ -33,7 +33,7 @@ from telegram.ext import AIORateLimiter
 
 from adapters.base import DeliveryFailed, Undeliverable
 from adapters.health import ApiHealth
-from adapters.telegram_stream import seconds
+from adapters.telegram.stream import seconds
 
 Result = bool | dict[str, Any] | list[dict[str, Any]]
 

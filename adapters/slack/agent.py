@@ -33,7 +33,7 @@ from slack_sdk.errors import SlackApiError
 from adapters.base import Actor, ConversationKey, InboundMessage
 
 if TYPE_CHECKING:
-    from adapters.slack import SlackAdapter
+    from adapters.slack.adapter import SlackAdapter
 
 log = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ from slack_sdk.models.messages.chunk import TaskUpdateChunk
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage
-from adapters.slack_format import allowed_keys, streamed_markdown
+from adapters.slack.format import allowed_keys, streamed_markdown
 
 if TYPE_CHECKING:
-    from adapters.slack import SlackAdapter
+    from adapters.slack.adapter import SlackAdapter
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """Slack on slack-bolt's AsyncApp: events, button presses and /parley in, Block Kit out.
 
-Requests arrive over HTTP (`slack_ingress.py`: signature, what Bolt never sees) or Socket
+Requests arrive over HTTP (`ingress.py`: signature, what Bolt never sees) or Socket
 Mode, when an app token is set. Bolt runs the listener before it answers
-(`process_before_response`), and the listener (`slack_inbound.py`) only translates and
+(`process_before_response`), and the listener (`inbound.py`) only translates and
 queues, so an event is stored before Slack's 200 or Socket Mode ack and still well inside
 Slack's 3 s. When the handler cannot store it (`HandoverFailed`, or no answer within
 `handover_timeout`) Slack gets a 503 or no ack and sends the event again; the inbox answers a
@@ -50,13 +50,13 @@ from adapters.base import (
     hand_over,
 )
 from adapters.health import ApiHealth
-from adapters.slack_agent import AgentSurface, SessionDirectory, SessionState
-from adapters.slack_assistant import AssistantThreads
-from adapters.slack_context import ThreadReader, download, respond
-from adapters.slack_format import messages, streamed_markdown
-from adapters.slack_inbound import MAX_TEXT, SlackInbound
-from adapters.slack_ingress import SlackIngress
-from adapters.slack_stream import SlackLive
+from adapters.slack.agent import AgentSurface, SessionDirectory, SessionState
+from adapters.slack.assistant import AssistantThreads
+from adapters.slack.context import ThreadReader, download, respond
+from adapters.slack.format import messages, streamed_markdown
+from adapters.slack.inbound import MAX_TEXT, SlackInbound
+from adapters.slack.ingress import SlackIngress
+from adapters.slack.stream import SlackLive
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,13 @@
 """Telegram on python-telegram-bot: updates in, neutral events out, and back.
 
 Receiving is long polling (which the service runs only on the replica that holds the
-polling lease) or a webhook route on the shared aiohttp server (`telegram_ingress.py`);
-`telegram_inbound.py` turns each update into an event, which this adapter hands over. It
+polling lease) or a webhook route on the shared aiohttp server (`ingress.py`);
+`inbound.py` turns each update into an event, which this adapter hands over. It
 says nothing on its own: what a refusal, a sticker or an over-long message gets in reply is
 the conversation engine's to decide.
 
-Sending goes through PTB's `ExtBot` on an aiohttp transport (`telegram_http.py`), with PTB's
-rate limiter; failures surface as the adapter error tree (`telegram_delivery.py`).
+Sending goes through PTB's `ExtBot` on an aiohttp transport (`http.py`), with PTB's
+rate limiter; failures surface as the adapter error tree (`delivery.py`).
 """
 
 from __future__ import annotations
@@ -52,15 +52,15 @@ from adapters.base import (  # noqa: E402
     hand_over,
 )
 from adapters.health import ApiHealth  # noqa: E402
-from adapters.telegram_buttons import keyboard  # noqa: E402
-from adapters.telegram_delivery import RateLimiter, delivery, observed  # noqa: E402
-from adapters.telegram_files import download  # noqa: E402
-from adapters.telegram_format import MESSAGE_LIMIT, split_html  # noqa: E402
-from adapters.telegram_http import AiohttpRequest  # noqa: E402
-from adapters.telegram_inbound import COMMANDS, MAX_TEXT, TelegramInbound  # noqa: E402
-from adapters.telegram_inbound import parse_update as parse  # noqa: E402
-from adapters.telegram_ingress import ALLOWED_UPDATES, MAX_RETRY_AFTER, TelegramIngress  # noqa: E402
-from adapters.telegram_stream import TelegramLive, quoting  # noqa: E402
+from adapters.telegram.buttons import keyboard  # noqa: E402
+from adapters.telegram.delivery import RateLimiter, delivery, observed  # noqa: E402
+from adapters.telegram.files import download  # noqa: E402
+from adapters.telegram.format import MESSAGE_LIMIT, split_html  # noqa: E402
+from adapters.telegram.http import AiohttpRequest  # noqa: E402
+from adapters.telegram.inbound import COMMANDS, MAX_TEXT, TelegramInbound  # noqa: E402
+from adapters.telegram.inbound import parse_update as parse  # noqa: E402
+from adapters.telegram.ingress import ALLOWED_UPDATES, MAX_RETRY_AFTER, TelegramIngress  # noqa: E402
+from adapters.telegram.stream import TelegramLive, quoting  # noqa: E402
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from telegram.constants import ParseMode
 from telegram.error import BadRequest, RetryAfter, TelegramError
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage, Undeliverable
-from adapters.telegram_buttons import keyboard
+from adapters.telegram.buttons import keyboard
 
 if TYPE_CHECKING:
-    from adapters.telegram import TelegramAdapter
+    from adapters.telegram.adapter import TelegramAdapter
 
 log = logging.getLogger(__name__)
 

@@ -36,11 +36,11 @@ from telegram.request import BaseRequest
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
 
 from adapters.base import HandoverFailed
-from adapters.telegram_inbound import parse_update
-from adapters.telegram_stream import seconds
+from adapters.telegram.inbound import parse_update
+from adapters.telegram.stream import seconds
 
 if TYPE_CHECKING:
-    from adapters.telegram import TelegramAdapter, TelegramConfig
+    from adapters.telegram.adapter import TelegramAdapter, TelegramConfig
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from adapters.base import (
     InboundMessage,
     MessageRef,
 )
-from adapters.telegram_buttons import parse_callback_data
-from adapters.telegram_files import attachments_of, forward_author, replied_to
+from adapters.telegram.buttons import parse_callback_data
+from adapters.telegram.files import attachments_of, forward_author, replied_to
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,5 @@
+"""Slack: the adapter (`adapter.py`) and the parts it is made of."""
+
+from adapters.slack.adapter import ADDRESSING, SlackAdapter, SlackConfig
+
+__all__ = ["ADDRESSING", "SlackAdapter", "SlackConfig"]

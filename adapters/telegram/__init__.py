@@ -1,0 +1,5 @@
+"""Telegram: the adapter (`adapter.py`) and the parts it is made of."""
+
+from adapters.telegram.adapter import TelegramAdapter, TelegramConfig
+
+__all__ = ["TelegramAdapter", "TelegramConfig"]
