@@ -302,7 +302,7 @@ class SlackAdapter:
             user_id=user_id,
             team_id=team_id or conversation.team_id,
             allowed_mentions=allowed_mentions,
-            tasks=self.agent is not None and is_direct,  # a channel sees no one's tool steps
+            tasks=self.agent is not None,  # task and plan updates: the agent surface's
         )
 
     async def progress(self, conversation: ConversationKey, status: str | None) -> None:

@@ -8,6 +8,11 @@ ordinary message — so the reply is never lost and never doubled.
 
 What is streamed passes the same mention rule as a post (`streamed_markdown`): only the
 mentions the requester typed may ping.
+
+On the agent surface, tool steps are task updates (`task_update` chunks); a run that carries
+out an approved plan opens its stream in plan display (`task_display_mode="plan"`) with a
+`plan_update` chunk naming the plan and one pending task per step, which its steps then move
+on (in_progress, complete or error).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.models.messages.chunk import TaskUpdateChunk
+from slack_sdk.models.messages.chunk import Chunk, PlanUpdateChunk, TaskUpdateChunk
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage
@@ -73,7 +78,7 @@ class SlackLive:
             self._broken = True
             log.warning("Slack refused the stream (%s); the answer will arrive whole", _error(exc))
 
-    async def _started(self) -> AsyncChatStream:
+    async def _started(self, display: str = "timeline") -> AsyncChatStream:
         if self._stream is None:
             # buffer_size=1: every append goes out; the caller already throttles
             self._stream = await self.adapter.client.chat_stream(
@@ -82,9 +87,23 @@ class SlackLive:
                 recipient_user_id=self.user_id,
                 recipient_team_id=self.team_id,
                 buffer_size=1,
-                task_display_mode="timeline" if self.tasks else None,
+                task_display_mode=display if self.tasks else None,
             )
         return self._stream
+
+    async def plan(self, title: str, steps: list[tuple[str, str, str]]) -> None:
+        """A plan being carried out: its title and its steps (id, title, status) as one
+        plan block; never raises."""
+        if not self.tasks or self._broken:
+            return
+        chunks: list[Chunk] = [PlanUpdateChunk(title=title)]
+        chunks += [TaskUpdateChunk(id=i, title=t, status=status) for i, t, status in steps]
+        try:
+            stream = await self._started("plan")
+            await stream.append(chunks=chunks)
+        except SlackClientError as exc:
+            self._broken = True
+            log.warning("Slack refused a plan update (%s); the answer arrives whole", _error(exc))
 
     async def task(self, task_id: str, title: str, status: str) -> None:
         """A tool step as a task update chunk (slack_sdk 3.47); never raises."""

@@ -30,6 +30,7 @@ from adapters.base import (
     MessageRef,
     OutboundMessage,
 )
+from agent.deferred import Plan
 from agent.loop import Agent
 from agent.messages import ContentBlock
 from bot.conversation import effects as fx
@@ -354,6 +355,7 @@ class Executor:
         return await self._call(
             turn,
             private=private,
+            plan=plan.plan() if plan is not None and resolution.approved else None,
             invoke=lambda progress, stop: self.agent.resume(
                 state,
                 answer=resolution.answer,
@@ -366,7 +368,13 @@ class Executor:
         )
 
     async def _call(
-        self, turn: EntryTurn, *, invoke: Stoppable, private: bool, title: str | None = None
+        self,
+        turn: EntryTurn,
+        *,
+        invoke: Stoppable,
+        private: bool,
+        title: str | None = None,
+        plan: Plan | None = None,
     ) -> fx.Ran:
         session = turn.session
         requester = (
@@ -390,6 +398,7 @@ class Executor:
                 lambda progress: invoke(progress, stop),
                 private=private,
                 title=title,
+                plan=plan,
             )
         outcome = turn.called.outcome
         session.state = outcome.state

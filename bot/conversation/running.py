@@ -23,6 +23,7 @@ from adapters.base import (
     MessageRef,
     OutboundMessage,
 )
+from agent.deferred import Plan
 from agent.messages import Usage
 from agent.outcomes import Failed, Finished, Outcome
 from agent.protocols import ProgressEvent, RunContext
@@ -31,13 +32,14 @@ from bot.ops import metrics
 from bot.ops.health import redis_away
 from bot.runtime.locks import Lease
 from bot.runtime.outbox import Outbox
-from bot.runtime.streaming import AnswerStream, live_message
+from bot.runtime.streaming import AnswerStream, StreamPlan, live_message
 
 log = logging.getLogger(__name__)
 
 PROGRESS_DELAY = 0.5  # seconds a run works before the chat shows that it is working
 THINKING = "Thinking…"
 USING = "Using {tool}…"
+APPROVED_PLAN = "Approved plan"  # a plan's title in the stream when the model named no goal
 
 # Admission check before a run: returns a refusal text, or None to go ahead.
 Admission = Callable[[InboundMessage], Awaitable[str | None]]
@@ -143,11 +145,13 @@ class Runner:
         *,
         private: bool = False,
         title: str | None = None,
+        plan: Plan | None = None,
     ) -> Called:
         """Run `invoke`; `private`: the answer is for the requester alone, so neither it nor
         the model's words as a status are shown in the conversation while it is written.
         Where the platform has agent sessions, the run's session follows it (`title`: a new
-        session's, from the request)."""
+        session's, from the request). `plan`: an approved plan the run carries out, shown
+        with its steps' progress where the platform shows plans."""
         conversation = event.conversation
         # a new run's session begins at the message that asked; a resumed one goes on in its own
         began = (
@@ -168,7 +172,7 @@ class Runner:
             except Exception:
                 log.debug("progress update failed in %s", conversation.id)
 
-        stream = None if private else self._answer_stream(event, reply)
+        stream = None if private else self._answer_stream(event, reply, plan)
 
         async def progress(update: ProgressEvent) -> None:
             if update.kind in ("text_delta", "text_reset"):
@@ -276,7 +280,9 @@ class Runner:
         except Exception:
             log.warning("could not clear progress in %s", conversation.id)
 
-    def _answer_stream(self, event: Inbound, reply: Reply) -> AnswerStream | None:
+    def _answer_stream(
+        self, event: Inbound, reply: Reply, plan: Plan | None = None
+    ) -> AnswerStream | None:
         if self.stream_interval is None:
             return None
         live = live_message(
@@ -303,6 +309,7 @@ class Runner:
             if reply.lease is not None and reply.entry_id in reply.lease.untried
             else "unknown",
             later=reply.lease,
+            plan=_shown_plan(plan),
         )
 
 
@@ -322,6 +329,13 @@ async def _session(
         await set_status(event.conversation, message_id, state, title)
     except Exception:
         log.debug("no session status in %s", event.conversation.id)
+
+
+def _shown_plan(plan: Plan | None) -> StreamPlan | None:
+    if plan is None or not plan.steps:
+        return None
+    steps = tuple((step.tool, step.description) for step in plan.steps)
+    return StreamPlan(title=plan.goal or APPROVED_PLAN, steps=steps)
 
 
 def _session_state(outcome: Outcome) -> str:

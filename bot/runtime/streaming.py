@@ -75,6 +75,22 @@ def live_message(
     return made
 
 
+@dataclass(frozen=True, kw_only=True)
+class StreamPlan:
+    """An approved plan the run carries out, shown where the platform shows plans (Slack)."""
+
+    title: str
+    steps: tuple[tuple[str, str], ...]  # (tool, what the step does), in order
+
+
+@dataclass(kw_only=True)
+class _PlanTask:
+    id: str
+    tool: str
+    title: str
+    status: str = "pending"
+
+
 @dataclass(kw_only=True)
 class AnswerStream:
     live: LiveMessage
@@ -99,6 +115,16 @@ class AnswerStream:
     _flush_waiting: bool = False  # the flush task still sleeps (cancelling it loses nothing)
     _tasks: list[tuple[str, str]] = field(default_factory=list)  # (task id, tool) running
     _began: float = field(default_factory=time.monotonic)
+    plan: StreamPlan | None = None
+    _plan: list[_PlanTask] = field(default_factory=list)
+    _plan_shown: bool = False
+
+    def __post_init__(self) -> None:
+        if self.plan is not None:
+            self._plan = [
+                _PlanTask(id=f"plan-{n}", tool=tool, title=title or tool)
+                for n, (tool, title) in enumerate(self.plan.steps, start=1)
+            ]
 
     async def on_progress(self, event: ProgressEvent) -> None:
         if event.kind in ("tool_started", "tool_finished"):
@@ -149,6 +175,7 @@ class AnswerStream:
                 return
         self._last_show = time.monotonic()
         self._shown = text
+        await self._show_plan()
         await self.live.show(text)
         await self._record_live()
 
@@ -174,7 +201,10 @@ class AnswerStream:
         if task is None or event.tool is None or self.mode not in ("unknown", "live"):
             return
         if event.kind == "tool_started":
-            task_id = f"task-{event.step}-{len(self._tasks) + 1}"
+            step = next(
+                (p for p in self._plan if p.tool == event.tool and p.status == "pending"), None
+            )
+            task_id = step.id if step else f"task-{event.step}-{len(self._tasks) + 1}"
             self._tasks.append((task_id, event.tool))
             status = "in_progress"
         else:
@@ -184,14 +214,27 @@ class AnswerStream:
             task_id = running[0][0]
             self._tasks.remove(running[0])
             status = "complete" if event.detail.get("status") == "ok" else "error"
+        step = next((p for p in self._plan if p.id == task_id), None)
+        if step is not None:
+            step.status = status
         if not self._last_show and time.monotonic() - self._began < self.first_show:
             return  # a quick run shows nothing half, tasks included
         if self.mode == "unknown":
             await self._read_key()
             if self.mode != "live":
                 return
-        await task(task_id, event.tool, status)
+        if not await self._show_plan():  # a plan shown now shows this step as it stands
+            await task(task_id, step.title if step else event.tool, status)
         await self._record_live()
+
+    async def _show_plan(self) -> bool:
+        """The plan as it stands, once, before anything else is shown; whether it went now."""
+        show = getattr(self.live, "plan", None)
+        if self.plan is None or self._plan_shown or show is None:
+            return False
+        self._plan_shown = True
+        await show(self.plan.title, [(p.id, p.title, p.status) for p in self._plan])
+        return True
 
     async def _read_key(self) -> None:
         self._learn(await self.redis.get(self.redis_key))
@@ -293,4 +336,6 @@ class AnswerStream:
             except Exception:
                 log.warning("could not complete the interrupted answer; posting it anew")
                 return await self.adapter.send(self.conversation, message)
+        if any(p.status != "pending" for p in self._plan):
+            await self._show_plan()  # a quick run's plan: shown whole, with the answer
         return await self.live.finish(message)

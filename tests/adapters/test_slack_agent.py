@@ -152,7 +152,7 @@ async def test_tool_steps_show_as_task_updates_in_the_streamed_answer(redis) -> 
         assert start["task_display_mode"] == "timeline"
 
 
-async def test_a_channel_sees_no_task_updates(redis) -> None:
+async def test_a_channel_thread_shows_task_updates_too(redis) -> None:
     model = ScriptedModel(
         [turn(call("calculator", expression="6*7")), reply("It is 42.")], latency=0.6
     )
@@ -162,7 +162,108 @@ async def test_a_channel_sees_no_task_updates(redis) -> None:
         await until(lambda: bool(s.fake.in_channel("CGEN", asked["ts"])), within=10)
         await s.harness.settle()
         (answer,) = s.fake.in_channel("CGEN", asked["ts"])
-        assert answer.text == "It is 42." and answer.tasks == {}
+        assert answer.text == "It is 42." and answer.display == "timeline"
+        assert list(answer.tasks.values()) == [("calculator", "complete")]
+        # streamed to the one who asked, as Slack requires in a channel
+        start = s.fake.method_calls("chat.startStream")[0].body
+        assert (start["recipient_user_id"], start["recipient_team_id"]) == ("UANA", "T1")
+
+
+PLAN = [
+    {"tool": "post_update", "args": {"channel": "CGEN"}, "description": "Announce in #general"},
+    {"tool": "post_update", "args": {"channel": "CRANDOM"}, "description": "Announce in #random"},
+]
+
+
+async def test_an_approved_plan_shows_as_a_plan_update_whose_steps_move_on(redis) -> None:
+    model = ScriptedModel(
+        [
+            turn(call("propose_plan", goal="Announce the offsite", steps=PLAN)),
+            turn(call("post_update", channel="CGEN"), call("post_update", channel="CRANDOM")),
+            reply("Both announced."),
+        ],
+        latency=0.6,
+    )
+    async with slack_bot(redis, model) as s:
+        asked = fs.mention_event("UANA", "announce the offsite everywhere")
+        await s.event(asked)
+        await until(lambda: bool(s.fake.in_channel("CGEN", asked["ts"])), within=10)
+        await s.harness.settle()
+        (approval,) = s.fake.in_channel("CGEN", asked["ts"])
+        await s.form(fs.block_action(approval, "Approve", user="UANA"))
+        await until(lambda: len(s.fake.in_channel("CGEN", asked["ts"])) == 2, within=10)
+        await s.harness.settle()
+        answer = s.fake.in_channel("CGEN", asked["ts"])[-1]
+        assert answer.text == "Both announced." and not answer.streaming
+        assert answer.display == "plan" and answer.plan == "Announce the offsite"
+        assert answer.tasks == {
+            "plan-1": ("Announce in #general", "complete"),
+            "plan-2": ("Announce in #random", "complete"),
+        }
+        # the stream opened with the plan, as Slack's chunks name it; the first step running
+        (start,) = s.fake.method_calls("chat.startStream")
+        assert start.body["task_display_mode"] == "plan"
+        chunks = start.body["chunks"]
+        assert chunks[0] == {"type": "plan_update", "title": "Announce the offsite"}
+        assert [(c["type"], c["id"], c["status"]) for c in chunks[1:]] == [
+            ("task_update", "plan-1", "in_progress"),
+            ("task_update", "plan-2", "pending"),
+        ]
+
+
+async def test_approved_calls_without_a_proposed_plan_show_as_the_approved_plan(redis) -> None:
+    model = ScriptedModel(
+        [turn(call("post_update", channel="CGEN")), reply("Posted.")], latency=0.6
+    )
+    async with slack_bot(redis, model) as s:
+        session = fs.message_ts()
+        await s.event(fs.dm_event("UANA", "post the update", thread_ts=session))
+        await until(lambda: bool(s.fake.in_channel("DANA", session)), within=10)
+        await s.harness.settle()
+        (approval,) = s.fake.in_channel("DANA", session)
+        await s.form(fs.block_action(approval, "Approve", user="UANA"))
+        await until(lambda: len(s.fake.in_channel("DANA", session)) == 2, within=10)
+        await s.harness.settle()
+        answer = s.fake.in_channel("DANA", session)[-1]
+        assert answer.text == "Posted." and answer.plan == "Approved plan"
+        assert answer.tasks == {"plan-1": ("Post to #CGEN", "complete")}
+
+
+async def test_a_rejected_plan_is_not_shown_as_one(redis) -> None:
+    model = ScriptedModel(
+        [turn(call("propose_plan", goal="Announce", steps=PLAN)), reply("Fine, I won't.")],
+        latency=0.6,
+    )
+    async with slack_bot(redis, model) as s:
+        asked = fs.mention_event("UANA", "announce it")
+        await s.event(asked)
+        await until(lambda: bool(s.fake.in_channel("CGEN", asked["ts"])), within=10)
+        await s.harness.settle()
+        (approval,) = s.fake.in_channel("CGEN", asked["ts"])
+        await s.form(fs.block_action(approval, "Reject", user="UANA"))
+        await until(lambda: len(s.fake.in_channel("CGEN", asked["ts"])) == 2, within=10)
+        await s.harness.settle()
+        answer = s.fake.in_channel("CGEN", asked["ts"])[-1]
+        assert answer.text == "Fine, I won't." and answer.plan is None and answer.tasks == {}
+
+
+async def test_a_refused_plan_update_still_delivers_the_answer_once(redis) -> None:
+    model = ScriptedModel(
+        [turn(call("post_update", channel="CGEN")), reply("Posted.")], latency=0.6
+    )
+    async with slack_bot(redis, model) as s:
+        asked = fs.mention_event("UANA", "post the update")
+        await s.event(asked)
+        await until(lambda: bool(s.fake.in_channel("CGEN", asked["ts"])), within=10)
+        await s.harness.settle()
+        (approval,) = s.fake.in_channel("CGEN", asked["ts"])
+        s.fake.refuse_stream("chat.appendStream", "invalid_chunks")
+        await s.form(fs.block_action(approval, "Approve", user="UANA"))
+        await until(lambda: len(s.fake.in_channel("CGEN", asked["ts"])) == 2, within=10)
+        await s.harness.settle()
+        posts = s.fake.in_channel("CGEN", asked["ts"])
+        assert [p.text for p in posts[1:]] == ["Posted."]  # once, whole
+        assert not posts[-1].streaming
 
 
 async def test_the_assistant_surface_streams_no_task_updates(redis) -> None:

@@ -11,6 +11,7 @@ the chat streaming methods (chat.startStream / appendStream / stopStream, with S
 refusals: a channel stream without `recipient_team_id` or `recipient_user_id`,
 `user_not_found` for the users in `fake.external_users` (Slack Connect), a stream that is not
 streaming any more; `fake.refuse_stream("chat.appendStream", "ratelimited")` scripts one),
+task_update and plan_update chunks (`post.tasks`, `post.plan`, `post.display`),
 assistant.threads.setStatus / setSuggestedPrompts / setTitle (suggested prompts without a
 thread: pinned to the Messages tab, as under `agent_view`), the agent session methods
 agents.sessions.setStatus (one of Slack's four statuses; `fake.sessions[(channel, thread)]`
@@ -71,6 +72,8 @@ class Post:
     tasks: dict[str, tuple[str, str]] = field(
         default_factory=dict
     )  # task_update: id → title, status
+    plan: str | None = None  # the newest plan_update chunk's title
+    display: str | None = None  # chat.startStream's task_display_mode (timeline, plan)
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
@@ -294,8 +297,13 @@ class FakeSlack(FakeServer):
 
     @staticmethod
     def _chunk_tasks(post: Post, params: dict[str, Any]) -> dict[str, Any] | None:
-        """Apply task_update chunks (Slack: pending, in_progress, complete, error)."""
+        """Apply task_update chunks (Slack: pending, in_progress, complete, error) and
+        plan_update chunks (a title)."""
         for chunk in params.get("chunks") or []:
+            if chunk.get("type") == "plan_update":
+                if not chunk.get("title"):
+                    return {"ok": False, "error": "invalid_chunks"}
+                post.plan = str(chunk["title"])
             if chunk.get("type") != "task_update":
                 continue
             if chunk.get("status") not in ("pending", "in_progress", "complete", "error"):
@@ -316,6 +324,8 @@ class FakeSlack(FakeServer):
                 return {"ok": False, "error": "missing_recipient_user_id"}
         if params.get("recipient_user_id") in self.external_users:
             return {"ok": False, "error": "user_not_found"}
+        if params.get("task_display_mode") not in (None, "timeline", "plan"):
+            return {"ok": False, "error": "invalid_arguments"}
         text = self._chunk_text(params)
         post = Post(
             channel=channel,
@@ -325,6 +335,7 @@ class FakeSlack(FakeServer):
             thread_ts=str(params["thread_ts"]),
             streaming=True,
             appends=[text],
+            display=params.get("task_display_mode"),
         )
         if refused := self._chunk_tasks(post, params):
             return refused
@@ -357,6 +368,8 @@ class FakeSlack(FakeServer):
         post = self._streamed(params)
         if isinstance(post, dict):
             return post
+        if refused := self._chunk_tasks(post, params):
+            return refused
         post.text += self._chunk_text(params)
         post.streaming = False
         return {
