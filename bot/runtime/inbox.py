@@ -9,25 +9,20 @@ When Redis cannot take the event, `submit` raises `HandoverFailed`.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from dataclasses import asdict
-from typing import Any
+from typing import Annotated, Literal
 
 import redis.asyncio as aioredis
+from pydantic import Field, TypeAdapter
 from redis.exceptions import RedisError
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
 from adapters.base import (
-    Actor,
-    Attachment,
-    ContextMessage,
-    ConversationKey,
     HandoverFailed,
     Inbound,
     InboundAction,
     InboundMessage,
-    MessageRef,
 )
 from bot.ops import metrics
 from bot.runtime.keys import Keys
@@ -46,35 +41,41 @@ return 1
 """
 
 
-def encode(event: Inbound) -> str:
-    kind = "action" if isinstance(event, InboundAction) else "message"
-    return json.dumps({"kind": kind, "event": asdict(event)}, ensure_ascii=False)
+class _MessageEntry(TypedDict):
+    kind: Literal["message"]
+    event: InboundMessage
+
+
+class _ActionEntry(TypedDict):
+    kind: Literal["action"]
+    event: InboundAction
+
+
+# The stored form: {"kind": "message" | "action", "event": {the dataclass's fields}}.
+_ENTRY: TypeAdapter[_MessageEntry | _ActionEntry] = TypeAdapter(
+    Annotated[_MessageEntry | _ActionEntry, Field(discriminator="kind")]
+)
+
+
+def encode(event: Inbound) -> bytes:
+    entry: _MessageEntry | _ActionEntry = (
+        {"kind": "action", "event": event}
+        if isinstance(event, InboundAction)
+        else {"kind": "message", "event": event}
+    )
+    return _ENTRY.dump_json(entry)
 
 
 def decode(payload: str | bytes) -> Inbound:
-    data = json.loads(payload)
-    event: dict[str, Any] = dict(data["event"])
-    event["conversation"] = ConversationKey(**event["conversation"])
-    actor = dict(event["actor"])
-    actor["groups"] = tuple(actor.get("groups") or ())
-    event["actor"] = Actor(**actor)
-    if data["kind"] == "action":
-        if event.get("message"):
-            message = dict(event["message"])
-            message["conversation"] = ConversationKey(**message["conversation"])
-            event["message"] = MessageRef(**message)
-        return InboundAction(**event)
-    event["attachments"] = tuple(Attachment(**a) for a in event.get("attachments") or ())
-    event["context"] = tuple(ContextMessage(**c) for c in event.get("context") or ())
-    return InboundMessage(**event)
+    """The event of a stored entry; raises `ValidationError` for anything else, a field of
+    the wrong type included."""
+    return _ENTRY.validate_json(payload)["event"]
 
 
 def decode_entry(fields: dict[bytes, bytes]) -> tuple[Inbound, str]:
     """A stream entry's event and conversation id; raises for anything a worker could not
     handle."""
     event = decode(fields[b"event"])
-    if not isinstance(event.event_id, str) or not isinstance(event.actor.user_id, str):
-        raise TypeError("event and user ids must be strings")
     return event, event.conversation.id
 
 
@@ -97,7 +98,7 @@ class Inbox:
         """Queue an event once; a repeated platform event id is dropped. True if queued."""
         platform = event.conversation.platform
         queued_at = f"{time.time():.6f}"
-        args: list[str | int] = [
+        args: list[bytes | str | int] = [
             int(self.dedup_ttl * 1000),
             STREAM_MAXLEN,
             encode(event),

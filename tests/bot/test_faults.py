@@ -91,8 +91,8 @@ async def test_undecodable_entries_go_to_the_dead_letter_stream_and_the_rest_is_
     assert [f[b"entry"] for _, f in letters] == [garbage, mistyped]
     assert {f[b"reason"] for _, f in letters} == {b"undecodable"}
     assert letters[0][1][b"event"] == b"{not json"
-    assert letters[0][1][b"error"] == b"JSONDecodeError"
-    assert letters[1][1][b"error"] == b"TypeError"
+    assert letters[0][1][b"error"] == b"ValidationError"
+    assert letters[1][1][b"error"] == b"ValidationError"
     assert dead_letters("undecodable") == before + 2
 
 
