@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client.aiohttp import make_aiohttp_handler
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class HttpServer:
         self.liveness_checks: dict[str, ReadinessCheck] = {}
         self.internal.router.add_get("/healthz", self._healthz)
         self.internal.router.add_get("/readyz", self._readyz)
-        self.internal.router.add_get("/metrics", self._metrics)
+        self.internal.router.add_get("/metrics", make_aiohttp_handler())  # text, OpenMetrics, gzip
         self._runners: list[web.AppRunner] = []
 
     def add_route(
@@ -65,10 +65,6 @@ class HttpServer:
             {"status": "ok" if alive else "failing", "checks": results},
             status=200 if alive else 503,
         )
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        body = generate_latest(REGISTRY)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _readyz(self, request: web.Request) -> web.Response:
         ready, results = await _run_checks(self.checks, self.advisory)
