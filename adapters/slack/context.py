@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.base import (
@@ -259,16 +260,11 @@ class ThreadReader:
     async def _members(self, channel_id: str) -> tuple[set[str], bool]:
         """The channel's members, and whether that is all of them (at most LIST_PAGES pages)."""
         members: set[str] = set()
-        cursor: str | None = None
-        for _ in range(LIST_PAGES):
-            response = await self.client.conversations_members(
-                channel=channel_id, limit=200, cursor=cursor
-            )
-            members.update(str(m) for m in response.get("members") or [])
-            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-            if not cursor:
-                return members, True
-        return members, False
+        last: AsyncSlackResponse | None = None
+        async for last in pages(self.client.conversations_members, LIST_PAGES, channel=channel_id):
+            members.update(str(m) for m in last.get("members") or [])
+        more = last is not None and (last.get("response_metadata") or {}).get("next_cursor")
+        return members, not more
 
     async def _render(
         self, message: dict[str, Any], bot_user_id: str | None, lookups: _Lookups
@@ -348,18 +344,26 @@ class _Lookups:
     failed: set[str] = field(default_factory=set)
 
 
-async def paged(
-    call: Callable[..., Awaitable[Any]], key: str, pages: int, **params: Any
-) -> AsyncIterator[Any]:
-    """The items under `key` of a cursor-paged Slack method, 200 a page, at most `pages` pages."""
-    cursor: str | None = None
-    for _ in range(pages):
-        response = await call(**params, limit=200, cursor=cursor)
-        for item in response.get(key) or []:
-            yield item
-        cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-        if not cursor:
+async def pages(
+    call: Callable[..., Awaitable[AsyncSlackResponse]], most: int, **params: Any
+) -> AsyncIterator[AsyncSlackResponse]:
+    """The first `most` pages of a cursor-paged Slack method, 200 items a page; slack_sdk's
+    response follows `next_cursor` as it is iterated."""
+    read = 0
+    async for page in await call(**params, limit=200):
+        yield page
+        read += 1
+        if read == most:
             return
+
+
+async def paged(
+    call: Callable[..., Awaitable[AsyncSlackResponse]], key: str, most: int, **params: Any
+) -> AsyncIterator[Any]:
+    """The items under `key` of the first `most` pages of a cursor-paged Slack method."""
+    async for page in pages(call, most, **params):
+        for item in page.get(key) or []:
+            yield item
 
 
 def _ts(value: str) -> tuple[int, int]:
