@@ -8,7 +8,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack_context import LIST_PAGES, ThreadReader, paged
+from adapters.slack.context import LIST_PAGES, ThreadReader, paged
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 
