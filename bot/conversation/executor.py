@@ -45,6 +45,7 @@ from bot.conversation.running import (
     Runner,
     context_for,
     run_context,
+    session_ended,
 )
 from bot.conversation.schedule_commands import ScheduleCommands
 from bot.conversation.scheduled import Objectives, checked, counted, headed
@@ -216,6 +217,8 @@ class Executor:
             case fx.Settle(abandon=abandon):
                 if abandon is not None and session.state is not None:
                     session.state.abandon(abandon)
+                    # a run waiting for a person ends without running again: its session too
+                    await session_ended(reply.adapter, turn.event)
                 _settle(session)
             case fx.Follow():
                 session.following = True

@@ -331,6 +331,11 @@ async def _session(
         log.debug("no session status in %s", event.conversation.id)
 
 
+async def session_ended(adapter: ChatAdapter, event: Inbound) -> None:
+    """A suspended run ends without running again (cancelled, or its question expired)."""
+    await _session(adapter, event, None, "stopped")
+
+
 def _shown_plan(plan: Plan | None) -> StreamPlan | None:
     if plan is None or not plan.steps:
         return None

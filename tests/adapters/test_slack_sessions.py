@@ -152,3 +152,24 @@ async def test_the_session_directory_rides_out_a_redis_outage(tmp_path: Path) ->
             assert 0 < ttl <= 60_000
         finally:
             await client.aclose()
+
+
+async def test_cancelling_a_pending_question_closes_its_session(redis) -> None:
+    model = ScriptedModel(
+        [turn(call("ask_user", question="Which week?", options=["This", "Next"]))]
+    )
+    async with slack_bot(redis, model) as s:
+        asked = fs.dm_event("UANA", "plan the offsite")
+        await s.event(asked)
+        await until(lambda: bool(s.fake.in_channel("DANA")))
+        await s.harness.settle()
+        await s.form(fs.slash_command("UANA", "cancel", channel="DANA"))
+        await until(lambda: len(s.fake.in_channel("DANA")) == 2, within=10)
+        await s.harness.settle()
+        assert list(s.fake.sessions) == [("DANA", asked["ts"])]
+        assert s.fake.sessions[("DANA", asked["ts"])].statuses == [
+            "processing",
+            "suspended",
+            "closed",
+        ]
+        assert len(model.turn_requests) == 1  # nothing ran after the cancel
