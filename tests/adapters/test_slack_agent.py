@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from agent.tools import ToolRegistry, tool
-from tests.adapters.test_slack import slack_bot, until
+from tests.adapters.test_slack import Slack, slack_bot, until
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.test_stop import Hanging
 from tests.fakes import slack as fs
@@ -169,6 +169,17 @@ async def test_a_channel_thread_shows_task_updates_too(redis) -> None:
         assert (start["recipient_user_id"], start["recipient_team_id"]) == ("UANA", "T1")
 
 
+async def pressed(s: Slack, channel: str, thread: str, label: str = "Approve") -> fs.Post:
+    """Press `label` on the one approval in the thread; the answer the run then gives."""
+    await until(lambda: bool(s.fake.in_channel(channel, thread)), within=10)
+    await s.harness.settle()
+    (approval,) = s.fake.in_channel(channel, thread)
+    await s.form(fs.block_action(approval, label, user="UANA"))
+    await until(lambda: len(s.fake.in_channel(channel, thread)) == 2, within=10)
+    await s.harness.settle()
+    return s.fake.in_channel(channel, thread)[-1]
+
+
 PLAN = [
     {"tool": "post_update", "args": {"channel": "CGEN"}, "description": "Announce in #general"},
     {"tool": "post_update", "args": {"channel": "CRANDOM"}, "description": "Announce in #random"},
@@ -187,13 +198,7 @@ async def test_an_approved_plan_shows_as_a_plan_update_whose_steps_move_on(redis
     async with slack_bot(redis, model) as s:
         asked = fs.mention_event("UANA", "announce the offsite everywhere")
         await s.event(asked)
-        await until(lambda: bool(s.fake.in_channel("CGEN", asked["ts"])), within=10)
-        await s.harness.settle()
-        (approval,) = s.fake.in_channel("CGEN", asked["ts"])
-        await s.form(fs.block_action(approval, "Approve", user="UANA"))
-        await until(lambda: len(s.fake.in_channel("CGEN", asked["ts"])) == 2, within=10)
-        await s.harness.settle()
-        answer = s.fake.in_channel("CGEN", asked["ts"])[-1]
+        answer = await pressed(s, "CGEN", asked["ts"])
         assert answer.text == "Both announced." and not answer.streaming
         assert answer.display == "plan" and answer.plan == "Announce the offsite"
         assert answer.tasks == {
@@ -218,13 +223,7 @@ async def test_approved_calls_without_a_proposed_plan_show_as_the_approved_plan(
     async with slack_bot(redis, model) as s:
         session = fs.message_ts()
         await s.event(fs.dm_event("UANA", "post the update", thread_ts=session))
-        await until(lambda: bool(s.fake.in_channel("DANA", session)), within=10)
-        await s.harness.settle()
-        (approval,) = s.fake.in_channel("DANA", session)
-        await s.form(fs.block_action(approval, "Approve", user="UANA"))
-        await until(lambda: len(s.fake.in_channel("DANA", session)) == 2, within=10)
-        await s.harness.settle()
-        answer = s.fake.in_channel("DANA", session)[-1]
+        answer = await pressed(s, "DANA", session)
         assert answer.text == "Posted." and answer.plan == "Approved plan"
         assert answer.tasks == {"plan-1": ("Post to #CGEN", "complete")}
 
@@ -237,13 +236,7 @@ async def test_a_rejected_plan_is_not_shown_as_one(redis) -> None:
     async with slack_bot(redis, model) as s:
         asked = fs.mention_event("UANA", "announce it")
         await s.event(asked)
-        await until(lambda: bool(s.fake.in_channel("CGEN", asked["ts"])), within=10)
-        await s.harness.settle()
-        (approval,) = s.fake.in_channel("CGEN", asked["ts"])
-        await s.form(fs.block_action(approval, "Reject", user="UANA"))
-        await until(lambda: len(s.fake.in_channel("CGEN", asked["ts"])) == 2, within=10)
-        await s.harness.settle()
-        answer = s.fake.in_channel("CGEN", asked["ts"])[-1]
+        answer = await pressed(s, "CGEN", asked["ts"], "Reject")
         assert answer.text == "Fine, I won't." and answer.plan is None and answer.tasks == {}
 
 
@@ -252,17 +245,14 @@ async def test_a_refused_plan_update_still_delivers_the_answer_once(redis) -> No
         [turn(call("post_update", channel="CGEN")), reply("Posted.")], latency=0.6
     )
     async with slack_bot(redis, model) as s:
+        s.fake.refuse_stream("chat.startStream", "invalid_chunks")  # the plan, on its way
         asked = fs.mention_event("UANA", "post the update")
-        await s.event(asked)
-        await until(lambda: bool(s.fake.in_channel("CGEN", asked["ts"])), within=10)
-        await s.harness.settle()
-        (approval,) = s.fake.in_channel("CGEN", asked["ts"])
-        s.fake.refuse_stream("chat.appendStream", "invalid_chunks")
-        await s.form(fs.block_action(approval, "Approve", user="UANA"))
-        await until(lambda: len(s.fake.in_channel("CGEN", asked["ts"])) == 2, within=10)
-        await s.harness.settle()
+        await s.event(asked)  # a plan to approve first: no stream yet
+        await pressed(s, "CGEN", asked["ts"])
         posts = s.fake.in_channel("CGEN", asked["ts"])
         assert [p.text for p in posts[1:]] == ["Posted."]  # once, whole
+        (tried,) = s.fake.method_calls("chat.startStream")  # the plan, refused
+        assert tried.body["chunks"][0]["type"] == "plan_update"
         assert not posts[-1].streaming
 
 
