@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot.ops.health import Heartbeat, pause
 from bot.runtime.keys import Keys
@@ -32,6 +34,7 @@ from bot.runtime.sessions import entry_order
 
 log = logging.getLogger(__name__)
 
+SUBSCRIBE_WAIT = 5  # seconds for Redis to confirm a subscription
 REMEMBERED = 10_000  # newest request per conversation kept in memory, for runs about to start
 
 
@@ -130,17 +133,31 @@ class Stops:
         request of every conversation with a run here, in case one was missed."""
         while not stopping.is_set():
             try:
-                async with self.redis.pubsub(ignore_subscribe_messages=True) as channel:
+                async with self.redis.pubsub() as channel:
                     await channel.subscribe(self.keys.stops)
+                    await self._confirmed(channel)
                     await self._catch_up()
                     heartbeat.beat()
                     while not stopping.is_set():
-                        message = await channel.get_message(timeout=1.0)
+                        message = await channel.get_message(
+                            ignore_subscribe_messages=True, timeout=1.0
+                        )
                         heartbeat.beat()
                         if message is not None:
                             self._heard(message.get("data"))
             except Exception as exc:
                 await pause(stopping, heartbeat.failed(exc))
+
+    @staticmethod
+    async def _confirmed(channel: PubSub) -> None:
+        """Wait for Redis's reply to SUBSCRIBE. A pooled connection that a Redis restart left
+        stale takes the command without complaint; only the reply shows the subscription is
+        live, so the listener is not called recovered while Redis is still away."""
+        for _ in range(SUBSCRIBE_WAIT):
+            reply = await channel.get_message(timeout=1.0)
+            if reply is not None and reply.get("type") == "subscribe":
+                return
+        raise RedisTimeoutError("Redis did not confirm the stop channel's subscription")
 
     def _heard(self, raw: object) -> None:
         if not isinstance(raw, str | bytes):

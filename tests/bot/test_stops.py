@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import redis.asyncio as aioredis
 from bot.ops.health import Health
 from bot.runtime.keys import Keys
 from bot.runtime.stops import StopRequest, Stops
+from bot.wiring.connection import redis_client
+from tests.bot.harness import settings
 from tests.private_redis import private_redis
 
 CONVERSATION = "telegram:-:42:-"
@@ -121,3 +124,58 @@ async def test_a_lost_subscription_catches_up_from_the_recorded_request(
             # ... and the listener's connection drops: it resubscribes and reads the record.
             await redis.client_kill_filter(_type="pubsub")
             assert await stopped(watch.stop)
+
+
+@pytest.mark.process
+async def test_a_stale_pooled_connection_does_not_make_the_listener_recovered_while_redis_is_away(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Connections idle in the pool when Redis stopped take SUBSCRIBE without complaint: one
+    outage is still one "degraded" and one "recovered", and that only once Redis is back."""
+    caplog.set_level(logging.INFO, logger="bot.ops.health")
+    async with private_redis(tmp_path) as server:
+        client = redis_client(server.url, settings())  # the service's own client
+        pool = client.connection_pool
+        held: list[object] = []
+        try:
+            async with listening(client) as (_, health):
+                beat = health.loops["stops"]
+                await asyncio.gather(*(client.ping() for _ in range(4)))  # idle in the pool
+                await server.down()
+                for _ in range(300):
+                    # The process's other loops hold the connections Redis's stop broke; the
+                    # pool's next one for the listener is one that sat idle (stale).
+                    while idle(pool):
+                        top = pool.get_available_connection()
+                        if top.is_connected:
+                            await pool.release(top)
+                            break
+                        held.append(top)
+                    await asyncio.sleep(0.01)
+                assert beat.state == "degraded"
+                away = [r.getMessage() for r in caplog.records]
+                assert not [line for line in away if "recovered" in line], away
+                for connection in held:
+                    await pool.release(connection)  # type: ignore[arg-type]
+                held.clear()
+                await server.up()
+                for _ in range(200):
+                    if beat.state == "ok":
+                        break
+                    await asyncio.sleep(0.05)
+                assert beat.state == "ok"
+        finally:
+            for connection in held:
+                await pool.release(connection)  # type: ignore[arg-type]
+            await client.aclose()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len([line for line in lines if line.startswith("stops degraded")]) == 1, lines
+    assert len([line for line in lines if line.startswith("stops recovered")]) == 1, lines
+
+
+def idle(pool: aioredis.ConnectionPool) -> int:
+    return sum(
+        count
+        for count, labels in pool.get_connection_count()
+        if labels["db.client.connection.state"] == "idle"
+    )
