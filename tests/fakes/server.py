@@ -90,7 +90,8 @@ class FakeServer:
     async def start(self, port: int = 0) -> FakeServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
-        self._runner = web.AppRunner(app, access_log=None)
+        # aiohttp waits up to 60 s by default for open handlers (a long poll, a held stream)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
