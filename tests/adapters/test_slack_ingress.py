@@ -22,8 +22,9 @@ from agent.messages import ChatRequest, ChatResponse
 from bot.ops.http import HttpServer
 from bot.runtime.inbox import Inbox, decode
 from bot.runtime.keys import Keys
+from bot.wiring.connection import redis_client
 from tests.agent.scripted import ScriptedModel, reply
-from tests.bot.harness import running
+from tests.bot.harness import running, settings
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 from tests.private_redis import PrivateRedis, private_redis
@@ -58,7 +59,7 @@ async def gateway(
 ) -> AsyncIterator[tuple[PrivateRedis, aioredis.Redis, FakeSlack, SlackAdapter]]:
     """A Slack adapter queueing into a private Redis that the test can stop and restart."""
     async with private_redis(tmp_path) as server, FakeSlack() as fake:
-        client = aioredis.Redis.from_url(server.url)
+        client = redis_client(server.url, settings())  # the service's client, with its retry
         adapter = SlackAdapter(
             config=SlackConfig(
                 bot_token="xoxb-test-token", api_url=fake.api_url, handover_timeout=1.0, **config

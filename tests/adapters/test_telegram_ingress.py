@@ -19,9 +19,10 @@ from agent.messages import ChatRequest, ChatResponse
 from bot.ops.http import HttpServer
 from bot.runtime.inbox import Inbox, decode
 from bot.runtime.keys import Keys
+from bot.wiring.connection import redis_client
 from tests.adapters.test_telegram import ANA, adapter_for, bot, until
 from tests.agent.scripted import ScriptedModel, reply
-from tests.bot.harness import running
+from tests.bot.harness import running, settings
 from tests.fakes.telegram import FakeTelegram
 from tests.private_redis import private_redis
 
@@ -61,11 +62,12 @@ async def test_polling_loses_nothing_across_a_redis_outage(
     caplog.set_level(logging.INFO, logger="adapters")
     keys = Keys()
     async with private_redis(tmp_path) as server:
-        client = aioredis.Redis.from_url(server.url)
+        client = redis_client(server.url, settings())  # the service's client, with its retry
+        adapter = adapter_for(
+            telegram, backoff=0.05, backoff_max=0.5, handover_timeout=3, stale_margin=1
+        )
+        sender = adapter_for(telegram)
         try:
-            adapter = adapter_for(
-                telegram, backoff=0.05, backoff_max=0.5, handover_timeout=3, stale_margin=1
-            )
             adapter.handler = Inbox(client, keys, dedup_ttl=600).submit
             await adapter.start()
             await adapter.start_polling()
@@ -104,14 +106,14 @@ async def test_polling_loses_nothing_across_a_redis_outage(
             assert not any("message " in r.getMessage() for r in caplog.records)
 
             # the workers answer each message exactly once
-            sender = adapter_for(telegram)
             async with running(client, ScriptedModel([echo] * MESSAGES), adapter=sender) as h:  # type: ignore[arg-type]
                 await until(lambda: all(telegram.chat(1000 + n) for n in range(MESSAGES)))
                 await h.settle()
-            await sender.stop()
             for n in range(MESSAGES):
                 assert [p.text for p in telegram.chat(1000 + n)] == [f"echo: message {n}"]
-        finally:
+        finally:  # also when it failed: their HTTP sessions are closed where they are owned
+            await adapter.stop()
+            await sender.stop()
             await client.aclose()
 
 
@@ -172,7 +174,7 @@ async def test_the_webhook_answers_after_queueing_and_refuses_what_it_cannot_sto
     caplog.set_level(logging.INFO, logger="adapters")
     keys = Keys()
     async with private_redis(tmp_path) as server:
-        client = aioredis.Redis.from_url(server.url)
+        client = redis_client(server.url, settings())  # the service's client, with its retry
         adapter = adapter_for(
             telegram, mode="webhook", webhook_url="http://x/", webhook_secret=SECRET
         )
