@@ -49,6 +49,8 @@ class PlanStep:
     args: dict[str, Any]
     description: str
     private: bool = False  # its result is for the requester alone (`ApprovalRequired`)
+    # The tool's `standing_digest`: the requester may approve it for good ("Always").
+    standing: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,6 +172,7 @@ def step_for(
         args=dict(use.input),
         description=asked.description if asked else tool.describe_call(use.input, context),
         private=asked.private if asked else False,
+        standing=tool.standing_digest,
     )
 
 

@@ -40,6 +40,7 @@ from agent.protocols import (
     Recall,
     RunContext,
     Scheduler,
+    StandingApprovals,
     ToolJournal,
 )
 from agent.recalling import StepRecall
@@ -97,6 +98,7 @@ class Agent:
         memory: MemoryStore | None = None,
         scheduler: Scheduler | None = None,
         journal: ToolJournal | None = None,
+        standing: StandingApprovals | None = None,
         config: AgentConfig = AgentConfig(),
         system_prompt: str | None = None,
         on_progress: ProgressCallback | None = None,
@@ -110,6 +112,7 @@ class Agent:
         self.memory = memory
         self.scheduler = scheduler
         self.journal = journal
+        self.standing = standing
         self.config = config
         self.system_prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
         self.on_progress = on_progress
@@ -217,6 +220,7 @@ class Agent:
             trace=trace,
             on_progress=on_progress or self.on_progress,
             journal=self.journal,
+            standing=self.standing,
             stop=stop,
         )
         started = time.monotonic()

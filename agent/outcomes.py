@@ -81,6 +81,7 @@ class RunTrace:
     usage: Usage = field(default_factory=Usage)
     errors: list[str] = field(default_factory=list)
     resumed_calls: list[ToolCallTrace] = field(default_factory=list)  # run on approval
+    standing: list[str] = field(default_factory=list)  # tools run under a standing approval
     summaries: int = 0  # extra model calls made to fold old turns
     duration: float = 0.0
 

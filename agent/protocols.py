@@ -249,3 +249,15 @@ class ToolJournal(Protocol):
     ) -> None:
         """Record how `call` ended."""
         ...
+
+
+class StandingApprovals(Protocol):
+    """Side-effecting tools a person approved for good ("Always for this tool").
+
+    `digest` is the tool's `standing_digest`: an approval covers the tool only as it was
+    shown when it was given. A store that cannot be reached covers nothing (the call is put
+    to the person as usual)."""
+
+    async def covers(self, context: RunContext, tool: str, digest: str) -> bool:
+        """Whether the requester of `context` approved `tool` (as `digest`) for good here."""
+        ...

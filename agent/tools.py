@@ -117,6 +117,7 @@ class Tool:
     """A callable the model may use, with its argument model and metadata."""
 
     side_effects: bool = False
+    standing_digest: str | None = None  # approvable for good: a digest of what was shown
     # Decides per call for a tool whose side effects depend on its arguments.
     _side_effects_when: Predicate | None = None
     _predicate_reads_run = False

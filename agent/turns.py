@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agent import deferred
+from agent import deferred, standing
 from agent.deferred import (
     ASK_USER,
     PROPOSE_PLAN,
@@ -38,6 +38,7 @@ from agent.protocols import (
     JournalEntry,
     ProgressCallback,
     ProgressEvent,
+    StandingApprovals,
     ToolJournal,
 )
 from agent.state import RunState
@@ -72,6 +73,7 @@ class _Calls:
     asks: list[ToolUseBlock] = field(default_factory=list)
     proposals: list[ToolUseBlock] = field(default_factory=list)
     asked: dict[str, ApprovalRequired] = field(default_factory=dict)  # by call id
+    standing: set[str] = field(default_factory=set)  # covered by a standing approval
 
 
 @dataclass(kw_only=True)
@@ -82,11 +84,13 @@ class Actor:
     trace: RunTrace
     on_progress: ProgressCallback | None = None
     journal: ToolJournal | None = None
+    standing: StandingApprovals | None = None  # tools the requester approved for good
     stop: asyncio.Event | None = None  # set: no further call starts (`agent.stopping`)
 
     async def act(self, state: RunState, uses: list[ToolUseBlock]) -> TurnResult:
         turn = TurnResult()
         calls = self._sort(state, uses, turn)
+        await self._stand(calls)
         for use, outcome in zip(
             calls.read_only, await self.run_concurrently(calls.read_only, state.steps), strict=True
         ):
@@ -109,6 +113,8 @@ class Actor:
                 calls.retries[use.id] = Retry(key=key, attempt=1)
             else:
                 turn.results.append(result)
+                if use.id in calls.standing:  # said in the chat: nothing runs unseen
+                    self.trace.standing.append(use.name)
         if turn.question is None:
             turn.question = self._question(calls.asks, turn)
         else:
@@ -142,6 +148,15 @@ class Actor:
             else:
                 calls.uncovered.append((use, checked))
         return calls
+
+    async def _stand(self, calls: _Calls) -> None:
+        """Calls a standing approval of the requester covers join the approved ones."""
+        if self.standing is not None:
+            covered, calls.uncovered = await standing.split(
+                self.standing, self.context.run, calls.uncovered
+            )
+            calls.covered += [(use, tool, use.id) for use, tool in covered]
+            calls.standing |= {use.id for use, _ in covered}
 
     def _question(self, asks: list[ToolUseBlock], turn: TurnResult) -> PendingQuestion | None:
         question: PendingQuestion | None = None

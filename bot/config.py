@@ -137,6 +137,12 @@ class McpSettings(_Section):
     secret_key: SecretStr | None = Field(None, alias="PARLEY_SECRET_KEY")
     public_url: str | None = Field(None, alias="PARLEY_PUBLIC_URL", pattern=r"^https?://")
     connect_ttl: float = Field(900.0, alias="PARLEY_CONNECT_TTL", gt=0)
+    # "Always for this tool" on servers with "standing": true: how long it lasts (seconds,
+    # default 30 days) and whether it holds in the chat it was given in or everywhere.
+    standing_ttl: float = Field(30 * 86_400.0, alias="PARLEY_STANDING_APPROVAL_TTL", gt=0)
+    standing_scope: Literal["conversation", "everywhere"] = Field(
+        "conversation", alias="PARLEY_STANDING_APPROVAL_SCOPE"
+    )
 
     _file = field_validator("config", mode="before")(_a_file_not_json)
 

@@ -40,6 +40,7 @@ COMMANDS = {
     "cancel": "Stop what I'm doing",
     "status": "What I'm doing and your usage today",
     "schedules": "This chat's schedules: pause, resume, delete",
+    "connections": "Your connected accounts and standing approvals",
 }
 # What a person sends; a message with none of these (and no text) is a service message.
 # A payment receipt is an attachment to PTB but a service message to a person.

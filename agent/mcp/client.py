@@ -346,11 +346,13 @@ class McpToolbox:
     def collisions(self) -> dict[str, list[str]]:
         """Names the model would see for more than one server's tool (`a` + `b__c` and
         `a__b` + `c` are both `a__b__c`): name → `server: tool` of each. None of them is
-        offered: a call must not reach a tool other than the one the model meant."""
+        offered: a call must not reach a tool other than the one the model meant. A per-user
+        server's tools count by its cached listing (or its stand-in)."""
         owners: dict[str, list[str]] = {}
-        for server in self.servers.values():
-            for tool in server.tools:
-                owners.setdefault(tool.name, []).append(f"{server.name}: {tool.remote_name}")
+        named = [(s.name, t.name, t.remote_name) for s in self.servers.values() for t in s.tools]
+        named += [(p.name, *pair) for p in self.personal.values() for pair in p.names()]
+        for server, name, remote in named:
+            owners.setdefault(name, []).append(f"{server}: {remote}")
         clashes = {name: who for name, who in owners.items() if len(who) > 1}
         for name in sorted(clashes.keys() - self._reported):
             log.warning(
@@ -384,7 +386,8 @@ class McpToolbox:
                 context.platform, context.chat_id, context.user_id, context.team_id
             ):
                 tools += await server.tools_for(context)
-        return tools
+        clashes = self.collisions()  # after listing: a first listing may bring new names
+        return [tool for tool in tools if tool.name not in clashes]
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,12 @@
         "crm":   {"url": "https://crm.example/mcp", "headers": {"Authorization": "Bearer ${CRM}"},
                   "tools": ["find_customer"], "approval": "always", "timeout": 20,
                   "allow": ["slack:T123/C456", "telegram:42"]},
-        "tracker": {"url": "https://tracker.example/mcp", "auth": "user"}
+        "tracker": {"url": "https://tracker.example/mcp", "auth": "user", "standing": true}
     }}
 
 `"auth": "user"` makes each requester connect their own account (agent/mcp/user.py).
+`"standing": true` lets a person approve one of the server's tools for good ("Always for this
+tool"), as long as the tool stays as it was shown.
 
 `${VAR}` in any string expands from the environment, so secrets stay out of the file; an
 unset variable is an error that names it.
@@ -70,6 +72,9 @@ class ServerConfig(BaseModel):
     client_id: str | None = None
     client_secret: str | None = None
     scope: str | None = None
+    # True: the approval prompt for this server's tools offers **Always for this tool**
+    # (a standing approval, bot/runtime/standing.py).
+    standing: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:

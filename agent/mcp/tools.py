@@ -61,6 +61,21 @@ def is_side_effecting(tool: mt.Tool, approval: Approval) -> bool:
     return not (tool.annotations is not None and tool.annotations.read_only_hint is True)
 
 
+def shown_digest(server: str, tool: mt.Tool) -> str:
+    """What a person approving the tool was shown or relied on: its names, description,
+    input schema and annotations, as one SHA-256."""
+    shown = {
+        "server": server,
+        "name": tool.name,
+        "title": tool.title,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+        "annotations": tool.annotations.model_dump(mode="json") if tool.annotations else None,
+    }
+    text = json.dumps(shown, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _problem(error: schema_errors.ValidationError) -> str:
     """What is wrong, without echoing the (possibly secret) value that was given."""
     if error.validator in ("required", "additionalProperties", "enum", "const", "pattern"):
@@ -104,6 +119,7 @@ class McpTool(Tool):
         caller: Caller,
         approval: Approval = "auto",
         timeout: float | None = None,
+        standing: bool = False,
     ) -> None:
         # Tool.__init__ derives everything from a Python signature; here the server supplies it.
         self.server = server
@@ -113,6 +129,7 @@ class McpTool(Tool):
         self.description = description[:MAX_DESCRIPTION]
         self.category = f"mcp:{server}"
         self.side_effects = is_side_effecting(remote, approval)
+        self.standing_digest = shown_digest(server, remote) if standing else None
         self.timeout = timeout
         # a side-effecting call is never repeated on its own: it may have happened
         self.retries = 0 if self.side_effects else None
@@ -211,7 +228,12 @@ def build_tools(
     for tool in listed:
         try:
             made = McpTool(
-                server=server, remote=tool, caller=caller, approval=config.approval, timeout=timeout
+                server=server,
+                remote=tool,
+                caller=caller,
+                approval=config.approval,
+                timeout=timeout,
+                standing=config.standing,
             )
         except BadSchema as exc:
             skipped[tool.name] = f"invalid input schema at {exc}"

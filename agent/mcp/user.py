@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from agent.deferred import new_id
 from agent.mcp.config import ServerConfig
 from agent.mcp.elicitation import Answers, LiveQuestions, Progress, call_tool
-from agent.mcp.tools import BadSchema, McpTool, list_all
+from agent.mcp.tools import BadSchema, McpTool, list_all, tool_name
 from agent.protocols import RunContext
 from agent.tools import QuestionRequired, Tool, ToolContext, ToolError
 
@@ -94,7 +94,14 @@ class UserServer:
             caller=caller,
             approval=self.config.approval,
             timeout=self.config.timeout or self.call_timeout,
+            standing=self.config.standing,
         )
+
+    def names(self) -> list[tuple[str, str]]:
+        """The names the model is offered for this server's tools, each with the server's
+        own name for it (the stand-in's until a listing is cached)."""
+        remotes = [tool.name for tool in self.listed if self.config.offers(tool.name)]
+        return [(tool_name(self.name, remote), remote) for remote in remotes or [STAND_IN]]
 
     def _connect_first(self) -> list[Tool]:
         if not self.listed:

@@ -29,6 +29,7 @@ Commands:
 • {p}cancel — stop what I'm doing or drop the pending question
 • {p}status — what I'm doing and your usage today
 • {p}schedules — this conversation's schedules, to pause, resume or delete
+• {p}connections — your connected accounts and standing approvals, to disconnect or revoke
 • {p}help — this message"""
 # Where to talk to Parley, by what the platform's addressing allows.
 WHERE_THREADS = "\n\nMention me in a channel (I answer in a thread) or message me directly."

@@ -1,42 +1,72 @@
 """/connections: the accounts a person connected for per-user MCP servers, each with a
-**Disconnect** button. Shown to that person alone; a press disconnects the presser's own
-account only, whoever's list it was."""
+**Disconnect** button, and their standing approvals ("Always for this tool"), each with a
+**Revoke** button. Shown to that person alone; a press disconnects or revokes the presser's
+own only, whoever's list it was."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from adapters.base import Button, InboundAction, InboundMessage, OutboundMessage
+from bot.runtime.schedules import chat_of
 
 if TYPE_CHECKING:
     from bot.runtime.connections import Connections
+    from bot.runtime.standing import Standing, StandingStore
 
 CONNECTION_ACTION = "conn"  # the decision id Disconnect buttons carry; the value is the server
+STANDING_ACTION = "stand"  # the decision id Revoke buttons carry; the value is the approval's id
 NONE_CONFIGURED = "No tool here needs your own account."
 NONE_CONNECTED = "You haven't connected any accounts. I'll ask when a tool needs one."
+STANDING_HEAD = "Tools I run for you without asking (your standing approvals):"
+REVOKED = "Revoked: I'll ask you again before running {tool}."
+NOT_HELD = "That standing approval is not in force any more."
 
 
 class ConnectionCommands:
-    def __init__(self, connections: Connections | None) -> None:
+    def __init__(
+        self, connections: Connections | None, standing: StandingStore | None = None
+    ) -> None:
         self.connections = connections
+        self.standing = standing
 
-    async def listing(self, event: InboundMessage) -> OutboundMessage:
+    async def listing(self, event: InboundMessage) -> list[OutboundMessage]:
+        """The person's accounts, then their standing approvals: a message each, since one
+        message carries one kind of button."""
         person = event.actor.user_id
+        platform = event.conversation.platform
         if self.connections is None:
-            return OutboundMessage(text=NONE_CONFIGURED, private_to=person)
-        servers = await self.connections.connected(event.conversation.platform, person)
-        if not servers:
-            return OutboundMessage(text=NONE_CONNECTED, private_to=person)
-        lines = ["Accounts you connected (I use them only for your own requests):"]
-        lines += [f"• {server}" for server in servers]
-        return OutboundMessage(
+            accounts = OutboundMessage(text=NONE_CONFIGURED, private_to=person)
+        elif servers := await self.connections.connected(platform, person):
+            lines = ["Accounts you connected (I use them only for your own requests):"]
+            lines += [f"• {server}" for server in servers]
+            accounts = OutboundMessage(
+                text="\n".join(lines),
+                buttons=tuple(Button(label=f"Disconnect {s}", value=s) for s in servers),
+                decision_id=CONNECTION_ACTION,
+                private_to=person,
+            )
+        else:
+            accounts = OutboundMessage(text=NONE_CONNECTED, private_to=person)
+        approvals = await self.standing.of(platform, person) if self.standing else []
+        if not approvals:
+            return [accounts]
+        here = chat_of(event.conversation.id)
+        lines = [STANDING_HEAD, *(f"• {_described(found, here)}" for found in approvals)]
+        standing = OutboundMessage(
             text="\n".join(lines),
-            buttons=tuple(Button(label=f"Disconnect {s}", value=s) for s in servers),
-            decision_id=CONNECTION_ACTION,
+            buttons=tuple(Button(label=f"Revoke {s.tool}", value=s.id) for s in approvals),
+            decision_id=STANDING_ACTION,
             private_to=person,
         )
+        if self.connections is None:  # nothing about accounts to say
+            return [standing]
+        return [accounts, standing]
 
     async def press(self, action: InboundAction) -> str:
+        if action.decision_id == STANDING_ACTION:
+            return await self._revoke(action)
         server = action.choice
         if self.connections is None or server not in self.connections.servers:
             return "That account is not one I know."
@@ -45,3 +75,20 @@ class ConnectionCommands:
         if not await self.connections.disconnect(server, platform, person, revoke=True):
             return f"Your {server} account was not connected."
         return f"Disconnected {server}. I'll ask again if a request needs it."
+
+    async def _revoke(self, action: InboundAction) -> str:
+        if self.standing is None:
+            return NOT_HELD
+        # the presser's own approvals only: someone else's id finds nothing there
+        found = await self.standing.revoke(
+            action.conversation.platform, action.actor.user_id, action.choice
+        )
+        return REVOKED.format(tool=found.tool) if found is not None else NOT_HELD
+
+
+def _described(found: Standing, here: str) -> str:
+    where = (
+        "everywhere" if found.where == "*" else "here" if found.where == here else "in another chat"
+    )
+    until = time.strftime("%Y-%m-%d", time.gmtime(found.expires))
+    return f"{found.tool} — {where}, until {until}"

@@ -26,9 +26,10 @@ from adapters.base import (
     mention,
 )
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
+from bot.conversation import always
 from bot.conversation.commands import bare_mention_line, help_text, unknown_command
 from bot.conversation.connected import connected
-from bot.conversation.connection_commands import CONNECTION_ACTION
+from bot.conversation.connection_commands import CONNECTION_ACTION, STANDING_ACTION
 from bot.conversation.effects import (
     Admit,
     Admitted,
@@ -59,6 +60,7 @@ from bot.conversation.effects import (
 )
 from bot.conversation.permissions import may_act
 from bot.conversation.render import (
+    ALWAYS,
     APPROVE,
     MEMORY_ACTION,
     REJECT,
@@ -117,6 +119,7 @@ class Policy:
     max_message_chars: int | None = None  # None: only the adapter's (its platform's)
     addressing: Addressing = Addressing()  # how people write commands and mention Parley
     greeting: str = ""  # said once to a person who opens their conversation with Parley
+    standing_everywhere: bool = False  # a standing approval holds in every chat of its giver
 
 
 def decide(
@@ -137,7 +140,7 @@ def decide(
         return _claimed(session, pending, event, policy)
     if isinstance(event, Transcribed):
         return _transcribed(session, pending, event, policy)
-    return _ran(event)
+    return _ran(event, policy)
 
 
 def pending_id(session: Session, event: Inbound) -> str | None:
@@ -145,7 +148,7 @@ def pending_id(session: Session, event: Inbound) -> str | None:
     pressed button's, or the session's for a plain message, /cancel or a connected account.
     Other events never concern it, and save the read."""
     if isinstance(event, InboundAction):
-        lists = (MEMORY_ACTION, SCHEDULE_ACTION, CONNECTION_ACTION)  # buttons of no decision
+        lists = (MEMORY_ACTION, SCHEDULE_ACTION, CONNECTION_ACTION, STANDING_ACTION)  # no decision
         return None if event.decision_id in lists else event.decision_id
     command = (event.command or "cancel").lower()
     about_it = event.kind == "connected" or (event.kind == "text" and command == "cancel")
@@ -266,8 +269,8 @@ def _pressed(
         return [Forget()]  # a Forget button: no run involved
     if event.decision_id == SCHEDULE_ACTION:
         return [ScheduleButton()]  # checks who may, itself
-    if event.decision_id == CONNECTION_ACTION:
-        return [ConnectionButton()]  # the presser's own account only
+    if event.decision_id in (CONNECTION_ACTION, STANDING_ACTION):
+        return [ConnectionButton()]  # the presser's own account or approval only
     if decision is None or decision.conversation_id != event.conversation.id:
         return [Notify(text=stale_click_text(None, policy.now), alert=True)]
     if decision.expired(policy.now):
@@ -280,6 +283,8 @@ def _pressed(
         text = NOT_YOURS_TO_DECIDE.format(who=_requester(decision), verb=verb)
         return [Notify(text=text, alert=True)]
     by = _by(event)
+    if decision.kind == "approval" and event.choice == ALWAYS:
+        return always.pressed(session, decision, event, by)
     if decision.kind == "approval" and event.choice in (APPROVE, REJECT):
         status: DecisionStatus = "approved" if event.choice == APPROVE else "rejected"
         return [Claim(decision_id=decision.id, status=status, by=by)]
@@ -328,6 +333,9 @@ def _claimed(
         resolution = Resolution(entry_id=entry_id, answer=option)
         return [Notify(text=option), *_edit_decided(decided, option), Resume(resolution=resolution)]
     approved = claimed.status == "approved"
+    if approved and event.choice == ALWAYS and event.actor.user_id == decided.requester_id:
+        everywhere = policy.standing_everywhere
+        return [*edit, *always.granted(session, decided, entry_id, policy.addressing, everywhere)]
     toast = "Approved" if approved else "Rejected"
     resolution = Resolution(entry_id=entry_id, approved=approved)
     return [Notify(text=toast), *edit, Resume(resolution=resolution)]
@@ -336,15 +344,17 @@ def _claimed(
 # --- what a run came to -------------------------------------------------------------------
 
 
-def _ran(ran: Ran) -> list[Effect]:
+def _ran(ran: Ran, policy: Policy) -> list[Effect]:
     outcome, received = ran.outcome, ran.received
+    standing = always.ran(outcome, policy.addressing)
     if isinstance(outcome, Finished | Failed):
         note: list[Effect] = [Send(message=ran.note, slot="note")] if ran.note else []
-        return [Settle(), Answer(message=outcome_message(outcome)), *note]
+        return [Settle(), *standing, Answer(message=outcome_message(outcome)), *note]
     decision_id = decision_id_for(received.event.conversation.id, received.entry_id)
     context = outcome.state.context
     asking = isinstance(outcome, AwaitingAnswer)
     effects: list[Effect] = [
+        *standing,
         Open(
             decision_id=decision_id,
             kind="question" if asking else "approval",
@@ -354,7 +364,7 @@ def _ran(ran: Ran) -> list[Effect]:
             options=tuple(outcome.options) if isinstance(outcome, AwaitingAnswer) else (),
             is_direct=context.is_direct,
             requester_only=bool(asking and (q := outcome.state.pending_question) and q.call),
-        )
+        ),
     ]
     if isinstance(outcome, AwaitingApproval) and outcome.plan.uncertain:
         steps = "\n".join(f"• {step.description}" for step in outcome.plan.uncertain)

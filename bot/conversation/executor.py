@@ -30,14 +30,15 @@ from adapters.base import (
     MessageRef,
     OutboundMessage,
 )
-from agent.deferred import Plan
+from agent.deferred import PendingPlan, Plan
 from agent.loop import Agent
 from agent.messages import ContentBlock
+from agent.protocols import RunContext
 from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
 from bot.conversation.connection_commands import ConnectionCommands
 from bot.conversation.engine import Policy, decide, pending_id
-from bot.conversation.render import typed_mentions
+from bot.conversation.render import standing_tools, typed_mentions
 from bot.conversation.running import (
     Admission,
     Called,
@@ -57,6 +58,7 @@ from bot.runtime.decisions import Decision, DecisionStore
 from bot.runtime.locks import Lease
 from bot.runtime.outbox import Outbox
 from bot.runtime.sessions import Session, SessionStore
+from bot.runtime.standing import StandingStore
 from bot.runtime.stops import Stops
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,7 @@ class Executor:
     objectives: Objectives | None = None  # checks schedules' and triggers' runs
     schedules: ScheduleCommands | None = None  # /schedules and its buttons
     connections: ConnectionCommands | None = None  # /connections and its buttons
+    standing: StandingStore | None = None  # "Always for this tool" approvals
 
     async def handle(self, entry_id: str, event: Inbound, lease: Lease) -> None:
         session = await self.sessions.load(lease.conversation_id, lease)
@@ -176,6 +179,7 @@ class Executor:
             approvers=self.approvers,
             max_message_chars=self.max_message_chars,
             addressing=addressing_of(turn.reply.adapter),
+            standing_everywhere=self.standing is not None and self.standing.scope == "everywhere",
         )
 
     async def _finish(self, turn: EntryTurn, entry_id: str | None) -> None:
@@ -253,7 +257,9 @@ class Executor:
             case fx.ListConnections():
                 assert isinstance(turn.event, InboundMessage)
                 if self.connections is not None:
-                    await reply.send(await self.connections.listing(turn.event), "reply")
+                    listed = await self.connections.listing(turn.event)
+                    for number, message in enumerate(listed):
+                        await reply.send(message, "reply" if number == 0 else f"reply-{number}")
             case fx.ConnectionButton():
                 assert isinstance(turn.event, InboundAction)
                 if self.connections is not None:
@@ -352,6 +358,8 @@ class Executor:
         elif isinstance(turn.event, InboundMessage):
             await self.runner.saw(turn.event)
         plan = state.pending_plan
+        if resolution.standing and plan is not None:
+            await self._grant(state.context, plan)
         private = state.private_to is not None or bool(
             resolution.approved and plan and any(step.private for step in plan.steps)
         )
@@ -369,6 +377,17 @@ class Executor:
                 stop=stop,
             ),
         )
+
+    async def _grant(self, requester: RunContext, plan: PendingPlan) -> None:
+        """Store the requester's "Always" for the plan's tools, as they were shown."""
+        shown = plan.plan()
+        tools = standing_tools(shown.steps, shown.uncertain)
+        if self.standing is None or not tools:
+            return
+        try:
+            await self.standing.grant(requester, tools)
+        except Exception:  # approved this once all the same; the next call asks again
+            log.warning("could not store a standing approval for %s", tools, exc_info=True)
 
     async def _call(
         self,

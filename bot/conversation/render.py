@@ -17,10 +17,11 @@ import unicodedata
 from typing import Any
 
 from adapters.base import Button, Inbound, InboundMessage, OutboundMessage, mention
-from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome
+from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome, PlanStep
 from bot.runtime.decisions import Decision
 
 APPROVE, REJECT = "approve", "reject"
+ALWAYS = "always"  # approve, and from now on run these tools without asking (standing)
 # The decision id Forget buttons carry; their value is the memory id.
 MEMORY_ACTION = "mem"
 FOLD_AT = 300  # characters of one argument shown in the prompt; the whole value comes before it
@@ -156,14 +157,25 @@ def defang(text: str) -> str:
 
 
 def approval_message(outcome: AwaitingApproval, decision_id: str | None) -> OutboundMessage:
+    buttons = [
+        Button(label="Approve", value=APPROVE, style="primary"),
+        Button(label="Reject", value=REJECT, style="danger"),
+    ]
+    if standing_tools(outcome.plan.steps, outcome.plan.uncertain):
+        one = len({step.tool for step in outcome.plan.steps}) == 1
+        label = "Always for this tool" if one else "Always for these tools"
+        buttons.insert(1, Button(label=label, value=ALWAYS))
     return OutboundMessage(
-        text=approval_text(outcome),
-        buttons=(
-            Button(label="Approve", value=APPROVE, style="primary"),
-            Button(label="Reject", value=REJECT, style="danger"),
-        ),
-        decision_id=decision_id,
+        text=approval_text(outcome), buttons=tuple(buttons), decision_id=decision_id
     )
+
+
+def standing_tools(steps: list[PlanStep], uncertain: list[PlanStep]) -> list[tuple[str, str]]:
+    """(tool, digest) of each step when every step may be approved for good, else none: a
+    plan with a step of unknown fate, or of a server without `"standing": true`, has none."""
+    if not steps or uncertain or any(step.standing is None for step in steps):
+        return []
+    return sorted({(step.tool, step.standing) for step in steps if step.standing})
 
 
 def decided_message(decision: Decision) -> OutboundMessage:

@@ -147,6 +147,10 @@ class Keys:
     def oauth_state(self, digest: str) -> str:
         return f"{self.prefix}:oauth:state:{digest}"
 
+    def standing(self, platform: str, user_id: str) -> str:
+        """A person's standing approvals (bot/runtime/standing.py), a field each."""
+        return f"{self.prefix}:standing:{platform}:{user_id}"
+
 
 def backlog_member(entry_id: str) -> str:
     """An inbox entry as a backlog member: zero-padded, so lexical order is entry order."""
@@ -201,4 +205,5 @@ PATTERNS: dict[str, str] = {
     "oauth:client:*": "retention: one per configured per-user server",
     "oauth:state:*": "ttl",
     "oauth:refresh:*": "ttl",
+    "standing:*": "ttl",
 }

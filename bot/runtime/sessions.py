@@ -70,6 +70,7 @@ class Resolution(BaseModel):
     answer: str | None = None
     approved: bool | None = None
     reason: str | None = None
+    standing: bool | None = None  # True: approved for good ("Always for this tool")
 
 
 class Session(BaseModel):

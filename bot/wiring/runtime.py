@@ -41,6 +41,7 @@ from bot.runtime.schedule_clock import ScheduleClock
 from bot.runtime.scheduler import ReminderScheduler
 from bot.runtime.schedules import Schedule, ScheduleStore
 from bot.runtime.sessions import SessionStore
+from bot.runtime.standing import StandingStore
 from bot.runtime.stops import Stops
 from bot.runtime.worker import Worker
 from bot.wiring.mcp_setup import build_connections
@@ -224,6 +225,11 @@ def build_runtime(
     agent = make_agent(Scheduling(scheduler, schedules))
     if agent.journal is None:  # approved side effects run at most once across processes
         agent.journal = RedisToolJournal(redis, keys, ttl=runtime_settings.session_ttl)
+    standing = StandingStore(
+        redis, keys, ttl=settings.mcp.standing_ttl, scope=settings.mcp.standing_scope
+    )
+    if agent.standing is None:
+        agent.standing = standing
     executor = Executor(
         agent=agent,
         adapters=adapters,
@@ -261,7 +267,8 @@ def build_runtime(
             owner_left=owner_left(adapters),
         ),
         schedules=ScheduleCommands(store=schedules),
-        connections=ConnectionCommands(build_connections(settings, redis)),
+        connections=ConnectionCommands(build_connections(settings, redis), standing),
+        standing=standing,
     )
     worker = Worker(
         redis,

@@ -96,6 +96,7 @@ async def test_a_direct_message_round_trip(redis, telegram: FakeTelegram) -> Non
             "cancel",
             "status",
             "schedules",
+            "connections",
         }
 
 

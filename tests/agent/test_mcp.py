@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import mcp.types as mt
 import pytest
 
 from agent import Agent, AgentConfig, AwaitingApproval, Finished, builtin_registry
@@ -329,3 +330,40 @@ async def test_tools_whose_names_collide_are_both_left_out_and_named(
         "MCP tools a: b__lookup and a__b: lookup would both be called a__b__lookup; "
         "neither is offered (rename a server)"
     ]
+
+
+class NobodyConnected:
+    """Credentials of a deployment where no one has connected a per-user server yet."""
+
+    async def token(self, server: str, run: RunContext) -> str | None:
+        return None
+
+    async def connect_link(self, server: str, run: RunContext, question_id: str) -> str:
+        raise ConnectionError("not in this test")
+
+
+async def test_a_per_user_servers_tools_that_collide_are_left_out_and_named(
+    ctx: RunContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    # per-user "a" lists `b__lookup` (cached from someone's listing), shared "a__b" lists
+    # `lookup`: both a__b__lookup.
+    config = McpConfig(
+        mcpServers={
+            "a__b": stdio_server(tools=["lookup"]),
+            "a": ServerConfig(url="http://127.0.0.1:9/mcp", auth="user"),
+        }
+    )
+    box = McpToolbox(config, TIMING, credentials=NobodyConnected())
+    await box.start()
+    try:
+        assert box.collisions() == {}  # a's stand-in, a__connect, clashes with nothing
+        assert [t.name for t in await box.source().tools_for(ctx)] == ["a__b__lookup", "a__connect"]
+        box.personal["a"].listed = [
+            mt.Tool(name="b__lookup", input_schema={"type": "object", "properties": {}})
+        ]
+        assert box.collisions() == {"a__b__lookup": ["a__b: lookup", "a: b__lookup"]}
+        assert [tool.name for tool in await box.source().tools_for(ctx)] == []  # neither
+    finally:
+        await box.stop()
+    said = [r.getMessage() for r in caplog.records if "would both be called" in r.getMessage()]
+    assert "MCP tools a__b: lookup and a: b__lookup would both be called a__b__lookup" in said[-1]

@@ -48,6 +48,8 @@ def test_help_and_unknown_commands_name_the_platforms_syntax(
 
     shown = said("help").message
     assert help_line in shown.text and shown.private_to == "42"
+    # /connections is listed in the platform's own syntax (Slack: /parley connections)
+    assert help_line.replace("memories", "connections") in shown.text
     other = "/parley" if platform != "slack" else "• /memories"
     assert other not in shown.text
     assert said("report").message.text == unknown

@@ -56,7 +56,8 @@ SCHEMAS = {"pattern": BACKTRACKING, "ref": DANGLING}
 
 class MangledServer(MCPServer):
     """MCP_BAD_SCHEMA: the tool `mangled` lists an invalid schema, or with `pattern` / `ref` a
-    valid one that hurts in use. MCP_TOOL_PREFIX: every tool's listed name starts with it."""
+    valid one that hurts in use. MCP_TOOL_PREFIX: every tool's listed name starts with it.
+    MCP_NOTE_DESTRUCTIVE: `write_note` is listed as destructive (its annotations changed)."""
 
     async def list_tools(self) -> list[Any]:
         tools = await super().list_tools()
@@ -64,6 +65,10 @@ class MangledServer(MCPServer):
             for tool in tools:
                 if tool.name == "mangled":
                     tool.input_schema = SCHEMAS.get(bad, MANGLED)
+        if os.environ.get("MCP_NOTE_DESTRUCTIVE"):
+            for tool in tools:
+                if tool.name == "write_note":
+                    tool.annotations = DESTRUCTIVE
         for tool in tools:
             tool.name = os.environ.get("MCP_TOOL_PREFIX", "") + tool.name
         return tools

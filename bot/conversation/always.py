@@ -1,0 +1,84 @@
+"""Standing approvals in the conversation: **Always for this tool** on an approval prompt.
+
+Only the requester gives one, for themselves: an approver's press for someone else's run is
+refused (Approve still runs it that once), and a press on a prompt that offered no such
+button is not understood. Once given, it is said in the chat, and so is every later call it
+lets run without asking — nothing runs unseen. The executor stores it as the run resumes
+(bot/runtime/standing.py).
+"""
+
+from __future__ import annotations
+
+from adapters.base import Addressing, InboundAction, OutboundMessage, mention
+from agent.outcomes import Outcome
+from bot.conversation.effects import Claim, Effect, Notify, Resume, Send
+from bot.conversation.render import standing_tools
+from bot.runtime.decisions import Decision
+from bot.runtime.sessions import Resolution, Session
+
+NOT_YOURS = (
+    "Only {who} can approve this for good, and only for their own requests. "
+    "Approve runs it this once."
+)
+UNKNOWN_BUTTON = "I didn't understand that button."
+TOAST = "Approved — from now on without asking"
+GRANTED = (
+    "From now on I'll run {tools} for {who} {where}without asking, as long as the tool "
+    "stays as it is now. {command} lists it, with Revoke."
+)
+RAN = "Ran {tools} under {who}'s standing approval ({command} lists and revokes it)."
+
+
+def pressed(session: Session, decision: Decision, event: InboundAction, by: str) -> list[Effect]:
+    """**Always** pressed by one who may decide."""
+    if not grantable(session):  # no such button was offered
+        return [Notify(text=UNKNOWN_BUTTON, alert=True)]
+    if event.actor.user_id != decision.requester_id:  # an approver, for someone else
+        return [Notify(text=NOT_YOURS.format(who=_requester(decision)), alert=True)]
+    return [Claim(decision_id=decision.id, status="approved", by=by)]
+
+
+def granted(
+    session: Session, decided: Decision, entry_id: str, addressing: Addressing, everywhere: bool
+) -> list[Effect]:
+    """Claimed: said in the chat, then the run goes on (storing the approval first)."""
+    who = _requester(decided)
+    line = GRANTED.format(
+        tools=", ".join(f"`{tool}`" for tool, _ in grantable(session)),
+        who=who,
+        where="" if everywhere else "in this chat ",
+        command=addressing.shown("connections"),
+    )
+    said = OutboundMessage(text=line, allowed_mentions=frozenset({who}))
+    resolution = Resolution(entry_id=entry_id, approved=True, standing=True)
+    return [Notify(text=TOAST), Send(message=said, slot="standing"), Resume(resolution=resolution)]
+
+
+def ran(outcome: Outcome, addressing: Addressing) -> list[Effect]:
+    """The calls a run made under a standing approval, said in the chat."""
+    tools = list(dict.fromkeys(outcome.trace.standing))
+    if not tools:
+        return []
+    context = outcome.state.context
+    who = mention(context.platform, context.user_id, context.user_name)
+    line = RAN.format(
+        tools=", ".join(f"`{tool}`" for tool in tools),
+        who=who,
+        command=addressing.shown("connections"),
+    )
+    message = OutboundMessage(text=line, allowed_mentions=frozenset({who}))
+    return [Send(message=message, slot="standing-ran")]
+
+
+def grantable(session: Session) -> list[tuple[str, str]]:
+    """The (tool, digest) pairs the pending plan may be approved for good with, if any."""
+    pending = session.state.pending_plan if session.state is not None else None
+    if pending is None:
+        return []
+    plan = pending.plan()
+    return standing_tools(plan.steps, plan.uncertain)
+
+
+def _requester(decision: Decision) -> str:
+    platform = decision.conversation_id.split(":", 1)[0]
+    return mention(platform, decision.requester_id, decision.requester_name)

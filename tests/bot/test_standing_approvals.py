@@ -1,0 +1,256 @@
+"""Standing approvals ("Always for this tool"), end to end: a real `mcp` SDK server over
+stdio whose `write_note` needs approval, the worker with Redis, and the recording adapter.
+One person's approval covers their own later calls of that tool, as it was shown, in that
+chat; it is said in the chat each time, survives a restart, and ends when revoked, when it
+expires, or when the server changes what it says about the tool."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from adapters.base import ConversationKey
+from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
+from bot.config import Settings
+from bot.conversation.connection_commands import STANDING_ACTION
+from bot.conversation.engine import ALWAYS_TOAST
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.harness import Harness, running, settings
+from tests.bot.recording import Posted, click, message
+from tests.fakes.mcp_process import stdio_server
+
+pytestmark = pytest.mark.process
+
+TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
+GROUP = ConversationKey(platform="telegram", chat_id="-100")
+OTHER_GROUP = ConversationKey(platform="telegram", chat_id="-200")
+ALWAYS = "Always for this tool"
+RAN = "Ran `test__write_note` under Ana's standing approval (/connections lists and revokes it)."
+
+
+@contextlib.asynccontextmanager
+async def parley(
+    redis: aioredis.Redis,
+    model: ScriptedModel,
+    server: ServerConfig,
+    config: Settings | None = None,
+) -> AsyncIterator[Harness]:
+    """One Parley process with its own connection to the MCP server."""
+    box = McpToolbox(McpConfig(mcpServers={"test": server}), TIMING)
+    await box.start()
+    try:
+        async with running(redis, model, tool_source=box.source(), config=config) as harness:
+            yield harness
+    finally:
+        await box.stop()
+
+
+def server(ledger: Path, *, standing: bool = True, changed: bool = False) -> ServerConfig:
+    env = {"MCP_NOTE_DESTRUCTIVE": "1"} if changed else {}
+    return stdio_server(ledger, standing=standing, env=env)
+
+
+def notes(*texts: str) -> ScriptedModel:
+    script = []
+    for text in texts:
+        script += [turn(call("test__write_note", note=text)), reply(f"Noted {text}.")]
+    return ScriptedModel(script)
+
+
+def prompt(harness: Harness, chat: ConversationKey = GROUP) -> Posted:
+    return [p for p in harness.adapter.in_conversation(chat) if p.message.buttons][-1]
+
+
+def press(posted: Posted, label: str, user: str = "42", name: str = "Ana") -> object:
+    labels = [b.label for b in posted.message.buttons]
+    choice = posted.message.buttons[labels.index(label)].value
+    return click(posted.ref.conversation, posted, choice, user=user, name=name)
+
+
+def written(ledger: Path) -> list[str]:
+    return ledger.read_text().splitlines() if ledger.exists() else []
+
+
+def prompts(harness: Harness, chat: ConversationKey = GROUP) -> int:
+    return sum(1 for p in harness.adapter.in_conversation(chat) if "may I?" in p.message.text)
+
+
+def with_approver(config: Settings, approver: str) -> Settings:
+    access = config.access.model_copy(update={"approvers": [approver]})
+    return config.model_copy(update={"access": access})
+
+
+def with_mcp(config: Settings, **values: object) -> Settings:
+    return config.model_copy(update={"mcp": config.mcp.model_copy(update=values)})
+
+
+async def ask(harness: Harness, text: str, chat: ConversationKey = GROUP, **who: str) -> None:
+    await harness.submit(message(chat, text, direct=False, **who))
+    await harness.settle(within=60)
+
+
+async def grant(harness: Harness, text: str) -> None:
+    """Ana asks, and approves for good."""
+    await ask(harness, text)
+    posted = prompt(harness)
+    assert [b.label for b in posted.message.buttons] == ["Approve", ALWAYS, "Reject"]
+    await harness.submit(press(posted, ALWAYS))
+    await harness.settle(within=60)
+    assert harness.adapter.notices[-1][1:] == (ALWAYS_TOAST, False)
+
+
+async def test_always_lets_the_next_call_run_without_a_prompt_said_and_journaled_across_a_restart(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    model = notes("a", "b")
+    async with parley(redis, model, server(ledger)) as harness:
+        await grant(harness, "note a")
+        assert written(ledger) == ["write_note a"]
+        texts = harness.adapter.texts(GROUP)
+        assert any(
+            t.startswith("From now on I'll run `test__write_note` for Ana in this chat")
+            for t in texts
+        )
+        assert texts[-1] == "Noted a."
+    # a new process: the approval was kept in Redis
+    async with parley(redis, model, server(ledger)) as harness:
+        await ask(harness, "note b")
+        assert written(ledger) == ["write_note a", "write_note b"]
+        assert prompts(harness) == 0  # not asked
+        assert harness.adapter.texts(GROUP)[-2:] == [RAN, "Noted b."]
+    journals = [key async for key in redis.scan_iter(match="*journal*")]
+    assert journals  # an approved call's record, like any approved call's
+
+
+async def test_revoked_in_connections_it_asks_again(redis: aioredis.Redis, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    async with parley(redis, notes("a", "b"), server(ledger)) as harness:
+        await grant(harness, "note a")
+        await ask(harness, "/connections", command="connections")
+        listing = [
+            p
+            for p in harness.adapter.in_conversation(GROUP)
+            if p.message.decision_id == STANDING_ACTION
+        ][-1]
+        assert listing.message.private_to == "42"
+        assert "test__write_note — here, until" in listing.message.text
+        # Bo's press on Ana's list revokes nothing of Ana's
+        await harness.submit(press(listing, "Revoke test__write_note", user="77", name="Bo"))
+        await harness.settle(within=30)
+        assert "not in force" in harness.adapter.notices[-1][1]
+        await harness.submit(press(listing, "Revoke test__write_note"))
+        await harness.settle(within=30)
+        assert harness.adapter.notices[-1][1].startswith("Revoked")
+
+        await ask(harness, "note b")
+        assert written(ledger) == ["write_note a"]  # waits for a yes again
+        assert prompts(harness) == 2
+
+
+async def test_an_expired_standing_approval_asks_again(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    config = with_mcp(settings(), standing_ttl=1.0)
+    async with parley(redis, notes("a", "b"), server(ledger), config) as harness:
+        await grant(harness, "note a")
+        await asyncio.sleep(1.2)
+        await ask(harness, "note b")
+        assert written(ledger) == ["write_note a"]
+        assert prompts(harness) == 2
+
+
+async def test_a_tool_whose_annotations_changed_is_not_covered(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    model = notes("a", "b")
+    async with parley(redis, model, server(ledger)) as harness:
+        await grant(harness, "note a")
+    # the server now says write_note is destructive: not what Ana approved
+    async with parley(redis, model, server(ledger, changed=True)) as harness:
+        await ask(harness, "note b")
+        assert written(ledger) == ["write_note a"]
+        assert prompts(harness) == 1
+        assert RAN not in harness.adapter.texts(GROUP)
+
+
+async def test_one_persons_standing_approval_never_covers_anothers_run_or_another_chat(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    model = notes("a", "b", "c")
+    async with parley(redis, model, server(ledger)) as harness:
+        await grant(harness, "note a")
+        await ask(harness, "note b", user="77", name="Bo")  # Bo, in the same group
+        assert written(ledger) == ["write_note a"]
+        assert prompts(harness) == 2  # Bo is asked, as if Ana had approved nothing
+        assert RAN not in harness.adapter.texts(GROUP)
+        await harness.submit(press(prompt(harness), "Reject", user="77", name="Bo"))
+        await harness.settle(within=60)
+        await ask(harness, "note c", chat=OTHER_GROUP)  # Ana, in another group
+        assert written(ledger) == ["write_note a"]
+        assert prompts(harness, OTHER_GROUP) == 1
+
+
+async def test_without_standing_there_is_no_always_button_and_a_forged_press_is_refused(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    async with parley(redis, notes("a", "b"), server(ledger, standing=False)) as harness:
+        await ask(harness, "note a")
+        posted = prompt(harness)
+        assert [b.label for b in posted.message.buttons] == ["Approve", "Reject"]
+        forged = click(GROUP, posted, "always")
+        await harness.submit(forged)
+        await harness.settle(within=30)
+        assert harness.adapter.notices[-1][1:] == ("I didn't understand that button.", True)
+        assert written(ledger) == []
+        assert not [key async for key in redis.scan_iter(match="*standing*")]
+
+
+async def test_only_the_requester_gives_a_standing_approval(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    config = with_approver(settings(), "77")  # Bo approves others' actions here
+    async with parley(redis, notes("a", "b"), server(ledger), config) as harness:
+        await ask(harness, "note a")
+        posted = prompt(harness)
+        await harness.submit(press(posted, ALWAYS, user="55", name="Cy"))  # nobody here
+        await harness.settle(within=30)
+        assert harness.adapter.notices[-1][1:] == ("Only Ana can approve this.", True)
+        await harness.submit(press(posted, ALWAYS, user="77", name="Bo"))  # an approver
+        await harness.settle(within=30)
+        assert harness.adapter.notices[-1][1].startswith("Only Ana can approve this for good")
+        assert written(ledger) == []  # and still waiting: Bo's Approve runs it once
+        await harness.submit(press(posted, "Approve", user="77", name="Bo"))
+        await harness.settle(within=60)
+        assert written(ledger) == ["write_note a"]
+        assert not [key async for key in redis.scan_iter(match="*standing*")]
+        await ask(harness, "note b")
+        assert prompts(harness) == 2  # asked again: nobody approved it for good
+
+
+async def test_while_redis_is_away_for_standing_approvals_the_call_is_put_to_the_person(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    async with parley(redis, notes("a", "b"), server(ledger)) as harness:
+        await grant(harness, "note a")
+        store = harness.runtime.executor.standing
+        assert store is not None
+        store.redis = aioredis.Redis.from_url("redis://127.0.0.1:1")  # nothing listens there
+        try:
+            await ask(harness, "note b")
+        finally:
+            await store.redis.aclose()
+            store.redis = redis
+        assert written(ledger) == ["write_note a"]
+        assert prompts(harness) == 2
