@@ -168,9 +168,16 @@ class Open:
 
 @dataclass(frozen=True, kw_only=True)
 class Prompt:
-    """Post the open decision's prompt (with its buttons) and tie the decision to it."""
+    """Post the open decision's prompt (with its buttons) and tie the decision to it.
+
+    With `private_chat` (a user id) it goes to that person's private chat instead, and the
+    conversation is told `sent`, or `unreachable` when the platform refuses the private
+    message for good (the person never opened a chat with Parley)."""
 
     message: OutboundMessage
+    private_chat: str | None = None
+    sent: OutboundMessage | None = None
+    unreachable: OutboundMessage | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,7 +26,7 @@ from adapters.base import (
     mention,
 )
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
-from bot.conversation import always
+from bot.conversation import always, connect_privately
 from bot.conversation.commands import bare_mention_line, help_text, unknown_command
 from bot.conversation.connected import connected
 from bot.conversation.connection_commands import CONNECTION_ACTION, STANDING_ACTION
@@ -47,7 +47,6 @@ from bot.conversation.effects import (
     ListSchedules,
     Notify,
     Open,
-    Prompt,
     Ran,
     Received,
     Resume,
@@ -372,7 +371,7 @@ def _ran(ran: Ran, policy: Policy) -> list[Effect]:
     if isinstance(outcome, AwaitingApproval):  # long values in full, just above the prompt
         for number, whole in enumerate(continuations(outcome)):
             effects.append(Send(message=whole, slot=f"argument-{number}"))
-    effects.append(Prompt(message=outcome_message(outcome, decision_id)))
+    effects.append(connect_privately.prompt(outcome, outcome_message(outcome, decision_id)))
     return effects
 
 

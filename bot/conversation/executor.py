@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import assert_never
 
 from adapters.base import (
     Addressing,
     ChatAdapter,
+    ConversationKey,
     Inbound,
     InboundAction,
     InboundMessage,
@@ -234,6 +235,8 @@ class Executor:
                 await self.runner.answer(turn.called, reply, headed(effect.message, turn.header))
             case fx.Open():
                 await self._open(turn, effect)
+            case fx.Prompt(private_chat=str()):
+                await self._prompt_privately(turn, effect)
             case fx.Prompt():
                 posted = await reply.send(effect.message, "outcome")
                 if turn.opened is not None and posted is not None:
@@ -270,6 +273,20 @@ class Executor:
             case _:
                 assert_never(effect)  # mypy fails here when an effect type goes unhandled
         return None
+
+    async def _prompt_privately(self, turn: EntryTurn, prompt: fx.Prompt) -> None:
+        """The prompt in the person's private chat (not tied to the decision: edits go to
+        the conversation), and the conversation told whether it went."""
+        reply = turn.reply
+        assert prompt.private_chat is not None
+        chat = ConversationKey(platform=reply.conversation.platform, chat_id=prompt.private_chat)
+        key = reply.key_for("outcome")
+        message = replace(prompt.message, private_to=None)  # that chat is theirs alone
+        posted = await self.outbox.send(reply.adapter, key, chat, message, reply.lease)
+        refused = posted is None and await self.outbox.refused(key)
+        told = prompt.unreachable if refused else prompt.sent
+        if told is not None:
+            await reply.send(told, "unreachable" if refused else "sent-privately")
 
     def _schedules(self) -> ScheduleCommands:
         assert self.schedules is not None, "schedules are wired with the runtime"

@@ -33,11 +33,6 @@ log = logging.getLogger(__name__)
 
 REFRESH_EARLY = 120.0  # seconds before expiry a token is refreshed
 CALLBACK_PATH = "/oauth/callback"
-PRIVATE_ONLY = (
-    "{server} needs the user's own account, which they have not connected yet. The link "
-    "to connect it can only be sent in a private chat: tell them to message me privately "
-    "and ask there once."
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,9 +106,6 @@ class Connections:
         return fresh.access_token
 
     async def connect_link(self, server: str, run: RunContext, question_id: str) -> str:
-        if run.platform == "telegram" and not run.is_direct:
-            # a group would see the link, and whoever used it would connect *their* account
-            raise ToolError(PRIVATE_ONLY.format(server=server))
         try:
             client = await self.client(server)
         except oauth.OAuthError as exc:

@@ -151,6 +151,10 @@ class Outbox:
         metrics.DELIVERIES.labels(conversation.platform, "sent").inc()
         return ref
 
+    async def refused(self, key: str) -> bool:
+        """Whether the send under `key` was given up: the platform refused it for good."""
+        return await self.redis.get(self.keys.outbox(key)) == FAILED
+
     async def _release(self, redis_key: str, claim: bytes) -> None:
         """Give up a claim whose send did not go out (remembered if Redis cannot be told)."""
         try:

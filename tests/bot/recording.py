@@ -18,6 +18,7 @@ from adapters.base import (
     MessageRef,
     OutboundMessage,
     Platform,
+    Undeliverable,
 )
 
 _ids = itertools.count(1)
@@ -41,6 +42,9 @@ class RecordingAdapter:
     notices: list[tuple[InboundAction, str, bool]] = field(default_factory=list)
     progress_log: list[tuple[str, str | None]] = field(default_factory=list)
     send_delay: float = 0.0
+    # chats the platform refuses for good, as Telegram refuses a private chat with someone
+    # who never started one with the bot
+    refused: set[str] = field(default_factory=set)
 
     async def start(self) -> None:
         return None
@@ -51,6 +55,8 @@ class RecordingAdapter:
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
         if self.send_delay:
             await asyncio.sleep(self.send_delay)
+        if conversation.chat_id in self.refused:
+            raise Undeliverable("Forbidden: bot can't initiate conversation with a user")
         ref = MessageRef(conversation=conversation, message_id=str(next(_ids)))
         self.posted.append(Posted(ref=ref, message=message))
         return ref

@@ -25,6 +25,7 @@ from adapters.base import ConversationKey
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.protocols import RunContext
 from bot.config import ConfigError, Settings
+from bot.conversation.connect_privately import SENT, UNREACHABLE
 from bot.ops.http import HttpServer
 from bot.runtime import oauth
 from bot.runtime.connections import Connections
@@ -263,19 +264,53 @@ async def test_a_restart_while_the_link_waits_loses_nothing_and_tokens_are_refre
             assert await connections.connected("telegram", "42") == []
 
 
-async def test_in_a_telegram_group_no_link_is_posted_and_the_model_is_told_why(
+async def test_in_a_telegram_group_the_connect_button_goes_to_the_persons_private_chat(
     redis: aioredis.Redis, tmp_path: Path
 ) -> None:
     group = ConversationKey(platform="telegram", chat_id="-100")
-    model = ScriptedModel([turn(call("tracker__connect")), reply("Message me privately.")])
+    model = ScriptedModel(
+        [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
+    )
     async with world(tmp_path) as w, parley(redis, w, model) as (harness, _):
         await harness.submit(message(group, "who am I on the tracker?", direct=False))
         await harness.settle(within=60)
-        # whoever pressed a link posted here would connect *their* account as Ana
+        # whoever pressed a link posted in the group would connect *their* account as Ana's
         assert not [p for p in harness.adapter.in_conversation(group) if p.message.buttons]
-        told = model.requests[1].messages[-1].content[0]
-        assert "message me privately" in told.content
-        assert harness.adapter.texts(group)[-1] == "Message me privately."
+        assert "http" not in " ".join(harness.adapter.texts(group))
+        assert harness.adapter.texts(group)[-1] == SENT.format(who="Ana")
+        link = connect_prompt(harness, ANA).message.buttons[0].url  # in Ana's private chat
+        assert link is not None
+
+        status, _ = await get(await w.auth.sign_in(link, login="alice"))
+        assert status == 200
+        await harness.settle(within=60)
+        # the run went on in the group, as Ana
+        assert harness.adapter.texts(group)[-1] == "You're alice."
+        assert [(tool, who) for tool, who, _ in ledger_lines(w.ledger)] == [("whoami", "alice")]
+
+
+async def test_in_a_telegram_group_someone_parley_cannot_message_privately_is_told_how(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    group = ConversationKey(platform="telegram", chat_id="-100")
+    model = ScriptedModel(
+        [turn(call("tracker__connect")), turn(call("tracker__connect")), reply("unused")]
+    )
+    async with world(tmp_path) as w, parley(redis, w, model) as (harness, _):
+        harness.adapter.refused.add("42")  # Ana never started a chat with the bot
+        await harness.submit(message(group, "who am I on the tracker?", direct=False))
+        await harness.settle(within=60)
+        assert harness.adapter.in_conversation(ANA) == []
+        assert harness.adapter.texts(group) == [UNREACHABLE.format(who="Ana")]
+        assert not [p for p in harness.adapter.in_conversation(group) if p.message.buttons]
+
+        # she opens the chat and asks again: the button reaches her this time
+        harness.adapter.refused.clear()
+        await harness.submit(message(group, "try again", direct=False))
+        await harness.settle(within=60)
+        assert connect_prompt(harness, ANA).message.buttons[0].url
+        assert harness.adapter.texts(group)[-1] == SENT.format(who="Ana")
+        assert ledger_lines(w.ledger) == []
 
 
 async def test_doctor_names_the_per_user_servers_and_what_they_lack(tmp_path: Path) -> None:

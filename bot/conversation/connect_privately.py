@@ -1,0 +1,40 @@
+"""A Connect button for a run started in a Telegram group goes to the person's private chat.
+
+A group has no message only one member sees, and whoever pressed a Connect link posted there
+would connect *their* account to the requester's run. So the prompt is sent to the
+requester's private chat, and the group hears one sentence without any link. When Telegram
+refuses that message (the person never started a chat with Parley: 403 "bot can't initiate
+conversation with a user"), the group is asked, in one sentence, that they open one; the
+question still waits, so "try again" in the group brings a new button.
+"""
+
+from __future__ import annotations
+
+from adapters.base import OutboundMessage, mention
+from agent.outcomes import AwaitingAnswer, Outcome
+from bot.conversation.effects import Prompt
+
+SENT = "{who}, I've sent you a private message with a button to connect your account."
+UNREACHABLE = (
+    "{who}, to connect your account I need to message you privately, but you haven't started "
+    "a chat with me yet: open a private chat with me and press Start, then tell me here to "
+    "try again."
+)
+
+
+def prompt(outcome: Outcome, message: OutboundMessage) -> Prompt:
+    """The prompt effect for `message`: privately for a Connect link in a Telegram group."""
+    context = outcome.state.context
+    linked = isinstance(outcome, AwaitingAnswer) and outcome.link is not None
+    # Slack shows a private_to message to that person alone (ephemeral); a Telegram group can't
+    if not linked or context.platform != "telegram" or context.is_direct:
+        return Prompt(message=message)
+    who = mention(context.platform, context.user_id, context.user_name)
+    return Prompt(
+        message=message,
+        private_chat=context.user_id,
+        sent=OutboundMessage(text=SENT.format(who=who), allowed_mentions=frozenset({who})),
+        unreachable=OutboundMessage(
+            text=UNREACHABLE.format(who=who), allowed_mentions=frozenset({who})
+        ),
+    )
