@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,10 +25,12 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.base import HandoverFailed
+from adapters.metrics import WEBHOOK_REJECTED
 
 log = logging.getLogger(__name__)
 
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
+STALE_AFTER = 300  # seconds: slack_sdk's SignatureVerifier refuses older requests
 # Interactive payloads for UI Parley never shows (modals, shortcuts, menus with external
 # options, legacy attachments): acknowledged before Bolt, which could not match them all.
 NOT_PARLEYS = {
@@ -62,9 +65,11 @@ class SlackIngress:
         timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
         if timestamp and not _TIMESTAMP.fullmatch(timestamp):
             log.info("refused a Slack request: %s", _summary(request, body))
+            WEBHOOK_REJECTED.labels("slack", "malformed").inc()
             return web.Response(status=400, text="malformed timestamp")
         if not self._signed(body, timestamp, request.headers.get("X-Slack-Signature", "")):
             log.info("refused a Slack request with no valid signature: %s", _summary(request, body))
+            WEBHOOK_REJECTED.labels("slack", "stale" if _stale(timestamp) else "signature").inc()
             return web.Response(status=401, text="invalid signature")
         try:
             bolt_request = await to_bolt_request(request)
@@ -122,6 +127,12 @@ class SlackIngress:
         if self.trouble is not None:
             log.info("Slack events are stored again")
             self.trouble = None
+
+
+def _stale(timestamp: str) -> bool:
+    """Outside Slack's 5-minute window (a replay, or a clock that is off): told apart from a
+    wrong signature only for the count; the answer is the same."""
+    return timestamp.isdigit() and abs(time.time() - int(timestamp)) > STALE_AFTER
 
 
 def _malformed(body: dict[str, Any]) -> str | None:

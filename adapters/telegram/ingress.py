@@ -36,6 +36,7 @@ from telegram.request import BaseRequest
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
 
 from adapters.base import HandoverFailed
+from adapters.metrics import WEBHOOK_REJECTED
 from adapters.telegram.inbound import parse_update
 from adapters.telegram.stream import seconds
 
@@ -198,6 +199,7 @@ class TelegramIngress:
         secret = self.config.webhook_secret or ""
         given = request.headers.get(SECRET_HEADER, "")
         if not secret or not hmac.compare_digest(given.encode(), secret.encode()):
+            WEBHOOK_REJECTED.labels("telegram", "secret").inc()
             return web.json_response({"ok": False, "error": "forbidden"}, status=403)
         try:
             data = json.loads(await request.read())

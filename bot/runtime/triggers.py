@@ -26,6 +26,7 @@ from pathlib import Path
 from aiohttp import web
 
 from adapters.base import Actor, ContextMessage, ConversationKey, HandoverFailed, InboundMessage
+from adapters.metrics import WEBHOOK_REJECTED
 from bot.config import ConfigError
 from bot.ops import metrics
 
@@ -164,6 +165,11 @@ class Hooks:
         return _answer("started", 202, "started")
 
 
+REJECTED = {"bad_signature": "signature", "stale": "stale"}
+
+
 def _answer(result: str, status: int, text: str) -> web.Response:
     metrics.TRIGGERS.labels(result).inc()
+    if result in REJECTED:  # beside the platforms' refusals, for one alert on all of them
+        WEBHOOK_REJECTED.labels("hooks", REJECTED[result]).inc()
     return web.json_response({"status": result, "detail": text}, status=status)

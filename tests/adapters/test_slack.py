@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from adapters.slack import SlackAdapter, SlackConfig
 from agent.builtin_tools import builtin_registry
@@ -191,10 +192,19 @@ async def test_retries_and_repeated_event_ids_answer_once(redis) -> None:
 
 
 async def test_forged_and_stale_requests_are_refused(redis) -> None:
+    """Refused, and counted by reason in parley_webhook_rejected_total."""
     model = ScriptedModel([])
+    before = {reason: rejected("slack", reason) for reason in ("signature", "stale", "malformed")}
     async with slack_bot(redis, model) as s:
         assert (await s.event(fs.dm_event("UANA", "x"), secret="wrong-secret")).status == 401
         assert (await s.event(fs.dm_event("UANA", "x"), age=6 * 60)).status == 401
+        unsigned = await s.http.post(s.url, data=b"{}")
+        assert unsigned.status == 401
+        odd = await s.http.post(s.url, data=b"{}", headers={"X-Slack-Request-Timestamp": "soon"})
+        assert odd.status == 400
+        assert rejected("slack", "signature") - before["signature"] == 2
+        assert rejected("slack", "stale") - before["stale"] == 1
+        assert rejected("slack", "malformed") - before["malformed"] == 1
         await s.harness.settle()
         assert model.requests == [] and s.fake.posts == []
         assert await s.harness.redis.xlen(s.harness.runtime.keys.inbox) == 0
@@ -415,3 +425,8 @@ async def test_thread_status_while_working_is_cleared_at_the_end(redis) -> None:
             "status": "Thinking…",
         }
         assert statuses[-1]["status"] == ""
+
+
+def rejected(platform: str, reason: str) -> float:
+    labels = {"platform": platform, "reason": reason}
+    return REGISTRY.get_sample_value("parley_webhook_rejected_total", labels) or 0.0

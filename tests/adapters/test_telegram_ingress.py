@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from agent.messages import ChatRequest, ChatResponse
 from bot.ops.http import HttpServer
@@ -27,6 +28,7 @@ from tests.fakes.telegram import FakeTelegram
 from tests.private_redis import private_redis
 
 SECRET = "webhook-secret"
+REJECTED = ("parley_webhook_rejected_total", {"platform": "telegram", "reason": "secret"})
 MESSAGES = 40
 
 
@@ -195,6 +197,13 @@ async def test_the_webhook_answers_after_queueing_and_refuses_what_it_cannot_sto
                         return response.status
 
                 before = telegram.message(chat_id=ANA, user_id=ANA, text="before")
+                forged = REGISTRY.get_sample_value(*REJECTED) or 0.0
+                async with session.post(url, json=before, headers={}) as response:
+                    assert response.status == 403
+                wrong = {"X-Telegram-Bot-Api-Secret-Token": "guessed"}
+                async with session.post(url, json=before, headers=wrong) as response:
+                    assert response.status == 403
+                assert REGISTRY.get_sample_value(*REJECTED) == forged + 2
                 assert await post(before) == 200
                 assert await client.xlen(keys.inbox) == 1  # in the inbox by the 200
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from adapters.base import ConversationKey
 from bot.config import ConfigError
@@ -100,10 +101,13 @@ async def test_a_bad_signature_starts_nothing(
     redis: aioredis.Redis, tmp_path: Path, headers: dict[str, str], status: int
 ) -> None:
     model = ScriptedModel([])
+    counted = {"platform": "hooks", "reason": "signature"}
+    before = REGISTRY.get_sample_value("parley_webhook_rejected_total", counted) or 0.0
     async with running(redis, model) as harness, listening(harness, tmp_path) as hooks:
         stamp = {"X-Parley-Timestamp": str(int(time.time()))}
         assert await post(f"{hooks}/ci", b"{}", **headers, **stamp) == status
         assert await redis.xlen(harness.runtime.keys.inbox) == 0
+    assert REGISTRY.get_sample_value("parley_webhook_rejected_total", counted) == before + 1
 
 
 async def test_a_stale_or_unknown_delivery_starts_nothing(
@@ -113,6 +117,8 @@ async def test_a_stale_or_unknown_delivery_starts_nothing(
     async with running(redis, model) as harness, listening(harness, tmp_path) as hooks:
         body = b'{"alert": "disk full"}'
         old = str(int(time.time()) - 3600)
+        stale = {"platform": "hooks", "reason": "stale"}
+        before = REGISTRY.get_sample_value("parley_webhook_rejected_total", stale) or 0.0
         assert (
             await post(
                 f"{hooks}/ci", body, **{"X-Parley-Signature": sign(body), "X-Parley-Timestamp": old}
@@ -136,6 +142,7 @@ async def test_a_stale_or_unknown_delivery_starts_nothing(
             == 413
         )
         assert await redis.xlen(harness.runtime.keys.inbox) == 0
+        assert REGISTRY.get_sample_value("parley_webhook_rejected_total", stale) == before + 1
 
 
 def test_a_triggers_file_that_cannot_be_used_is_named(tmp_path: Path) -> None:
