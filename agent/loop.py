@@ -137,14 +137,17 @@ class Agent:
         on_progress: ProgressCallback | None = None,
         attachments: Sequence[ContentBlock] = (),
         stop: asyncio.Event | None = None,
+        run_id: str | None = None,
     ) -> Outcome:
         """Start on a new objective; `history` is this conversation's previous run, if any.
 
         `attachments` (earlier messages of a thread, images, file text) go before the
         objective in the user's turn. Setting `stop` ends the run at its next step boundary
-        (`agent.stopping`).
+        (`agent.stopping`). `run_id`: the id the host already logs the run under.
         """
         state = RunState(context=context, objective=objective, last_user_text=objective)
+        if run_id is not None:
+            state.run_id = run_id
         if history is not None:
             previous = history.clone()
             previous.abandon(MOVED_ON)

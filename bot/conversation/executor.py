@@ -31,7 +31,7 @@ from adapters.base import (
     MessageRef,
     OutboundMessage,
 )
-from agent.deferred import PendingPlan, Plan
+from agent.deferred import PendingPlan, Plan, new_id
 from agent.loop import Agent
 from agent.messages import ContentBlock
 from agent.protocols import RunContext
@@ -339,6 +339,8 @@ class Executor:
     async def _run(self, turn: EntryTurn) -> fx.Ran | None:
         event, session = turn.event, turn.session
         assert isinstance(event, InboundMessage)
+        run_id = new_id()  # in the log context before the run's first line
+        log_context.set({**(log_context.get() or {}), "run": run_id})
         history = session.state
         own = await checked(self.objectives, event, turn.reply, addressing_of(turn.reply.adapter))
         if own is not None:
@@ -360,6 +362,7 @@ class Executor:
                 on_progress=progress,
                 attachments=gathered.blocks,
                 stop=stop,
+                run_id=run_id,
             ),
         )
         return counted(own, ran)
