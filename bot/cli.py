@@ -20,7 +20,7 @@ COMMANDS = {
     "doctor": "check the configuration and every service Parley talks to",
     "schedules": "list every schedule: id, state, next run, owner, conversation, objective",
 }
-TERMINAL = ("console", "doctor")  # commands whose output is a conversation or a table
+TERMINAL = ("console", "doctor", "mcp")  # commands whose output is a conversation or a table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     no_platform = settings.slack.bot_token is None and settings.telegram.token is None
     if command == "run" and no_platform and sys.stdin.isatty():
         command = "console"  # nothing to serve: chat in the terminal instead
-    # The console's chat and doctor's table own the terminal; their logs go to a file.
+    # The console's chat and doctor's and mcp list's tables own the terminal; logs go to a file.
     log_file = settings.redis.data_dir / f"{command}.log" if command in TERMINAL else None
     secrets = configured_secrets(settings)
     configure_logging(settings.log.level, settings.log.format, secrets, file=log_file)

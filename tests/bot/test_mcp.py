@@ -109,9 +109,15 @@ def test_mcp_list_shows_state_and_approval_class(
     path = config_file(tmp_path, {"files": stdio_server(), "gone": BROKEN})
     monkeypatch.setenv("PARLEY_MCP_CONFIG", str(path))
     monkeypatch.setenv("PARLEY_MCP_START_TIMEOUT", "30")
+    monkeypatch.setenv("PARLEY_DATA_DIR", str(tmp_path / "data"))
     code = main(["--env-file", "/dev/null", "mcp", "list"])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 1  # one server is down
+    # the table alone: the log lines (servers starting, one failing) went to a file
+    assert err == "" and all(
+        line.startswith(("files", "gone", "    ")) for line in out.splitlines()
+    )
+    assert "MCP servers configured: files, gone" in (tmp_path / "data" / "mcp.log").read_text()
     assert "files  [stdio]" in out and "ready" in out
     assert "gone  [stdio] /nonexistent/mcp-server  down (cannot run its command" in out
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("    files__")}
