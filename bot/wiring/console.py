@@ -32,6 +32,7 @@ from bot.conversation.executor import Executor
 from bot.conversation.render import APPROVE, REJECT
 from bot.conversation.running import Runner
 from bot.conversation.yes_no import verdict
+from bot.ops.invocation import parley_command
 from bot.ops.service_checks import check_anthropic, check_ollama
 from bot.runtime.decisions import DecisionStore
 from bot.runtime.keys import Keys
@@ -49,11 +50,11 @@ from bot.wiring.models import build_chat_model
 log = logging.getLogger(__name__)
 
 NO_PROVIDER = """\
-Parley has no language model to talk to. Configure one of:
+Parley has no language model to talk to. Configure one of, in .env (copy .env.example):
   • Anthropic: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL if you use a proxy), or
   • Ollama: run `ollama serve` at {host} (or set OLLAMA_HOST) and `ollama pull {model}`
     (or set OLLAMA_MODEL to a model you have pulled).
-Then run `parley doctor` to check."""
+Then run `{parley} doctor` to check."""
 
 NO = {"n", "no", "nope", "nah", "reject", "rejected", "don't", "dont", "stop", "cancel"}
 CTRL_C = "\x03"  # what `LineReader.readline` returns after Ctrl-C
@@ -142,7 +143,9 @@ async def provider_problem(settings: Settings) -> str | None:
     if any(check.status == "ok" for check in checks):
         return None
     details = "\n".join(f"  {c.name}: {c.detail}" for c in checks)
-    message = NO_PROVIDER.format(host=settings.ollama.host, model=settings.ollama.model)
+    message = NO_PROVIDER.format(
+        host=settings.ollama.host, model=settings.ollama.model, parley=parley_command()
+    )
     return f"{message}\n\nWhat I found:\n{details}"
 
 

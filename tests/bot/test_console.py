@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
@@ -83,6 +84,9 @@ async def test_no_reachable_provider_says_what_to_configure(redis_url: str) -> N
         )
     assert code == 2
     assert "ANTHROPIC_API_KEY" in out and "ollama pull qwen2.5:7b" in out
+    # what a newcomer after `make run` can type: the settings file and this environment's parley
+    assert "in .env (copy .env.example)" in out
+    assert f"Then run `{Path(sys.executable).parent.relative_to(Path.cwd())}/parley doctor`" in out
     assert "Traceback" not in out
 
 

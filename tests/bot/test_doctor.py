@@ -83,6 +83,7 @@ async def test_no_credentials_reports_not_configured(
         line = next(line for line in out.splitlines() if f" {name} " in line)
         assert line.startswith("not configured"), line
     assert "not ready: no model provider" in out
+    assert "settings are read from .env (copy .env.example, which lists them all)" in out
     assert code == 1
 
 
