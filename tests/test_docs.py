@@ -113,3 +113,17 @@ def test_the_path_check_catches_a_moved_module() -> None:
     assert resolves("bot/runtime/keys.py", paths)
     assert resolves("k8s/", paths) and resolves("slack_format.py", paths)
     assert not resolves("conductor.py", paths)
+
+
+def test_the_readme_and_the_architecture_say_which_test_tier_to_run_when() -> None:
+    """A newcomer reads when to run each tier; the architecture page what each holds."""
+    for name in ("README.md", "docs/architecture.md"):
+        text = " ".join((ROOT / name).read_text(encoding="utf-8").split())
+        assert re.search(r"`make test-fast`.{0,400}every edit", text), name
+        assert re.search(
+            r"before a push.{0,60}`make test`|`make test`.{0,600}before a push", text, re.I
+        )
+    architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    tiers = architecture.split("## Which tests to run when", 1)[1]
+    for holds in ("no Redis, network or child process", "real Redis", "tests/e2e/"):
+        assert holds in tiers
