@@ -79,6 +79,9 @@ def configure_logging(
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RedactingFilter(secrets))
     root = logging.getLogger()
+    for replaced in root.handlers:
+        if isinstance(replaced, logging.FileHandler):  # a command's log file, done with
+            replaced.close()
     root.handlers[:] = [handler]
     root.setLevel(level)
     # httpx logs each request's URL at INFO, and an MCP server's URL may carry a key
