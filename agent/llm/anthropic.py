@@ -34,6 +34,7 @@ from opentelemetry import trace
 from agent.llm.anthropic_stream import Assembly, stop_reason, usage_of
 from agent.llm.base import ProviderAuthError, ProviderRejected, ProviderUnavailable, StreamCut
 from agent.llm.streaming import StreamEvent
+from agent.llm.tls import tls_context
 from agent.messages import (
     ChatRequest,
     ChatResponse,
@@ -90,7 +91,7 @@ class AnthropicModel:
             base_url=base_url,
             timeout=timeout,
             max_retries=0,
-            http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
+            http_client=anthropic.DefaultAioHttpClient(timeout=timeout, verify=tls_context()),
             # None: the SDK's own variables decide; False: no span work at all (~0.3 ms a call)
             open_telemetry=None if self.traced else False,
         )

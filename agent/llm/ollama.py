@@ -19,6 +19,7 @@ import ollama
 
 from agent.llm.base import ProviderRejected, ProviderUnavailable, StreamCut
 from agent.llm.streaming import StreamEvent, TextDelta, ToolUseStarted
+from agent.llm.tls import tls_context
 from agent.messages import (
     ChatRequest,
     ChatResponse,
@@ -40,7 +41,7 @@ class OllamaModel:
         self.name = "ollama"
         self.model = model
         self.num_ctx = num_ctx
-        self.client = ollama.AsyncClient(host=host, timeout=timeout)
+        self.client = ollama.AsyncClient(host=host, timeout=timeout, verify=tls_context())
         self._vision: bool | None = None
 
     async def sees_images(self) -> bool:
