@@ -46,15 +46,17 @@ async def bot(
     adapter = adapter_for(fake, **config)
     registry = builtin_registry()
     registry.register(send_email)
-    async with running(redis, model, adapter=adapter, tools=registry, config=settings) as harness:  # type: ignore[arg-type]
-        adapter.handler = harness.runtime.inbox.submit
-        await adapter.start()
-        if poll:
-            await adapter.start_polling()
-        try:
+    try:
+        async with running(
+            redis, model, adapter=adapter, tools=registry, config=settings
+        ) as harness:  # type: ignore[arg-type]
+            adapter.handler = harness.runtime.inbox.submit
+            await adapter.start()
+            if poll:
+                await adapter.start_polling()
             yield harness, adapter
-        finally:
-            await adapter.stop()
+    finally:  # after the runtime: a reply sent while it drains would open a new HTTP session
+        await adapter.stop()
 
 
 SENT: list[str] = []

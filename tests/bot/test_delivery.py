@@ -66,20 +66,20 @@ async def bot(
     adapter = TelegramAdapter(
         config=TelegramConfig(token=fake.token, api_url=fake.url, poll_timeout=1)
     )
-    async with running(
-        redis,
-        model,
-        adapter=adapter,  # type: ignore[arg-type]
-        tools=tools,
-        config=with_streaming(settings(**config), streaming),
-    ) as harness:
-        adapter.handler = harness.runtime.inbox.submit
-        await adapter.start()
-        await adapter.start_polling()
-        try:
+    try:
+        async with running(
+            redis,
+            model,
+            adapter=adapter,  # type: ignore[arg-type]
+            tools=tools,
+            config=with_streaming(settings(**config), streaming),
+        ) as harness:
+            adapter.handler = harness.runtime.inbox.submit
+            await adapter.start()
+            await adapter.start_polling()
             yield harness
-        finally:
-            await adapter.stop()
+    finally:  # after the runtime: a reply sent while it drains would open a new HTTP session
+        await adapter.stop()
 
 
 def with_streaming(config: Settings, enabled: bool) -> Settings:
