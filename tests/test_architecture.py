@@ -76,7 +76,6 @@ KNOWN: dict[tuple[str, str], str] = {}
 KNOWN_CIRCLES: dict[tuple[str, str], str] = {
     ("adapters.slack.agent", "adapters.slack.adapter"): "the agent surface takes the adapter",
     ("adapters.slack.inbound", "adapters.slack.adapter"): "the listener takes the adapter",
-    ("adapters.slack.stream", "adapters.slack.adapter"): "the stream takes the adapter",
     ("adapters.telegram.ingress", "adapters.telegram.adapter"): "the ingress takes the adapter",
     ("adapters.telegram.stream", "adapters.telegram.adapter"): "the stream takes the adapter",
 }

@@ -7,19 +7,15 @@ queues, so an event is stored before Slack's 200 or Socket Mode ack and still we
 Slack's 3 s. When the handler cannot store it (`HandoverFailed`, or no answer within
 `handover_timeout`) Slack gets a 503 or no ack and sends the event again; the inbox answers a
 repeated event id once. The adapter says nothing on its own: a bare mention or an over-long
-message is handed over with its `kind`, for the conversation engine to answer.
-
-`delivery()` is the one place slack_sdk's errors become the adapter error tree: Slack's
-refusals (channel_not_found, not_in_channel, is_archived, account_inactive, …) are
-`Undeliverable`; rate limits, Slack's own failures (5xx) and the network are `DeliveryFailed`.
+message is handed over with its `kind`, for the conversation engine to answer. Sends fail
+as the adapter error tree (`delivery.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -39,37 +35,25 @@ from adapters.base import (
     ChannelInfo,
     ContextMessage,
     ConversationKey,
-    DeliveryFailed,
     Inbound,
     InboundAction,
     InboundHandler,
     MessageRef,
     OutboundMessage,
     Platform,
-    Undeliverable,
     hand_over,
 )
 from adapters.health import ApiHealth
 from adapters.slack.agent import AgentSurface, SessionDirectory, SessionState
 from adapters.slack.assistant import AssistantThreads
 from adapters.slack.context import ThreadReader, download, respond
+from adapters.slack.delivery import delivery, observed
 from adapters.slack.format import messages, streamed_markdown
 from adapters.slack.inbound import MAX_TEXT, SlackInbound
 from adapters.slack.ingress import SlackIngress
 from adapters.slack.stream import SlackLive
 
 log = logging.getLogger(__name__)
-
-# Slack errors that may pass; any other error code is a refusal that trying again won't change.
-_TRANSIENT = {
-    "ratelimited",
-    "internal_error",
-    "fatal_error",
-    "service_unavailable",
-    "request_timeout",
-}
-# Refusals that mean every call will fail the same way: Slack's trouble for readiness.
-_AUTH = {"invalid_auth", "not_authed", "token_revoked", "account_inactive"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,7 +129,7 @@ class SlackAdapter:
             # call, which a streamed answer (start, appends, stop) pays several times over
             self.client.session = aiohttp.ClientSession()
         if self.bot_user_id is None:
-            with self.observed():
+            with observed(self.api):
                 auth = await self.client.auth_test()
             self.bot_user_id = str(auth.get("user_id") or "")
 
@@ -197,7 +181,7 @@ class SlackAdapter:
 
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
         ts = ""
-        with self.delivery():
+        with delivery(self.api):
             for fallback, blocks in messages(message):
                 url = message.reply_url if message.private_to else None
                 if url and await respond(url, self.config.api_url, fallback, blocks):
@@ -226,7 +210,7 @@ class SlackAdapter:
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
         fallback, blocks = messages(message)[0]
-        with self.delivery():
+        with delivery(self.api):
             await self.client.chat_update(
                 channel=ref.conversation.chat_id, ts=ref.message_id, text=fallback, blocks=blocks
             )
@@ -296,7 +280,9 @@ class SlackAdapter:
         if conversation.thread_id is None:
             return None
         return SlackLive(
-            adapter=self,
+            client=self.client,
+            send=self.send,
+            edit=self.edit,
             conversation=conversation,
             thread_ts=conversation.thread_id,
             user_id=user_id,
@@ -336,41 +322,6 @@ class SlackAdapter:
         """The run's agent session follows it (agent surface only)."""
         if self.agent is not None:
             await self.agent.session_status(conversation, message_id, state, title)
-
-    @contextlib.contextmanager
-    def observed(self) -> Iterator[None]:
-        """Tell the API's health whether Slack answered; slack_sdk's errors pass unchanged."""
-        try:
-            yield
-        except SlackApiError as exc:
-            code = str(exc.response.get("error") or "")
-            if _transient(exc) or code in _AUTH:
-                self.api.failed(code or f"HTTP {exc.response.status_code}")
-            else:
-                self.api.succeeded()  # Slack answered, only not as asked
-            raise
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            self.api.failed(type(exc).__name__)
-            raise
-        self.api.succeeded()
-
-    @contextlib.contextmanager
-    def delivery(self) -> Iterator[None]:
-        """Web API failures as the adapter error tree."""
-        try:
-            with self.observed():
-                yield
-        except SlackApiError as exc:
-            reason = str(exc.response.get("error") or "") or f"HTTP {exc.response.status_code}"
-            if _transient(exc):
-                raise DeliveryFailed(reason) from exc
-            raise Undeliverable(reason) from exc
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise DeliveryFailed(type(exc).__name__) from exc
-
-
-def _transient(exc: SlackApiError) -> bool:
-    return exc.response.get("error") in _TRANSIENT or exc.response.status_code >= 500
 
 
 def _bolt_app(client: AsyncWebClient, signing_secret: str | None) -> AsyncApp:

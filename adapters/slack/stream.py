@@ -18,18 +18,16 @@ on (in_progress, complete or error).
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.models.messages.chunk import Chunk, PlanUpdateChunk, TaskUpdateChunk
 from slack_sdk.web.async_chat_stream import AsyncChatStream
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage
 from adapters.slack.format import allowed_keys, streamed_markdown
-
-if TYPE_CHECKING:
-    from adapters.slack.adapter import SlackAdapter
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +42,10 @@ def _error(exc: SlackClientError) -> str:
 
 @dataclass(kw_only=True)
 class SlackLive:
-    adapter: SlackAdapter
+    client: AsyncWebClient
+    # the adapter's own post and edit, for an answer that cannot end as a stream
+    send: Callable[[ConversationKey, OutboundMessage], Awaitable[MessageRef]]
+    edit: Callable[[MessageRef, OutboundMessage], Awaitable[None]]
     conversation: ConversationKey
     thread_ts: str
     user_id: str
@@ -81,7 +82,7 @@ class SlackLive:
     async def _started(self, display: str = "timeline") -> AsyncChatStream:
         if self._stream is None:
             # buffer_size=1: every append goes out; the caller already throttles
-            self._stream = await self.adapter.client.chat_stream(
+            self._stream = await self.client.chat_stream(
                 channel=self.conversation.chat_id,
                 thread_ts=self.thread_ts,
                 recipient_user_id=self.user_id,
@@ -124,7 +125,7 @@ class SlackLive:
         stream, self._stream, self._sent = self._stream, None, ""
         if stream is None or stream.ts is None:
             return
-        client = self.adapter.client
+        client = self.client
         try:
             if not self._broken:
                 await stream.stop()
@@ -148,14 +149,12 @@ class SlackLive:
         if stream is not None and stream.ts is not None:
             ref = MessageRef(conversation=self.conversation, message_id=stream.ts)
             try:
-                await self.adapter.edit(ref, message)
+                await self.edit(ref, message)
                 return ref
             except SlackClientError as exc:
                 log.warning("could not replace the streamed message (%s)", _error(exc))
                 try:
-                    await self.adapter.client.chat_delete(
-                        channel=self.conversation.chat_id, ts=stream.ts
-                    )
+                    await self.client.chat_delete(channel=self.conversation.chat_id, ts=stream.ts)
                 except SlackClientError:
                     pass
-        return await self.adapter.send(self.conversation, message)
+        return await self.send(self.conversation, message)
