@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -46,33 +46,15 @@ from adapters.base import (
 from adapters.health import ApiHealth
 from adapters.slack.agent import AgentSurface, SessionDirectory, SessionState
 from adapters.slack.assistant import AssistantThreads
+from adapters.slack.config import SlackConfig
 from adapters.slack.context import ThreadReader, download, respond
 from adapters.slack.delivery import delivery, observed
 from adapters.slack.format import messages, streamed_markdown
-from adapters.slack.inbound import MAX_TEXT, SlackInbound
+from adapters.slack.inbound import SlackInbound
 from adapters.slack.ingress import SlackIngress
 from adapters.slack.stream import SlackLive
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, kw_only=True)
-class SlackConfig:
-    bot_token: str
-    signing_secret: str | None = None
-    app_token: str | None = None
-    api_url: str = "https://slack.com/api/"
-    allowed_teams: tuple[str, ...] = ()
-    allowed_channels: tuple[str, ...] = ()
-    approver_groups: tuple[str, ...] = ()
-    max_message_chars: int = MAX_TEXT
-    handover_timeout: float = 2.0  # seconds to store an event, inside Slack's 3 s
-    greeting: str = "Hi! I'm Parley. What can I do for you?"
-    suggested_prompts: tuple[str, ...] = ()
-    degraded_after: float = 60.0  # seconds of failing API calls before readiness says so
-    # "agent": Slack's agent messaging (features.agent_view); "assistant": the older
-    # Agents & AI Apps surface (features.assistant_view), for apps not migrated yet
-    surface: Literal["agent", "assistant"] = "agent"
 
 
 # `/parley memories`; a mention is answered in its thread, which then goes on
@@ -93,7 +75,6 @@ class SlackAdapter:
     ingress: SlackIngress = field(init=False)
     _socket: Any = field(default=None, init=False)
     _threads: ThreadReader = field(init=False)
-    dm_threads: dict[str, str] = field(default_factory=dict, init=False)  # DM -> where status shows
     assistant: AssistantThreads = field(init=False)
     agent: AgentSurface | None = field(default=None, init=False)
     inbound: SlackInbound = field(init=False)
@@ -113,13 +94,26 @@ class SlackAdapter:
             greeting=self.config.greeting,
             prompts=self.config.suggested_prompts,
         )
-        self.inbound = SlackInbound(adapter=self)
         if self.config.surface == "agent":
-            self.agent = AgentSurface(adapter=self, directory=self.sessions)
-            self.agent.register()
+            self.agent = AgentSurface(
+                config=self.config,
+                client=self.client,
+                accepting=self._accepting,
+                hand_over=self.hand_over,
+                directory=self.sessions,
+            )
+            self.agent.register(self.app)
         else:
             self.app.assistant(self.assistant.middleware())
-        self.inbound.register()
+        self.inbound = SlackInbound(
+            config=self.config,
+            client=self.client,
+            bot_user_id=lambda: self.bot_user_id,
+            accepting=self._accepting,
+            hand_over=self.hand_over,
+            direct=self.agent or self.assistant,
+        )
+        self.inbound.register(self.app)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -171,6 +165,9 @@ class SlackAdapter:
 
     async def dispatch(self, request: AsyncBoltRequest) -> BoltResponse:
         return await self.ingress.dispatch(request)
+
+    def _accepting(self) -> bool:
+        return self.handler is not None
 
     async def hand_over(self, event: Inbound) -> None:
         assert self.handler is not None
@@ -292,7 +289,7 @@ class SlackAdapter:
         )
 
     async def progress(self, conversation: ConversationKey, status: str | None) -> None:
-        thread = conversation.thread_id or self.dm_threads.get(conversation.chat_id)
+        thread = conversation.thread_id or self.inbound.dm_threads.get(conversation.chat_id)
         if thread is None:
             return
         try:

@@ -23,17 +23,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import aiohttp
+from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.base import Actor, ConversationKey, InboundMessage
-
-if TYPE_CHECKING:
-    from adapters.slack.adapter import SlackAdapter
+from adapters.base import Actor, ConversationKey, Inbound, InboundMessage
+from adapters.slack.config import SlackConfig
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,10 @@ class SessionDirectory(Protocol):
 
 @dataclass(kw_only=True)
 class AgentSurface:
-    adapter: SlackAdapter
+    config: SlackConfig
+    client: AsyncWebClient
+    accepting: Callable[[], bool]  # whether anything takes events (a handler is set)
+    hand_over: Callable[[Inbound], Awaitable[None]]
     directory: SessionDirectory | None = None
     # user -> what they are looking at, as Slack's entities (newest app_context_changed)
     looking_at: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -70,9 +74,8 @@ class AgentSurface:
     # conversation id -> the thread of its newest session (a top-level DM run's message)
     anchors: dict[str, str] = field(default_factory=dict)
 
-    def register(self) -> None:
+    def register(self, app: AsyncApp) -> None:
         """Before the adapter's catch-all listener: Bolt runs the first that matches."""
-        app = self.adapter.app
         app.event("app_home_opened")(self._opened)
         app.event("app_context_changed")(self._context_changed)
         app.event("agent_session_stopped")(self._stopped)
@@ -84,11 +87,11 @@ class AgentSurface:
             return
         user, channel = _text(event, "user"), _text(event, "channel")
         team = _text(body, "team_id")
-        if not user or not channel or not self.adapter.inbound.allowed(team, channel):
+        if not user or not channel or not self.config.admits(team, channel):
             return
-        if self.adapter.handler is None:
+        if not self.accepting():
             return
-        await self.adapter.hand_over(
+        await self.hand_over(
             InboundMessage(
                 event_id=f"slack:{body.get('event_id') or event.get('event_ts')}",
                 conversation=ConversationKey(platform="slack", chat_id=channel, team_id=team),
@@ -114,9 +117,9 @@ class AgentSurface:
         user, channel = _text(event, "user"), _text(event, "channel")
         thread = _text(event, "thread_ts")
         team = _text(body, "team_id")
-        if not user or not channel or not self.adapter.inbound.allowed(team, channel):
+        if not user or not channel or not self.config.admits(team, channel):
             return
-        if self.adapter.handler is None:
+        if not self.accepting():
             return
         direct = channel.startswith("D")
         conversation = ConversationKey(
@@ -124,7 +127,7 @@ class AgentSurface:
         )
         if direct and thread is not None:
             conversation = replace(conversation, thread_id=await self._dm_thread(conversation))
-        await self.adapter.hand_over(
+        await self.hand_over(
             InboundMessage(
                 event_id=f"slack:{body.get('event_id') or event.get('event_ts')}",
                 conversation=conversation,
@@ -142,13 +145,16 @@ class AgentSurface:
         self.dm_sessions[(channel, thread or ts)] = thread
         _bound(self.dm_sessions)
 
-    def with_context(self, user: str, text: str) -> str:
+    def with_context(self, user: str, channel: str, thread: str | None, text: str) -> str:
         """The message text, with what the user is looking at when Slack said so."""
         seen = [_describe(e) for e in self.looking_at.get(user, [])]
         seen = [s for s in seen if s]
         if not seen:
             return text
         return f"{text}\n\n(I am looking at {', '.join(seen)}.)"
+
+    async def asked(self, channel: str, thread: str | None, text: str) -> None:
+        """Nothing after the message: a session's title comes with its status."""
 
     async def _dm_thread(self, session: ConversationKey) -> str | None:
         """The thread of the conversation a DM session (`session.thread_id`) belongs to."""
@@ -191,7 +197,7 @@ class AgentSurface:
                 await self.directory.began(conversation, thread)
         try:
             async with asyncio.timeout(CALL_TIMEOUT):
-                await self.adapter.client.agents_sessions_setStatus(
+                await self.client.agents_sessions_setStatus(
                     channel_id=conversation.chat_id,
                     thread_ts=thread,
                     status=SLACK_STATUS[state],
@@ -201,12 +207,12 @@ class AgentSurface:
             log.info("no agent session status (%s)", _reason(exc))
 
     async def _pin_prompts(self, channel: str) -> None:
-        prompts = self.adapter.config.suggested_prompts
+        prompts = self.config.suggested_prompts
         if not prompts:
             return
         try:
             async with asyncio.timeout(CALL_TIMEOUT):
-                await self.adapter.client.api_call(
+                await self.client.api_call(
                     "assistant.threads.setSuggestedPrompts",
                     json={
                         "channel_id": channel,

@@ -75,14 +75,17 @@ class AssistantThreads:
             _bound(self.looking_at)
         return thread
 
-    def with_context(self, channel: str, thread_ts: str | None, text: str) -> str:
+    def saw_dm(self, channel: str, ts: str, thread: str | None) -> None:
+        """Nothing to note: an assistant thread is already its own session."""
+
+    def with_context(self, user: str, channel: str, thread_ts: str | None, text: str) -> str:
         """The message text, with the channel the user is looking at when Slack said so."""
         viewed = self.looking_at.get((channel, thread_ts)) if thread_ts else None
         if viewed is None:
             return text
         return f"{text}\n\n(I am looking at the channel <#{viewed}>.)"
 
-    async def title(self, channel: str, thread_ts: str | None, text: str) -> None:
+    async def asked(self, channel: str, thread_ts: str | None, text: str) -> None:
         """Title a new thread after its first objective (once; a title is only a nicety)."""
         if thread_ts is None or (channel, thread_ts) not in self.untitled:
             return

@@ -16,26 +16,28 @@ import asyncio
 import logging
 import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aiohttp
+from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
     Actor,
     ConversationKey,
     HandoverFailed,
+    Inbound,
     InboundAction,
     InboundKind,
     InboundMessage,
     MessageRef,
 )
+from adapters.slack.config import SlackConfig
 from adapters.slack.context import files_of
-
-if TYPE_CHECKING:
-    from adapters.slack.adapter import SlackAdapter
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +49,35 @@ GROUP_LOOKUP_TIMEOUT = 1.0  # seconds
 PRESS_NOT_TAKEN = "I couldn't take that press just now — please press the button again in a minute."
 PRESS_NOTE_TIMEOUT = 0.8  # seconds: said before the answer, still inside Slack's 3 s
 GROUP_CACHE_SECONDS = 300.0
-MAX_TEXT = 40_000  # characters: Slack truncates a message's text beyond this
+
+
+class DirectMessages(Protocol):
+    """The surface a DM arrives on: Slack's agent messaging, or the older assistant threads."""
+
+    def saw_dm(self, channel: str, ts: str, thread: str | None) -> None: ...
+
+    def with_context(self, user: str, channel: str, thread: str | None, text: str) -> str:
+        """The message text, with what the user is looking at when Slack said so."""
+        ...
+
+    async def asked(self, channel: str, thread: str | None, text: str) -> None:
+        """After the message is stored: the surface may title the thread (bounded)."""
+        ...
 
 
 @dataclass(kw_only=True)
 class SlackInbound:
-    adapter: SlackAdapter
+    config: SlackConfig
+    client: AsyncWebClient
+    bot_user_id: Callable[[], str | None]  # known once auth.test has answered
+    accepting: Callable[[], bool]  # whether anything takes events (a handler is set)
+    hand_over: Callable[[Inbound], Awaitable[None]]
+    direct: DirectMessages
+    # DM channel -> the ts of the latest message there: where the assistant status shows
+    dm_threads: dict[str, str] = field(default_factory=dict, init=False)
     _groups: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False)
 
-    def register(self) -> None:
-        app = self.adapter.app
+    def register(self, app: AsyncApp) -> None:
         app.event("message")(self._on_message_event)
         app.event("app_mention")(self._on_mention)
         app.action(re.compile(r"^parley:"))(self._on_action)
@@ -68,12 +89,6 @@ class SlackInbound:
         app.action(anything)(self._ignore)
         app.command(anything)(self._ignore)
 
-    def allowed(self, team: str | None, channel: str | None) -> bool:
-        config = self.adapter.config
-        if config.allowed_teams and team not in config.allowed_teams:
-            return False
-        return not (config.allowed_channels and channel not in config.allowed_channels)
-
     async def _on_message_event(
         self, event: dict[str, Any], body: dict[str, Any], context: AsyncBoltContext
     ) -> None:
@@ -82,7 +97,7 @@ class SlackInbound:
         if event.get("subtype") not in USER_SUBTYPES or event.get("bot_id"):
             return
         text = event.get("text") or ""
-        bot_user_id = self.adapter.bot_user_id
+        bot_user_id = self.bot_user_id()
         mention = f"<@{bot_user_id}>" if bot_user_id else None
         person = context.actor_team_id
         if event.get("channel_type") == "im":
@@ -115,15 +130,14 @@ class SlackInbound:
     ) -> None:
         """`person_team`: the author's own team (Bolt's actor team: in a Slack Connect channel
         their organisation's, not the host's); None when Slack does not say."""
-        adapter = self.adapter
         user = event.get("user")
         channel = event.get("channel")
-        if not user or user in (adapter.bot_user_id, SLACKBOT):
+        if not user or user in (self.bot_user_id(), SLACKBOT):
             return
         if not channel or not event.get("ts"):
             return  # not a message Slack would send; nothing to answer into
         team = body.get("team_id") or event.get("team")  # the workspace the chat lives in
-        if not self.allowed(person_team, channel):
+        if not self.config.admits(person_team, channel):
             return
         ts = event["ts"]
         thread = event.get("thread_ts") or (None if direct else ts)
@@ -136,24 +150,18 @@ class SlackInbound:
             # a file Slack withheld (no comment), or a bare mention of Parley
             kind = "non_text" if event.get("files") else "bare_mention"
         length = len(text)
-        limit = adapter.config.max_message_chars
+        limit = self.config.max_message_chars
         if length > limit:
             kind, text = "too_long", text[:limit]
-        if adapter.handler is None:
+        if not self.accepting():
             return
         asked = text
         if direct:  # where the status shows; what the user is looking at, if Slack said
-            adapter.dm_threads[channel] = thread or ts
-            surface = adapter.agent
-            if surface is not None:
-                surface.saw_dm(channel, ts, thread)
+            self.dm_threads[channel] = thread or ts
+            self.direct.saw_dm(channel, ts, thread)
             if kind == "text":
-                text = (
-                    surface.with_context(user, text)
-                    if surface is not None
-                    else adapter.assistant.with_context(channel, thread, text)
-                )
-        await adapter.hand_over(
+                text = self.direct.with_context(user, channel, thread, text)
+        await self.hand_over(
             InboundMessage(
                 event_id=f"slack:{body.get('event_id') or ts}",
                 conversation=ConversationKey(
@@ -169,11 +177,11 @@ class SlackInbound:
                 length=length,
             )
         )
-        if direct and kind == "text" and adapter.agent is None:  # assistant surface only
-            await adapter.assistant.title(channel, thread, asked)  # stored first; bounded
+        if direct and kind == "text":
+            await self.direct.asked(channel, thread, asked)
 
     def _strip_mention(self, text: str) -> str:
-        bot_user_id = self.adapter.bot_user_id
+        bot_user_id = self.bot_user_id()
         return text.replace(f"<@{bot_user_id}>", "") if bot_user_id else text
 
     async def _on_action(self, ack: Any, body: dict[str, Any]) -> None:
@@ -187,14 +195,19 @@ class SlackInbound:
         person_team = (body.get("user") or {}).get("team_id") or team
         channel = str((body.get("channel") or {}).get("id") or "")
         message = body.get("message") or {}
-        if not decision_id or not user or not channel or not self.allowed(person_team, channel):
+        if (
+            not decision_id
+            or not user
+            or not channel
+            or not self.config.admits(person_team, channel)
+        ):
             return
         direct = channel.startswith("D")
         thread = message.get("thread_ts") or (None if direct else message.get("ts"))
         conversation = ConversationKey(
             platform="slack", chat_id=channel, thread_id=thread, team_id=team
         )
-        if self.adapter.handler is None:
+        if not self.accepting():
             return
         press = InboundAction(
             event_id=f"slack:action:{action.get('action_ts')}:{user}",
@@ -211,7 +224,7 @@ class SlackInbound:
             is_direct=direct,
         )
         try:
-            await self.adapter.hand_over(press)
+            await self.hand_over(press)
         except HandoverFailed:
             # Slack never sends a button press again: tell the presser, then answer 503.
             # The one sentence an adapter says itself: nothing behind it can take the press.
@@ -221,7 +234,7 @@ class SlackInbound:
     async def _press_not_taken(self, conversation: ConversationKey, user: str) -> None:
         try:
             async with asyncio.timeout(PRESS_NOTE_TIMEOUT):
-                await self.adapter.client.chat_postEphemeral(
+                await self.client.chat_postEphemeral(
                     channel=conversation.chat_id,
                     user=user,
                     thread_ts=conversation.thread_id,
@@ -234,13 +247,13 @@ class SlackInbound:
         """Which of the approver user groups the user belongs to (cached briefly)."""
         found = []
         now = time.monotonic()
-        for group in self.adapter.config.approver_groups:
+        for group in self.config.approver_groups:
             cached = self._groups.get(group)
             if cached is None or now - cached[0] > GROUP_CACHE_SECONDS:
                 try:
                     # before the ack: bounded, and a failure only means "not an approver"
                     async with asyncio.timeout(GROUP_LOOKUP_TIMEOUT):
-                        response = await self.adapter.client.usergroups_users_list(usergroup=group)
+                        response = await self.client.usergroups_users_list(usergroup=group)
                     members = frozenset(str(u) for u in response.get("users") or [])
                 except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
                     log.warning("cannot read user group %s (%s)", group, type(exc).__name__)
@@ -259,10 +272,10 @@ class SlackInbound:
             return
         channel = str(command.get("channel_id") or "")
         team = command.get("team_id")
-        if not self.allowed(team, channel) or self.adapter.handler is None:
+        if not self.config.admits(team, channel) or not self.accepting():
             return
         name, _, args = str(command.get("text") or "").strip().partition(" ")
-        await self.adapter.hand_over(
+        await self.hand_over(
             InboundMessage(
                 event_id=f"slack:command:{command.get('trigger_id')}",
                 conversation=ConversationKey(platform="slack", chat_id=channel, team_id=team),

@@ -53,36 +53,17 @@ from adapters.base import (  # noqa: E402
 )
 from adapters.health import ApiHealth  # noqa: E402
 from adapters.telegram.buttons import keyboard  # noqa: E402
+from adapters.telegram.config import TelegramConfig  # noqa: E402
 from adapters.telegram.delivery import RateLimiter, delivery, observed  # noqa: E402
 from adapters.telegram.files import download  # noqa: E402
 from adapters.telegram.format import MESSAGE_LIMIT, split_html  # noqa: E402
 from adapters.telegram.http import AiohttpRequest  # noqa: E402
-from adapters.telegram.inbound import COMMANDS, MAX_TEXT, TelegramInbound  # noqa: E402
+from adapters.telegram.inbound import COMMANDS, TelegramInbound  # noqa: E402
 from adapters.telegram.inbound import parse_update as parse  # noqa: E402
 from adapters.telegram.ingress import ALLOWED_UPDATES, MAX_RETRY_AFTER, TelegramIngress  # noqa: E402
 from adapters.telegram.stream import TelegramLive, quoting  # noqa: E402
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, kw_only=True)
-class TelegramConfig:
-    token: str
-    api_url: str = "https://api.telegram.org"
-    mode: str = "polling"
-    webhook_url: str | None = None
-    webhook_secret: str | None = None
-    allowed_users: tuple[str, ...] = ()
-    max_message_chars: int = MAX_TEXT  # the Bot API's limit on a message's text
-    poll_timeout: int = 30  # seconds of each long poll
-    retries: int = 3  # attempts after a 429 RetryAfter
-    handover_timeout: float = 5.0  # seconds the handler may take to store one update
-    backoff: float = 0.2  # first pause (s) after a failed poll or handover; grows, jittered
-    backoff_max: float = 10.0
-    # Polling counts as stuck when no getUpdates succeeded for 2 * poll_timeout + this.
-    stale_margin: float = 15.0
-    max_file_bytes: int = 20 * 1024 * 1024  # photos: the largest size within this
-    degraded_after: float = 60.0  # seconds of failing API calls before readiness says so
 
 
 @dataclass(kw_only=True)
@@ -116,8 +97,15 @@ class TelegramAdapter:
             max_message_chars=self.config.max_message_chars,
             max_file_bytes=self.config.max_file_bytes,
         )
-        self.ingress = TelegramIngress(adapter=self, request=poll_request)
         self.api = ApiHealth(platform="Telegram", degraded_after=self.config.degraded_after)
+        self.ingress = TelegramIngress(
+            config=self.config,
+            bot=self.bot,
+            api=self.api,
+            initialize=self.initialize,
+            process=self.process,
+            request=poll_request,
+        )
 
     @property
     def me(self) -> User | None:
@@ -340,7 +328,7 @@ class TelegramAdapter:
         """Drafts in a private chat, one growing message elsewhere (replying to `reply_to`,
         the message that asked, like a whole answer would)."""
         return TelegramLive(
-            adapter=self,
+            poster=self,
             conversation=conversation,
             draft=is_direct and int(conversation.chat_id) > 0,
             allowed_mentions=allowed_mentions,

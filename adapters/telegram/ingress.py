@@ -27,21 +27,22 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
+from telegram import Update
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
+from telegram.ext import ExtBot
 from telegram.request import BaseRequest
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
 
 from adapters.base import HandoverFailed
+from adapters.health import ApiHealth
 from adapters.metrics import WEBHOOK_REJECTED
+from adapters.telegram.config import TelegramConfig
 from adapters.telegram.inbound import parse_update
 from adapters.telegram.stream import seconds
-
-if TYPE_CHECKING:
-    from adapters.telegram.adapter import TelegramAdapter, TelegramConfig
 
 log = logging.getLogger(__name__)
 
@@ -53,17 +54,17 @@ MAX_RETRY_AFTER = 60.0
 
 @dataclass(kw_only=True)
 class TelegramIngress:
-    adapter: TelegramAdapter
+    config: TelegramConfig
+    bot: ExtBot[int]
+    api: ApiHealth  # hears whether getUpdates worked
+    initialize: Callable[[], Awaitable[None]]  # the adapter's: signs in once
+    process: Callable[[Update], Awaitable[None]]  # the adapter's: hands the update over
     request: BaseRequest  # the long-poll transport, with a read timeout beyond the poll's
     _poller: asyncio.Task[None] | None = field(default=None, init=False)
     _offset: int | None = field(default=None, init=False)
     # Wall-clock time of the last successful getUpdates (or of the start of polling).
     last_poll: float | None = field(default=None, init=False)
     trouble: str | None = field(default=None, init=False)
-
-    @property
-    def config(self) -> TelegramConfig:
-        return self.adapter.config
 
     # --- polling ----------------------------------------------------------------------------
 
@@ -101,8 +102,8 @@ class TelegramIngress:
         while True:
             started = time.time()
             try:
-                await self.adapter.initialize()
-                await self.adapter.bot.delete_webhook()
+                await self.initialize()
+                await self.bot.delete_webhook()
                 await self._poll_forever()
             except asyncio.CancelledError:
                 raise
@@ -132,25 +133,25 @@ class TelegramIngress:
         }
         if self._offset is not None:
             parameters["offset"] = self._offset
-        url = f"{self.adapter.bot.base_url}/getUpdates?{urlencode(parameters)}"
+        url = f"{self.bot.base_url}/getUpdates?{urlencode(parameters)}"
         async for attempt in self._retrying(lambda exc: isinstance(exc, TelegramError)):
             with attempt:
                 result = await self.request.post(url)
         self.last_poll = time.time()
-        self.adapter.api.succeeded()
+        self.api.succeeded()
         self.recovered()
         return result if isinstance(result, list) else []
 
     async def _take(self, update_id: int, raw: dict[str, Any]) -> None:
         """Hand one update over, waiting out a handler that cannot store it for now."""
-        update = parse_update(raw, self.adapter.bot)
+        update = parse_update(raw, self.bot)
         if update is None:
             log.warning("skipping Telegram update %d: it cannot be parsed", update_id)
             return
         try:
             async for attempt in self._retrying(transient):
                 with attempt:
-                    await self.adapter.process(update)
+                    await self.process(update)
         except Exception as exc:
             log.warning("dropping Telegram update %d: %s", update_id, type(exc).__name__)
             return
@@ -179,7 +180,7 @@ class TelegramIngress:
         exc = state.outcome.exception() if state.outcome else None
         trouble = type(exc).__name__
         if isinstance(exc, TelegramError):  # Telegram's trouble, not the store's
-            self.adapter.api.failed(f"getUpdates: {trouble}")
+            self.api.failed(f"getUpdates: {trouble}")
         if self.trouble is None:
             log.warning("Telegram updates are waiting (%s); retrying with backoff", trouble)
         self.trouble = trouble
@@ -206,13 +207,13 @@ class TelegramIngress:
         except (ValueError, RecursionError):
             data = None
         update_id = data.get("update_id") if isinstance(data, dict) else None
-        update = parse_update(data, self.adapter.bot)
+        update = parse_update(data, self.bot)
         if update is None:
             log.warning("refusing Telegram update %s: it cannot be parsed", _named(update_id))
             return web.json_response({"ok": False, "error": "malformed update"}, status=400)
         try:
-            await self.adapter.initialize()
-            await self.adapter.process(update)
+            await self.initialize()
+            await self.process(update)
         except Exception as exc:
             if transient(exc):
                 if self.trouble is None:

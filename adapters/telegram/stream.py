@@ -14,18 +14,17 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from telegram import ReplyParameters
+from telegram import InlineKeyboardMarkup, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.ext import ExtBot
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage, Undeliverable
 from adapters.telegram.buttons import keyboard
-
-if TYPE_CHECKING:
-    from adapters.telegram.adapter import TelegramAdapter
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +46,33 @@ def seconds(value: object) -> float:
     return float(total()) if callable(total) else float(value)  # type: ignore[arg-type]
 
 
+class Poster(Protocol):
+    """What a stream needs from the adapter: its bot, its HTML, and its own sends and edits
+    (so a whole answer fails the way any other message does)."""
+
+    @property
+    def bot(self) -> ExtBot[int]: ...
+
+    def html(self, text: str, allowed: Iterable[str]) -> list[str]: ...
+
+    async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef: ...
+
+    async def send_parts(
+        self,
+        conversation: ConversationKey,
+        parts: list[str],
+        markup: InlineKeyboardMarkup | None,
+        reply_to: str | None = None,
+    ) -> MessageRef: ...
+
+    async def edit_html(
+        self, ref: MessageRef, html: str, markup: InlineKeyboardMarkup | None
+    ) -> None: ...
+
+
 @dataclass(kw_only=True)
 class TelegramLive:
-    adapter: TelegramAdapter
+    poster: Poster
     conversation: ConversationKey
     draft: bool  # a private chat: stream as drafts
     allowed_mentions: frozenset[str] = frozenset()  # as on the reply: what may ping
@@ -76,8 +99,8 @@ class TelegramLive:
     async def show(self, text: str) -> None:
         if self._broken or time.monotonic() < self._not_before:
             return  # Telegram asked us to wait; the next update carries the text so far
-        html = self.adapter.html(text, self.allowed_mentions)[0]
-        bot, chat = self.adapter.bot, int(self.conversation.chat_id)
+        html = self.poster.html(text, self.allowed_mentions)[0]
+        bot, chat = self.poster.bot, int(self.conversation.chat_id)
         try:
             if self.draft:
                 await bot.send_message_draft(
@@ -129,7 +152,7 @@ class TelegramLive:
         if self._message_id is None:
             return  # a draft vanishes by itself
         try:
-            await self.adapter.bot.delete_message(
+            await self.poster.bot.delete_message(
                 chat_id=int(self.conversation.chat_id), message_id=self._message_id
             )
         except TelegramError as exc:
@@ -139,16 +162,16 @@ class TelegramLive:
     async def finish(self, message: OutboundMessage) -> MessageRef:
         if self._message_id is None:
             # a draft is only a preview: the answer itself is sent once, now
-            return await self.adapter.send(self.conversation, message)
-        parts = self.adapter.html(message.text, message.allowed_mentions)
+            return await self.poster.send(self.conversation, message)
+        parts = self.poster.html(message.text, message.allowed_mentions)
         markup = keyboard(message)
         ref = MessageRef(conversation=self.conversation, message_id=str(self._message_id))
         try:
-            await self.adapter.edit_html(ref, parts[0], markup if len(parts) == 1 else None)
+            await self.poster.edit_html(ref, parts[0], markup if len(parts) == 1 else None)
         except Undeliverable as exc:
             log.warning("could not finish the streamed message (%s); sending it whole", exc.reason)
             await self.discard()
-            return await self.adapter.send(self.conversation, message)
+            return await self.poster.send(self.conversation, message)
         if len(parts) == 1:
             return ref
-        return await self.adapter.send_parts(self.conversation, parts[1:], markup)
+        return await self.poster.send_parts(self.conversation, parts[1:], markup)

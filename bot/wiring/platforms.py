@@ -86,7 +86,7 @@ class Platforms:
         if config.bot_token is None:
             return None
         from adapters.slack import SlackAdapter, SlackConfig
-        from adapters.slack.inbound import MAX_TEXT as SLACK_MAX_TEXT
+        from adapters.slack.config import MAX_TEXT as SLACK_MAX_TEXT
 
         adapter = SlackAdapter(
             config=SlackConfig(

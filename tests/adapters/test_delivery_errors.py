@@ -93,7 +93,7 @@ async def test_a_streamed_message_is_finished_through_the_adapter(
     adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
     group = ConversationKey(platform="telegram", chat_id=str(GROUP))
     try:
-        live = TelegramLive(adapter=adapter, conversation=group, draft=False)
+        live = TelegramLive(poster=adapter, conversation=group, draft=False)
         await live.show("The answer so f")
         assert live.message_id is not None
         telegram.answer_error("editMessageText", 502, "Bad Gateway")

@@ -1,0 +1,33 @@
+"""What a Slack adapter is told: credentials, allowlists, limits and its surface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+MAX_TEXT = 40_000  # characters: Slack truncates a message's text beyond this
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlackConfig:
+    bot_token: str
+    signing_secret: str | None = None
+    app_token: str | None = None
+    api_url: str = "https://slack.com/api/"
+    allowed_teams: tuple[str, ...] = ()
+    allowed_channels: tuple[str, ...] = ()
+    approver_groups: tuple[str, ...] = ()
+    max_message_chars: int = MAX_TEXT
+    handover_timeout: float = 2.0  # seconds to store an event, inside Slack's 3 s
+    greeting: str = "Hi! I'm Parley. What can I do for you?"
+    suggested_prompts: tuple[str, ...] = ()
+    degraded_after: float = 60.0  # seconds of failing API calls before readiness says so
+    # "agent": Slack's agent messaging (features.agent_view); "assistant": the older
+    # Agents & AI Apps surface (features.assistant_view), for apps not migrated yet
+    surface: Literal["agent", "assistant"] = "agent"
+
+    def admits(self, team: str | None, channel: str | None) -> bool:
+        """Whether the allowlists let this team and channel reach Parley at all."""
+        if self.allowed_teams and team not in self.allowed_teams:
+            return False
+        return not (self.allowed_channels and channel not in self.allowed_channels)
