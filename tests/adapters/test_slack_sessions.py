@@ -23,6 +23,7 @@ from bot.runtime.keys import Keys
 from tests.adapters.test_slack import SECRET, Slack, slack_bot, until
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.test_stop import Hanging
+from tests.fakes import anthropic as fa
 from tests.fakes import slack as fs
 from tests.private_redis import private_redis
 
@@ -173,3 +174,24 @@ async def test_cancelling_a_pending_question_closes_its_session(redis) -> None:
             "closed",
         ]
         assert len(model.turn_requests) == 1  # nothing ran after the cancel
+
+
+async def test_a_native_stop_mid_stream_leaves_one_message_saying_what_was_stopped(redis) -> None:
+    from tests.adapters import test_slack_stream as streaming
+
+    long = streaming.ANSWER * 2
+    async with streaming.slack_bot(redis) as s:
+        s.hosted.script(fa.streamed(long, pace=streaming.PACE, chunk=6))
+        asked = fs.mention_event("UANA", "write about the tides")
+        await s.event(asked)
+        await streaming.until(lambda: any(p.streaming for p in s.fake.in_channel("CGEN")))
+        (half,) = s.fake.in_channel("CGEN")
+        half.streaming = False  # Slack stops the session's streams itself when stop is pressed
+        await s.event(fs.agent_session_stopped("UANA", "CGEN", asked["ts"], (half.ts,)))
+        await streaming.until(lambda: half.text.startswith("⏹"))
+        await s.harness.settle()
+        # the half answer became the one sentence every platform says, in the same message
+        assert [p.text for p in s.fake.in_channel("CGEN")] == [
+            "⏹ Stopped: “write about the tides”. Nothing more will run for it."
+        ]
+        assert s.fake.sessions[("CGEN", asked["ts"])].statuses == ["processing", "closed"]
