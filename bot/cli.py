@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -19,6 +20,7 @@ COMMANDS = {
     "console": "chat with the agent in this terminal, no chat platform needed",
     "doctor": "check the configuration and every service Parley talks to",
     "schedules": "list every schedule: id, state, next run, owner, conversation, objective",
+    "setup": "build the local embedding model now (otherwise the first start builds it)",
 }
 TERMINAL = ("console", "doctor", "mcp")  # commands whose output is a conversation or a table
 
@@ -130,6 +132,8 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
             return await breaker_command(args.action, settings)
         if command == "schedules":
             return await schedules_command(settings)
+        if command == "setup":
+            return await setup_command(settings)
         if command == "console":
             from bot.wiring.console import run_console
 
@@ -184,6 +188,23 @@ async def schedules_command(settings: Settings) -> int:
         found = await ScheduleStore(redis, Keys(settings.redis.key_prefix)).everything()
     for line in listed(found):
         print(line)
+    return 0
+
+
+async def setup_command(settings: Settings) -> int:
+    from memory import EmbeddingModelError
+    from memory.model_build import build
+
+    if settings.memory.embedder == "ollama":
+        print("memory embeds with Ollama (PARLEY_EMBEDDER=ollama): no local model to build")
+        return 0
+    started = time.monotonic()
+    try:
+        path = await asyncio.to_thread(build)
+    except EmbeddingModelError as exc:
+        print(f"parley: {exc}", file=sys.stderr)
+        return 1
+    print(f"embedding model ready: {path} ({time.monotonic() - started:.1f} s)")
     return 0
 
 

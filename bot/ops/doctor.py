@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from bot.config import Settings
 from bot.ops.checks import CHECK_TIMEOUT, Check, CheckFn, check_http, check_redis
+from bot.ops.embedding_check import check_embeddings
 from bot.ops.invocation import SETTINGS_HINT, parley_command
 from bot.ops.service_checks import check_anthropic, check_ollama, check_slack, check_telegram
 
@@ -22,6 +23,7 @@ CHECKS: list[CheckFn] = [
     check_ollama,
     check_slack,
     check_telegram,
+    check_embeddings,
 ]
 
 

@@ -19,6 +19,7 @@ from memory import (
     open_store,
 )
 from memory.extract import Completion
+from memory.model_build import build, missing
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,15 @@ log = logging.getLogger(__name__)
 async def build_embedder(settings: Settings) -> Embedder:
     if settings.memory.embedder == "ollama":
         return await ollama_embedder(settings.ollama.host, settings.ollama.embed_model)
-    return await asyncio.to_thread(local_embedder)
+    return await asyncio.to_thread(_local_embedder)
+
+
+def _local_embedder() -> Embedder:
+    """The local model, built on first use when nothing built it before (`parley setup`)."""
+    if reason := missing():
+        log.info("%s; building it now (once, a few seconds)", reason)
+        build()
+    return local_embedder()
 
 
 def completion(model: ChatModel) -> Completion:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import onnx
 import onnxruntime
 import pytest
 
+from memory import model_build
 from memory.embedders import (
     RUN_MODEL,
     RUN_MODEL_SHA256,
@@ -20,7 +22,7 @@ from memory.embedders import (
     _MiniLM,
     packaged_model,
 )
-from memory.model_build import build, fold, fuse_attention
+from memory.model_build import BUILT_WITH, build, fold, fuse_attention, missing, other_versions
 
 EVAL_SET = Path(__file__).parent / "eval" / "recall_set.jsonl"
 
@@ -37,7 +39,8 @@ def test_building_gives_the_pinned_file_once(tmp_path: Path) -> None:
     written = target.stat().st_mtime_ns
     build(target)  # already there and right: left alone
     assert target.stat().st_mtime_ns == written
-    assert [p.name for p in target.parent.iterdir()] == ["model.onnx"]  # no scratch left
+    left = sorted(p.name for p in target.parent.iterdir())
+    assert left == [".model.onnx.lock", "model.onnx"]  # no scratch left
 
 
 @pytest.mark.heavy
@@ -48,7 +51,7 @@ def test_what_a_killed_build_left_is_cleared(tmp_path: Path) -> None:
     (left / "folded.onnx").write_bytes(b"x" * 1000)
     build(target)
     assert digest(target) == RUN_MODEL_SHA256
-    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".model.onnx.lock", "model.onnx"]
 
 
 @pytest.mark.heavy
@@ -57,6 +60,41 @@ def test_a_damaged_build_is_replaced(tmp_path: Path) -> None:
     target.write_bytes(b"half a model")
     build(target)
     assert digest(target) == RUN_MODEL_SHA256
+
+
+def test_pyproject_pins_the_versions_that_build_the_pinned_model() -> None:
+    """`pip install .` must bring the onnx and onnxruntime that build RUN_MODEL_SHA256."""
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    dependencies = project["project"]["dependencies"]
+    for name, pinned in BUILT_WITH.items():
+        assert f"{name}=={pinned}" in dependencies
+    assert other_versions() is None  # and they are the ones installed here
+
+
+def test_other_versions_say_which_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    found = {"onnx": "1.23.2", "onnxruntime": "1.40.0"}
+    monkeypatch.setattr(model_build, "version", found.__getitem__)
+    assert other_versions() == (
+        "onnx 1.23.2, onnxruntime 1.40.0 installed, the model is built with onnx==1.23.2 "
+        "onnxruntime==1.32.0 (pip install onnx==1.23.2 onnxruntime==1.32.0)"
+    )
+
+
+def test_missing_says_not_built_or_damaged(tmp_path: Path) -> None:
+    target = tmp_path / "model.onnx"
+    assert missing(target) == f"the embedding model is not built yet (it goes to {target})"
+    target.write_bytes(b"half a model")
+    reason = missing(target)
+    assert reason is not None and "SHA-256" in reason and "parley setup" in reason
+    assert missing(RUN_MODEL) is None  # setup built this environment's
+
+
+def test_an_unwritable_place_is_one_error_that_says_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "share").write_text("a file where the folder should be")
+    with pytest.raises(
+        EmbeddingModelError, match="cannot write the embedding model at .*parley setup"
+    ):
+        build(tmp_path / "share" / "parley" / "model.onnx")
 
 
 def test_a_damaged_packaged_model_is_not_built_from(tmp_path: Path) -> None:
