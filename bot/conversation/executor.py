@@ -56,7 +56,7 @@ from bot.conversation.voice import Voice
 from bot.ops.health import redis_away
 from bot.ops.logs import log_context
 from bot.runtime.decisions import Decision, DecisionStore
-from bot.runtime.locks import Lease
+from bot.runtime.holding import Holding, PendingWrites
 from bot.runtime.outbox import Outbox
 from bot.runtime.sessions import Session, SessionStore
 from bot.runtime.standing import StandingStore
@@ -77,7 +77,8 @@ class EntryTurn:
     session: Session
     pending: Decision | None
     reply: Reply
-    lease: Lease
+    holding: Holding  # the conversation's lock, which every session save proves
+    writes: PendingWrites  # records and acknowledgements for the next session save
     called: Called | None = None  # the agent call of this entry, once it returned
     header: str = ""  # the answer's first line, for Parley's own objectives
     opened: Decision | None = None  # the decision this entry asks for, until it is stored
@@ -106,8 +107,8 @@ class Executor:
     connections: ConnectionCommands | None = None  # /connections and its buttons
     standing: StandingStore | None = None  # "Always for this tool" approvals
 
-    async def handle(self, entry_id: str, event: Inbound, lease: Lease) -> None:
-        session = await self.sessions.load(lease.conversation_id, lease)
+    async def handle(self, entry_id: str, event: Inbound, holding: Holding) -> None:
+        session = await self.sessions.load(holding.conversation_id, holding)
         if session.done_with(entry_id):
             return
         adapter = self.adapters.get(event.conversation.platform)
@@ -120,7 +121,8 @@ class Executor:
             entry_id=entry_id,
             conversation=event.conversation,
             allowed_mentions=typed_mentions(event),
-            lease=lease,
+            later=holding.writes,
+            first_try=holding.first_try(entry_id),
             reply_url=event.reply_url if isinstance(event, InboundMessage) else None,
             reply_to=None if event.is_direct else getattr(event, "message_id", None),
         )
@@ -133,7 +135,8 @@ class Executor:
             session=session,
             pending=await self._pending(session, event),
             reply=reply,
-            lease=lease,
+            holding=holding,
+            writes=holding.writes,
         )
         try:
             await self._play(turn)
@@ -189,7 +192,7 @@ class Executor:
         if entry_id is not None:
             turn.session.last_entry = entry_id
         also = self.decisions.queued(turn.opened) if turn.opened else None
-        await self.sessions.save(turn.lease, turn.session, also)
+        await self.sessions.save(turn.holding, turn.session, turn.writes, also)
 
     # --- effects ----------------------------------------------------------------------------
 
@@ -282,7 +285,7 @@ class Executor:
         chat = ConversationKey(platform=reply.conversation.platform, chat_id=prompt.private_chat)
         key = reply.key_for("outcome")
         message = replace(prompt.message, private_to=None)  # that chat is theirs alone
-        posted = await self.outbox.send(reply.adapter, key, chat, message, reply.lease)
+        posted = await self.outbox.send(reply.adapter, key, chat, message, reply.later)
         refused = posted is None and await self.outbox.refused(key)
         told = prompt.unreachable if refused else prompt.sent
         if told is not None:
@@ -429,7 +432,7 @@ class Executor:
         if session.resolving is not None:
             # A replay must resume the way this entry resolved the decision. A new run needs
             # no save: a replay after a crash starts it again from the stored session.
-            await self.sessions.save(turn.lease, session)
+            await self.sessions.save(turn.holding, session, turn.writes)
         with watching(
             self.stops, turn.event, turn.received.entry_id, requester, self.approvers
         ) as watch:

@@ -30,7 +30,7 @@ from agent.protocols import ProgressEvent, RunContext
 from bot.conversation.attachments import Gathered, Gatherer
 from bot.ops import metrics
 from bot.ops.health import redis_away
-from bot.runtime.locks import Lease
+from bot.runtime.holding import PendingWrites
 from bot.runtime.outbox import Outbox
 from bot.runtime.streaming import AnswerStream, StreamPlan, live_message
 
@@ -92,7 +92,8 @@ class Reply:
     conversation: ConversationKey
     # Mentions that may ping in these replies: the ones the person typed, and that person.
     allowed_mentions: frozenset[str] = frozenset()
-    lease: Lease | None = None  # what was sent is recorded with its next session save
+    later: PendingWrites | None = None  # what was sent is recorded with the next session save
+    first_try: bool = False  # no earlier attempt at the entry can have left anything
     reply_url: str | None = None  # the event's, for private answers to its author
     reply_to: str | None = None  # in a group: the message that asked
 
@@ -101,7 +102,7 @@ class Reply:
     ) -> MessageRef | None:
         key = f"{self.conversation.id}:{slot}" if per_conversation else self.key_for(slot)
         return await self.outbox.send(
-            self.adapter, key, self.conversation, self.allow(message), self.lease
+            self.adapter, key, self.conversation, self.allow(message), self.later
         )
 
     def key_for(self, slot: str) -> str:
@@ -305,10 +306,8 @@ class Runner:
             ttl_ms=self.outbox.ttl_ms,
             interval=self.stream_interval,
             first_show=self.stream_first_show,
-            mode="live"
-            if reply.lease is not None and reply.entry_id in reply.lease.untried
-            else "unknown",
-            later=reply.lease,
+            mode="live" if reply.first_try else "unknown",
+            later=reply.later,
             plan=_shown_plan(plan),
         )
 

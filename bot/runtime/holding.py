@@ -1,7 +1,16 @@
 """What the holder of a conversation's lock carries (`bot/runtime/locks.py` takes and lets
-go of the lock): the lease that proves it, what the holder knows of its conversation, and
-the writes and acknowledgements that wait for its next round trip; and `while_held`, which
-stops work as soon as the lease is found lost.
+go of the lock), as three named units with one owner each:
+
+- `Fence`: the proof of holding, checked by every write of conversation state (locks.py
+  makes it; nobody changes it).
+- `Cursor`: where the holder stands on the conversation's backlog, as Redis last said (the
+  worker drains by it; each round trip that reads the backlog moves it).
+- `PendingWrites`: records of what was sent and acknowledgements of handled entries, which
+  wait for the holder's next round trip and ride in it (the conversation layer adds records,
+  the worker adds acknowledgements; `SessionStore.save` is handed them).
+
+`Holding` groups them with the session as last stored and whether the lock is lost or let
+go of; `while_held` stops work as soon as the lock is found lost.
 """
 
 from __future__ import annotations
@@ -9,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass, field
 
 from redis.asyncio.client import Pipeline
 
@@ -20,56 +30,32 @@ class LockLost(Exception):
     """The lease ran out and another worker may hold the conversation now."""
 
 
-class Lease:
-    """A held conversation lock: `value` proves it, `token` orders holders.
+@dataclass(frozen=True, kw_only=True)
+class Fence:
+    """A held conversation lock: `value` proves it (the lock key holds it), `token` orders
+    holders (a later holder's is larger)."""
 
-    It also carries what the holder knows of its conversation: the session as last stored
-    (raw JSON, None if there is none) and the backlog's oldest member as last seen; the
-    entries it was told are untried and has not tried yet (no earlier attempt can have left
-    anything behind for them); writes that may wait for its next session save, so that they
-    share its round trip (key → value, ttl in ms); and the handled entries whose sessions
-    are stored, acknowledged with its next write (`riding`). The session save that stores
-    `let_go_after` lets go of the lock if no entry waits (`released`)."""
+    conversation_id: str
+    value: str
+    token: int
 
-    def __init__(
-        self,
-        conversation_id: str,
-        value: str,
-        token: int,
-        *,
-        session: bytes | None = None,
-        head: bytes | None = None,
-    ) -> None:
-        self.conversation_id = conversation_id
-        self.value = value
-        self.token = token
-        self.session = session
-        self.head = head
-        self.done: bytes | None = None  # the backlog member the last session save took off
-        self.remaining = 0  # entries left on the backlog at release
-        self.kept = False  # the last release kept the lock: entries wait (`head` is next)
-        self.untried: set[str] = set()
-        self.tries: dict[str, int] = {}  # entry → tries begun, this one included (see locks.py)
-        self.records: dict[str, tuple[str, int]] = {}
-        self.acks: list[str] = []
-        self.let_go_after: bytes | None = None  # the backlog member being handled
-        self.letting_go = False  # a session save that may let go of the lock is under way
-        self.released = False  # a session save let go of the lock (nothing waited)
-        self._lost = asyncio.Event()
 
-    @property
-    def lost(self) -> bool:
-        return self._lost.is_set()
+@dataclass(kw_only=True)
+class Cursor:
+    """The holder's place on the backlog: its oldest member as last seen (`head`), the member
+    the last session save took off (`done`), the entries told untried and not tried yet (no
+    earlier attempt can have left anything behind for them), the tries begun of each entry
+    (this one included), and the member being handled (`let_go_after`: its save lets go of
+    the lock if no entry waits). After a release, `kept` says the lock was kept because
+    entries wait, and `remaining` how many."""
 
-    @lost.setter
-    def lost(self, value: bool) -> None:
-        if value:
-            self._lost.set()
-        else:
-            self._lost.clear()
-
-    async def wait_lost(self) -> None:
-        await self._lost.wait()
+    head: bytes | None = None
+    done: bytes | None = None
+    untried: set[str] = field(default_factory=set)
+    tries: dict[str, int] = field(default_factory=dict)
+    let_go_after: bytes | None = None
+    kept: bool = False
+    remaining: int = 0
 
     def next_up(self, head: bytes | str | None, untried: object = 0, tries: int = 0) -> None:
         """Note the backlog's oldest member as Redis said it, whether it was untried, and
@@ -79,6 +65,23 @@ class Lease:
             self.untried.add(entry_of(head))
         if head and tries:
             self.tries[entry_of(head)] = tries
+
+
+@dataclass(kw_only=True)
+class PendingWrites:
+    """Writes that wait for the holder's next round trip: records (key → value, ttl in ms),
+    which go with the next session save, and acknowledgements of handled entries whose
+    sessions are stored, which ride with any next write."""
+
+    records: dict[str, tuple[str, int]] = field(default_factory=dict)
+    acks: list[str] = field(default_factory=list)
+
+    def record(self, key: str, value: str, ttl_ms: int) -> None:
+        self.records[key] = (value, ttl_ms)
+
+    def take_records(self) -> dict[str, tuple[str, int]]:
+        records, self.records = self.records, {}
+        return records
 
     @contextlib.contextmanager
     def riding(self, pipe: Pipeline, inbox: str) -> Iterator[None]:
@@ -94,11 +97,44 @@ class Lease:
             raise
 
 
-async def while_held(lease: Lease, work: Awaitable[None]) -> None:
-    """Await `work`, stopped with LockLost as soon as the lease is found lost: a new holder
+class Holding:
+    """One holder's hold on a conversation's lock: its `fence`, its `cursor`, its `writes`,
+    and the session as last stored (raw JSON, None if there is none). `released`: a session
+    save let go of the lock (nothing waited); `letting_go`: such a save is under way."""
+
+    def __init__(self, fence: Fence, *, session: bytes | None = None) -> None:
+        self.fence = fence
+        self.cursor = Cursor()
+        self.writes = PendingWrites()
+        self.stored = session
+        self.letting_go = False
+        self.released = False
+        self._lost = asyncio.Event()
+
+    @property
+    def conversation_id(self) -> str:
+        return self.fence.conversation_id
+
+    def first_try(self, entry_id: str) -> bool:
+        """Whether `entry_id` is on its first try: nothing an earlier attempt left to find."""
+        return entry_id in self.cursor.untried
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set()
+
+    def lose(self) -> None:
+        self._lost.set()
+
+    async def wait_lost(self) -> None:
+        await self._lost.wait()
+
+
+async def while_held(holding: Holding, work: Awaitable[None]) -> None:
+    """Await `work`, stopped with LockLost as soon as the lock is found lost: a new holder
     handles the entry again, and a stale run must not answer before it."""
     task = asyncio.ensure_future(work)
-    lost = asyncio.ensure_future(lease.wait_lost())
+    lost = asyncio.ensure_future(holding.wait_lost())
     try:
         await asyncio.wait((task, lost), return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -107,5 +143,5 @@ async def while_held(lease: Lease, work: Awaitable[None]) -> None:
         lost.cancel()
         await asyncio.gather(task, lost, return_exceptions=True)
     if task.cancelled():
-        raise LockLost(lease.conversation_id)
+        raise LockLost(holding.conversation_id)
     task.result()

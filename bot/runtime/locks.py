@@ -8,7 +8,7 @@ released on this process's next try for that conversation, so no outage leaves i
 
 Taking the lock is one round trip that also puts newly read entries on the conversation's
 backlog and reads what the holder needs first (the backlog's oldest entry and the stored
-session). Only the holder writes the session, so its lease keeps the stored copy and a
+session). Only the holder writes the session, so its holding keeps the stored copy and a
 second read is never needed. Usually the session save that stores the last waiting entry
 lets go of the lock (`bot/runtime/sessions.py`); otherwise letting go is one round trip of
 its own, which keeps the lock instead while entries wait and says which one is next, so a
@@ -22,9 +22,10 @@ member, emptied as entries leave the backlog), in the same script: a worker kill
 handling an entry (out of memory, say) has used up a try, so a poison entry is dead-lettered
 after `max_attempts` instead of killing worker after worker.
 
-The acknowledgement of an entry whose session is stored waits on the lease for the holder's
-next write (the next session save, a renewal or the release) and rides in its round trip, a
-non-transactional pipeline: the inbox and the conversation are different slots in a cluster.
+The acknowledgement of an entry whose session is stored waits in the holding's pending
+writes (`bot/runtime/holding.py`) for the holder's next write (the next session save, a
+renewal or the release) and rides in its round trip, a non-transactional pipeline: the
+inbox and the conversation are different slots in a cluster.
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ from collections.abc import AsyncIterator, Sequence
 import redis.asyncio as aioredis
 
 from bot.ops.health import REDIS_DOWN, redis_away
-from bot.runtime.holding import Lease, LockLost, while_held
+from bot.runtime.holding import Fence, Holding, LockLost, while_held
 from bot.runtime.keys import Keys
 
-__all__ = ["ConversationLocks", "Lease", "LockLost", "while_held"]  # the holder's side too
+__all__ = ["ConversationLocks", "Holding", "LockLost", "while_held"]  # the holder's side too
 
 log = logging.getLogger(__name__)
 
@@ -151,12 +152,12 @@ class ConversationLocks:
         self._acquire = redis.register_script(_ACQUIRE)
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
-        # Leases whose release failed (Redis was away), released before the next try.
-        self._unreleased: dict[str, Lease] = {}
+        # Holdings whose release failed (Redis was away), released before the next try.
+        self._unreleased: dict[str, Holding] = {}
 
     async def try_acquire(
         self, conversation_id: str, add: Sequence[str] = (), first: Sequence[str] = ()
-    ) -> Lease | None:
+    ) -> Holding | None:
         """Put `add` and `first` (backlog members; `first` on their first delivery) on the
         backlog, then take the lock if it is free."""
         if (stale := self._unreleased.pop(conversation_id, None)) is not None:
@@ -179,71 +180,72 @@ class ConversationLocks:
         if taken is None:
             return None
         token, head, untried, session = int(taken[0]), taken[1] or None, taken[2], taken[3]
-        lease = Lease(conversation_id, f"{self.owner}:{token}", token, session=session or None)
-        lease.next_up(head, untried, int(taken[4]))
-        return lease
+        fence = Fence(conversation_id=conversation_id, value=f"{self.owner}:{token}", token=token)
+        holding = Holding(fence, session=session or None)
+        holding.cursor.next_up(head, untried, int(taken[4]))
+        return holding
 
-    async def release(self, lease: Lease, *, keep_if_waiting: bool = False) -> int:
+    async def release(self, holding: Holding, *, keep_if_waiting: bool = False) -> int:
         """Let go of the lock (with the waiting acknowledgements); returns how many entries
         wait on its backlog. With `keep_if_waiting`, a lock with entries waiting is kept
-        (renewed) instead: `lease.kept` says so and `lease.head` is the next entry."""
-        conversation = lease.conversation_id
+        (renewed) instead: `cursor.kept` says so and `cursor.head` is the next entry."""
+        conversation, cursor, writes = holding.conversation_id, holding.cursor, holding.writes
         keys = [
             self.keys.lock(conversation),
             self.keys.backlog(conversation),
             self.keys.untried(conversation),
             self.keys.attempts(conversation),
         ]
-        args: list[str | int] = [lease.value, int(keep_if_waiting), self.lease_ms]
-        if not lease.acks:
+        args: list[str | int] = [holding.fence.value, int(keep_if_waiting), self.lease_ms]
+        if not writes.acks:
             released = await self._release(keys=keys, args=args)
         else:
             async with self.redis.pipeline(transaction=False) as pipe:
-                with lease.riding(pipe, self.keys.inbox):
+                with writes.riding(pipe, self.keys.inbox):
                     # EVAL: a registered script in a pipeline costs a SCRIPT EXISTS first.
                     pipe.eval(_RELEASE, len(keys), *keys, *args)
                     *_, released = await pipe.execute()
-        lease.kept = bool(released[0])
-        lease.remaining = 1 if lease.kept else int(released[1])  # kept: at least its head waits
-        if lease.kept:
-            lease.next_up(released[1], released[2], int(released[3]))
-        return lease.remaining
+        cursor.kept = bool(released[0])
+        cursor.remaining = 1 if cursor.kept else int(released[1])  # kept: at least head waits
+        if cursor.kept:
+            cursor.next_up(released[1], released[2], int(released[3]))
+        return cursor.remaining
 
-    async def skip(self, lease: Lease, member: bytes) -> None:
+    async def skip(self, holding: Holding, member: bytes) -> None:
         """Take a member off the backlog that no session save took off (nothing was stored
         for it), and note the next one; waiting acknowledgements ride along."""
-        conversation = lease.conversation_id
+        conversation = holding.conversation_id
         keys = [
             self.keys.backlog(conversation),
             self.keys.untried(conversation),
             self.keys.attempts(conversation),
         ]
         async with self.redis.pipeline(transaction=False) as pipe:
-            with lease.riding(pipe, self.keys.inbox):
+            with holding.writes.riding(pipe, self.keys.inbox):
                 pipe.eval(_SKIP, len(keys), *keys, member)
                 *_, found = await pipe.execute()
-        lease.next_up(found[0] or None, found[1], int(found[2]))
+        holding.cursor.next_up(found[0] or None, found[1], int(found[2]))
 
     @contextlib.asynccontextmanager
     async def held(
         self, conversation_id: str, add: Sequence[str] = ()
-    ) -> AsyncIterator[Lease | None]:
+    ) -> AsyncIterator[Holding | None]:
         """Hold the lock (renewing it) for the block; yields None when someone else holds it.
-        After the block, the lease's `remaining` says how many entries wait on the backlog."""
-        lease = await self.try_acquire(conversation_id, add)
-        if lease is None:
+        After the block, the cursor's `remaining` says how many entries wait on the backlog."""
+        holding = await self.try_acquire(conversation_id, add)
+        if holding is None:
             yield None
             return
         try:
-            async with self.kept(lease):
-                yield lease
+            async with self.kept(holding):
+                yield holding
         finally:
-            await self.let_go(lease)
+            await self.let_go(holding)
 
     @contextlib.asynccontextmanager
-    async def kept(self, lease: Lease) -> AsyncIterator[None]:
-        """Renew the lease while the block runs (`lease.lost` says if that failed)."""
-        renewer = asyncio.create_task(self._keep(lease))
+    async def kept(self, holding: Holding) -> AsyncIterator[None]:
+        """Renew the lease while the block runs (`holding.lost` says if that failed)."""
+        renewer = asyncio.create_task(self._keep(holding))
         try:
             yield
         finally:
@@ -251,46 +253,47 @@ class ConversationLocks:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
 
-    async def let_go(self, lease: Lease, *, keep_if_waiting: bool = False) -> bool:
+    async def let_go(self, holding: Holding, *, keep_if_waiting: bool = False) -> bool:
         """Release, never failing the caller (the lease runs out anyway); False if Redis did
         not take it (then it is tried again before this process's next try for the
         conversation, acknowledgements included)."""
         try:
-            await self.release(lease, keep_if_waiting=keep_if_waiting)
+            await self.release(holding, keep_if_waiting=keep_if_waiting)
         except Exception as exc:
             if redis_away(exc):
-                self._unreleased[lease.conversation_id] = lease
+                self._unreleased[holding.conversation_id] = holding
             return False
         return True
 
-    async def _keep(self, lease: Lease) -> None:
-        key = self.keys.lock(lease.conversation_id)
+    async def _keep(self, holding: Holding) -> None:
+        key = self.keys.lock(holding.conversation_id)
         renewed = time.monotonic()
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
-            if lease.released:
+            if holding.released:
                 return
             try:
-                kept = await self._renew_riding(lease, key)
+                kept = await self._renew_riding(holding, key)
             except REDIS_DOWN:
                 if time.monotonic() - renewed < self.lease_ms / 1000:
                     continue  # Redis may be back before the lease runs out
                 kept = False
-            if not kept and (lease.letting_go or lease.released):
+            if not kept and (holding.letting_go or holding.released):
                 continue  # a session save let go of it (the holder is done)
             if not kept:
-                lease.lost = True
-                log.warning("lost the lock of %s", lease.conversation_id)
+                holding.lose()
+                log.warning("lost the lock of %s", holding.conversation_id)
                 return
             renewed = time.monotonic()
 
-    async def _renew_riding(self, lease: Lease, key: str) -> object:
+    async def _renew_riding(self, holding: Holding, key: str) -> object:
         """Renew; waiting acknowledgements ride along (a long run must not leave the entry
         before it idle long enough to be reclaimed)."""
-        if not lease.acks:
-            return await self._renew(keys=[key], args=[lease.value, self.lease_ms])
+        value, writes = holding.fence.value, holding.writes
+        if not writes.acks:
+            return await self._renew(keys=[key], args=[value, self.lease_ms])
         async with self.redis.pipeline(transaction=False) as pipe:
-            with lease.riding(pipe, self.keys.inbox):
-                pipe.eval(_RENEW, 1, key, lease.value, self.lease_ms)
+            with writes.riding(pipe, self.keys.inbox):
+                pipe.eval(_RENEW, 1, key, value, self.lease_ms)
                 *_, kept = await pipe.execute()
         return kept

@@ -45,8 +45,8 @@ from adapters.base import (
     OutboundMessage,
 )
 from bot.ops import metrics
+from bot.runtime.holding import PendingWrites
 from bot.runtime.keys import Keys
-from bot.runtime.locks import Lease
 from bot.runtime.records import DONE, FAILED, IN_FLIGHT, PARKED, record_sent, sent_ref
 
 log = logging.getLogger(__name__)
@@ -109,13 +109,13 @@ class Outbox:
         key: str,
         conversation: ConversationKey,
         message: OutboundMessage,
-        later: Lease | None = None,
+        later: PendingWrites | None = None,
     ) -> MessageRef | None:
         """Post once per key; a replay returns the first post's ref (None if unknown).
 
         None also when the platform did not take the message: it is parked for redelivery,
         or given up if the platform refused it for good. With `later`, the post's record
-        waits for that lease's next session save (one round trip for both)."""
+        waits there for the lock holder's next session save (one round trip for both)."""
         redis_key = self.keys.outbox(key)
         claim = self._unsent.get(redis_key) or IN_FLIGHT + b":" + uuid.uuid4().hex.encode()
         try:

@@ -6,8 +6,8 @@
     "<id>" (JSON)         delivered: the message's id
     {"live": "<id>"}      a streamed answer's half message, to be finished or replaced
 
-A delivered id can wait for the conversation lock holder's next session save (`later`), so
-that both share one round trip.
+A delivered id can wait in the lock holder's pending writes for its next session save
+(`later`), so that both share one round trip.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import redis.asyncio as aioredis
 
 from adapters.base import ConversationKey, MessageRef
-from bot.runtime.locks import Lease
+from bot.runtime.holding import PendingWrites
 
 IN_FLIGHT = b"in-flight"
 PARKED = b"parked"  # waiting in the undelivered set
@@ -42,11 +42,11 @@ def sent_ref(conversation: ConversationKey, stored: bytes | str | None) -> Messa
 
 
 async def record_sent(
-    redis: aioredis.Redis, key: str, message_id: str, ttl_ms: int, later: Lease | None
+    redis: aioredis.Redis, key: str, message_id: str, ttl_ms: int, later: PendingWrites | None
 ) -> None:
-    """Record the message a key delivered now, or with `later`'s next session save."""
+    """Record the message a key delivered now, or with the session save `later` waits for."""
     value = json.dumps(message_id)
     if later is None:
         await redis.set(key, value, px=ttl_ms)
     else:
-        later.records[key] = (value, ttl_ms)
+        later.record(key, value, ttl_ms)

@@ -23,8 +23,9 @@ from pydantic import BaseModel
 from redis.asyncio.client import Pipeline
 
 from agent.state import RunState
+from bot.runtime.holding import PendingWrites
 from bot.runtime.keys import Keys, backlog_member
-from bot.runtime.locks import TELL_NEXT, Lease, LockLost
+from bot.runtime.locks import TELL_NEXT, Holding, LockLost
 
 Status = Literal["idle", "running", "awaiting_answer", "awaiting_approval"]
 Queue = Callable[[Pipeline], object]  # adds commands to a pipeline
@@ -100,24 +101,30 @@ class SessionStore:
         self.ttl_ms = int(ttl * 1000)
         self._write = redis.register_script(_WRITE)
 
-    async def load(self, conversation_id: str, lease: Lease | None = None) -> Session:
-        """The stored session; a lease on the conversation already has it (no round trip)."""
+    async def load(self, conversation_id: str, holding: Holding | None = None) -> Session:
+        """The stored session; a holding of the conversation already has it (no round trip)."""
         raw: bytes | str | None
-        if lease is not None and lease.conversation_id == conversation_id:
-            raw = lease.session
+        if holding is not None and holding.conversation_id == conversation_id:
+            raw = holding.stored
         else:
             raw = await self.redis.get(self.keys.session(conversation_id))
         return Session.model_validate_json(raw) if raw else Session()
 
-    async def save(self, lease: Lease, session: Session, also: Queue | None = None) -> None:
-        """Store the session if `lease` still holds the conversation; else raise LockLost.
+    async def save(
+        self,
+        holding: Holding,
+        session: Session,
+        writes: PendingWrites,
+        also: Queue | None = None,
+    ) -> None:
+        """Store the session if `holding` still holds the conversation; else raise LockLost.
 
-        Its `last_entry` leaves the backlog, and the lease learns the backlog's next entry;
-        if that was the lease's `let_go_after` and no entry waits, the lock is let go of
-        (`lease.released`). The lease's waiting records and `also`'s writes go first, in the
-        same round trip (they are not fenced), and its waiting acknowledgements ride along."""
+        Its `last_entry` leaves the backlog, and the holding's cursor learns the backlog's
+        next entry; if that was the cursor's `let_go_after` and no entry waits, the lock is
+        let go of (`holding.released`). The records in `writes` and `also`'s writes go first,
+        in the same round trip (they are not fenced), and its acknowledgements ride along."""
         session.updated_at = time.time()
-        conversation = lease.conversation_id
+        conversation, cursor = holding.conversation_id, holding.cursor
         keys = [
             self.keys.lock(conversation),
             self.keys.session(conversation),
@@ -127,34 +134,34 @@ class SessionStore:
         ]
         raw = session.model_dump_json()
         done = backlog_member(session.last_entry) if session.last_entry else ""
-        let_go = bool(done) and done.encode() == lease.let_go_after
-        args: list[str | int] = [lease.value, raw, self.ttl_ms, done, int(let_go)]
-        lease.letting_go = let_go  # the renewal may find the lock gone meanwhile
+        let_go = bool(done) and done.encode() == cursor.let_go_after
+        args: list[str | int] = [holding.fence.value, raw, self.ttl_ms, done, int(let_go)]
+        holding.letting_go = let_go  # the renewal may find the lock gone meanwhile
         try:
-            written = await self._write_with(lease, keys, args, also)
+            written = await self._write_with(writes, keys, args, also)
         finally:
-            lease.letting_go = False
+            holding.letting_go = False
         if not written:
             raise LockLost(conversation)
-        lease.session = raw.encode()
-        lease.done = done.encode() or None
-        lease.next_up(written[1] or None, written[2], int(written[4]))
-        lease.released = bool(written[3])
-        if lease.released:
-            lease.remaining = 0
+        holding.stored = raw.encode()
+        cursor.done = done.encode() or None
+        cursor.next_up(written[1] or None, written[2], int(written[4]))
+        holding.released = bool(written[3])
+        if holding.released:
+            cursor.remaining = 0
 
     async def _write_with(
-        self, lease: Lease, keys: list[str], args: list[str | int], also: Queue | None
+        self, writes: PendingWrites, keys: list[str], args: list[str | int], also: Queue | None
     ) -> Any:
-        if not (lease.records or lease.acks or also is not None):
+        if not (writes.records or writes.acks or also is not None):
             return await self._write(keys=keys, args=args)
-        records, lease.records = lease.records, {}
+        records = writes.take_records()
         async with self.redis.pipeline(transaction=False) as pipe:
             for key, (value, ttl_ms) in records.items():
                 pipe.set(key, value, px=ttl_ms)
             if also is not None:
                 also(pipe)
-            with lease.riding(pipe, self.keys.inbox):  # entries stored by earlier saves
+            with writes.riding(pipe, self.keys.inbox):  # entries stored by earlier saves
                 # EVAL: a registered script in a pipeline costs a SCRIPT EXISTS first.
                 pipe.eval(_WRITE, len(keys), *keys, *args)
                 *_, written = await pipe.execute()

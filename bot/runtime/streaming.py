@@ -36,7 +36,7 @@ from adapters.base import (
 from agent.protocols import ProgressEvent
 from bot.ops import metrics
 from bot.ops.health import redis_away
-from bot.runtime.locks import Lease
+from bot.runtime.holding import PendingWrites
 from bot.runtime.records import IN_FLIGHT, MARKERS, record_sent
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class AnswerStream:
     text: str = ""
     # "live" when no earlier attempt can have left anything under the key (saves a read)
     mode: Mode = "unknown"
-    later: Lease | None = None  # its record then waits for this lease's next session save
+    later: PendingWrites | None = None  # its record then waits there for the next session save
     _shown: str = ""
     _last_show: float = 0.0  # 0.0: nothing shown yet
     _first_text: float | None = None  # when the answer's first text came

@@ -35,7 +35,7 @@ from bot.ops.health import REDIS_DOWN, Health, pause, redis_away
 from bot.runtime.failures import CutShort, Failures, OnError
 from bot.runtime.inbox import decode_entry, queued_at_of
 from bot.runtime.keys import Keys, backlog_member, entry_of
-from bot.runtime.locks import ConversationLocks, Lease, LockLost, while_held
+from bot.runtime.locks import ConversationLocks, Holding, LockLost, while_held
 from bot.runtime.reclaimer import GROUP, Reclaimer, ensure_group, group_gone
 from bot.runtime.stops import StopRequest, Stops
 
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 READ_CACHE = 10_000  # read events kept for their handling; the rest are read again
 ROOM_CHECK = 1.0  # seconds between two heartbeats while the worker waits for room
-Handler = Callable[[str, Inbound, Lease], Awaitable[None]]
+Handler = Callable[[str, Inbound, Holding], Awaitable[None]]
 Processed = Literal["done", "retry", "lost"]
 
 
@@ -281,7 +281,7 @@ class Worker:
             first = [member for member, fresh in adding.items() if fresh]
             again = [member for member, fresh in adding.items() if not fresh]
             try:
-                lease = await self.locks.try_acquire(conversation, again, first)
+                holding = await self.locks.try_acquire(conversation, again, first)
             except BaseException:  # taken up again later, unless it is on the backlog now
                 self._arrived.setdefault(conversation, {}).update(dict.fromkeys(adding, False))
                 raise
@@ -289,63 +289,64 @@ class Worker:
                 arrived.pop(member, None)
             if not arrived:
                 self._arrived.pop(conversation, None)
-            if lease is None:
+            if holding is None:
                 return  # its holder drains the backlog, our entries included
-            released = await self._hold(lease)
-        if lease.lost or not released:
+            released = await self._hold(holding)
+        if holding.lost or not released:
             self._stalled.add(conversation)  # whoever holds it now drains; else we do
-        elif lease.remaining and not self._stopping.is_set():
+        elif holding.cursor.remaining and not self._stopping.is_set():
             self._spawn(conversation)  # an entry arrived as the lock went (a lost race)
 
-    async def _hold(self, lease: Lease) -> bool:
-        """Drain the backlog under the lease. The last session save lets go of the lock; if
-        not, one round trip does, or keeps it while entries wait (they came as the last one
-        finished) to drain them without taking it again. False if Redis did not take it."""
+    async def _hold(self, holding: Holding) -> bool:
+        """Drain the backlog under the lock. The last session save lets go of it; if not, one
+        round trip does, or keeps it while entries wait (they came as the last one finished)
+        to drain them without taking it again. False if Redis did not take it."""
         while True:
             try:
-                async with self.locks.kept(lease):
-                    await self._work(lease)
+                async with self.locks.kept(holding):
+                    await self._work(holding)
             except BaseException:
-                await self.locks.let_go(lease)
+                await self.locks.let_go(holding)
                 raise
-            if lease.released:  # by the last session save: nothing waited
-                self._acks += lease.acks
+            if holding.released:  # by the last session save: nothing waited
+                self._acks += holding.writes.acks
                 return True
-            keep = not lease.lost and not self._stopping.is_set()
-            released = await self.locks.let_go(lease, keep_if_waiting=keep)
-            if not (released and lease.kept):
+            keep = not holding.lost and not self._stopping.is_set()
+            released = await self.locks.let_go(holding, keep_if_waiting=keep)
+            if not (released and holding.cursor.kept):
                 return released
 
-    async def _work(self, lease: Lease) -> None:
+    async def _work(self, holding: Holding) -> None:
         """Handle the backlog, oldest first, while the lease holds. A handled entry is
-        acknowledged after its session is stored, with the lease's next write (a save, a
+        acknowledged after its session is stored, with the holder's next write (a save, a
         renewal, the release) or the next read: a crash before that replays it, and the
         stored session's `last_entry` makes the replay a no-op."""
-        head = lease.head
-        while head is not None and not lease.lost:
+        cursor = holding.cursor
+        head = cursor.head
+        while head is not None and not holding.lost:
             entry = entry_of(head)
-            lease.let_go_after = head  # its session save lets go of the lock if none waits
-            processed = await self._process(entry, lease)
+            cursor.let_go_after = head  # its session save lets go of the lock if none waits
+            processed = await self._process(entry, holding)
             if processed == "lost":
-                lease.lost = True
+                holding.lose()
                 return
             if processed == "retry":
                 if self._stopping.is_set():
                     return  # it stays pending for whoever runs next
                 continue
-            lease.acks.append(entry)
-            if lease.done == head:  # the session save took it off and read the next
-                head = lease.head
+            holding.writes.acks.append(entry)
+            if cursor.done == head:  # the session save took it off and read the next
+                head = cursor.head
                 continue
             # Nothing stored for it (done before, or given up): take it off ourselves.
-            await self.locks.skip(lease, head)
-            head = lease.head
+            await self.locks.skip(holding, head)
+            head = cursor.head
 
-    async def _process(self, entry: str, lease: Lease) -> Processed:
+    async def _process(self, entry: str, holding: Holding) -> Processed:
         """Handle one entry: done (acknowledge it), retry (keep it), or lost (the lock)."""
         event = self._read_events.pop(entry, None)
         fields: dict[bytes, bytes] | None = None
-        conversation = lease.conversation_id
+        conversation, cursor = holding.conversation_id, holding.cursor
         if event is None:  # read by another worker, or before a restart
             found = await self.redis.xrange(self.keys.inbox, min=entry, max=entry)
             if not found:
@@ -358,15 +359,15 @@ class Worker:
                     conversation, entry, fields, "undecodable", exc, attempts=0
                 )
                 return "done"
-        tries = lease.tries.get(entry, 1)  # counted as it was told it is next
+        tries = cursor.tries.get(entry, 1)  # counted as it was told it is next
         if tries > self.failures.max_attempts:  # the earlier tries never finished
             log.warning("inbox entry %s: %d tries did not finish", entry, tries - 1)
             cut = CutShort(f"{tries - 1} tries did not finish")
             await self.failures.give_up(conversation, entry, event, fields, cut, attempts=tries - 1)
-            lease.untried.discard(entry)
+            cursor.untried.discard(entry)
             return "done"
         try:
-            await while_held(lease, self.handle(entry, event, lease))
+            await while_held(holding, self.handle(entry, event, holding))
         except LockLost:
             log.warning("lock of %s lost while handling %s", conversation, entry)
             self._read_events[entry] = event
@@ -382,11 +383,11 @@ class Worker:
                 self._read_events[entry] = event
                 await pause(self._stopping, delay)
                 if not self._stopping.is_set():  # else the next holder counts its try
-                    lease.tries[entry] = await self.failures.begin_again(conversation, entry)
+                    cursor.tries[entry] = await self.failures.begin_again(conversation, entry)
                 return "retry"
             await self.failures.give_up(conversation, entry, event, fields, exc, attempts=tries)
         finally:
-            lease.untried.discard(entry)
+            cursor.untried.discard(entry)
         return "done"
 
 

@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 
 from adapters.base import Inbound
 from bot.runtime.keys import Keys
-from bot.runtime.locks import ConversationLocks, Lease
+from bot.runtime.locks import ConversationLocks, Holding
 from bot.runtime.worker import Worker
 
 KEYS = Keys()
@@ -25,7 +25,7 @@ KEYS = Keys()
 async def main(url: str, mode: str) -> None:
     redis = aioredis.Redis.from_url(url)
 
-    async def handle(entry: str, event: Inbound, lease: Lease) -> None:
+    async def handle(entry: str, event: Inbound, holding: Holding) -> None:
         if mode == "die":
             os.kill(os.getpid(), signal.SIGKILL)
         await redis.rpush("test:handled", entry)

@@ -5,8 +5,12 @@ the lock while some do. Each says whether the entry it names is untried."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import redis.asyncio as aioredis
 
+from bot.runtime.holding import PendingWrites
 from bot.runtime.keys import Keys, backlog_member, entry_of
 from bot.runtime.locks import ConversationLocks
 from bot.runtime.sessions import Session, SessionStore
@@ -26,10 +30,10 @@ async def test_taking_the_lock_queues_entries_and_reads_the_oldest_and_the_sessi
     members = [backlog_member("7-1"), backlog_member("7-0")]
     lease = await locks_on(redis).try_acquire(CHAT, members)
     assert lease is not None
-    assert lease.head is not None and entry_of(lease.head) == "7-0"
-    assert lease.untried == set()  # not first deliveries: someone may have tried them
-    assert lease.session is not None
-    assert Session.model_validate_json(lease.session).last_entry == "1-0"
+    assert lease.cursor.head is not None and entry_of(lease.cursor.head) == "7-0"
+    assert lease.cursor.untried == set()  # not first deliveries: someone may have tried them
+    assert lease.stored is not None
+    assert Session.model_validate_json(lease.stored).last_entry == "1-0"
     assert await redis.zrange(KEYS.backlog(CHAT), 0, -1) == [m.encode() for m in sorted(members)]
     assert 0 < await redis.pttl(KEYS.backlog(CHAT)) <= 60_000
 
@@ -39,11 +43,11 @@ async def test_entries_go_on_the_backlog_even_while_someone_else_holds_the_lock(
 ) -> None:
     locks = locks_on(redis)
     holder = await locks.try_acquire(CHAT, [backlog_member("3-0")])
-    assert holder is not None and holder.session is None
+    assert holder is not None and holder.stored is None
     assert await locks.try_acquire(CHAT, [backlog_member("4-0")]) is None
     assert await redis.zcard(KEYS.backlog(CHAT)) == 2
     assert await locks.release(holder) == 2  # both wait: the holder knows to drain again
-    assert not holder.kept and not await redis.exists(KEYS.lock(CHAT))
+    assert not holder.cursor.kept and not await redis.exists(KEYS.lock(CHAT))
 
 
 async def test_an_entry_first_delivered_to_whoever_tried_the_lock_is_untried_for_the_holder(
@@ -51,7 +55,7 @@ async def test_an_entry_first_delivered_to_whoever_tried_the_lock_is_untried_for
 ) -> None:
     locks, sessions = locks_on(redis), SessionStore(redis, KEYS, ttl=60)
     holder = await locks.try_acquire(CHAT, first=[backlog_member("3-0")])
-    assert holder is not None and holder.untried == {"3-0"}
+    assert holder is not None and holder.cursor.untried == {"3-0"}
     # Another worker's first delivery, put on the backlog as it failed to take the lock;
     # a member already on the backlog is not untried, whatever its reader thought.
     assert await locks.try_acquire(CHAT, first=[backlog_member("4-0")]) is None
@@ -59,16 +63,18 @@ async def test_an_entry_first_delivered_to_whoever_tried_the_lock_is_untried_for
     assert await locks.try_acquire(CHAT, [backlog_member("5-0")]) is None  # a redelivery
     session = await sessions.load(CHAT, holder)
     session.last_entry = "3-0"
-    await sessions.save(holder, session)
-    assert holder.head == backlog_member("4-0").encode() and "4-0" in holder.untried
+    await sessions.save(holder, session, holder.writes)
+    assert holder.cursor.head == backlog_member("4-0").encode() and "4-0" in holder.cursor.untried
     session.last_entry = "4-0"
-    await sessions.save(holder, session)
-    assert holder.head == backlog_member("5-0").encode() and "5-0" not in holder.untried
+    await sessions.save(holder, session, holder.writes)
+    assert (
+        holder.cursor.head == backlog_member("5-0").encode() and "5-0" not in holder.cursor.untried
+    )
     # A holder that was told and died before trying it leaves it tried for the next one.
     await redis.delete(KEYS.lock(CHAT))
     again = await locks.try_acquire(CHAT)
-    assert again is not None and again.head == backlog_member("5-0").encode()
-    assert again.untried == set()
+    assert again is not None and again.cursor.head == backlog_member("5-0").encode()
+    assert again.cursor.untried == set()
 
 
 async def test_releasing_keeps_the_lock_while_entries_wait_when_asked(
@@ -79,20 +85,20 @@ async def test_releasing_keeps_the_lock_while_entries_wait_when_asked(
     assert holder is not None
     session = await sessions.load(CHAT, holder)
     session.last_entry = "3-0"
-    await sessions.save(holder, session)
-    assert holder.head is None
+    await sessions.save(holder, session, holder.writes)
+    assert holder.cursor.head is None
     # An entry arrives after the save looked and before the release.
     assert await locks.try_acquire(CHAT, first=[backlog_member("4-0")]) is None
     await redis.pexpire(KEYS.lock(CHAT), 1000)
     assert await locks.release(holder, keep_if_waiting=True) == 1
-    assert holder.kept and holder.head == backlog_member("4-0").encode()
-    assert "4-0" in holder.untried
-    assert await redis.get(KEYS.lock(CHAT)) == holder.value.encode()
+    assert holder.cursor.kept and holder.cursor.head == backlog_member("4-0").encode()
+    assert "4-0" in holder.cursor.untried
+    assert await redis.get(KEYS.lock(CHAT)) == holder.fence.value.encode()
     assert await redis.pttl(KEYS.lock(CHAT)) > 1000  # renewed for a whole lease
     session.last_entry = "4-0"
-    await sessions.save(holder, session)
+    await sessions.save(holder, session, holder.writes)
     assert await locks.release(holder, keep_if_waiting=True) == 0
-    assert not holder.kept and not await redis.exists(KEYS.lock(CHAT))
+    assert not holder.cursor.kept and not await redis.exists(KEYS.lock(CHAT))
 
 
 async def test_storing_the_session_takes_its_entry_off_the_backlog_and_reads_the_next(
@@ -103,28 +109,72 @@ async def test_storing_the_session_takes_its_entry_off_the_backlog_and_reads_the
     assert lease is not None
     session = await sessions.load(CHAT, lease)
     session.last_entry = "5-0"
-    await sessions.save(lease, session)
-    assert lease.done == backlog_member("5-0").encode()
-    assert lease.head is not None and entry_of(lease.head) == "6-0"
+    await sessions.save(lease, session, lease.writes)
+    assert lease.cursor.done == backlog_member("5-0").encode()
+    assert lease.cursor.head is not None and entry_of(lease.cursor.head) == "6-0"
     assert await redis.zrange(KEYS.backlog(CHAT), 0, -1) == [backlog_member("6-0").encode()]
 
     session.last_entry = "6-0"
-    await sessions.save(lease, session)
-    assert lease.head is None
+    await sessions.save(lease, session, lease.writes)
+    assert lease.cursor.head is None
     assert await redis.zcard(KEYS.backlog(CHAT)) == 0
 
 
-async def test_the_holder_reads_the_session_from_its_lease(redis: aioredis.Redis) -> None:
+async def test_the_holder_reads_the_session_from_its_holding(redis: aioredis.Redis) -> None:
     sessions = SessionStore(redis, KEYS, ttl=60)
     lease = await locks_on(redis).try_acquire(CHAT)
     assert lease is not None
     session = await sessions.load(CHAT, lease)
     session.status = "awaiting_answer"
-    await sessions.save(lease, session)
+    await sessions.save(lease, session, lease.writes)
     # Only the holder writes the session, so its copy is the stored one...
     assert (await sessions.load(CHAT, lease)).status == "awaiting_answer"
     assert (await sessions.load(CHAT)).status == "awaiting_answer"
-    # ...and loading through the lease does not read Redis at all.
+    # ...and loading through the holding does not read Redis at all.
     await redis.delete(KEYS.session(CHAT))
     assert (await sessions.load(CHAT, lease)).status == "awaiting_answer"
     assert (await sessions.load(CHAT)).status == "idle"
+
+
+async def test_a_save_writes_the_records_it_is_handed_in_its_own_round_trip(
+    redis: aioredis.Redis,
+) -> None:
+    """`save` takes the pending writes as a parameter: the records handed to it are written
+    with the session (test_round_trips.py counts that round trip), and nothing is read off
+    the holding behind the caller's back."""
+    sessions = SessionStore(redis, KEYS, ttl=60)
+    holding = await locks_on(redis).try_acquire(CHAT, [backlog_member("5-0")])
+    assert holding is not None
+    holding.writes.record("test:not-handed", '"m0"', 60_000)  # not this save's
+    writes = PendingWrites()
+    writes.record("test:sent", '"m1"', 60_000)
+    writes.acks.append("5-0")  # acknowledging an unknown entry is harmless
+    session = await sessions.load(CHAT, holding)
+    session.last_entry = "5-0"
+    await sessions.save(holding, session, writes)
+    assert await redis.get("test:sent") == b'"m1"'
+    assert await redis.get("test:not-handed") is None
+    assert writes.records == {} and writes.acks == []
+    assert holding.writes.records == {"test:not-handed": ('"m0"', 60_000)}
+
+
+def test_only_the_runtime_reads_a_holdings_units() -> None:
+    """Outside `bot/runtime/` a holding is handed on, asked whether an entry is on its first
+    try, or given records to write (`writes`); its fence and cursor are the runtime's."""
+    root = Path(__file__).resolve().parents[2]
+    readers = []
+    for package in ("bot", "adapters", "agent", "memory"):
+        for path in sorted((root / package).rglob("*.py")):
+            if path.is_relative_to(root / "bot" / "runtime"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Attribute) and node.attr in RUNTIME_ONLY:
+                    readers.append(f"{path.relative_to(root)}:{node.lineno} .{node.attr}")
+                if isinstance(node, ast.ImportFrom) and node.module == "bot.runtime.holding":
+                    names = {alias.name for alias in node.names}
+                    readers += [f"{path.relative_to(root)} imports {n}" for n in names & UNITS]
+    assert readers == []
+
+
+RUNTIME_ONLY = {"cursor", "fence", "letting_go", "let_go_after", "untried", "next_up"}
+UNITS = {"Fence", "Cursor"}

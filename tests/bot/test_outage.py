@@ -158,7 +158,7 @@ async def test_a_lock_is_kept_through_a_short_outage(
         await asyncio.to_thread(private_redis.start)
         await asyncio.sleep(5)  # longer than the lease: only renewals kept it
         assert not lease.lost
-        assert await client.get(keys.lock(CHAT)) == lease.value.encode()
+        assert await client.get(keys.lock(CHAT)) == lease.fence.value.encode()
     assert not await client.exists(keys.lock(CHAT))
 
 
@@ -171,9 +171,9 @@ async def test_a_lock_whose_release_failed_in_an_outage_is_not_left_stuck(
         assert lease is not None
         await asyncio.to_thread(private_redis.stop)
     await asyncio.to_thread(private_redis.start)
-    assert await client.get(keys.lock(CHAT)) == lease.value.encode()  # the release failed
+    assert await client.get(keys.lock(CHAT)) == lease.fence.value.encode()  # the release failed
     again = await locks.try_acquire(CHAT)  # ...but this process does not wait a lease out
-    assert again is not None and again.token > lease.token
+    assert again is not None and again.fence.token > lease.fence.token
 
 
 async def test_connections_a_restart_left_stale_fail_no_command(

@@ -22,7 +22,7 @@ from adapters.base import Inbound
 from agent.messages import ChatRequest, ChatResponse
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys, backlog_member
-from bot.runtime.locks import ConversationLocks, Lease
+from bot.runtime.locks import ConversationLocks, Holding
 from bot.runtime.sessions import Session, SessionStore
 from bot.runtime.worker import GROUP, Worker
 from tests.agent.scripted import ScriptedModel, call, reply, turn
@@ -298,11 +298,11 @@ async def test_the_save_of_the_last_waiting_entry_lets_go_of_the_lock(
         sessions = SessionStore(client, keys, ttl=60)
         inbox = Inbox(client, keys, dedup_ttl=60)
 
-        async def handle(entry_id: str, event: Inbound, lease: Lease) -> None:
-            session = await sessions.load(lease.conversation_id, lease)
+        async def handle(entry_id: str, event: Inbound, holding: Holding) -> None:
+            session = await sessions.load(holding.conversation_id, holding)
             session.last_entry = entry_id
-            await sessions.save(lease, session)
-            handled.append((entry_id, entry_id in lease.untried, lease.released))
+            await sessions.save(holding, session, holding.writes)
+            handled.append((entry_id, holding.first_try(entry_id), holding.released))
             await asyncio.sleep(0.7)  # renewals fall due (every 0.2 s) with the lock gone
 
         locks = ConversationLocks(client, keys, lease=0.6, ttl=60)
