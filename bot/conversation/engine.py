@@ -10,7 +10,8 @@ the plan with the message as the reason. A button press decides a pending questi
 approval if the presser may: the requester always, in a shared chat the configured approvers
 too. A replayed entry that was resolving a decision when its worker died resumes the same
 way. Every sentence Parley says about a conversation is here, beside the rule that says it;
-render.py formats outcomes and decisions.
+render.py formats outcomes and decisions. The session's states and the moves between them
+are a table beside this one (states.py), which the executor's moves go through.
 """
 
 from __future__ import annotations

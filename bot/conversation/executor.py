@@ -11,6 +11,7 @@ for, so processing the same entry twice never posts twice. Delivery failure is a
 not an error: a send the platform did not take is the outbox's to retry, park or give up,
 and the conversation settles all the same. Redis being away escapes (the stored session
 left as it was), and so does a bug (a run's conversation left idle): the worker retries.
+The session's status moves only as the table in `states.py` allows.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from bot.conversation.running import (
 )
 from bot.conversation.schedule_commands import ScheduleCommands
 from bot.conversation.scheduled import Objectives, checked, counted, headed
+from bot.conversation.states import Move, advance
 from bot.conversation.stopping import Stoppable, stopped, watching
 from bot.conversation.voice import Voice
 from bot.ops.health import redis_away
@@ -151,7 +153,7 @@ class Executor:
             if session.status == "running":
                 if session.state is not None:
                     session.state.abandon(INTERRUPTED_CALL)
-                _settle(session)
+                advance(session, "settle")
             await self._finish(turn, None)
             raise
         await self._finish(turn, entry_id)
@@ -227,7 +229,7 @@ class Executor:
                     session.state.abandon(abandon)
                     # a run waiting for a person ends without running again: its session too
                     await session_ended(reply.adapter, turn.event)
-                _settle(session)
+                advance(session, "settle")
             case fx.Follow():
                 session.following = True
             case fx.Run():
@@ -427,8 +429,7 @@ class Executor:
             if session.resolving is not None and session.state is not None
             else turn.event.actor.user_id
         )
-        session.status = "running"
-        session.decision_id = None
+        advance(session, "run")
         if session.resolving is not None:
             # A replay must resume the way this entry resolved the decision. A new run needs
             # no save: a replay after a crash starts it again from the stored session.
@@ -465,10 +466,8 @@ class Executor:
             is_direct=opened.is_direct,
             requester_only=opened.requester_only,
         )
-        turn.session.decision_id = turn.opened.id
-        turn.session.status = (
-            "awaiting_answer" if opened.kind == "question" else "awaiting_approval"
-        )
+        move: Move = "ask" if opened.kind == "question" else "seek_approval"
+        advance(turn.session, move, decision_id=turn.opened.id)
 
     async def delivered(self, message: OutboundMessage, ref: MessageRef) -> None:
         """A parked message went out late: attach a decision prompt to its decision."""
@@ -494,12 +493,6 @@ class Executor:
             await reply.send(OutboundMessage(text=ERROR_TEXT), "reply")
         except Exception:
             log.exception("could not report an error in %s", event.conversation.id)
-
-
-def _settle(session: Session) -> None:
-    session.status = "idle"
-    session.decision_id = None
-    session.resolving = None
 
 
 def addressing_of(adapter: object) -> Addressing:

@@ -3,6 +3,8 @@
     idle ──message──▶ running ──▶ awaiting_answer ──answer──▶ running ──▶ idle
                                  └▶ awaiting_approval ──decision──┘
 
+(the moves, as a table, are `bot/conversation/states.py`'s)
+
 `state` holds the RunState of the run in progress or suspended, or of the last finished run
 (its messages are the conversation's short-term history).
 
