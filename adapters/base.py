@@ -233,8 +233,16 @@ class OutboundMessage:
     text: str
     buttons: tuple[Button, ...] = ()
     decision_id: str | None = None
-    # Show only to this user id where the platform can (Slack ephemeral); else post normally.
+    # Show only to this user id where the platform can (Slack ephemeral, Telegram: their own
+    # chat with Parley); else post normally.
     private_to: str | None = None
+    # For a private message: what the conversation is told instead when the platform cannot
+    # reach the person privately (Telegram: they never opened a chat with Parley). It must
+    # hold nothing of the private text.
+    unreachable: str | None = None
+    # A prompt meant for these user ids alone, the requester first: shown only to them where
+    # the platform can (Telegram's ephemeral messages in groups), else posted as usual.
+    audience: tuple[str, ...] = ()
     reply_url: str | None = None  # for a private answer: the event's `reply_url`
     reply_to: str | None = None  # the message this answers, where the platform shows it
     # Platform mention tokens (Slack `<@U…>`, `<!here>`) that may ping people: the ones the

@@ -27,11 +27,10 @@ from telegram import (  # noqa: E402
     BotCommand,
     CallbackQuery,
     InlineKeyboardMarkup,
-    Message,
     Update,
     User,
 )
-from telegram.constants import ChatAction, ParseMode  # noqa: E402
+from telegram.constants import ChatAction  # noqa: E402
 from telegram.error import BadRequest, TelegramError  # noqa: E402
 from telegram.ext import ExtBot  # noqa: E402
 from telegram.request import HTTPXRequest  # noqa: E402
@@ -49,21 +48,28 @@ from adapters.base import (  # noqa: E402
     MessageRef,
     OutboundMessage,
     Platform,
+    Undeliverable,
     hand_over,
 )
 from adapters.health import ApiHealth  # noqa: E402
 from adapters.telegram.buttons import keyboard  # noqa: E402
 from adapters.telegram.config import TelegramConfig  # noqa: E402
-from adapters.telegram.delivery import RateLimiter, delivery, observed  # noqa: E402
+from adapters.telegram.delivery import RateLimiter, observed  # noqa: E402
 from adapters.telegram.files import download  # noqa: E402
 from adapters.telegram.format import MESSAGE_LIMIT, split_html  # noqa: E402
 from adapters.telegram.http import AiohttpRequest  # noqa: E402
 from adapters.telegram.inbound import COMMANDS, TelegramInbound  # noqa: E402
 from adapters.telegram.inbound import parse_update as parse  # noqa: E402
 from adapters.telegram.ingress import ALLOWED_UPDATES, MAX_RETRY_AFTER, TelegramIngress  # noqa: E402
-from adapters.telegram.stream import TelegramLive, quoting  # noqa: E402
+from adapters.telegram.posting import edit_one, fitted, post, post_ephemeral  # noqa: E402
+from adapters.telegram.refs import Placed, by_target, read, write  # noqa: E402
+from adapters.telegram.stream import TelegramLive  # noqa: E402
 
 log = logging.getLogger(__name__)
+
+
+def _thread(conversation: ConversationKey) -> int | None:
+    return int(conversation.thread_id) if conversation.thread_id else None
 
 
 @dataclass(kw_only=True)
@@ -236,7 +242,42 @@ class TelegramAdapter:
 
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
         parts = self.html(message.text, message.allowed_mentions)
-        return await self.send_parts(conversation, parts, keyboard(message), message.reply_to)
+        markup = keyboard(message)
+        person = message.private_to
+        if person is not None and person != conversation.chat_id:
+            return await self._send_privately(conversation, message, parts, markup)
+        receivers = [int(r) for r in dict.fromkeys(message.audience) if r.isdigit()]
+        if receivers and int(conversation.chat_id) < 0 and len(parts) == 1:
+            placed = await post_ephemeral(
+                self.bot, self.api, conversation, parts[0], markup, receivers
+            )
+            if placed:
+                return MessageRef(conversation=conversation, message_id=write(placed))
+        return await self.send_parts(conversation, parts, markup, message.reply_to)
+
+    async def _send_privately(
+        self,
+        conversation: ConversationKey,
+        message: OutboundMessage,
+        parts: list[str],
+        markup: InlineKeyboardMarkup | None,
+    ) -> MessageRef:
+        """A message for one person, asked for in a group: to their own chat with Parley, or,
+        when Telegram will not let Parley write there first, the conversation is told that
+        (`unreachable`, which holds nothing of the message)."""
+        person = str(message.private_to)
+        try:
+            if not person.isdigit():
+                raise Undeliverable(f"no private chat for {person!r}")
+            ids = await post(self.bot, self.api, int(person), None, parts, markup)
+        except Undeliverable as exc:
+            if message.unreachable is None:
+                raise
+            log.info("cannot write to %s privately (%s); saying so in the chat", person, exc)
+            note = self.html(message.unreachable, message.allowed_mentions)
+            return await self.send_parts(conversation, note, None, message.reply_to)
+        placed = [Placed(message_id=i, private_to=int(person)) for i in ids]
+        return MessageRef(conversation=conversation, message_id=write(placed))
 
     async def send_parts(
         self,
@@ -245,48 +286,46 @@ class TelegramAdapter:
         markup: InlineKeyboardMarkup | None,
         reply_to: str | None = None,
     ) -> MessageRef:
-        """Post HTML parts in order, the buttons on the last; the ref names that last part.
+        """Post HTML parts in order, the buttons on the last; the ref names every part.
         The first part replies to message `reply_to` (in a group: the one that asked)."""
-        sent: Message | None = None
-        quoted = quoting(reply_to)
-        with delivery(self.api):
-            for index, part in enumerate(parts):
-                last = index == len(parts) - 1
-                sent = await self.bot.send_message(
-                    chat_id=int(conversation.chat_id),
-                    text=part,
-                    parse_mode=ParseMode.HTML,
-                    message_thread_id=int(conversation.thread_id)
-                    if conversation.thread_id
-                    else None,
-                    reply_markup=markup if last else None,
-                    disable_web_page_preview=True,
-                    reply_parameters=quoted if index == 0 else None,
-                )
-        assert sent is not None
-        return MessageRef(conversation=conversation, message_id=str(sent.message_id))
+        chat, thread = int(conversation.chat_id), _thread(conversation)
+        ids = await post(self.bot, self.api, chat, thread, parts, markup, reply_to)
+        return MessageRef(
+            conversation=conversation, message_id=write([Placed(message_id=i) for i in ids])
+        )
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
-        text = self.html(message.text, message.allowed_mentions)[0]
-        await self.edit_html(ref, text, keyboard(message))
+        """Edit every message `ref` names: each part, each receiver's copy. Parts the new
+        text no longer needs are taken back; the buttons stay on the last."""
+        parts = self.html(message.text, message.allowed_mentions)
+        markup = keyboard(message)
+        failure: DeliveryError | None = None
+        for one in by_target(read(ref.message_id)):
+            for placed, html in zip(one, fitted(parts, len(one)), strict=True):
+                try:
+                    if html:
+                        buttons = markup if placed is one[-1] else None
+                        await edit_one(self.bot, self.api, ref.conversation, placed, html, buttons)
+                    else:
+                        await self._take_back(ref.conversation, placed)
+                except DeliveryError as exc:
+                    failure = failure or exc  # the other receivers' copies are edited still
+        if failure is not None:
+            raise failure
+
+    async def _take_back(self, conversation: ConversationKey, placed: Placed) -> None:
+        chat = placed.private_to or int(conversation.chat_id)
+        try:
+            await self.bot.delete_message(chat_id=chat, message_id=placed.message_id)
+        except TelegramError as exc:
+            log.info("could not take back a part no longer needed: %s", type(exc).__name__)
 
     async def edit_html(
         self, ref: MessageRef, html: str, markup: InlineKeyboardMarkup | None
     ) -> None:
-        """Replace a message's text; an edit to the same text is no failure."""
-        try:
-            with delivery(self.api):
-                await self.bot.edit_message_text(
-                    chat_id=int(ref.conversation.chat_id),
-                    message_id=int(ref.message_id),
-                    text=html,
-                    parse_mode=ParseMode.HTML,
-                    reply_markup=markup,
-                    disable_web_page_preview=True,
-                )
-        except DeliveryError as exc:
-            if "not modified" not in exc.reason.lower():
-                raise
+        """Replace one message's text; an edit to the same text is no failure."""
+        placed = Placed(message_id=int(ref.message_id))
+        await edit_one(self.bot, self.api, ref.conversation, placed, html, markup)
 
     async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
         if action.callback_id is None:

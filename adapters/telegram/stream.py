@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from telegram import InlineKeyboardMarkup, ReplyParameters
@@ -25,6 +25,7 @@ from telegram.ext import ExtBot
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage, Undeliverable
 from adapters.telegram.buttons import keyboard
+from adapters.telegram.refs import Placed, read, write
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +161,8 @@ class TelegramLive:
         self._message_id = None
 
     async def finish(self, message: OutboundMessage) -> MessageRef:
+        if message.private_to is not None and message.private_to != self.conversation.chat_id:
+            await self.discard()  # an answer for one person never lands in the group
         if self._message_id is None:
             # a draft is only a preview: the answer itself is sent once, now
             return await self.poster.send(self.conversation, message)
@@ -174,4 +177,6 @@ class TelegramLive:
             return await self.poster.send(self.conversation, message)
         if len(parts) == 1:
             return ref
-        return await self.poster.send_parts(self.conversation, parts[1:], markup)
+        rest = await self.poster.send_parts(self.conversation, parts[1:], markup)
+        placed = [Placed(message_id=self._message_id), *read(rest.message_id)]
+        return replace(rest, message_id=write(placed))

@@ -67,6 +67,7 @@ from bot.conversation.render import (
     continuations,
     decided_line,
     decided_message,
+    deciders,
     outcome_message,
     stale_click_text,
 )
@@ -353,6 +354,7 @@ def _ran(ran: Ran, policy: Policy) -> list[Effect]:
     decision_id = decision_id_for(received.event.conversation.id, received.entry_id)
     context = outcome.state.context
     asking = isinstance(outcome, AwaitingAnswer)
+    own = bool(asking and (q := outcome.state.pending_question) and q.call)  # a tool's question
     effects: list[Effect] = [
         *standing,
         Open(
@@ -363,7 +365,7 @@ def _ran(ran: Ran, policy: Policy) -> list[Effect]:
             text=outcome_message(outcome).text,
             options=tuple(outcome.options) if isinstance(outcome, AwaitingAnswer) else (),
             is_direct=context.is_direct,
-            requester_only=bool(asking and (q := outcome.state.pending_question) and q.call),
+            requester_only=own,
         ),
     ]
     if isinstance(outcome, AwaitingApproval) and outcome.plan.uncertain:
@@ -372,7 +374,10 @@ def _ran(ran: Ran, policy: Policy) -> list[Effect]:
     if isinstance(outcome, AwaitingApproval):  # long values in full, just above the prompt
         for number, whole in enumerate(continuations(outcome)):
             effects.append(Send(message=whole, slot=f"argument-{number}"))
-    effects.append(connect_privately.prompt(outcome, outcome_message(outcome, decision_id)))
+    prompt = outcome_message(outcome, decision_id)
+    if not context.is_direct:  # in a group: shown to those who may decide, where it can be
+        prompt = replace(prompt, audience=deciders(context.user_id, policy.approvers, own))
+    effects.append(connect_privately.prompt(outcome, prompt))
     return effects
 
 

@@ -40,7 +40,7 @@ from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
 from bot.conversation.connection_commands import ConnectionCommands
 from bot.conversation.engine import Policy, decide, pending_id
-from bot.conversation.render import standing_tools, typed_mentions
+from bot.conversation.render import standing_tools, typed_mentions, unreachable_line
 from bot.conversation.running import (
     Admission,
     Called,
@@ -127,6 +127,7 @@ class Executor:
             first_try=holding.first_try(entry_id),
             reply_url=event.reply_url if isinstance(event, InboundMessage) else None,
             reply_to=None if event.is_direct else getattr(event, "message_id", None),
+            unreachable=unreachable_line(addressing_of(adapter)),
         )
         run_id = (
             session.state.run_id if session.state is not None and session.status != "idle" else ""

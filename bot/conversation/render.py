@@ -16,7 +16,7 @@ import re
 import unicodedata
 from typing import Any
 
-from adapters.base import Button, Inbound, InboundMessage, OutboundMessage, mention
+from adapters.base import Addressing, Button, Inbound, InboundMessage, OutboundMessage, mention
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome, PlanStep
 from bot.runtime.decisions import Decision
 
@@ -176,6 +176,24 @@ def standing_tools(steps: list[PlanStep], uncertain: list[PlanStep]) -> list[tup
     if not steps or uncertain or any(step.standing is None for step in steps):
         return []
     return sorted({(step.tool, step.standing) for step in steps if step.standing})
+
+
+def deciders(requester: str, approvers: frozenset[str], requester_only: bool) -> tuple[str, ...]:
+    """Whom a prompt in a shared chat is for: the requester first, then the approvers (unless
+    it is a tool's own question, the requester's alone)."""
+    return (requester,) if requester_only else (requester, *sorted(approvers - {requester}))
+
+
+PRIVATE_UNREACHABLE = (
+    "My answer to this is for you alone, and I can't write to you privately yet: open a "
+    "private chat with me{with_me} and press Start, then ask me again."
+)
+
+
+def unreachable_line(addressing: Addressing) -> str:
+    """Said in a shared chat instead of a private message the platform would not deliver."""
+    with_me = f" ({addressing.mention})" if addressing.mention else ""
+    return PRIVATE_UNREACHABLE.format(with_me=with_me)
 
 
 def decided_message(decision: Decision) -> OutboundMessage:

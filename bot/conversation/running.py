@@ -96,6 +96,8 @@ class Reply:
     first_try: bool = False  # no earlier attempt at the entry can have left anything
     reply_url: str | None = None  # the event's, for private answers to its author
     reply_to: str | None = None  # in a group: the message that asked
+    # Said in a group instead of a private message that cannot reach its person there.
+    unreachable: str | None = None
 
     async def send(
         self, message: OutboundMessage, slot: str, *, per_conversation: bool = False
@@ -116,7 +118,14 @@ class Reply:
         allowed = message.allowed_mentions | self.allowed_mentions
         url = message.reply_url or (self.reply_url if message.private_to else None)
         reply_to = message.reply_to or self.reply_to
-        return replace(message, allowed_mentions=allowed, reply_url=url, reply_to=reply_to)
+        unreachable = message.unreachable or (self.unreachable if message.private_to else None)
+        return replace(
+            message,
+            allowed_mentions=allowed,
+            reply_url=url,
+            reply_to=reply_to,
+            unreachable=unreachable,
+        )
 
 
 @dataclass(kw_only=True)

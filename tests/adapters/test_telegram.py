@@ -144,7 +144,11 @@ async def test_forum_topics_keep_their_thread(redis, telegram: FakeTelegram) -> 
     async with bot(redis, telegram, model) as (harness, _):
         telegram.push(
             telegram.message(
-                chat_id=GROUP, user_id=ANA, text="/help", chat_type="supergroup", thread_id=77
+                chat_id=GROUP,
+                user_id=ANA,
+                text=f"@{BOT_USERNAME} hi",
+                chat_type="supergroup",
+                thread_id=77,
             )
         )
         await until(lambda: len(telegram.chat(GROUP)) == 1)
@@ -184,9 +188,11 @@ async def test_approval_by_the_requester_runs_the_tool(redis, telegram: FakeTele
                 chat_id=GROUP, user_id=ANA, text=f"@{BOT_USERNAME} email Bo", chat_type="supergroup"
             )
         )
-        await until(lambda: len(telegram.chat(GROUP)) == 2)
+        # /start answers its sender alone: in their own chat with Parley, not the group
+        await until(lambda: len(telegram.chat(GROUP)) == 1 and len(telegram.chat(ANA)) == 1)
         await harness.settle()
-        approval = telegram.chat(GROUP)[1]
+        approval = telegram.chat(GROUP)[0]
+        assert approval.receiver == ANA, "the prompt is an ephemeral message for Ana alone"
         assert "Email bo@example.com" in approval.text
         assert [b["text"] for b in approval.buttons] == ["Approve", "Reject"]
 
@@ -198,11 +204,11 @@ async def test_approval_by_the_requester_runs_the_tool(redis, telegram: FakeTele
         assert SENT == [] and approval.buttons  # nothing changed
 
         telegram.click(approval, "Approve", user_id=ANA, chat_type="supergroup")
-        await until(lambda: len(telegram.chat(GROUP)) == 3)
+        await until(lambda: len(telegram.chat(GROUP)) == 2)
         await harness.settle()
         assert SENT == ["bo@example.com"]
         assert "Approved by Ana" in approval.text and approval.buttons == []
-        assert telegram.chat(GROUP)[2].text == "Done."
+        assert telegram.chat(GROUP)[1].text == "Done."
 
         telegram.click_again = None
         telegram.push(

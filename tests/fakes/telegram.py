@@ -13,7 +13,7 @@ Like the real Bot API, getUpdates keeps each update until a later call's offset 
 (`fake.updates` holds the unconfirmed ones), so an update confirmed before it was stored is
 gone for good. It serves getMe, getUpdates (long poll honouring offset and timeout), setWebhook,
 deleteWebhook, setMyCommands, sendMessage, editMessageText, answerCallbackQuery and
-sendChatAction, sendMessageDraft (private chats only; every draft text is kept in
+sendChatAction, editEphemeralMessageText, sendMessageDraft (private chats only; every draft text is kept in
 `fake.drafts[(chat_id, draft_id)]`; a draft sent with `can_stop` (Bot API 10.3) is in
 `fake.stoppable`, and `fake.stop_generation(chat_id, draft_id)` builds the
 `stopped_message_generation` update its stop button sends; a stopped draft takes no more
@@ -23,6 +23,12 @@ bot posted per chat (`fake.chat(42)`: the messages with
 their current text and keyboard, edits applied) and every call (`fake.calls("/bot…/x")`,
 or `fake.method_calls("sendMessage")`). Update builders return Bot API JSON dicts, which can
 also be POSTed to a webhook.
+
+A `sendMessage` with `ephemeral_message_parameters` (Bot API 10.2) posts a message only its
+`receiver_user_id` sees (`Posted.receiver`, `fake.seen_by(chat, user)`), answered with its
+`ephemeral_message_id`; `fake.ephemeral = False` plays an older server, which ignores the
+parameter. A person in `fake.unreachable` never opened a chat with the bot: a send to them
+gets the Bot API's 403.
 """
 
 from __future__ import annotations
@@ -51,6 +57,8 @@ class Posted:
     reply_markup: dict[str, Any] | None
     thread_id: int | None = None
     edits: list[str] = field(default_factory=list)
+    receiver: int | None = None  # an ephemeral message (Bot API 10.2): only they see it
+    ephemeral_id: int | None = None
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
@@ -70,6 +78,12 @@ class FakeTelegram(FakeServer):
         self.stoppable: set[tuple[int, int]] = set()  # drafts offering the stop button
         self.stopped_drafts: set[tuple[int, int]] = set()
         self.deleted: list[Posted] = []
+        # people who never opened a private chat with the bot: it may not write to them first
+        self.unreachable: set[int] = set()
+        # Bot API 10.2 ephemeral messages; False plays an older server, which ignores the
+        # unknown parameter and posts the message for everyone
+        self.ephemeral = True
+        self._ephemeral_ids = itertools.count(1)
         self.errors: dict[str, list[tuple[int, str]]] = {}
         # awaited once before the next call of a method is answered (e.g. to stop Redis then)
         self.before: dict[str, Callable[[], Awaitable[object]]] = {}
@@ -257,22 +271,29 @@ class FakeTelegram(FakeServer):
     ) -> dict[str, Any]:
         """A press of the button labelled `choice_label` on a posted message."""
         button = next(b for b in posted.buttons if b["text"] == choice_label)
-        return self.push(
-            self.callback(
-                chat_id=posted.chat_id,
-                user_id=user_id,
-                message_id=posted.message_id,
-                data=button["callback_data"],
-                name=name,
-                chat_type=chat_type,
-                thread_id=posted.thread_id,
-            )
+        pressed = self.callback(
+            chat_id=posted.chat_id,
+            user_id=user_id,
+            message_id=posted.message_id,
+            data=button["callback_data"],
+            name=name,
+            chat_type=chat_type,
+            thread_id=posted.thread_id,
         )
+        if posted.receiver is not None:
+            message = pressed["callback_query"]["message"]
+            message["ephemeral_message_id"] = posted.ephemeral_id
+            message["receiver_user"] = self.user(posted.receiver)
+        return self.push(pressed)
 
     # --- reading what the bot did -----------------------------------------------------------
 
     def chat(self, chat_id: int) -> list[Posted]:
         return [p for p in self.posted if p.chat_id == chat_id]
+
+    def seen_by(self, chat_id: int, user_id: int | None) -> list[Posted]:
+        """What a member of the chat sees of the bot's messages (None: someone not addressed)."""
+        return [p for p in self.chat(chat_id) if p.receiver in (None, user_id)]
 
     def method_calls(self, method: str) -> list[Recorded]:
         return self.calls(f"/bot{self.token}/{method}")
@@ -384,6 +405,15 @@ class FakeTelegram(FakeServer):
 
     async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
         chat_id = int(params["chat_id"])
+        if chat_id in self.unreachable:
+            return web.json_response(
+                {
+                    "ok": False,
+                    "error_code": 403,
+                    "description": "Forbidden: bot can't initiate conversation with a user",
+                },
+                status=403,
+            )
         thread = int(params["message_thread_id"]) if params.get("message_thread_id") else None
         posted = Posted(
             chat_id=chat_id,
@@ -392,8 +422,28 @@ class FakeTelegram(FakeServer):
             reply_markup=_markup(params.get("reply_markup")),
             thread_id=thread,
         )
+        ephemeral = params.get("ephemeral_message_parameters")
+        if ephemeral and self.ephemeral:
+            receiver = json.loads(ephemeral) if isinstance(ephemeral, str) else ephemeral
+            posted.receiver = int(receiver["receiver_user_id"])
+            posted.ephemeral_id = next(self._ephemeral_ids)
         self.posted.append(posted)
         return self._message_json(posted)
+
+    async def _m_editEphemeralMessageText(self, params: dict[str, Any]) -> Any:
+        chat_id, receiver = int(params["chat_id"]), int(params["receiver_user_id"])
+        ephemeral_id = int(params["ephemeral_message_id"])
+        for posted in self.posted:
+            if (posted.chat_id, posted.receiver, posted.ephemeral_id) == (
+                chat_id,
+                receiver,
+                ephemeral_id,
+            ):
+                posted.edits.append(posted.text)
+                posted.text = str(params.get("text", ""))
+                posted.reply_markup = _markup(params.get("reply_markup"))
+                return True
+        return _bad_request("Bad Request: message to edit not found")
 
     async def _m_sendMessageDraft(self, params: dict[str, Any]) -> Any:
         chat_id, draft_id = int(params["chat_id"]), int(params.get("draft_id") or 0)
@@ -467,6 +517,9 @@ class FakeTelegram(FakeServer):
         if posted.thread_id is not None:
             message["message_thread_id"] = posted.thread_id
             message["is_topic_message"] = True
+        if posted.receiver is not None:
+            message["ephemeral_message_id"] = posted.ephemeral_id
+            message["receiver_user"] = self.user(posted.receiver)
         return message
 
 
