@@ -11,9 +11,10 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
-from adapters.base import Button, ConversationKey, OutboundMessage
+from adapters.base import Button, ConversationKey, OutboundMessage, Undeliverable
 from adapters.telegram import TelegramAdapter
 from agent import ApprovalRequired, builtin_registry
 from agent.tools import ToolContext, tool
@@ -56,6 +57,21 @@ async def bot(
             yield harness, adapter
         finally:
             await adapter.stop()
+
+
+@contextlib.asynccontextmanager
+async def emailing_bo(redis: aioredis.Redis) -> AsyncIterator[tuple[FakeTelegram, Harness]]:
+    """Parley in a group where Cara is an approver; a request to email Bo needs approval."""
+    SENT.clear()
+    model = ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Sent.")])
+    async with (
+        FakeTelegram() as telegram,
+        bot(redis, telegram, model, approvers=f"{CARA}") as (
+            harness,
+            _,
+        ),
+    ):
+        yield telegram, harness
 
 
 def ask(fake: FakeTelegram, text: str, user_id: int = ANA, name: str = "Ana") -> dict[str, Any]:
@@ -119,34 +135,24 @@ async def test_someone_parley_may_not_write_to_gets_one_sentence_without_the_ans
 
 
 async def test_a_private_message_without_a_fallback_is_refused_not_posted(
-    redis: aioredis.Redis,
+    telegram: FakeTelegram,
 ) -> None:
     """The adapter alone: nothing to say in its place means nothing reaches the group."""
-    async with FakeTelegram() as telegram:
-        adapter = adapter_for(telegram)
-        telegram.unreachable.add(ANA)
-        group = ConversationKey(platform="telegram", chat_id=str(GROUP))
-        try:
-            secret = OutboundMessage(text=SALARY, private_to=str(ANA))
-            try:
-                await adapter.send(group, secret)
-            except Exception as exc:
-                refused = exc
-            assert type(refused).__name__ == "Undeliverable"
-            assert not telegram.chat(GROUP)
-        finally:
-            await adapter.stop()
+    adapter = adapter_for(telegram)
+    telegram.unreachable.add(ANA)
+    group = ConversationKey(platform="telegram", chat_id=str(GROUP))
+    try:
+        with pytest.raises(Undeliverable):
+            await adapter.send(group, OutboundMessage(text=SALARY, private_to=str(ANA)))
+        assert not telegram.chat(GROUP)
+    finally:
+        await adapter.stop()
 
 
 async def test_an_approval_in_a_group_is_shown_to_the_requester_and_the_approvers(
     redis: aioredis.Redis,
 ) -> None:
-    SENT.clear()
-    model = ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Sent.")])
-    async with (
-        FakeTelegram() as telegram,
-        bot(redis, telegram, model, approvers=f"{CARA}") as (harness, _),
-    ):
+    async with emailing_bo(redis) as (telegram, harness):
         ask(telegram, "email Bo")
         await until(lambda: len(telegram.chat(GROUP)) == 2)
         await harness.settle()
@@ -181,11 +187,7 @@ async def test_an_approval_in_a_group_is_shown_to_the_requester_and_the_approver
 async def test_a_server_that_refuses_ephemeral_messages_gets_the_visible_prompt_once(
     redis: aioredis.Redis,
 ) -> None:
-    model = ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Sent.")])
-    async with (
-        FakeTelegram() as telegram,
-        bot(redis, telegram, model, approvers=f"{CARA}") as (harness, _),
-    ):
+    async with emailing_bo(redis) as (telegram, harness):
         telegram.answer_error("sendMessage", 400, "Bad Request: BOT_NOT_ADMIN")
         ask(telegram, "email Bo")
         await until(lambda: len(telegram.chat(GROUP)) == 1)
@@ -203,12 +205,7 @@ async def test_an_older_server_that_ignores_the_parameter_posts_the_prompt_once(
 ) -> None:
     """Before Bot API 10.2 the parameter is unknown and ignored: the first send is already
     the visible prompt, so nobody gets another, and it is edited as an ordinary message."""
-    SENT.clear()
-    model = ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Sent.")])
-    async with (
-        FakeTelegram() as telegram,
-        bot(redis, telegram, model, approvers=f"{CARA}") as (harness, _),
-    ):
+    async with emailing_bo(redis) as (telegram, harness):
         telegram.ephemeral = False
         ask(telegram, "email Bo")
         await until(lambda: len(telegram.chat(GROUP)) == 1)
@@ -222,56 +219,56 @@ async def test_an_older_server_that_ignores_the_parameter_posts_the_prompt_once(
     assert not telegram.method_calls("editEphemeralMessageText")
 
 
-async def test_an_approvers_copy_that_fails_leaves_the_others() -> None:
+async def test_an_approvers_copy_that_fails_leaves_the_others(telegram: FakeTelegram) -> None:
     """An approver the group does not have: the requester's prompt stands, nobody gets a
     second one, and the decision edits the copies that exist."""
-    async with FakeTelegram() as telegram:
-        adapter = adapter_for(telegram)
-        group = ConversationKey(platform="telegram", chat_id=str(GROUP))
+    adapter = adapter_for(telegram)
+    group = ConversationKey(platform="telegram", chat_id=str(GROUP))
 
-        async def then_refuse_the_next() -> None:
-            async def refuse() -> None:
-                telegram.answer_error("sendMessage", 400, "Bad Request: PARTICIPANT_ID_INVALID")
+    async def then_refuse_the_next() -> None:
+        async def refuse() -> None:
+            telegram.answer_error("sendMessage", 400, "Bad Request: PARTICIPANT_ID_INVALID")
 
-            telegram.before["sendMessage"] = refuse
+        telegram.before["sendMessage"] = refuse
 
-        telegram.before["sendMessage"] = then_refuse_the_next
-        try:
-            # a Slack-style group id among the approvers is nobody on Telegram
-            prompt = OutboundMessage(text="May I?", audience=(str(ANA), str(CARA), "S0GROUP"))
-            ref = await adapter.send(group, prompt)
-            assert [p.receiver for p in telegram.chat(GROUP)] == [ANA]
-            assert len(telegram.method_calls("sendMessage")) == 2
-            await adapter.edit(ref, OutboundMessage(text="May I?\n\n✅ Approved by Ana"))
-            assert "Approved by Ana" in telegram.chat(GROUP)[0].text
-        finally:
-            await adapter.stop()
+    telegram.before["sendMessage"] = then_refuse_the_next
+    try:
+        # a Slack-style group id among the approvers is nobody on Telegram
+        prompt = OutboundMessage(text="May I?", audience=(str(ANA), str(CARA), "S0GROUP"))
+        ref = await adapter.send(group, prompt)
+        assert [p.receiver for p in telegram.chat(GROUP)] == [ANA]
+        assert len(telegram.method_calls("sendMessage")) == 2
+        await adapter.edit(ref, OutboundMessage(text="May I?\n\n✅ Approved by Ana"))
+        assert "Approved by Ana" in telegram.chat(GROUP)[0].text
+    finally:
+        await adapter.stop()
 
 
-async def test_a_decided_prompt_in_parts_is_edited_where_its_end_is() -> None:
+async def test_a_decided_prompt_in_parts_is_edited_where_its_end_is(
+    telegram: FakeTelegram,
+) -> None:
     """A prompt too long for one message: the decision shows on the part with the buttons,
     which lose them, and the parts before keep the text they showed."""
-    async with FakeTelegram() as telegram:
-        adapter = adapter_for(telegram)
-        group = ConversationKey(platform="telegram", chat_id=str(GROUP))
-        long = "\n\n".join(f"step {n}: " + "words " * 300 for n in range(5))
-        try:
-            prompt = OutboundMessage(
-                text=long,
-                buttons=(Button(label="Approve", value="approve"),),
-                decision_id="d1",
-            )
-            ref = await adapter.send(group, prompt)
-            parts = telegram.chat(GROUP)
-            assert len(parts) >= 2 and parts[-1].buttons and not parts[0].buttons
-            before = [p.text for p in parts[:-1]]
-            await adapter.edit(ref, OutboundMessage(text=f"{long}\n\n✅ Approved by Ana"))
-            assert "Approved by Ana" in parts[-1].text and parts[-1].buttons == []
-            assert [p.text for p in parts[:-1]] == before
-            await adapter.edit(ref, OutboundMessage(text="Short now."))
-            assert [p.text for p in telegram.chat(GROUP)] == ["Short now."]
-        finally:
-            await adapter.stop()
+    adapter = adapter_for(telegram)
+    group = ConversationKey(platform="telegram", chat_id=str(GROUP))
+    long = "\n\n".join(f"step {n}: " + "words " * 300 for n in range(5))
+    try:
+        prompt = OutboundMessage(
+            text=long,
+            buttons=(Button(label="Approve", value="approve"),),
+            decision_id="d1",
+        )
+        ref = await adapter.send(group, prompt)
+        parts = telegram.chat(GROUP)
+        assert len(parts) >= 2 and parts[-1].buttons and not parts[0].buttons
+        before = [p.text for p in parts[:-1]]
+        await adapter.edit(ref, OutboundMessage(text=f"{long}\n\n✅ Approved by Ana"))
+        assert "Approved by Ana" in parts[-1].text and parts[-1].buttons == []
+        assert [p.text for p in parts[:-1]] == before
+        await adapter.edit(ref, OutboundMessage(text="Short now."))
+        assert [p.text for p in telegram.chat(GROUP)] == ["Short now."]
+    finally:
+        await adapter.stop()
 
 
 async def test_the_receivers_copies_are_edited_after_a_restart(redis: aioredis.Redis) -> None:
@@ -296,11 +293,7 @@ async def test_the_receivers_copies_are_edited_after_a_restart(redis: aioredis.R
 async def test_a_blip_on_the_requesters_copy_sends_it_once(redis: aioredis.Redis) -> None:
     """Telegram fails the first ephemeral send (a 502): the outbox tries again, and each
     person still has exactly one prompt."""
-    model = ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Sent.")])
-    async with (
-        FakeTelegram() as telegram,
-        bot(redis, telegram, model, approvers=f"{CARA}") as (harness, _),
-    ):
+    async with emailing_bo(redis) as (telegram, harness):
         telegram.answer_error("sendMessage", 502, "Bad Gateway")
         ask(telegram, "email Bo")
         await until(lambda: len(telegram.chat(GROUP)) == 2)
