@@ -17,7 +17,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from bot.runtime.keys import Keys
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import BOT_ID, BOT_USERNAME, FakeTelegram
+from tests.helpers import until
 
 CORPUS = Path(__file__).parent.parent / "corpus"
 WEBHOOK_SECRET = "corpus-secret"
@@ -468,13 +469,6 @@ def _polled_past(fake: FakeTelegram, update_id: int) -> bool:
     return any(
         int(call.body.get("offset") or 0) > update_id for call in fake.method_calls("getUpdates")
     )
-
-
-async def until(predicate: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
 
 
 # --- Slack ----------------------------------------------------------------------------------

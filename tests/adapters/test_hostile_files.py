@@ -4,7 +4,6 @@ and the next message is answered."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import struct
@@ -12,7 +11,7 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from tests.adapters.test_telegram import ANA, adapter_for
 from tests.agent.scripted import ScriptedModel, reply
 from tests.bot.harness import Harness, running
 from tests.fakes.telegram import FakeTelegram
+from tests.helpers import until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,13 +77,6 @@ def page_pdf(stream: bytes) -> bytes:
         xref,
     )
     return bytes(out)
-
-
-async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
 
 
 @contextlib.asynccontextmanager

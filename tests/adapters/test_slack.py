@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -28,6 +28,7 @@ from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
+from tests.helpers import until
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 RAN: list[str] = []
@@ -137,13 +138,6 @@ async def slack_bot(
                 await slack.http.close()
                 await server.stop()
                 await adapter.stop()
-
-
-async def until(predicate: Callable[[], bool], within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
 
 
 async def test_a_direct_message_round_trip(redis) -> None:

@@ -3,10 +3,8 @@ from a fake Web API, through the real slack-sdk, on the real runtime with a scri
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import time
-from collections.abc import Callable
 
 import pytest
 
@@ -24,13 +22,7 @@ from tests.adapters.test_slack import slack_bot
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
-
-
-async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
+from tests.helpers import until
 
 
 async def test_a_mid_thread_mention_sees_the_thread_before_it(redis) -> None:

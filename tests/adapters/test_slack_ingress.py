@@ -9,7 +9,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from tests.agent.scripted import ScriptedModel, reply
 from tests.bot.harness import running, settings
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
+from tests.helpers import until
 from tests.private_redis import PrivateRedis, private_redis
 
 pytestmark = pytest.mark.network
@@ -36,13 +37,6 @@ SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 
 def echo(request: ChatRequest) -> ChatResponse:
     return reply(f"echo: {request.messages[-1].text.strip()}")
-
-
-async def until(predicate: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
 
 
 def lines(caplog: pytest.LogCaptureFixture, fragment: str) -> list[str]:

@@ -4,7 +4,6 @@ Messages API's server-sent events."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -26,6 +25,7 @@ from tests.fakes import anthropic as fa
 from tests.fakes import slack as fs
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
+from tests.helpers import until
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 ANSWER = (
@@ -95,13 +95,6 @@ async def slack_bot(
                     await adapter.stop()
         finally:
             await model.close()
-
-
-async def until(predicate: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
 
 
 def finished(fake: FakeSlack) -> bool:

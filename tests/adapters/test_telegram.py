@@ -3,13 +3,11 @@ wired to the real runtime (Redis Stack) with a scripted model."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import html
 import logging
 import re
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -23,6 +21,7 @@ from bot.conversation.engine import NOT_ALLOWED, TEXT_ONLY
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.fakes.telegram import BOT_USERNAME, FakeTelegram
+from tests.helpers import until
 
 ANA, BOB, GROUP = 42, 7, -100123
 
@@ -71,13 +70,6 @@ async def send_email(to: str) -> str:
     """
     SENT.append(to)
     return f"sent to {to}"
-
-
-async def until(predicate: Callable[[], bool], within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
 
 
 async def test_a_direct_message_round_trip(redis, telegram: FakeTelegram) -> None:

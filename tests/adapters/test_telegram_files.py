@@ -3,23 +3,14 @@ on the real runtime with a scripted model."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import time
-from collections.abc import Callable
 
 from agent.messages import ChatRequest, ImageBlock
 from tests.adapters.samples import encrypted_pdf, jpeg, pdf, png
 from tests.adapters.test_telegram import ANA, GROUP, bot
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.fakes.telegram import BOT_USERNAME, FakeTelegram
-
-
-async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
+from tests.helpers import until
 
 
 def user_turn(request: ChatRequest) -> str:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +19,11 @@ from bot.ops.http import HttpServer
 from bot.runtime.inbox import Inbox, decode
 from bot.runtime.keys import Keys
 from bot.wiring.connection import redis_client
-from tests.adapters.test_telegram import ANA, adapter_for, bot, until
+from tests.adapters.test_telegram import ANA, adapter_for, bot
 from tests.agent.scripted import ScriptedModel, reply
 from tests.bot.harness import running, settings
 from tests.fakes.telegram import FakeTelegram
+from tests.helpers import until
 from tests.private_redis import private_redis
 
 SECRET = "webhook-secret"
@@ -34,13 +33,6 @@ MESSAGES = 40
 
 def echo(request: ChatRequest) -> ChatResponse:
     return reply(f"echo: {request.messages[-1].text.strip()}")
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.05)
 
 
 def lines(caplog: pytest.LogCaptureFixture, fragment: str) -> list[str]:
@@ -84,7 +76,7 @@ async def test_polling_loses_nothing_across_a_redis_outage(
             for n in range(10):
                 send(n)
                 await asyncio.sleep(0.02)
-            await eventually(lambda: queued(10))
+            await until(lambda: queued(10))
             await server.down()
             for n in range(10, 30):  # 20 messages while Redis is away
                 send(n)
@@ -96,7 +88,7 @@ async def test_polling_loses_nothing_across_a_redis_outage(
             for n in range(30, MESSAGES):
                 send(n)
                 await asyncio.sleep(0.02)
-            await eventually(lambda: queued(MESSAGES))
+            await until(lambda: queued(MESSAGES))
             await until(lambda: not telegram.updates)  # every update confirmed
             assert adapter.polling_health()[0]
             await adapter.stop()

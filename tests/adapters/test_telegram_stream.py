@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -25,6 +24,7 @@ from tests.bot.test_round_trips import monitored
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
+from tests.helpers import until
 
 ANA, GROUP = 42, -100123
 ANSWER = (
@@ -78,13 +78,6 @@ async def bot(
 async def anthropic() -> AsyncIterator[FakeAnthropic]:
     async with FakeAnthropic() as fake:
         yield fake
-
-
-async def until(predicate: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
 
 
 def when(fake: FakeTelegram, method: str) -> list[float]:

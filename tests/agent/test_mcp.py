@@ -3,7 +3,6 @@ driven through the agent with the scripted model."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -19,6 +18,7 @@ from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.protocols import RunContext
 from agent.testing import ScriptedModel, call, reply, turn
 from tests.fakes.mcp_process import free_port, http_server, stdio_server
+from tests.helpers import until
 
 pytestmark = pytest.mark.process
 
@@ -42,13 +42,6 @@ def agent(model: ScriptedModel, box: McpToolbox) -> Agent:
 
 def ledger_lines(ledger: Path) -> list[str]:
     return ledger.read_text().splitlines() if ledger.exists() else []
-
-
-async def until(condition, within: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 async def test_tools_are_offered_with_their_schema_and_approval_class(ctx: RunContext) -> None:

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
@@ -25,6 +25,7 @@ from tests.bot.harness import Harness, running, settings
 from tests.bot.recording import RecordingAdapter, dm, message
 from tests.fakes.slack import TEAM, FakeSlack
 from tests.fakes.telegram import FakeTelegram
+from tests.helpers import until
 
 ANA = 42
 CONVERSATION = f"telegram:-:{ANA}:-"
@@ -85,13 +86,6 @@ async def bot(
 def with_streaming(config: Settings, enabled: bool) -> Settings:
     streaming = config.streaming.model_copy(update={"enabled": enabled})
     return config.model_copy(update={"streaming": streaming})
-
-
-async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
 
 
 def texts(fake: FakeTelegram) -> list[str]:

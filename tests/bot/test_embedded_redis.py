@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from bot.ops.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+from tests.helpers import free_port
 
 pytestmark = pytest.mark.process
 
@@ -96,12 +97,6 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(10)
     if process.stdout is not None:
         process.stdout.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])

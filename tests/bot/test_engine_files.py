@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
@@ -15,19 +13,13 @@ from tests.adapters.samples import png
 from tests.adapters.test_telegram import ANA, bot
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.fakes.telegram import FakeTelegram
+from tests.helpers import until
 
 
 @pytest.fixture
 async def telegram() -> AsyncIterator[FakeTelegram]:
     async with FakeTelegram() as fake:
         yield fake
-
-
-async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
 
 
 async def test_a_photo_answering_a_question_reaches_the_model_as_image_bytes(

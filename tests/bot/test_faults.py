@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import pytest
@@ -24,6 +22,7 @@ from tests.agent.doubles import ListMemory
 from tests.agent.scripted import ScriptedModel, reply
 from tests.bot.harness import running, settings
 from tests.bot.recording import RecordingAdapter, dm, message
+from tests.helpers import until
 
 KEYS = Keys()
 
@@ -34,13 +33,6 @@ def echo(request: ChatRequest) -> ChatResponse:
 
 def dead_letters(reason: str) -> float:
     return REGISTRY.get_sample_value("parley_dead_letters_total", {"reason": reason}) or 0.0
-
-
-async def until(predicate: Callable[[], Awaitable[bool]], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not await predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.05)
 
 
 async def consumers(redis: aioredis.Redis) -> dict[str, int]:

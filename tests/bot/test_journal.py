@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
@@ -17,6 +15,7 @@ from agent.tools import ToolContext, ToolRegistry, tool
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import running, settings
 from tests.bot.recording import RecordingAdapter, click, dm, message
+from tests.helpers import until
 
 
 @dataclass
@@ -45,13 +44,6 @@ class Mailer:
         registry = builtin_registry()
         registry.register(send_email)
         return registry
-
-
-async def until(predicate: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.01)
 
 
 QUICK_STOP = settings(PARLEY_DRAIN_TIMEOUT=0.2)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable
 
 import pytest
 import redis.asyncio as aioredis
@@ -18,6 +16,7 @@ from bot.runtime.sessions import Session
 from tests.agent.scripted import ScriptedModel, is_summary_request, reply
 from tests.bot.harness import running
 from tests.bot.recording import RecordingAdapter, dm, message
+from tests.helpers import until
 
 KEYS = Keys()
 
@@ -39,13 +38,6 @@ class GatedModel(ScriptedModel):
         if number <= len(self.release):
             await self.release[number - 1].wait()
         return reply(f"answer {number}")
-
-
-async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.05)
 
 
 async def test_a_run_that_lost_its_lock_is_stopped_and_the_new_holder_answers_once(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from tests.bot.recording import RecordingAdapter, click, dm, message
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
+from tests.helpers import until
 from tests.private_redis import PrivateRedis, private_redis
 
 pytestmark = pytest.mark.network
@@ -55,18 +56,6 @@ def tools() -> ToolRegistry:
     registry = builtin_registry()
     registry.register(send_email)
     return registry
-
-
-async def until(predicate: Callable[[], bool | Awaitable[bool]], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        done = predicate()
-        if not isinstance(done, bool):
-            done = await done
-        if done:
-            return
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture

@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from tests.bot.harness import Harness, running, settings
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
+from tests.helpers import until
 from tests.private_redis import PrivateRedis, private_redis
 
 pytestmark = pytest.mark.network
@@ -43,13 +43,6 @@ async def ship(target: str) -> str:
     """
     SHIPPED.append(target)
     return "shipped"
-
-
-async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture

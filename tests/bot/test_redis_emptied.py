@@ -4,11 +4,8 @@ reading. A private Redis Stack server is stopped, its data removed, and started 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import shutil
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -24,16 +21,10 @@ from tests.agent.scripted import ScriptedModel
 from tests.bot.harness import running, settings
 from tests.bot.recording import dm, message
 from tests.bot.test_faults import echo
+from tests.helpers import until
 from tests.private_redis import private_redis
 
 KEYS = Keys()
-
-
-async def until(predicate: Callable[[], Awaitable[bool]], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not await predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.05)
 
 
 @pytest.mark.network

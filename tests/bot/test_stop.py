@@ -6,7 +6,6 @@ requester (or an approver, in a shared chat) may stop a run."""
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,13 +42,6 @@ class Hanging(ScriptedModel):
                 self.abandoned += 1
                 raise
         return await super().complete(request)
-
-
-async def until(condition: object, within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition never held"
-        await asyncio.sleep(0.01)
 
 
 async def stop(harness: Harness, chat: object, user: str = "42", name: str = "Ana") -> None:

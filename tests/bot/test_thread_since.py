@@ -3,10 +3,8 @@ the last one it saw (conversations.replies with `oldest`), across a restart of t
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,14 +22,8 @@ from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import running
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
+from tests.helpers import until
 from tests.private_redis import private_redis
-
-
-async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
 
 
 @contextlib.asynccontextmanager

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import aiohttp
 import pytest
+
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = os.path.realpath(sys.prefix)
@@ -37,12 +38,6 @@ def can_make_read_only_mounts() -> bool:
         timeout=30,
     )
     return probe.returncode == 0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.skipif(

@@ -8,10 +8,9 @@ import json
 import os
 import re
 import signal
-import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic, last_user_text, tool_results
 from tests.fakes.mcp_process import ROOT
 from tests.fakes.telegram import FakeTelegram
+from tests.helpers import free_port, until
 
 pytestmark = pytest.mark.e2e
 
@@ -71,12 +71,6 @@ def script(body: dict[str, Any]) -> fa.Item:
     if text.startswith("remind"):
         return fa.tool("create_reminder", text="stand up", in_seconds=1)
     return fa.text(f"echo: {text}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Cluster:
@@ -166,13 +160,6 @@ async def world(
             yield cluster, telegram, ran
         finally:
             await cluster.stop_all()
-
-
-async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.05)
 
 
 def texts(telegram: FakeTelegram, chat: int) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.mcp import ServerConfig
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tests.fakes.mcp_server"
@@ -29,12 +30,6 @@ def stdio_server(ledger: Path | None = None, **options: Any) -> ServerConfig:
     return ServerConfig(
         command=sys.executable, args=["-m", MODULE], cwd=str(ROOT), env=env, **options
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager

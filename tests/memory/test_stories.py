@@ -5,10 +5,8 @@ the same sees none of them; /memories lists them with Forget buttons that work."
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -26,6 +24,7 @@ from tests.bot.harness import Harness, running
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
+from tests.helpers import until
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 FACTS = [
@@ -54,13 +53,6 @@ def listing_then_answering(seen: list[ChatRequest]) -> list[Callable[[ChatReques
         return reply("Here's what I know: " + "; ".join(lines) if lines else "Nothing yet.")
 
     return [ask_for_the_list, answer]
-
-
-async def until(predicate: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
 
 
 # --- Telegram ---------------------------------------------------------------------------------
