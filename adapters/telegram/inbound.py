@@ -257,11 +257,24 @@ def parse_update(data: object, bot: object) -> Update | None:
     """A Bot API update from decoded JSON, or None if it is not one."""
     if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
         return None
+    _number_ephemeral(data)
     try:
         update = Update.de_json(data, bot)  # type: ignore[arg-type]
     except Exception:  # mistyped or too deeply nested: RecursionError is one too
         return None
     return update if isinstance(update, Update) else None
+
+
+def _number_ephemeral(data: dict[str, object]) -> None:
+    """A press on an ephemeral prompt (Bot API 10.2) names its message by
+    `ephemeral_message_id`; should the message come without a `message_id`, PTB 22.8 could
+    not parse the update at all and the press would be lost, so it gets that number."""
+    query = data.get("callback_query")
+    message = query.get("message") if isinstance(query, dict) else None
+    if isinstance(message, dict) and "message_id" not in message:
+        ephemeral = message.get("ephemeral_message_id")
+        if isinstance(ephemeral, int):
+            message["message_id"] = ephemeral
 
 
 def conversation_of(message: Message) -> ConversationKey:

@@ -299,3 +299,20 @@ async def test_a_blip_on_the_requesters_copy_sends_it_once(redis: aioredis.Redis
         await until(lambda: len(telegram.chat(GROUP)) == 2)
         await harness.settle()
         assert [p.receiver for p in telegram.chat(GROUP)] == [ANA, CARA]
+
+
+async def test_a_press_on_an_ephemeral_prompt_without_a_message_id_still_counts(
+    redis: aioredis.Redis,
+) -> None:
+    """Should Telegram send the pressed ephemeral message with only its ephemeral_message_id,
+    the press still reaches the decision (python-telegram-bot needs a message_id to parse)."""
+    async with emailing_bo(redis) as (telegram, harness):
+        ask(telegram, "email Bo")
+        await until(lambda: len(telegram.chat(GROUP)) == 2)
+        await harness.settle()
+        for_ana = telegram.chat(GROUP)[0]
+        pressed = telegram.click(for_ana, "Approve", user_id=ANA, chat_type="supergroup")
+        del pressed["callback_query"]["message"]["message_id"]
+        await until(lambda: len(telegram.chat(GROUP)) == 3)
+        await harness.settle()
+    assert SENT == ["bo@example.com"] and "Approved by Ana" in for_ana.text
