@@ -69,7 +69,7 @@ def encode(event: Inbound) -> bytes:
 def decode(payload: str | bytes) -> Inbound:
     """The event of a stored entry; raises `ValidationError` for anything else, a field of
     the wrong type included."""
-    return _ENTRY.validate_json(payload)["event"]
+    return _ENTRY.validate_json(payload, strict=True)["event"]  # "true" is no bool
 
 
 def decode_entry(fields: dict[bytes, bytes]) -> tuple[Inbound, str]:

@@ -111,6 +111,8 @@ def _mistyped(path: tuple[str, ...], value: object) -> str:
         _mistyped(("event", "actor", "user_id"), None),
         _mistyped(("event", "conversation", "thread_id"), 1700000000.5),
         _mistyped(("event", "conversation", "platform"), "irc"),
+        _mistyped(("event", "is_direct"), "true"),  # strict: no coercion of what was stored
+        _mistyped(("event", "length"), "12"),
         _mistyped(("event", "attachments"), [{"name": "no ref"}]),
         _mistyped(("kind",), "action"),  # a message's fields under an action's kind
     ],
