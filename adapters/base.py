@@ -33,6 +33,8 @@ InboundKind = Literal[
     "opened",
     "connected",
 ]
+# How a run stands, for a platform that shows agent sessions (Slack).
+SessionState = Literal["working", "waiting", "done", "stopped"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,6 +223,9 @@ class Addressing:
         return f"`{self.command(name)}`" if self.code else self.command(name)
 
 
+PLAIN = Addressing()  # `/help`, no mention: a platform that declares nothing else
+
+
 def mention(platform: str, user_id: str, name: str) -> str:
     """How a message names a person: a Slack mention that can ping, elsewhere their name."""
     return f"<@{user_id}>" if platform == "slack" else (name or user_id)
@@ -303,59 +308,3 @@ class ChannelSource(Protocol):
         """The channel's messages since `oldest` (epoch seconds), oldest first; ChannelRefused
         when the platform will not give them. Who may see them is the caller's question."""
         ...
-
-
-class ChatAdapter(Protocol):
-    platform: Platform
-
-    async def start(self) -> None:
-        """Begin receiving events (polling, sockets, webhook registration)."""
-
-    async def stop(self) -> None: ...
-
-    async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
-        """Post a message (split if long); the ref names the part that carries the buttons.
-
-        Raises DeliveryError (DeliveryFailed or Undeliverable) when the platform does not take it."""
-
-    async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
-        """Replace a message, e.g. to show a decision and remove its buttons (DeliveryError)."""
-
-    async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
-        """Answer a button press to the presser alone; called exactly once per action.
-
-        Telegram answers the callback query (an alert box when `alert`, else a toast);
-        Slack posts an ephemeral message when `alert` and otherwise stays quiet, since the
-        edited message already shows the decision.
-        """
-
-    async def progress(self, conversation: ConversationKey, status: str | None) -> None:
-        """Show that work is under way ("typing", a status line); None clears it."""
-
-
-class LiveMessage(Protocol):
-    """An answer shown while it is written; `finish` delivers the whole of it exactly once.
-
-    `show`, `reset` and `discard` never raise: a platform that refuses to stream only means
-    the answer arrives whole at `finish`, which falls back to an ordinary message.
-    """
-
-    @property
-    def message_id(self) -> str | None:
-        """The platform message being grown, once there is one (drafts have none)."""
-
-    @property
-    def min_interval(self) -> float:
-        """Least seconds between two updates that the platform allows here."""
-
-    async def show(self, text: str) -> None:
-        """Show the answer so far (the whole text, not a delta)."""
-
-    async def reset(self, status: str | None) -> None:
-        """What was shown was not the answer; show `status` instead where the platform can."""
-
-    async def discard(self) -> None:
-        """Take back whatever was shown."""
-
-    async def finish(self, message: OutboundMessage) -> MessageRef:
-        """Deliver the final message: finish or replace the growing one, or post it."""

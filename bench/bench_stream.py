@@ -30,7 +30,12 @@ from typing import Any
 import aiohttp
 import redis.asyncio as aioredis
 
-from adapters.base import Actor, ChatAdapter, ConversationKey, InboundMessage
+from adapters.base import (
+    Actor,
+    ConversationKey,
+    InboundMessage,
+)
+from adapters.platform import ChatAdapter
 from adapters.slack import SlackAdapter, SlackConfig
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.llm.anthropic import AnthropicModel

@@ -41,10 +41,12 @@ from adapters.base import (
     MessageRef,
     OutboundMessage,
     Platform,
+    SessionState,
     hand_over,
 )
 from adapters.health import ApiHealth
-from adapters.slack.agent import AgentSurface, SessionDirectory, SessionState
+from adapters.platform import ChatAdapter
+from adapters.slack.agent import AgentSurface, SessionDirectory
 from adapters.slack.assistant import AssistantThreads
 from adapters.slack.config import SlackConfig
 from adapters.slack.context import ThreadReader, download, respond
@@ -62,7 +64,7 @@ ADDRESSING = Addressing(command_prefix="/parley ", code=True, mention="@Parley",
 
 
 @dataclass(kw_only=True)
-class SlackAdapter:
+class SlackAdapter(ChatAdapter):
     config: SlackConfig
     handler: InboundHandler | None = None
     sessions: SessionDirectory | None = None  # where agent sessions live, for every process

@@ -25,7 +25,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import aiohttp
 from slack_bolt.async_app import AsyncApp
@@ -33,12 +33,11 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.base import Actor, ConversationKey, Inbound, InboundMessage
+from adapters.base import Actor, ConversationKey, Inbound, InboundMessage, SessionState
 from adapters.slack.config import SlackConfig
 
 log = logging.getLogger(__name__)
 
-SessionState = Literal["working", "waiting", "done", "stopped"]
 SLACK_STATUS: dict[SessionState, str] = {
     "working": "processing",  # shows Slack's stop button
     "waiting": "suspended",

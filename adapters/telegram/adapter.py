@@ -52,6 +52,7 @@ from adapters.base import (  # noqa: E402
     hand_over,
 )
 from adapters.health import ApiHealth  # noqa: E402
+from adapters.platform import ChatAdapter  # noqa: E402
 from adapters.telegram.buttons import keyboard  # noqa: E402
 from adapters.telegram.config import TelegramConfig  # noqa: E402
 from adapters.telegram.delivery import RateLimiter, observed  # noqa: E402
@@ -73,7 +74,7 @@ def _thread(conversation: ConversationKey) -> int | None:
 
 
 @dataclass(kw_only=True)
-class TelegramAdapter:
+class TelegramAdapter(ChatAdapter):
     config: TelegramConfig
     handler: InboundHandler | None = None
     platform: Platform = "telegram"

@@ -33,7 +33,7 @@ from opentelemetry import trace
 
 from agent.llm.anthropic_stream import Assembly, stop_reason, usage_of
 from agent.llm.base import ProviderAuthError, ProviderRejected, ProviderUnavailable, StreamCut
-from agent.llm.streaming import StreamEvent
+from agent.llm.streaming import StreamEvent, StreamingModel
 from agent.llm.tls import tls_context
 from agent.messages import (
     ChatRequest,
@@ -73,7 +73,7 @@ def tracing_configured(
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
-class AnthropicModel:
+class AnthropicModel(StreamingModel):
     def __init__(
         self,
         *,

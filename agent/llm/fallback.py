@@ -46,6 +46,7 @@ from agent.llm.breaker import Admission, CircuitBreaker
 from agent.llm.streaming import (
     CONTINUE_PROMPT,
     StreamEvent,
+    StreamingModel,
     StreamReset,
     TextDelta,
     ToolUseStarted,
@@ -78,7 +79,7 @@ class _Attempt:
     reason: str | None = None  # why the fallback answers instead; None if the hosted did
 
 
-class FallbackModel:
+class FallbackModel(StreamingModel):
     def __init__(
         self,
         primary: ChatModel,

@@ -18,7 +18,7 @@ import httpx
 import ollama
 
 from agent.llm.base import ProviderRejected, ProviderUnavailable, StreamCut
-from agent.llm.streaming import StreamEvent, TextDelta, ToolUseStarted
+from agent.llm.streaming import StreamEvent, StreamingModel, TextDelta, ToolUseStarted
 from agent.llm.tls import tls_context
 from agent.messages import (
     ChatRequest,
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 NO_VISION = "[The user attached an image{name}, but this local model cannot see images.]"
 
 
-class OllamaModel:
+class OllamaModel(StreamingModel):
     def __init__(self, *, host: str, model: str, num_ctx: int, timeout: float = 300.0) -> None:
         self.name = "ollama"
         self.model = model

@@ -12,7 +12,8 @@ response use `complete`; summaries and extraction keep doing so.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, Callable
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from agent.llm.base import ChatModel
@@ -46,13 +47,20 @@ CONTINUE_PROMPT = (
 StreamEvent = TextDelta | ToolUseStarted | StreamReset | ChatResponse
 
 
+class StreamingModel(ABC):
+    """A `ChatModel` that can also hand out its answer as it is written; a model declares it
+    by subclassing. A plain class, not a runtime-checkable Protocol: `stream_of` asks with
+    isinstance on every call, which costs a Protocol about 6 µs and this class nanoseconds."""
+
+    @abstractmethod
+    def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        """Events as the answer is written, ending with the whole `ChatResponse`."""
+
+
 async def stream_of(model: ChatModel, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
-    """The model's stream, or its one complete answer as a stream of one. A model streams if
-    it has a `stream` method: an isinstance check against a runtime Protocol cost 6 µs."""
-    stream: Callable[[ChatRequest], AsyncGenerator[StreamEvent, None]] | None
-    stream = getattr(model, "stream", None)
-    if stream is not None:
-        async with contextlib.aclosing(stream(request)) as events:
+    """The model's stream, or its one complete answer as a stream of one."""
+    if isinstance(model, StreamingModel):
+        async with contextlib.aclosing(model.stream(request)) as events:
             async for event in events:
                 yield event
         return

@@ -9,7 +9,7 @@ from collections.abc import AsyncGenerator, Mapping
 
 from agent.llm import metrics
 from agent.llm.base import ChatModel, LLMError, StreamCut
-from agent.llm.streaming import StreamEvent, stream_of
+from agent.llm.streaming import StreamEvent, StreamingModel, stream_of
 from agent.messages import ChatRequest, ChatResponse, Usage
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ async def close_model(model: object) -> None:
         await close()
 
 
-class MeteredModel:
+class MeteredModel(StreamingModel):
     """Wraps a provider and records each call's outcome, latency, tokens and cost."""
 
     def __init__(self, model: ChatModel, prices: PriceTable) -> None:

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field, replace
 from typing import assert_never
 
 from adapters.base import (
-    Addressing,
-    ChatAdapter,
     ConversationKey,
     Inbound,
     InboundAction,
@@ -32,6 +30,7 @@ from adapters.base import (
     MessageRef,
     OutboundMessage,
 )
+from adapters.platform import ChatAdapter
 from agent.deferred import PendingPlan, Plan, new_id
 from agent.loop import Agent
 from agent.messages import ContentBlock
@@ -127,7 +126,7 @@ class Executor:
             first_try=holding.first_try(entry_id),
             reply_url=event.reply_url if isinstance(event, InboundMessage) else None,
             reply_to=None if event.is_direct else getattr(event, "message_id", None),
-            unreachable=unreachable_line(addressing_of(adapter)),
+            unreachable=unreachable_line(adapter.addressing),
         )
         run_id = (
             session.state.run_id if session.state is not None and session.status != "idle" else ""
@@ -179,13 +178,12 @@ class Executor:
             log.error("the rules did not settle entry %s", turn.received.entry_id)
 
     def _policy(self, turn: EntryTurn) -> Policy:
-        greeting = getattr(turn.reply.adapter, "greeting", None)
         return Policy(
-            greeting=greeting if isinstance(greeting, str) else "",
+            greeting=turn.reply.adapter.greeting,
             now=time.time(),
             approvers=self.approvers,
             max_message_chars=self.max_message_chars,
-            addressing=addressing_of(turn.reply.adapter),
+            addressing=turn.reply.adapter.addressing,
             standing_everywhere=self.standing is not None and self.standing.scope == "everywhere",
         )
 
@@ -259,7 +257,7 @@ class Executor:
                 private = OutboundMessage(text=text, private_to=turn.event.actor.user_id)
                 await reply.send(private, "reply")
                 await self.commands.refresh_on_screen(
-                    run_context(turn.event), self._editor(turn), addressing_of(reply.adapter)
+                    run_context(turn.event), self._editor(turn), reply.adapter.addressing
                 )
             case fx.ListSchedules():
                 await reply.send(await self._schedules().listing(reply.conversation.id), "reply")
@@ -323,7 +321,7 @@ class Executor:
         event = turn.event
         assert isinstance(event, InboundMessage)
         context = run_context(event)
-        addressing = addressing_of(turn.reply.adapter)
+        addressing = turn.reply.adapter.addressing
         answer = await self.commands.reply(event, context, turn.session, addressing)
         posted = await turn.reply.send(answer, "reply")
         if (event.command or "").lower() == "memories":
@@ -348,7 +346,7 @@ class Executor:
         run_id = new_id()  # in the log context before the run's first line
         log_context.set({**(log_context.get() or {}), "run": run_id})
         history = session.state
-        own = await checked(self.objectives, event, turn.reply, addressing_of(turn.reply.adapter))
+        own = await checked(self.objectives, event, turn.reply, turn.reply.adapter.addressing)
         if own is not None:
             turn.header, gathered = own.header, own.gathered(event)
         else:
@@ -494,9 +492,3 @@ class Executor:
             await reply.send(OutboundMessage(text=ERROR_TEXT), "reply")
         except Exception:
             log.exception("could not report an error in %s", event.conversation.id)
-
-
-def addressing_of(adapter: object) -> Addressing:
-    """How the adapter's platform writes commands and mentions (plain `/help` if it says not)."""
-    addressing = getattr(adapter, "addressing", None)
-    return addressing if isinstance(addressing, Addressing) else Addressing()

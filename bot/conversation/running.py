@@ -16,13 +16,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from adapters.base import (
-    ChatAdapter,
     ConversationKey,
     Inbound,
     InboundMessage,
     MessageRef,
     OutboundMessage,
+    SessionState,
 )
+from adapters.platform import ChatAdapter
 from agent.deferred import Plan
 from agent.messages import Usage
 from agent.outcomes import Failed, Finished, Outcome
@@ -75,9 +76,8 @@ async def context_for(
     """The run's context, with the person's time zone when the platform tells it (Slack),
     and the standing permissions of Parley's own objective (a schedule's)."""
     context = replace(run_context(event), standing=standing)
-    zone_of = getattr(adapter, "user_timezone", None)
-    if zone_of is not None and event.kind != "triggered":
-        context = replace(context, timezone=await zone_of(event.actor.user_id))
+    if event.kind != "triggered":
+        context = replace(context, timezone=await adapter.user_timezone(event.actor.user_id))
     return context
 
 
@@ -170,7 +170,9 @@ class Runner:
         await _session(reply.adapter, event, began, "working", title)
         latest: list[str] = []
         said: list[int] = []  # the step whose status is the model's own words
-        delay = getattr(reply.adapter, "progress_delay", PROGRESS_DELAY)
+        delay = reply.adapter.progress_delay
+        if delay is None:
+            delay = PROGRESS_DELAY
         showing = delay <= 0
 
         async def show(text: str) -> None:
@@ -212,7 +214,7 @@ class Runner:
             await asyncio.sleep(delay)
             if latest:
                 await show(latest[0])
-            refresh = getattr(reply.adapter, "progress_refresh", None)
+            refresh = reply.adapter.progress_refresh
             while refresh and latest:
                 await asyncio.sleep(refresh)
                 await show(latest[0])
@@ -325,16 +327,13 @@ async def _session(
     adapter: ChatAdapter,
     event: Inbound,
     message_id: str | None,
-    state: str,
+    state: SessionState,
     title: str | None = None,
 ) -> None:
     """Tell a platform with agent sessions (Slack) how the run stands; only a nicety.
     `message_id`: the message a new run began with (None: the session goes on)."""
-    set_status = getattr(adapter, "session_status", None)
-    if set_status is None:
-        return
     try:
-        await set_status(event.conversation, message_id, state, title)
+        await adapter.session_status(event.conversation, message_id, state, title)
     except Exception:
         log.debug("no session status in %s", event.conversation.id)
 
@@ -351,7 +350,7 @@ def _shown_plan(plan: Plan | None) -> StreamPlan | None:
     return StreamPlan(title=plan.goal or APPROVED_PLAN, steps=steps)
 
 
-def _session_state(outcome: Outcome) -> str:
+def _session_state(outcome: Outcome) -> SessionState:
     if isinstance(outcome, Finished):
         return "done"
     if isinstance(outcome, Failed):

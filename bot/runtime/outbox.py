@@ -38,12 +38,12 @@ from tenacity import (
 
 from adapters.base import (
     Button,
-    ChatAdapter,
     ConversationKey,
     DeliveryError,
     MessageRef,
     OutboundMessage,
 )
+from adapters.platform import ChatAdapter
 from bot.ops import metrics
 from bot.runtime.holding import PendingWrites
 from bot.runtime.keys import Keys

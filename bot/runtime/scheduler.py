@@ -15,7 +15,12 @@ import uuid
 
 import redis.asyncio as aioredis
 
-from adapters.base import ChatAdapter, ConversationKey, OutboundMessage, mention
+from adapters.base import (
+    ConversationKey,
+    OutboundMessage,
+    mention,
+)
+from adapters.platform import ChatAdapter
 from agent.protocols import RunContext
 from bot.ops import metrics
 from bot.ops.health import Health, pause

@@ -27,12 +27,11 @@ from typing import Literal
 import redis.asyncio as aioredis
 
 from adapters.base import (
-    ChatAdapter,
     ConversationKey,
-    LiveMessage,
     MessageRef,
     OutboundMessage,
 )
+from adapters.platform import ChatAdapter, LiveMessage
 from agent.protocols import ProgressEvent
 from bot.ops import metrics
 from bot.ops.health import redis_away
@@ -61,10 +60,7 @@ def live_message(
     """The adapter's live message for this place, if the adapter can stream at all; what it
     shows may ping only `allowed_mentions`, like the reply it becomes, and it replies to
     message `reply_to` (in a group: the one that asked) where the platform shows that."""
-    live = getattr(adapter, "live", None)
-    if live is None:
-        return None
-    made: LiveMessage | None = live(
+    return adapter.live(
         conversation,
         user_id=user_id,
         team_id=team_id,
@@ -72,7 +68,6 @@ def live_message(
         allowed_mentions=allowed_mentions,
         reply_to=reply_to,
     )
-    return made
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,6 +29,7 @@ from adapters.base import (
     OutboundMessage,
     Platform,
 )
+from adapters.platform import ChatAdapter
 from bot.conversation.render import APPROVE, MEMORY_ACTION
 from bot.conversation.running import THINKING
 from bot.wiring.console_format import Printed, terminal_text
@@ -151,7 +152,7 @@ class ConsoleLive:
 
 
 @dataclass(kw_only=True)
-class ConsoleAdapter:
+class ConsoleAdapter(ChatAdapter):
     view: ConsoleView
     platform: Platform = "console"
     progress_delay: float = 0.0  # a terminal shows every step at once

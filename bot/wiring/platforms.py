@@ -16,7 +16,10 @@ from collections.abc import Awaitable, Callable
 
 import redis.asyncio as aioredis
 
-from adapters.base import ChatAdapter, InboundHandler
+from adapters.base import (
+    InboundHandler,
+)
+from adapters.platform import ChatAdapter
 from bot.config import Settings
 from bot.ops.health import Backoff, Health, pause
 from bot.ops.http import HttpServer

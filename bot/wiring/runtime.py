@@ -14,7 +14,10 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
-from adapters.base import ChatAdapter, OutboundMessage
+from adapters.base import (
+    OutboundMessage,
+)
+from adapters.platform import ChatAdapter
 from agent.loop import Agent
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, RunContext, ScheduleInfo, Scheduler
@@ -156,8 +159,8 @@ def owner_left(adapters: dict[str, ChatAdapter]) -> Callable[[Schedule], Awaitab
     """Whether the owner's platform says they left (a Slack adapter's `user_left`)."""
 
     async def left(found: Schedule) -> bool:
-        check = getattr(adapters.get(found.platform), "user_left", None)
-        return bool(check is not None and await check(found.owner_id))
+        adapter = adapters.get(found.platform)
+        return adapter is not None and await adapter.user_left(found.owner_id)
 
     return left
 

@@ -11,7 +11,9 @@ import itertools
 from dataclasses import dataclass, field
 
 from adapters.base import (
+    PLAIN,
     Actor,
+    Addressing,
     ConversationKey,
     InboundAction,
     InboundMessage,
@@ -20,6 +22,7 @@ from adapters.base import (
     Platform,
     Undeliverable,
 )
+from adapters.platform import ChatAdapter
 
 _ids = itertools.count(1)
 
@@ -36,8 +39,9 @@ class Posted:
 
 
 @dataclass
-class RecordingAdapter:
+class RecordingAdapter(ChatAdapter):
     platform: Platform = "telegram"
+    addressing: Addressing = PLAIN  # a field, so a test can declare another
     posted: list[Posted] = field(default_factory=list)
     notices: list[tuple[InboundAction, str, bool]] = field(default_factory=list)
     progress_log: list[tuple[str, str | None]] = field(default_factory=list)
