@@ -186,6 +186,7 @@ class TelegramSettings(_Section):
     webhook_secret: SecretStr | None = Field(None, alias="PARLEY_TELEGRAM_WEBHOOK_SECRET")
     allowed_users: CommaList = Field(default_factory=list, alias="PARLEY_TELEGRAM_ALLOWED_USERS")
     poll_timeout: int = Field(30, alias="PARLEY_TELEGRAM_POLL_TIMEOUT", ge=0, le=50)
+    ephemeral_prompts: bool = Field(True, alias="PARLEY_TELEGRAM_EPHEMERAL_PROMPTS")
 
     _split = field_validator("allowed_users", mode="before")(_split_commas)
 

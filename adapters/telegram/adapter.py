@@ -248,7 +248,8 @@ class TelegramAdapter(ChatAdapter):
         if person is not None and person != conversation.chat_id:
             return await self._send_privately(conversation, message, parts, markup)
         receivers = [int(r) for r in dict.fromkeys(message.audience) if r.isdigit()]
-        if receivers and int(conversation.chat_id) < 0 and len(parts) == 1:
+        ephemeral = receivers and self.config.ephemeral_prompts and len(parts) == 1
+        if ephemeral and int(conversation.chat_id) < 0:
             placed = await post_ephemeral(
                 self.bot, self.api, conversation, parts[0], markup, receivers
             )

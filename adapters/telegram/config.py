@@ -25,3 +25,4 @@ class TelegramConfig:
     stale_margin: float = 15.0
     max_file_bytes: int = 20 * 1024 * 1024  # photos: the largest size within this
     degraded_after: float = 60.0  # seconds of failing API calls before readiness says so
+    ephemeral_prompts: bool = True  # a prompt's audience sees it alone in a group (Bot API 10.2)

@@ -78,6 +78,7 @@ class Platforms:
                 poll_timeout=config.poll_timeout,
                 max_file_bytes=int(self.settings.attachments.max_file_mb * 1024 * 1024),
                 degraded_after=self.settings.http.platform_degraded_after,
+                ephemeral_prompts=config.ephemeral_prompts,
             ),
             handler=self.handler,
         )

@@ -316,3 +316,15 @@ async def test_a_press_on_an_ephemeral_prompt_without_a_message_id_still_counts(
         await until(lambda: len(telegram.chat(GROUP)) == 3)
         await harness.settle()
     assert SENT == ["bo@example.com"] and "Approved by Ana" in for_ana.text
+
+
+async def test_ephemeral_prompts_can_be_turned_off(telegram: FakeTelegram) -> None:
+    adapter = adapter_for(telegram, ephemeral_prompts=False)
+    group = ConversationKey(platform="telegram", chat_id=str(GROUP))
+    try:
+        await adapter.send(group, OutboundMessage(text="May I?", audience=(str(ANA),)))
+        (prompt,) = telegram.chat(GROUP)
+        assert prompt.receiver is None
+        assert "ephemeral_message_parameters" not in telegram.method_calls("sendMessage")[0].body
+    finally:
+        await adapter.stop()
