@@ -24,6 +24,7 @@ from bot.conversation.documents import TOO_MUCH, TooComplex, UnreadableDocument,
 
 CHILD_ENV = ("PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LANG", "LC_ALL", "TMPDIR")
 MIB = 1024 * 1024
+STARTUP_SECONDS = 60.0  # for the child to start and load pypdf, before its clock runs
 TOO_SLOW = "{name} took too long to read (over {seconds:g} seconds), so I left it unread."
 ERRORS: dict[str, type[UnreadableDocument]] = {
     cls.__name__: cls
@@ -72,7 +73,12 @@ async def read_pdf_apart(
         stderr=asyncio.subprocess.DEVNULL,
         env={k: v for k, v in os.environ.items() if k in CHILD_ENV},  # no tokens or keys
     )
+    assert child.stdout is not None
     try:
+        # The clock is for reading the file: starting Python and loading pypdf takes seconds
+        # on a loaded machine, and a small PDF was refused as too slow to read.
+        async with asyncio.timeout(max(seconds, STARTUP_SECONDS)):
+            await child.stdout.readline()  # "ready", or b"" if it died
         async with asyncio.timeout(seconds):
             out, _ = await child.communicate(data)
     except TimeoutError:
@@ -95,6 +101,8 @@ def main() -> None:
     name, max_chars, memory_bytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     drop_privileges()  # the file is untrusted: no reading Parley through /proc
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     data = sys.stdin.buffer.read()
     try:
         text, pages = read_pdf(name, data, max_chars)

@@ -72,3 +72,15 @@ async def test_a_memory_hungry_pdf_is_stopped_at_the_ceiling_and_few_read_at_onc
     # and an ordinary PDF still reads under the ceiling
     text, pages = await reader.read("fine.pdf", pdf("x marks the spot " * 200), 40_000)
     assert "x marks the spot" in text and pages == 1
+
+
+async def test_the_time_limit_is_for_reading_not_for_starting_the_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loaded machine starts Python and loads pypdf slowly: a small PDF whose reader took
+    longer than the limit to start is still read, not called too slow to read."""
+    (tmp_path / "sitecustomize.py").write_text("import time\ntime.sleep(2)\n")  # a slow start
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    reader = PdfReader(seconds=1.5)
+    text, pages = await reader.read("fine.pdf", pdf("x marks the spot"), 40_000)
+    assert "x marks the spot" in text and pages == 1
