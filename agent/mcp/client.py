@@ -37,6 +37,7 @@ from mcp.shared.exceptions import MCPError
 from agent.isolation import isolated
 from agent.mcp.config import McpConfig, ServerConfig
 from agent.mcp.elicitation import Answers, LiveQuestions, Progress, call_tool
+from agent.mcp.revision import open_session
 from agent.mcp.tools import McpTool, build_tools, list_all
 from agent.mcp.user import Credentials, UserServer
 from agent.protocols import RunContext
@@ -68,6 +69,7 @@ class McpServer:
         self.error: str | None = None
         self.tools: list[McpTool] = []
         self.skipped: dict[str, str] = {}  # tools left out: name → why
+        self.protocol: str | None = None  # the MCP revision the session speaks
         self._session: ClientSession | None = None
         self._questions = LiveQuestions()
         self._asks: dict[str, Any] = {"elicitation_callback": self._questions}
@@ -164,7 +166,7 @@ class McpServer:
                 session = await stack.enter_async_context(
                     ClientSession(read, write, message_handler=self._on_message, **self._asks)
                 )
-                await session.initialize()
+                self.protocol = await open_session(stack, session, self.config, self._on_message)
                 await self._list_tools(session)
             recovering = self.error is not None
             self._session, self.error, self._connecting = session, None, False
@@ -345,9 +347,8 @@ class McpToolbox:
 
     def collisions(self) -> dict[str, list[str]]:
         """Names the model would see for more than one server's tool (`a` + `b__c` and
-        `a__b` + `c` are both `a__b__c`): name → `server: tool` of each. None of them is
-        offered: a call must not reach a tool other than the one the model meant. A per-user
-        server's tools count by its cached listing (or its stand-in)."""
+        `a__b` + `c` are both `a__b__c`; a per-user server's by its cached listing): name →
+        `server: tool` of each. None is offered: a call must reach the tool the model meant."""
         owners: dict[str, list[str]] = {}
         named = [(s.name, t.name, t.remote_name) for s in self.servers.values() for t in s.tools]
         named += [(p.name, *pair) for p in self.personal.values() for pair in p.names()]

@@ -10,7 +10,8 @@
 
 `"auth": "user"` makes each requester connect their own account (agent/mcp/user.py).
 `"standing": true` lets a person approve one of the server's tools for good ("Always for this
-tool"), as long as the tool stays as it was shown.
+tool"), as long as the tool stays as it was shown. `"protocol": "2026-07-28"` tries that MCP
+revision first instead of 2025-11-25 (agent/mcp/revision.py).
 
 `${VAR}` in any string expands from the environment, so secrets stay out of the file; an
 unset variable is an error that names it.
@@ -32,6 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 log = logging.getLogger(__name__)
 
 Approval = Literal["auto", "always", "never"]
+# the MCP revision tried first; the other when the server refuses it (agent/mcp/revision.py)
+Revision = Literal["2025-11-25", "2026-07-28"]
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # "<platform>:<chat>", "<platform>:<team>/<chat>" (chat may be *), "<platform>:user:<id>"
@@ -75,6 +78,7 @@ class ServerConfig(BaseModel):
     # True: the approval prompt for this server's tools offers **Always for this tool**
     # (a standing approval, bot/runtime/standing.py).
     standing: bool = False
+    protocol: Revision = "2025-11-25"
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:

@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from agent.deferred import new_id
 from agent.mcp.config import ServerConfig
 from agent.mcp.elicitation import Answers, LiveQuestions, Progress, call_tool
+from agent.mcp.revision import negotiate
 from agent.mcp.tools import BadSchema, McpTool, list_all, tool_name
 from agent.protocols import RunContext
 from agent.tools import QuestionRequired, Tool, ToolContext, ToolError
@@ -137,7 +138,7 @@ class UserServer:
                 streamable_http_client(self.config.url, http_client=client) as (read, write),
                 ClientSession(read, write, elicitation_callback=live) as session,
             ):
-                await session.initialize()
+                await negotiate(session, self.config.protocol)
                 return await use(session)
         except MCPError as exc:
             if exc.code != mt.CONNECTION_CLOSED:

@@ -189,6 +189,8 @@ def listing(toolbox: McpToolbox) -> list[str]:
         # never the env, headers, or a URL's user, password or query: that is where secrets go
         where = config.command or shown_url(config.url or "")
         state = server.state + (f" ({server.error})" if server.error else "")
+        if server.state == "ready" and server.protocol:
+            state += f", MCP {server.protocol}"  # which revision's features it gets
         lines.append(f"{server.name}  [{config.transport}] {where}  {state}")
         if config.allow is not None:
             lines.append(f"    offered in: {', '.join(config.allow)}")

@@ -9,6 +9,7 @@ import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Literal
 
 import mcp.types as mt
 import pytest
@@ -211,9 +212,14 @@ async def test_a_killed_stdio_server_is_restarted_on_next_use(ctx: RunContext) -
         assert box.servers["test"].state == "ready"
 
 
-async def test_the_tool_list_refreshes_on_list_changed(ctx: RunContext) -> None:
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
+async def test_the_tool_list_refreshes_on_list_changed(
+    ctx: RunContext, protocol: Literal["2025-11-25", "2026-07-28"]
+) -> None:
+    # 2026-07-28 says so on a subscriptions/listen stream, 2025-11-25 as a notification
     model = ScriptedModel([turn(call("test__grow")), reply("grown")])
-    async with toolbox(test=stdio_server()) as box:
+    async with toolbox(test=stdio_server(protocol=protocol)) as box:
+        assert box.servers["test"].protocol == protocol
         assert "test__late" not in {t.name for t in box.tools_for(ctx)}
         await agent(model, box).run("grow", ctx)
         await until(lambda: "test__late" in {t.name for t in box.tools_for(ctx)})

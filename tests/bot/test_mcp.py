@@ -118,7 +118,7 @@ def test_mcp_list_shows_state_and_approval_class(
         line.startswith(("files", "gone", "    ")) for line in out.splitlines()
     )
     assert "MCP servers configured: files, gone" in (tmp_path / "data" / "mcp.log").read_text()
-    assert "files  [stdio]" in out and "ready" in out
+    assert "files  [stdio]" in out and "ready, MCP 2025-11-25" in out
     assert "gone  [stdio] /nonexistent/mcp-server  down (cannot run its command" in out
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("    files__")}
     assert "read-only" in lines["files__lookup"]

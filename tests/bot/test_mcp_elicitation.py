@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import redis.asyncio as aioredis
@@ -60,15 +61,17 @@ def result_of(model: ScriptedModel, request: int) -> str:
     return str(model.requests[request].messages[-1].content[0].content)
 
 
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
 async def test_an_enum_is_asked_as_buttons_only_the_requester_answers_and_the_call_completes(
-    redis: aioredis.Redis,
+    redis: aioredis.Redis, protocol: Literal["2025-11-25", "2026-07-28"]
 ) -> None:
+    # 2026-07-28: the server answers input_required; 2025-11-25: it asks mid-call
     model = ScriptedModel([turn(call("test__pick_colour", item="lamp")), reply("Labelled.")])
     config = settings()  # Bo approves others' actions here, but answers no one's questions
     config = config.model_copy(
         update={"access": config.access.model_copy(update={"approvers": ["77"]})}
     )
-    async with parley(redis, model, config=config) as harness:
+    async with parley(redis, model, stdio_server(protocol=protocol), config) as harness:
         await harness.submit(message(GROUP, "label the lamp", direct=False))
         await harness.settle(within=60)
         question = asked(harness)

@@ -254,3 +254,17 @@ async def test_while_redis_is_away_for_standing_approvals_the_call_is_put_to_the
             store.redis = redis
         assert written(ledger) == ["write_note a"]
         assert prompts(harness) == 2
+
+
+async def test_a_server_no_longer_allowing_standing_approvals_ends_them(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    model = notes("a", "b")
+    async with parley(redis, model, server(ledger)) as harness:
+        await grant(harness, "note a")
+    # the operator took "standing": true out of the server's entry
+    async with parley(redis, model, server(ledger, standing=False)) as harness:
+        await ask(harness, "note b")
+        assert written(ledger) == ["write_note a"]
+        assert [b.label for b in prompt(harness).message.buttons] == ["Approve", "Reject"]

@@ -192,7 +192,8 @@ async def grow(ctx: Context) -> str:
         return "late answer"
 
     server.add_tool(late, annotations=READ_ONLY)
-    await ctx.session.send_tool_list_changed()
+    await ctx.session.send_tool_list_changed()  # 2025-11-25: a notification on the session
+    await ctx.notify_tools_changed()  # 2026-07-28: an event on subscriptions/listen streams
     return "grown"
 
 

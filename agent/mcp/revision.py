@@ -1,0 +1,82 @@
+"""Which MCP revision a session speaks: 2025-11-25 or 2026-07-28, whichever a server's
+entry prefers (`"protocol"`, default 2025-11-25), else the other when the server refuses it.
+
+A 2025-11-25 session starts with the `initialize` handshake; a 2026-07-28 one with
+`server/discover` (stateless: each request carries its version). What differs for Parley:
+
+- questions mid-call: 2026-07-28 answers `input_required` with a `requestState` the server
+  signs, so a question asked by a stdio server does not survive that server's restart (it
+  restarts with Parley); 2025-11-25 sends `elicitation/create` during the call, answered
+  "cancel" at once and asked in the chat, Parley keeping the answers itself, so it survives
+  a restart but the tool must be safe to call again (agent/mcp/elicitation.py);
+- tool-list changes: 2026-07-28 sends them on a `subscriptions/listen` stream, opened here
+  and handed to the session's handler as the 2025-11-25 notification would be;
+- progress notifications: the same in both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+
+import mcp.types as mt
+from mcp import ClientSession
+from mcp.client.subscriptions import listen
+from mcp.shared.exceptions import MCPError
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+from agent.mcp.config import Revision, ServerConfig
+
+log = logging.getLogger(__name__)
+
+
+async def negotiate(session: ClientSession, prefer: Revision = "2025-11-25") -> str:
+    """Start the session at the preferred revision, else the other; the revision spoken."""
+    steps = [session.initialize, session.discover]
+    first, second = steps if prefer == "2025-11-25" else steps[::-1]
+    try:
+        await first()
+    except (MCPError, TimeoutError) as exc:  # the server speaks only the other revision
+        log.info("MCP %s refused (%s); trying the other revision", prefer, exc)
+        await second()
+    return str(session.protocol_version)
+
+
+def is_modern(session: ClientSession) -> bool:
+    return session.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+async def open_session(
+    stack: AsyncExitStack,
+    session: ClientSession,
+    config: ServerConfig,
+    on_message: Callable[[mt.ToolListChangedNotification], Awaitable[None]],
+) -> str:
+    """Negotiate, and while `stack` is open hand a 2026-07-28 server's tool-list changes to
+    `on_message` as the 2025-11-25 notification (which that revision sends on the session)."""
+    version = await negotiate(session, config.protocol)
+    if is_modern(session):
+        await stack.enter_async_context(_tool_changes(session, on_message))
+    return version
+
+
+@contextlib.asynccontextmanager
+async def _tool_changes(
+    session: ClientSession, on_message: Callable[[mt.ToolListChangedNotification], Awaitable[None]]
+) -> AsyncIterator[None]:
+    async with listen(session, tools_list_changed=True) as subscription:
+
+        async def follow() -> None:
+            async for _ in subscription:
+                await on_message(mt.ToolListChangedNotification())
+
+        task = asyncio.create_task(follow(), name="mcp:tool-changes")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
