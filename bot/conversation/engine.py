@@ -9,8 +9,9 @@ A message starts a run, answers a pending question, or — while an approval wai
 the plan with the message as the reason. A button press decides a pending question or
 approval if the presser may: the requester always, in a shared chat the configured approvers
 too. A replayed entry that was resolving a decision when its worker died resumes the same
-way. Every sentence Parley says about a conversation is here, beside the rule that says it;
-render.py formats outcomes and decisions. The session's states and the moves between them
+way. Every sentence Parley says about a conversation is here, beside the rule that says it,
+and the few said elsewhere (a failure, a lost reply, a run's status line) are passed from
+here as data; render.py formats outcomes and decisions. The session's states and the moves between them
 are a table beside this one (states.py), which the executor's moves go through.
 """
 
@@ -71,6 +72,7 @@ from bot.conversation.render import (
     outcome_message,
     stale_click_text,
 )
+from bot.conversation.running import StatusLines
 from bot.conversation.schedule_commands import SCHEDULE_ACTION
 from bot.conversation.scheduled import OWN_KINDS, own_objective
 from bot.conversation.stopping import late_stop
@@ -106,6 +108,15 @@ CANCELLED = "Cancelled. What would you like to do next?"
 # What the model is told about calls that never ran.
 CANCELLED_NOTE = "Not run: the user cancelled."
 EXPIRED_NOTE = "Not answered: the request expired."
+INTERRUPTED_CALL = "Interrupted: the run failed before this call's result was known."
+
+# Said outside any one rule, passed as data to who says them: after an entry failed for good
+# (the executor), for a reply given up on (the outbox), and as a run's status line (the runner).
+ERROR_TEXT = "Sorry — something went wrong on my side. Please try again."
+LOST_TEXT = (
+    "An earlier reply of mine could not be delivered. Please ask me again if you still need it."
+)
+STATUS_LINES = StatusLines(thinking="Thinking…", using="Using {tool}…")
 
 
 ANSWERED_HERE = ("memories", "forget", "status")  # read memory or usage: the Commands class

@@ -38,7 +38,7 @@ from agent.protocols import RunContext
 from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
 from bot.conversation.connection_commands import ConnectionCommands
-from bot.conversation.engine import Policy, decide, pending_id
+from bot.conversation.engine import ERROR_TEXT, INTERRUPTED_CALL, Policy, decide, pending_id
 from bot.conversation.render import standing_tools, typed_mentions, unreachable_line
 from bot.conversation.running import (
     Admission,
@@ -65,8 +65,6 @@ from bot.runtime.stops import Stops
 
 log = logging.getLogger(__name__)
 
-ERROR_TEXT = "Sorry — something went wrong on my side. Please try again."
-INTERRUPTED_CALL = "Interrupted: the run failed before this call's result was known."
 MAX_ROUNDS = 8  # follow-ups per entry; the rules need at most four (admit, claim, run, ran)
 
 

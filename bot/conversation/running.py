@@ -38,8 +38,6 @@ from bot.runtime.streaming import AnswerStream, StreamPlan, live_message
 log = logging.getLogger(__name__)
 
 PROGRESS_DELAY = 0.5  # seconds a run works before the chat shows that it is working
-THINKING = "Thinking…"
-USING = "Using {tool}…"
 APPROVED_PLAN = "Approved plan"  # a plan's title in the stream when the model named no goal
 
 # Admission check before a run: returns a refusal text, or None to go ahead.
@@ -137,9 +135,18 @@ class Called:
     note: OutboundMessage | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class StatusLines:
+    """What a run's status line says while it works (the engine's sentences, as data)."""
+
+    thinking: str
+    using: str  # `{tool}`: the tool's name
+
+
 @dataclass(kw_only=True)
 class Runner:
     outbox: Outbox
+    lines: StatusLines
     stream_interval: float | None = None  # seconds between live updates; None: no streaming
     stream_first_show: float = 0.0  # seconds an answer is written before it is first shown
     charge: Charge | None = None
@@ -202,9 +209,11 @@ class Runner:
                 return
             if stream is not None and update.kind in ("tool_started", "tool_finished"):
                 await stream.on_progress(update)  # a task in the answer, where shown
-            text = THINKING if update.kind == "step_started" else None
+            text = self.lines.thinking if update.kind == "step_started" else None
             if update.kind == "tool_started" and update.tool and said != [update.step]:
-                text = USING.format(tool=update.tool)  # unless the model said what it does
+                text = self.lines.using.format(
+                    tool=update.tool
+                )  # unless the model said what it does
             if text is not None:
                 latest[:] = [text]
                 if showing:

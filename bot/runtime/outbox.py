@@ -51,10 +51,6 @@ from bot.runtime.records import DONE, FAILED, IN_FLIGHT, PARKED, record_sent, se
 
 log = logging.getLogger(__name__)
 
-LOST_TEXT = (
-    "An earlier reply of mine could not be delivered. Please ask me again if you still need it."
-)
-
 # Told when a parked message finally went out, e.g. to attach a decision to its message.
 Delivered = Callable[[OutboundMessage, MessageRef], Awaitable[None]]
 
@@ -85,6 +81,7 @@ class Outbox:
         keys: Keys,
         *,
         ttl: float,
+        lost_text: str,  # said when a reply is given up on (the engine's sentence)
         attempts: int = 3,
         backoff: float = 0.5,
         backoff_max: float = 30.0,
@@ -93,6 +90,7 @@ class Outbox:
         self.redis = redis
         self.keys = keys
         self.ttl_ms = int(ttl * 1000)
+        self.lost_text = lost_text
         self.attempts = attempts
         self.backoff = backoff
         self.backoff_max = backoff_max
@@ -322,7 +320,7 @@ class Outbox:
         await self._forget(key, FAILED)
         if _transient(exc):  # the message itself may be what fails: say that something is missing
             try:
-                await adapter.send(conversation, OutboundMessage(text=LOST_TEXT))
+                await adapter.send(conversation, OutboundMessage(text=self.lost_text))
             except Exception:
                 log.warning("could not tell %s about an undelivered reply", conversation.id)
 

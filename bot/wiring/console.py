@@ -28,6 +28,7 @@ from agent.loop import Agent
 from agent.protocols import RunContext
 from bot.config import Settings
 from bot.conversation.commands import Commands
+from bot.conversation.engine import LOST_TEXT, STATUS_LINES
 from bot.conversation.executor import Executor
 from bot.conversation.render import APPROVE, REJECT
 from bot.conversation.running import Runner
@@ -208,7 +209,7 @@ def console_executor(
     """The workers' executor, on the console's adapter and without the inbox."""
     keys = Keys(settings.redis.key_prefix)
     runtime = settings.runtime
-    outbox = Outbox(redis, keys, ttl=runtime.dedup_ttl, attempts=1)
+    outbox = Outbox(redis, keys, ttl=runtime.dedup_ttl, lost_text=LOST_TEXT, attempts=1)
     streaming = settings.streaming
     return Executor(
         agent=agent,
@@ -219,6 +220,7 @@ def console_executor(
         commands=commands,
         runner=Runner(
             outbox=outbox,
+            lines=STATUS_LINES,
             stream_interval=streaming.interval if streaming.enabled else None,
             stream_first_show=streaming.first_show,
         ),

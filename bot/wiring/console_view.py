@@ -30,8 +30,8 @@ from adapters.base import (
     Platform,
 )
 from adapters.platform import ChatAdapter
+from bot.conversation.engine import STATUS_LINES
 from bot.conversation.render import APPROVE, MEMORY_ACTION
-from bot.conversation.running import THINKING
 from bot.wiring.console_format import Printed, terminal_text
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -77,7 +77,7 @@ class ConsoleView:
     async def reset(self, status: str | None) -> None:
         """What was printed was the model thinking aloud: it stays, the status follows."""
         self.end_line()
-        self.status(status or THINKING)
+        self.status(status or STATUS_LINES.thinking)
 
     async def finish(self, answer: str) -> None:
         """End the run's display: the answer, unless it was already printed as it came."""

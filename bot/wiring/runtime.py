@@ -25,6 +25,7 @@ from bot.config import Settings
 from bot.conversation.attachments import Gatherer, ThreadMarks
 from bot.conversation.commands import Commands, UsageText
 from bot.conversation.connection_commands import ConnectionCommands
+from bot.conversation.engine import LOST_TEXT, STATUS_LINES
 from bot.conversation.executor import Executor
 from bot.conversation.pdf_process import PdfReader
 from bot.conversation.running import Admission, Charge, Runner
@@ -203,6 +204,7 @@ def build_runtime(
         redis,
         keys,
         ttl=runtime_settings.dedup_ttl,
+        lost_text=LOST_TEXT,
         attempts=runtime_settings.delivery_attempts,
         give_up_after=runtime_settings.redeliver_for,
     )
@@ -242,6 +244,7 @@ def build_runtime(
         commands=Commands(memory, usage, ShownLists(redis, keys, ttl=runtime_settings.session_ttl)),
         runner=Runner(
             outbox=outbox,
+            lines=STATUS_LINES,
             stream_interval=settings.streaming.interval if settings.streaming.enabled else None,
             stream_first_show=settings.streaming.first_show,
             charge=charge,

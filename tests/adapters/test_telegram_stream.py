@@ -16,6 +16,7 @@ from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.llm.anthropic import AnthropicModel
 from agent.protocols import ProgressEvent
 from bot.config import Settings
+from bot.conversation.engine import LOST_TEXT
 from bot.runtime.keys import Keys
 from bot.runtime.outbox import Outbox
 from bot.runtime.streaming import AnswerStream
@@ -266,7 +267,7 @@ async def test_a_replay_that_ends_in_a_question_still_posts_the_question(
         await crashed.settle()  # the worker died here, with a half message shown
         replay = stream()
         await replay.discard()  # this time the run asks a question instead
-        outbox = Outbox(redis, keys, ttl=60)
+        outbox = Outbox(redis, keys, ttl=60, lost_text=LOST_TEXT)
         question = OutboundMessage(text="Which day?")
         ref = await outbox.send(adapter, "entry-1:outcome", conversation, question)
         assert ref is not None

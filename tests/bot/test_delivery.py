@@ -18,8 +18,9 @@ from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.builtin_tools import builtin_registry
 from agent.tools import ToolRegistry, tool
 from bot.config import Settings
+from bot.conversation.engine import LOST_TEXT
 from bot.runtime.keys import Keys
-from bot.runtime.outbox import LOST_TEXT, Outbox
+from bot.runtime.outbox import Outbox
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings
 from tests.bot.recording import RecordingAdapter, dm, message
@@ -231,7 +232,7 @@ async def test_an_unreadable_parked_reply_does_not_hold_up_the_others(
     redis: aioredis.Redis,
 ) -> None:
     keys = Keys()
-    outbox = Outbox(redis, keys, ttl=60, backoff=0.0)
+    outbox = Outbox(redis, keys, ttl=60, lost_text=LOST_TEXT, backoff=0.0)
     adapter = RecordingAdapter()
     chat = dm()
     message = OutboundMessage(text="Back again.", allowed_mentions=frozenset({"<@U1>"}))

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import typing
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -91,3 +93,43 @@ def test_the_executor_has_a_case_for_every_effect_type() -> None:
     }
     every = {kind.__name__ for kind in typing.get_args(fx.Effect)}
     assert every - handled == set()
+
+
+# The modules that carry out and deliver what the engine says: they say nothing themselves.
+SAYS_NOTHING = (
+    "bot/conversation/executor.py",
+    "bot/conversation/running.py",
+    "bot/runtime/streaming.py",
+    "bot/runtime/outbox.py",
+)
+
+
+def sentences_in(path: Path) -> list[str]:
+    """String literals that read like something said to a person: not docstrings, and not
+    what goes to a log or into an exception."""
+    tree = ast.parse(path.read_text())
+    quiet: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            quiet.add(id(body[0].value))  # a docstring
+        logged = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        if (logged and node.func.attr in LOG_CALLS) or isinstance(node, ast.Raise):  # type: ignore[union-attr]
+            quiet.update(id(inner) for inner in ast.walk(node))
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in quiet
+        and re.search(r"^[A-Z][a-z']*( [^\n]*)?(\w[.!?…]|…)$", node.value.strip())
+    ]
+
+
+LOG_CALLS = {"debug", "info", "warning", "error", "exception", "critical"}
+
+
+@pytest.mark.parametrize("module", SAYS_NOTHING)
+def test_every_sentence_parley_says_is_the_engines(module: str) -> None:
+    root = Path(__file__).resolve().parents[2]
+    assert sentences_in(root / module) == []

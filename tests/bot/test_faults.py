@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 from adapters.base import OutboundMessage
 from agent.messages import ChatRequest, ChatResponse
 from agent.protocols import MemoryPage, RunContext
-from bot.conversation.executor import ERROR_TEXT
+from bot.conversation.engine import ERROR_TEXT, LOST_TEXT
 from bot.ops.embedded_redis import EmbeddedRedis
 from bot.runtime.inbox import encode
 from bot.runtime.keys import Keys
@@ -209,7 +209,7 @@ async def test_a_reply_claim_stored_while_its_answer_was_lost_is_sent_by_the_rep
     async with AnswerDropper(redis_server.port) as proxy:
         client = aioredis.Redis(port=proxy.port, retry=Retry(NoBackoff(), 0))
         try:
-            outbox = Outbox(client, KEYS, ttl=60)
+            outbox = Outbox(client, KEYS, ttl=60, lost_text=LOST_TEXT)
             await client.ping()
             proxy.drop = True
             with pytest.raises(RedisConnectionError):

@@ -15,7 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from adapters.base import HandoverFailed
-from bot.conversation.executor import ERROR_TEXT
+from bot.conversation.engine import ERROR_TEXT
 from bot.ops.embedded_redis import EmbeddedRedis, free_port
 from bot.ops.health import REDIS_DOWN, Health
 from bot.ops.http import HttpServer
