@@ -7,6 +7,7 @@ import typing
 
 import pytest
 
+from adapters.base import InboundAction, InboundMessage
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Finished, Plan, PlanStep
 from bot.conversation.effects import (
     Admitted,
@@ -23,6 +24,7 @@ from bot.conversation.effects import (
 from bot.conversation.engine import decide
 from bot.conversation.states import TRANSITIONS, BadTransition, Move, advance, after
 from bot.runtime.decisions import Decision
+from bot.runtime.decisions import Status as DecisionStatus
 from bot.runtime.sessions import Resolution, Session, Status
 from tests.bot.test_engine import (
     ENTRY,
@@ -47,6 +49,20 @@ def received(event: object) -> Received:
 
 def ran(outcome: object) -> Ran:
     return Ran(received=received(say("requester")), outcome=outcome)  # type: ignore[arg-type]
+
+
+def claimed(
+    session: str, pending: str, event: InboundMessage | InboundAction, status: DecisionStatus
+) -> tuple[Session, Decision | None, Event]:
+    """A claim the requester won on the session's decision."""
+    decision = PENDING[pending]
+    assert decision is not None
+    won = decided(decision.kind, status)
+    return (
+        SESSIONS[session],
+        decision,
+        Claimed(received=received(event), status=status, decided=won),
+    )
 
 
 STEP = PlanStep(call_id="c1", tool="send_email", args={"to": "bo"}, description="Email Bo")
@@ -78,42 +94,10 @@ SCENES: list[tuple[Session, Decision | None, Event]] = [
         ),
     ),
     (CRASHED_RESUMING, None, received(say("requester", "blue"))),  # a replay resumes
-    (
-        SESSIONS["awaiting_answer"],
-        PENDING["question"],
-        Claimed(
-            received=received(say("requester", "blue")),
-            status="answered",
-            decided=decided("question", "answered"),
-        ),
-    ),
-    (
-        SESSIONS["awaiting_approval"],
-        PENDING["approval"],
-        Claimed(
-            received=received(press("requester", "approve")),
-            status="approved",
-            decided=decided("approval", "approved"),
-        ),
-    ),
-    (
-        SESSIONS["awaiting_answer"],
-        PENDING["question"],
-        Claimed(
-            received=received(say("requester", command="cancel")),
-            status="cancelled",
-            decided=decided("question", "cancelled"),
-        ),
-    ),
-    (
-        SESSIONS["awaiting_approval"],
-        PENDING["expired"],
-        Claimed(
-            received=received(press("requester", "approve")),
-            status="expired",
-            decided=decided("approval", "expired"),
-        ),
-    ),
+    claimed("awaiting_answer", "question", say("requester", "blue"), "answered"),
+    claimed("awaiting_approval", "approval", press("requester", "approve"), "approved"),
+    claimed("awaiting_answer", "question", say("requester", command="cancel"), "cancelled"),
+    claimed("awaiting_approval", "expired", press("requester", "approve"), "expired"),
 ]
 
 
