@@ -331,6 +331,7 @@ def _bolt_app(client: AsyncWebClient, signing_secret: str | None) -> AsyncApp:
     bolt_log.addFilter(known)
     try:
         return AsyncApp(
+            name="parley",  # unnamed, Bolt reads the caller's file off inspect.stack(): ~0.1 s
             client=client,
             signing_secret=signing_secret or "",
             request_verification_enabled=False,  # done by the ingress, with a bounded log line
