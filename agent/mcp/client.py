@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import sys
 from collections.abc import Iterable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -38,6 +36,7 @@ from agent.isolation import isolated
 from agent.mcp.config import McpConfig, ServerConfig
 from agent.mcp.elicitation import Answers, LiveQuestions, Progress, call_tool
 from agent.mcp.revision import open_session
+from agent.mcp.stderr import relayed_stderr
 from agent.mcp.tools import McpTool, build_tools, list_all
 from agent.mcp.user import Credentials, UserServer
 from agent.protocols import RunContext
@@ -189,7 +188,7 @@ class McpServer:
                 env={**config.env} or None,
                 cwd=config.cwd,
             )
-            return stdio_client(params, errlog=_errlog(stack))
+            return stdio_client(params, errlog=relayed_stderr(stack, self.name))
         assert config.url is not None
         client = httpx2.AsyncClient(
             headers=config.headers,
@@ -270,17 +269,6 @@ class McpServer:
         self._broken = True
         self._signal.set()
         raise ConnectionError(f"MCP server {self.name} went away")
-
-
-def _errlog(stack: AsyncExitStack) -> Any:
-    """Where a stdio server's stderr goes: ours, unless that is not a real file."""
-    try:
-        sys.stderr.fileno()
-        return sys.stderr
-    except (AttributeError, OSError, ValueError):
-        devnull = open(os.devnull, "w")  # noqa: SIM115 - closed with the connection
-        stack.callback(devnull.close)
-        return devnull
 
 
 def _describe(exc: BaseException) -> str:

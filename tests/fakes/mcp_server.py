@@ -22,6 +22,7 @@ import asyncio
 import base64
 import contextlib
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -279,6 +280,8 @@ def main() -> None:
     parser.add_argument("--http", type=int, help="serve Streamable HTTP on this port")
     parser.add_argument("--token", default="test-token")
     args = parser.parse_args()
+    if banner := os.environ.get("MCP_STDERR_BANNER"):  # what real servers print on start
+        print(banner, file=sys.stderr, flush=True)
     if args.http is None:
         server.run()
         return
