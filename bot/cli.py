@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     if log_file is not None and command == "console":
         print(f"(logs go to {log_file})", file=sys.stderr)
     streams = sys.stdout, sys.stderr
-    if command != "console" and secrets:  # the console's terminal belongs to the chat
+    if command != "console":  # the console's terminal belongs to the chat
         sys.stdout = RedactingStream(sys.stdout, secrets)
         sys.stderr = RedactingStream(sys.stderr, secrets)
     try:

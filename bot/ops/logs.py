@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from contextvars import ContextVar
 from pathlib import Path
 
+from bot.ops.secrets import redact
+
 # Set by the workers so every line of a run carries its conversation and run ids.
 log_context: ContextVar[dict[str, str] | None] = ContextVar("parley_log_context", default=None)
 
@@ -21,8 +23,6 @@ class RedactingFilter(logging.Filter):
         self.secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not self.secrets:
-            return True
         message = record.getMessage()
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
@@ -34,9 +34,7 @@ class RedactingFilter(logging.Filter):
         return True
 
     def _redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "[redacted]")
-        return text
+        return redact(text, self.secrets)  # the secrets, and any URL's password
 
 
 class JsonFormatter(logging.Formatter):

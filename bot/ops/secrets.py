@@ -13,9 +13,10 @@ import io
 import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import TextIO
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from agent.isolation import undumpable
 from bot.config import Settings
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 
 REDACTED = "[redacted]"
 SHORTEST = 6  # shorter values would redact ordinary words
+# The password of any URL (`redis://user:password@host`), whatever its length or spelling:
+# a REDIS_URL, an MCP server's or a model host's URL, in a log line, an error or doctor.
+URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/:@]*:)[^\s/@]+@", re.IGNORECASE)
 
 
 def configured_secrets(settings: Settings) -> list[str]:
@@ -39,7 +43,8 @@ def configured_secrets(settings: Settings) -> list[str]:
     ]
     found = [v.get_secret_value() for v in values if v is not None]
     if settings.redis.url:
-        found.append(urlsplit(settings.redis.url).password or "")
+        password = urlsplit(settings.redis.url).password or ""
+        found += [password, unquote(password)]  # as written, and as the client sends it
     if settings.mcp.config is not None:
         from agent.mcp.config import secrets_in
 
@@ -61,7 +66,7 @@ def _trigger_secrets(path: Path | None) -> list[str]:
 def redact(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         text = text.replace(secret, REDACTED)
-    return text
+    return URL_PASSWORD.sub(rf"\g<1>{REDACTED}@", text) if "://" in text else text
 
 
 class RedactingStream(io.TextIOBase):
