@@ -38,8 +38,9 @@ YES, NO, DECLINE = "Yes", "No", "Decline"
 MAX_MESSAGE = 500  # characters of a server's question shown
 MAX_VALUES = 10  # enum values offered as buttons
 _SECRET = re.compile(
-    r"pass(word|phrase|code)?|secret|token|api[\s_-]?key|private[\s_-]?key|credential|"
-    r"\bpin\b|\botp\b|2fa|mfa|cvv|card[\s_-]?number|ssn",
+    r"pass(word|phrase|code)?|\bpwd\b|secret|token|api[\s_-]?key|private[\s_-]?key|credential|"
+    r"\bpin\b|\botp\b|2fa|mfa|cvv|card[\s_-]?number|ssn|"
+    r"(verification|security|one[\s_-]?time|login|sign[\s_-]?in|auth\w*)[\s_-]?code",
     re.IGNORECASE,
 )
 SECRET_REFUSED = (
@@ -82,11 +83,15 @@ def _ask(
 ) -> dict[str, Any]:
     field = field if isinstance(field, dict) else {}
     label = " ".join(str(field.get(k) or "") for k in ("title", "description")).strip()
-    if _SECRET.search(name) or _SECRET.search(label) or field.get("format") == "password":
-        raise ToolError(SECRET_REFUSED.format(server=server, field=name))
     values = [str(v) for v in field.get("enum") or []]
     values += [str(o["const"]) for o in field.get("oneOf") or [] if isinstance(o, dict)]
     kind = field.get("type")
+    # A typed answer can carry whatever the question asks for: a field named `answer` under
+    # "Enter your password" is a request for a secret too. A button's value cannot be one.
+    typed = not values and kind != "boolean"
+    asked = [name, label, message] if typed else [name, label]
+    if any(_SECRET.search(text) for text in asked) or field.get("format") == "password":
+        raise ToolError(SECRET_REFUSED.format(server=server, field=name))
     if values:
         kind = "enum"
     elif kind not in ("boolean", "string", "number", "integer"):

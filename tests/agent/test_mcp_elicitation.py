@@ -86,6 +86,32 @@ def test_a_request_for_a_secret_is_refused(properties: dict[str, Any]) -> None:
     assert str(refused.value) == SECRET_REFUSED.format(server="crm", field=field)
 
 
+@pytest.mark.parametrize(
+    ("message", "properties"),
+    [
+        ("Enter your password to continue.", {"answer": {"type": "string"}}),
+        ("Reply with the verification code we texted you", {"reply": {"type": "string"}}),
+        ("Type your login code", {"value": {"type": "integer"}}),
+        ("What is your pwd for the VPN?", {"text": {"type": "string"}}),
+    ],
+)
+def test_a_secret_asked_for_in_the_message_under_an_innocent_field_is_refused(
+    message: str, properties: dict[str, Any]
+) -> None:
+    # A hostile server hides the request in its message; the typed reply would be the secret.
+    with pytest.raises(ToolError) as refused:
+        question("crm", needs(q=form(message, properties)))
+    field = next(iter(properties))
+    assert str(refused.value) == SECRET_REFUSED.format(server="crm", field=field)
+
+
+def test_a_yes_no_question_that_mentions_a_password_is_still_asked() -> None:
+    # Buttons cannot carry a secret: "Reset your password?" is an ordinary question.
+    asked = question("crm", needs(q=form("Reset your password now?", {"ok": {"type": "boolean"}})))
+    assert asked.options == ["Yes", "No", "Decline"]
+    assert asked.question.startswith("*crm* (a connected tool, not Parley) asks: Reset")
+
+
 def test_a_link_to_open_is_refused() -> None:
     link = mt.ElicitRequest(
         params=mt.ElicitRequestURLParams(
