@@ -42,6 +42,9 @@ class RunContext:
     # Side-effecting tools the user approved in advance for this run (a schedule's standing
     # permission): they run without asking again.
     standing: tuple[str, ...] = ()
+    # False when the run acts in the user's name without their asking (a trigger's owner):
+    # its text is anyone's, so neither their standing approvals nor their own accounts hold.
+    asked: bool = True
 
     @property
     def user_scope(self) -> str:

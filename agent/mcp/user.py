@@ -66,6 +66,8 @@ class UserServer:
         self.error: str | None = None
 
     async def tools_for(self, run: RunContext) -> list[Tool]:
+        if not run.asked:  # a trigger in someone's name never acts with their own account
+            return []
         token = await self.credentials.token(self.name, run)
         if token is None:
             return self._connect_first()

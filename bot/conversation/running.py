@@ -65,6 +65,7 @@ def run_context(event: Inbound) -> RunContext:
         else key.team_id or event.actor.team_id,
         is_direct=event.is_direct,
         user_name=event.actor.name,
+        asked=not (isinstance(event, InboundMessage) and event.kind == "triggered"),
     )
 
 

@@ -5,7 +5,8 @@ digest of the tool as it was shown when approved (`Tool.standing_digest`), where
 (the chat it was given in, without the thread, or `*` with
 `PARLEY_STANDING_APPROVAL_SCOPE=everywhere`) and when it ends (`PARLEY_STANDING_APPROVAL_TTL`
 after it was given). The hash expires with its newest approval. Only the requester's own
-approvals are ever read for their run, so one person's never covers another's request.
+approvals are ever read for their run, so one person's never covers another's request, and
+only for a run they asked for: a trigger acting in their name (`RunContext.asked`) is asked.
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ class StandingStore:
         return granted
 
     async def covers(self, context: RunContext, tool: str, digest: str) -> bool:
+        if not context.asked:  # a trigger in their name: its body may say anything
+            return False
         key = self.keys.standing(context.platform, context.user_id)
         ids = [_id(where, tool) for where in self._places(context)]
         for raw in await self.redis.hmget(key, ids):
