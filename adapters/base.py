@@ -205,6 +205,17 @@ class Button:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ProposedPlan:
+    """The plan an approval prompt asks about, for a platform that shows plans (Slack's plan
+    stream). The prompt's text still says exactly what will run; this only draws it."""
+
+    title: str
+    steps: tuple[tuple[str, str], ...]  # (tool, what the model says it does, defanged)
+    requester: str  # user id: who the plan is shown to as it is drawn (Slack's recipient)
+    team: str | None = None  # the requester's team
+
+
+@dataclass(frozen=True, kw_only=True)
 class Addressing:
     """How people address Parley on a platform, as its adapter declares it; every help and
     confirmation text is written with it."""
@@ -253,6 +264,7 @@ class OutboundMessage:
     # Platform mention tokens (Slack `<@U…>`, `<!here>`) that may ping people: the ones the
     # requester typed or Parley names itself. Any other mention in the text pings nobody.
     allowed_mentions: frozenset[str] = frozenset()
+    plan: ProposedPlan | None = None  # an approval prompt's plan, where the platform draws one
 
 
 class DownloadError(Exception):

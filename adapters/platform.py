@@ -93,9 +93,11 @@ class ChatAdapter(Protocol):
         message_id: str | None,
         state: SessionState,
         title: str | None = None,
+        initiator: str | None = None,
     ) -> None:
         """How the run stands, where the platform shows agent sessions; only a nicety.
-        `message_id`: the message a new run began with (None: the session goes on)."""
+        `message_id`: the message a new run began with (None: the session goes on);
+        `initiator`: the user who asked."""
         return None
 
 

@@ -54,6 +54,7 @@ from adapters.slack.delivery import delivery, observed
 from adapters.slack.format import messages, streamed_markdown
 from adapters.slack.inbound import SlackInbound
 from adapters.slack.ingress import SlackIngress
+from adapters.slack.plan_prompt import post_plan
 from adapters.slack.stream import SlackLive
 
 log = logging.getLogger(__name__)
@@ -181,7 +182,14 @@ class SlackAdapter(ChatAdapter):
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
         ts = ""
         with delivery(self.api):
-            for fallback, blocks in messages(message):
+            parts = messages(message)
+            if self._draws_plan(conversation, message, parts):
+                assert message.plan is not None
+                fallback, blocks = parts[0]
+                drawn = await post_plan(self.client, conversation, message.plan, fallback, blocks)
+                if drawn is not None:
+                    return MessageRef(conversation=conversation, message_id=drawn)
+            for fallback, blocks in parts:
                 url = message.reply_url if message.private_to else None
                 if url and await respond(url, self.config.api_url, fallback, blocks):
                     continue  # answered through the command's response_url
@@ -206,6 +214,19 @@ class SlackAdapter(ChatAdapter):
                     )
                     ts = str(response.get("ts") or "")
         return MessageRef(conversation=conversation, message_id=ts)
+
+    def _draws_plan(
+        self, conversation: ConversationKey, message: OutboundMessage, parts: list[Any]
+    ) -> bool:
+        """An approval prompt with a plan is a plan stream: on the agent surface, in a thread
+        (Slack streams only replies), seen by all (a stream is never ephemeral), one message."""
+        return (
+            message.plan is not None
+            and self.agent is not None
+            and conversation.thread_id is not None
+            and not message.private_to
+            and len(parts) == 1
+        )
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
         fallback, blocks = messages(message)[0]
@@ -317,10 +338,11 @@ class SlackAdapter(ChatAdapter):
         message_id: str | None,
         state: SessionState,
         title: str | None = None,
+        initiator: str | None = None,
     ) -> None:
-        """The run's agent session follows it (agent surface only)."""
+        """The run's agent session follows it (agent surface only); `initiator`: who asked."""
         if self.agent is not None:
-            await self.agent.session_status(conversation, message_id, state, title)
+            await self.agent.session_status(conversation, message_id, state, title, initiator)
 
 
 def _bolt_app(client: AsyncWebClient, signing_secret: str | None) -> AsyncApp:

@@ -183,12 +183,15 @@ class AgentSurface:
         message_id: str | None,
         state: SessionState,
         title: str | None,
+        initiator: str | None = None,
     ) -> None:
-        """`message_id`: the message that began a new run; None for a resumed one."""
+        """`message_id`: the message that began a new run; None for a resumed one.
+        `initiator`: who asked, named to Slack when the session is created."""
         thread = await self._session_thread(conversation, message_id)
         if thread is None:
             return
-        if message_id is not None and state == "working" and conversation.chat_id.startswith("D"):
+        creating = message_id is not None and state == "working"
+        if creating and conversation.chat_id.startswith("D"):
             self.anchors[conversation.id] = thread
             self.dm_sessions[(conversation.chat_id, thread)] = conversation.thread_id
             _bound(self.anchors)
@@ -201,6 +204,7 @@ class AgentSurface:
                     thread_ts=thread,
                     status=SLACK_STATUS[state],
                     title=_title(title) if title else None,
+                    initiator_user_id=initiator if creating else None,
                 )
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             log.info("no agent session status (%s)", _reason(exc))

@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Iterator
 
 import aiohttp
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 
 from adapters.base import DeliveryFailed, Undeliverable
 from adapters.health import ApiHealth
@@ -63,3 +63,10 @@ def delivery(health: ApiHealth) -> Iterator[None]:
 
 def _transient(exc: SlackApiError) -> bool:
     return exc.response.get("error") in _TRANSIENT or exc.response.status_code >= 500
+
+
+def error_code(exc: SlackClientError) -> str:
+    """Slack's error code for a log line, or the kind of client failure."""
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error") or "error")
+    return type(exc).__name__

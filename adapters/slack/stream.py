@@ -21,23 +21,18 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.errors import SlackClientError
 from slack_sdk.models.messages.chunk import Chunk, PlanUpdateChunk, TaskUpdateChunk
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage
+from adapters.slack.delivery import error_code as _error
 from adapters.slack.format import allowed_keys, streamed_markdown
 
 log = logging.getLogger(__name__)
 
 APPEND_LIMIT = 12_000  # characters of markdown_text Slack takes per call
-
-
-def _error(exc: SlackClientError) -> str:
-    if isinstance(exc, SlackApiError):
-        return str(exc.response.get("error") or "error")
-    return type(exc).__name__
 
 
 @dataclass(kw_only=True)

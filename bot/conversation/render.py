@@ -16,7 +16,15 @@ import re
 import unicodedata
 from typing import Any
 
-from adapters.base import Addressing, Button, Inbound, InboundMessage, OutboundMessage, mention
+from adapters.base import (
+    Addressing,
+    Button,
+    Inbound,
+    InboundMessage,
+    OutboundMessage,
+    ProposedPlan,
+    mention,
+)
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome, PlanStep
 from bot.runtime.decisions import Decision
 
@@ -26,6 +34,7 @@ ALWAYS = "always"  # approve, and from now on run these tools without asking (st
 MEMORY_ACTION = "mem"
 FOLD_AT = 300  # characters of one argument shown in the prompt; the whole value comes before it
 NOTE_LIMIT = 200  # characters of the model's own description of a call or plan
+PROPOSED_PLAN = "Proposed plan"  # a plan's title where it is drawn, before any goal
 
 BUTTON_GONE = "This button has expired. Send me your request again if you still need it."
 REQUEST_EXPIRED = "This request has expired. Ask me again if you still need it."
@@ -166,7 +175,22 @@ def approval_message(outcome: AwaitingApproval, decision_id: str | None) -> Outb
         label = "Always for this tool" if one else "Always for these tools"
         buttons.insert(1, Button(label=label, value=ALWAYS))
     return OutboundMessage(
-        text=approval_text(outcome), buttons=tuple(buttons), decision_id=decision_id
+        text=approval_text(outcome),
+        buttons=tuple(buttons),
+        decision_id=decision_id,
+        plan=proposed_plan(outcome),
+    )
+
+
+def proposed_plan(outcome: AwaitingApproval) -> ProposedPlan:
+    """The plan as a platform may draw it above the prompt: each step's tool (what runs), the
+    model's words about it defanged, like every other line of theirs."""
+    context, goal = outcome.state.context, outcome.plan.goal
+    return ProposedPlan(
+        title=f"{PROPOSED_PLAN}: {defang(goal)}" if goal else PROPOSED_PLAN,
+        steps=tuple((step.tool, defang(step.description or "")) for step in outcome.plan.steps),
+        requester=context.user_id,
+        team=context.team_id,
     )
 
 

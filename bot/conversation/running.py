@@ -343,7 +343,8 @@ async def _session(
     """Tell a platform with agent sessions (Slack) how the run stands; only a nicety.
     `message_id`: the message a new run began with (None: the session goes on)."""
     try:
-        await adapter.session_status(event.conversation, message_id, state, title)
+        initiator = event.actor.user_id
+        await adapter.session_status(event.conversation, message_id, state, title, initiator)
     except Exception:
         log.debug("no session status in %s", event.conversation.id)
 

@@ -275,6 +275,7 @@ class Outbox:
             fields = dict(parked["message"])
             fields["buttons"] = tuple(Button(**button) for button in fields["buttons"])
             fields["allowed_mentions"] = frozenset(fields.get("allowed_mentions") or ())
+            fields.pop("plan", None)  # a prompt delivered late is the plain prompt: no plan drawn
             message = OutboundMessage(**fields)
         except (ValueError, LookupError, TypeError, AssertionError) as exc:
             # one unreadable record must not hold up every other parked reply

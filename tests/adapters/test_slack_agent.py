@@ -6,6 +6,7 @@ is an agent session whose status follows the run, and the native stop ends a run
 from __future__ import annotations
 
 import asyncio
+import json
 
 from agent.tools import ToolRegistry, tool
 from tests.adapters.test_slack import Slack, slack_bot, until
@@ -58,6 +59,10 @@ async def test_each_objective_is_a_session_whose_status_follows_the_run(redis) -
         await s.harness.settle()
         session = s.fake.sessions[("CGEN", asked["ts"])]
         assert session.title == "plan the offsite agenda"
+        assert session.initiator == "UANA"  # named once, as the session was created
+        (created, *later) = s.fake.method_calls("agents.sessions.setStatus")
+        assert created.body["initiator_user_id"] == "UANA"
+        assert all("initiator_user_id" not in call.body for call in later)
         assert session.statuses == ["processing", "suspended"]  # waiting for the answer
 
         await s.event(fs.channel_message("UANA", "Next", thread_ts=asked["ts"]))
@@ -206,7 +211,8 @@ async def test_an_approved_plan_shows_as_a_plan_update_whose_steps_move_on(redis
             "plan-2": ("Announce in #random", "complete"),
         }
         # the stream opened with the plan, as Slack's chunks name it; the first step running
-        (start,) = s.fake.method_calls("chat.startStream")
+        proposal, start = s.fake.method_calls("chat.startStream")  # the prompt's, then the run's
+        assert proposal.body["chunks"][0]["title"] == "Proposed plan: Announce the offsite"
         assert start.body["task_display_mode"] == "plan"
         chunks = start.body["chunks"]
         assert chunks[0] == {"type": "plan_update", "title": "Announce the offsite"}
@@ -245,13 +251,14 @@ async def test_a_refused_plan_update_still_delivers_the_answer_once(redis) -> No
         [turn(call("post_update", channel="CGEN")), reply("Posted.")], latency=0.6
     )
     async with slack_bot(redis, model) as s:
-        s.fake.refuse_stream("chat.startStream", "invalid_chunks")  # the plan, on its way
         asked = fs.mention_event("UANA", "post the update")
-        await s.event(asked)  # a plan to approve first: no stream yet
+        await s.event(asked)  # a plan to approve first: no answer stream yet
+        await until(lambda: bool(s.fake.in_channel("CGEN", asked["ts"])), within=10)
+        s.fake.refuse_stream("chat.startStream", "invalid_chunks")  # the plan, on its way
         await pressed(s, "CGEN", asked["ts"])
         posts = s.fake.in_channel("CGEN", asked["ts"])
         assert [p.text for p in posts[1:]] == ["Posted."]  # once, whole
-        (tried,) = s.fake.method_calls("chat.startStream")  # the plan, refused
+        _, tried = s.fake.method_calls("chat.startStream")  # the approved plan, refused
         assert tried.body["chunks"][0]["type"] == "plan_update"
         assert not posts[-1].streaming
 
@@ -267,3 +274,169 @@ async def test_the_assistant_surface_streams_no_task_updates(redis) -> None:
         await s.harness.settle()
         (answer,) = s.fake.in_channel("DANA", session)
         assert answer.text == "It is 42." and answer.tasks == {}
+
+
+# --- a proposed plan, before approval: the prompt is a plan stream ----------------------------
+
+
+async def proposed(s: Slack, channel: str, thread: str) -> fs.Post:
+    """The one approval prompt in the thread, once it is there."""
+    await until(lambda: bool(s.fake.in_channel(channel, thread)), within=10)
+    await s.harness.settle()
+    (prompt,) = s.fake.in_channel(channel, thread)
+    return prompt
+
+
+def plan_model(*after: object) -> ScriptedModel:
+    steps = turn(call("propose_plan", goal="Announce the offsite", steps=PLAN))
+    return ScriptedModel([steps, *after], latency=0.1)  # type: ignore[list-item]
+
+
+async def test_a_proposed_plan_is_shown_as_a_plan_with_the_exact_calls_and_buttons(redis) -> None:
+    model = plan_model(
+        turn(call("post_update", channel="CGEN"), call("post_update", channel="CRANDOM")),
+        reply("Both announced."),
+    )
+    async with slack_bot(redis, model) as s:
+        asked = fs.mention_event("UANA", "announce the offsite everywhere")
+        await s.event(asked)
+        prompt = await proposed(s, "CGEN", asked["ts"])
+        # one streamed message in plan display: the plan, each step pending, named by its tool
+        assert prompt.display == "plan" and not prompt.streaming
+        assert prompt.plan == "Proposed plan: Announce the offsite"
+        assert prompt.tasks == {
+            "proposed-1": ("post_update", "pending"),
+            "proposed-2": ("post_update", "pending"),
+        }
+        (start,) = s.fake.method_calls("chat.startStream")
+        assert (start.body["recipient_user_id"], start.body["recipient_team_id"]) == ("UANA", "T1")
+        details = [c.get("details") for c in start.body["chunks"][1:]]
+        assert details == [
+            "described as: Announce in #general",
+            "described as: Announce in #random",
+        ]
+        # below it, the prompt as it always was: what exactly runs, and the buttons
+        assert "I'd like to do these steps" in prompt.body
+        assert '"CGEN"' in prompt.body and '"CRANDOM"' in prompt.body
+        assert [b["text"]["text"] for b in prompt.buttons] == ["Approve", "Reject"]
+        assert not s.fake.method_calls("chat.postMessage")  # the prompt came once
+        # the session waits for the decision (the stop says so; Slack's default is "active")
+        assert s.fake.sessions[("CGEN", asked["ts"])].statuses[-1] == "suspended"
+
+        answer = await pressed(s, "CGEN", asked["ts"])
+        assert answer.text == "Both announced." and answer.plan == "Announce the offsite"
+        assert set(answer.tasks.values()) == {
+            ("Announce in #general", "complete"),
+            ("Announce in #random", "complete"),
+        }
+        # the prompt says who approved; its buttons and its pending steps are gone
+        decided = s.fake.in_channel("CGEN", asked["ts"])[0]
+        assert decided.ts == prompt.ts and decided.edits == 1
+        assert "✅ Approved by <@UANA>" in decided.body
+        assert decided.buttons == [] and decided.tasks == {} and decided.plan is None
+
+
+async def test_a_rejected_plan_says_so_and_shows_no_step_as_still_to_run(redis) -> None:
+    async with slack_bot(redis, plan_model(reply("Fine, I won't."))) as s:
+        asked = fs.mention_event("UANA", "announce it")
+        await s.event(asked)
+        prompt = await proposed(s, "CGEN", asked["ts"])
+        assert prompt.plan is not None and len(prompt.tasks) == 2
+        answer = await pressed(s, "CGEN", asked["ts"], "Reject")
+        assert answer.text == "Fine, I won't." and answer.plan is None
+        decided = s.fake.in_channel("CGEN", asked["ts"])[0]
+        assert "❌ Rejected by <@UANA>" in decided.body
+        assert decided.tasks == {} and decided.plan is None and decided.buttons == []
+
+
+async def test_someone_elses_press_on_a_plan_is_refused_and_nothing_runs(redis) -> None:
+    ran: list[str] = []
+
+    @tool(side_effects=True, describe=lambda a: f"Post to {a['channel']}")
+    async def post_update(channel: str) -> str:
+        """Post an update."""
+        ran.append(channel)
+        return "posted"
+
+    registry = ToolRegistry()
+    registry.register(post_update)
+    model = ScriptedModel([turn(call("post_update", channel="CGEN")), reply("Posted.")])
+    async with slack_bot(redis, model) as s:
+        s.harness.runtime.executor.agent.tools = registry
+        asked = fs.mention_event("UANA", "post the update")
+        await s.event(asked)
+        prompt = await proposed(s, "CGEN", asked["ts"])
+        assert prompt.plan == "Proposed plan" and prompt.buttons
+        await s.form(fs.block_action(prompt, "Approve", user="UMAL"))
+        await asyncio.sleep(0.5)
+        await s.harness.settle()
+        assert ran == [] and len(model.turn_requests) == 1
+        assert s.fake.in_channel("CGEN", asked["ts"])[0].buttons  # still waiting for Ana
+
+
+async def test_a_refused_plan_stream_posts_the_prompt_once_with_its_buttons(redis) -> None:
+    model = plan_model(
+        turn(call("post_update", channel="CGEN"), call("post_update", channel="CRANDOM")),
+        reply("Both announced."),
+    )
+    async with slack_bot(redis, model) as s:
+        s.fake.refuse_stream("chat.startStream", "not_allowed_token_type")
+        asked = fs.mention_event("UANA", "announce the offsite everywhere")
+        await s.event(asked)
+        prompt = await proposed(s, "CGEN", asked["ts"])
+        assert prompt.display is None and prompt.tasks == {}  # the ordinary prompt
+        assert [b["text"]["text"] for b in prompt.buttons] == ["Approve", "Reject"]
+        assert len(s.fake.method_calls("chat.postMessage")) == 1
+        answer = await pressed(s, "CGEN", asked["ts"])
+        assert answer.text == "Both announced."
+
+
+async def test_a_refused_end_of_the_plan_stream_still_leaves_one_prompt_with_buttons(
+    redis,
+) -> None:
+    async with slack_bot(redis, plan_model(reply("Fine, I won't."))) as s:
+        s.fake.refuse_stream("chat.stopStream", "ratelimited")
+        asked = fs.mention_event("UANA", "announce it")
+        await s.event(asked)
+        prompt = await proposed(s, "CGEN", asked["ts"])
+        # replaced by chat.update: the prompt's text and buttons, in the one message
+        assert [b["text"]["text"] for b in prompt.buttons] == ["Approve", "Reject"]
+        assert "I'd like to do these steps" in prompt.body
+        assert not s.fake.method_calls("chat.postMessage")
+        answer = await pressed(s, "CGEN", asked["ts"], "Reject")
+        assert answer.text == "Fine, I won't."
+
+
+async def test_a_plan_whose_update_is_refused_too_is_taken_back_and_posted_once(redis) -> None:
+    async with slack_bot(redis, plan_model(reply("Fine, I won't."))) as s:
+        s.fake.refuse_stream("chat.stopStream", "ratelimited")
+        s.fake.answer_error("chat.update", "cant_update_message")
+        asked = fs.mention_event("UANA", "announce it")
+        await s.event(asked)
+        prompt = await proposed(s, "CGEN", asked["ts"])
+        assert prompt.display is None and prompt.buttons  # the ordinary prompt, alone
+        assert [p.plan for p in s.fake.deleted] == ["Proposed plan: Announce the offsite"]
+
+
+async def test_a_plan_in_a_direct_message_without_a_thread_is_the_ordinary_prompt(redis) -> None:
+    async with slack_bot(redis, plan_model(reply("Fine, I won't."))) as s:
+        await s.event(fs.dm_event("UANA", "announce it"))
+        await until(lambda: bool(s.fake.in_channel("DANA")), within=10)
+        await s.harness.settle()
+        (prompt,) = s.fake.in_channel("DANA")
+        assert prompt.thread_ts is None and prompt.buttons  # where it was asked, not a thread
+        assert not s.fake.method_calls("chat.startStream")
+
+
+async def test_the_models_words_in_a_drawn_plan_cannot_ping_anyone(redis) -> None:
+    steps = [{"tool": "post_update", "args": {"channel": "CGEN"}, "description": "<!channel> go"}]
+    model = ScriptedModel(
+        [turn(call("propose_plan", goal="Ping <@UBOSS> now", steps=steps)), reply("ok")],
+    )
+    async with slack_bot(redis, model) as s:
+        asked = fs.mention_event("UANA", "announce it")
+        await s.event(asked)
+        await proposed(s, "CGEN", asked["ts"])
+        (start,) = s.fake.method_calls("chat.startStream")
+        drawn = json.dumps(start.body["chunks"], ensure_ascii=False)
+        assert "<!channel>" not in drawn and "<@UBOSS>" not in drawn

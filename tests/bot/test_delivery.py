@@ -8,11 +8,18 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 import redis.asyncio as aioredis
 
-from adapters.base import ConversationKey, DeliveryFailed, OutboundMessage
+from adapters.base import (
+    Button,
+    ConversationKey,
+    DeliveryFailed,
+    OutboundMessage,
+    ProposedPlan,
+)
 from adapters.slack import SlackAdapter, SlackConfig
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.builtin_tools import builtin_registry
@@ -243,3 +250,17 @@ async def test_an_unreadable_parked_reply_does_not_hold_up_the_others(
     assert adapter.texts(chat) == ["Back again."]
     assert adapter.posted[0].message.allowed_mentions == frozenset({"<@U1>"})
     assert await redis.zcard(keys.undelivered) == 0
+
+
+async def test_a_parked_plan_prompt_comes_back_as_the_plain_prompt(redis: aioredis.Redis) -> None:
+    keys = Keys()
+    outbox = Outbox(redis, keys, ttl=60, backoff=0.0)
+    adapter = RecordingAdapter()
+    chat = dm()
+    plan = ProposedPlan(title="Proposed plan", steps=(("send_email", "Email Bo"),), requester="1")
+    buttons = (Button(label="Approve", value="approve"), Button(label="Reject", value="reject"))
+    prompt = OutboundMessage(text="May I?", buttons=buttons, decision_id="D1", plan=plan)
+    await outbox.undelivered("p:outcome", chat, prompt, DeliveryFailed("502"))
+    assert await outbox.redeliver({"telegram": adapter}) == 1
+    (again,) = adapter.posted
+    assert again.message == replace(prompt, plan=None)  # the buttons, with no plan to draw

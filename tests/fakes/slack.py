@@ -11,11 +11,13 @@ the chat streaming methods (chat.startStream / appendStream / stopStream, with S
 refusals: a channel stream without `recipient_team_id` or `recipient_user_id`,
 `user_not_found` for the users in `fake.external_users` (Slack Connect), a stream that is not
 streaming any more; `fake.refuse_stream("chat.appendStream", "ratelimited")` scripts one),
-task_update and plan_update chunks (`post.tasks`, `post.plan`, `post.display`),
+task_update and plan_update chunks (`post.tasks`, `post.plan`, `post.display`; chat.stopStream's
+`blocks` go below them and its `session_status` joins the session's statuses; a chat.update
+with blocks replaces the message, its plan and tasks too),
 assistant.threads.setStatus / setSuggestedPrompts / setTitle (suggested prompts without a
 thread: pinned to the Messages tab, as under `agent_view`), the agent session methods
 agents.sessions.setStatus (one of Slack's four statuses; `fake.sessions[(channel, thread)]`
-keeps each session's status history and title) and agents.sessions.rename,
+keeps each session's status history, title and initiator) and agents.sessions.rename,
 usergroups.users.list and apps.connections.open (whose URL is
 this server's `/socket` WebSocket: `await fake.socket_send(envelope)` pushes a Socket Mode
 envelope to the connected app and `fake.socket_acks` collects its acks), and for context
@@ -56,6 +58,7 @@ AGENT_STATUSES = ("processing", "active", "suspended", "closed")
 class AgentSession:
     statuses: list[str] = field(default_factory=list)
     title: str = ""
+    initiator: str | None = None  # initiator_user_id, given when the session is created
 
 
 @dataclass
@@ -270,6 +273,8 @@ class FakeSlack(FakeServer):
         for post in self.posts:
             if post.channel == params["channel"] and post.ts == params["ts"]:
                 post.text = str(params.get("text", ""))
+                if params.get("blocks"):  # new blocks replace all of it, a streamed plan too
+                    post.tasks, post.plan = {}, None
                 post.blocks = list(params.get("blocks") or [])
                 post.edits += 1
                 return {"ok": True, "channel": post.channel, "ts": post.ts}
@@ -370,8 +375,15 @@ class FakeSlack(FakeServer):
             return post
         if refused := self._chunk_tasks(post, params):
             return refused
+        status = params.get("session_status")
+        if status is not None and status not in AGENT_STATUSES:
+            return {"ok": False, "error": "invalid_arguments"}
         post.text += self._chunk_text(params)
+        post.blocks = list(params.get("blocks") or [])  # below the streamed content
         post.streaming = False
+        if status is not None and post.thread_ts is not None:
+            key = (post.channel, post.thread_ts)
+            self.sessions.setdefault(key, AgentSession()).statuses.append(str(status))
         return {
             "ok": True,
             "channel": post.channel,
@@ -399,6 +411,8 @@ class FakeSlack(FakeServer):
         session.statuses.append(str(status))
         if params.get("title") and not session.title:
             session.title = str(params["title"])  # a title is given on creation
+        if params.get("initiator_user_id") and session.initiator is None:
+            session.initiator = str(params["initiator_user_id"])
         return {"ok": True, "status": status, "title": session.title}
 
     async def _m_agents_sessions_rename(self, params: dict[str, Any]) -> dict[str, Any]:
