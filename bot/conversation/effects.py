@@ -132,6 +132,12 @@ class Settle:
 
 
 @dataclass(frozen=True, kw_only=True)
+class EndSession:
+    """Nothing runs or waits here: the platform's agent session ends (Slack: closed), so a stop
+    pressed when nothing runs does not leave it showing "processing"."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Run:
     """Start a run on the message (thread context and files gathered first); `Ran` follows."""
 
@@ -237,4 +243,5 @@ Effect = (
     | ListConnections
     | ConnectionButton
     | ScheduleButton
+    | EndSession
 )

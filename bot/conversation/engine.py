@@ -42,6 +42,7 @@ from bot.conversation.effects import (
     ConnectionButton,
     Edit,
     Effect,
+    EndSession,
     Event,
     Follow,
     Forget,
@@ -227,7 +228,8 @@ def _command(
         return [Send(message=unknown)]
     if session.status == "idle":  # a stop that came while a run worked says how it ended
         late = late_stop(session, event, entry, policy.approvers)
-        return [Send(message=late) if late else _say(NOTHING_TO_CANCEL)]
+        # nothing ran when it was sent: a session still shown as working ends with it
+        return [Send(message=late)] if late else [EndSession(), _say(NOTHING_TO_CANCEL)]
     decision = _live(session, pending, policy)
     if decision is None:
         return [Settle(abandon=CANCELLED_NOTE), _say(CANCELLED)]

@@ -229,6 +229,8 @@ class Executor:
                 advance(session, "settle")
             case fx.Follow():
                 session.following = True
+            case fx.EndSession():
+                await session_ended(reply.adapter, turn.event)
             case fx.Run():
                 return await self._run(turn)
             case fx.Resume():

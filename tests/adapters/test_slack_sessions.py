@@ -195,3 +195,20 @@ async def test_a_native_stop_mid_stream_leaves_one_message_saying_what_was_stopp
             "⏹ Stopped: “write about the tides”. Nothing more will run for it."
         ]
         assert s.fake.sessions[("CGEN", asked["ts"])].statuses == ["processing", "closed"]
+
+
+async def test_a_native_stop_when_nothing_runs_closes_a_session_left_processing(redis) -> None:
+    async with slack_bot(redis, ScriptedModel([reply("Done.")], latency=0.5)) as s:
+        asked = fs.mention_event("UANA", "tidy the backlog")
+        await s.event(asked)
+        key = ("CGEN", asked["ts"])
+        await until(lambda: key in s.fake.sessions)
+        s.fake.answer_error("agents.sessions.setStatus", "internal_error")  # the end: a blip
+        await until(lambda: bool(s.fake.in_channel(*key)), within=10)
+        await s.harness.settle()
+        assert s.fake.sessions[key].statuses == ["processing"]  # Slack still shows it working
+        await s.event(fs.agent_session_stopped("UANA", *key))
+        await until(lambda: len(s.fake.in_channel(*key)) == 2, within=10)
+        await s.harness.settle()
+        assert s.fake.in_channel(*key)[-1].text == "There's nothing to cancel."
+        assert s.fake.sessions[key].statuses == ["processing", "closed"]

@@ -188,7 +188,7 @@ RECEIVED = [
         "idle",
         "none",
         say("requester", command="cancel"),
-        ["send reply: There's nothing to cancel."],
+        ["endsession", "send reply: There's nothing to cancel."],
     ),
     (
         "awaiting_approval",
