@@ -254,7 +254,7 @@ async def test_an_unreadable_parked_reply_does_not_hold_up_the_others(
 
 async def test_a_parked_plan_prompt_comes_back_as_the_plain_prompt(redis: aioredis.Redis) -> None:
     keys = Keys()
-    outbox = Outbox(redis, keys, ttl=60, backoff=0.0)
+    outbox = Outbox(redis, keys, ttl=60, lost_text=LOST_TEXT, backoff=0.0)
     adapter = RecordingAdapter()
     chat = dm()
     plan = ProposedPlan(title="Proposed plan", steps=(("send_email", "Email Bo"),), requester="1")
