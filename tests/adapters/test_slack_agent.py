@@ -9,7 +9,7 @@ import asyncio
 import json
 
 from agent.tools import ToolRegistry, tool
-from tests.adapters.test_slack import Slack, slack_bot, until
+from tests.adapters.test_slack import RAN, Slack, slack_bot, until
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.test_stop import Hanging
 from tests.fakes import slack as fs
@@ -350,19 +350,9 @@ async def test_a_rejected_plan_says_so_and_shows_no_step_as_still_to_run(redis) 
 
 
 async def test_someone_elses_press_on_a_plan_is_refused_and_nothing_runs(redis) -> None:
-    ran: list[str] = []
-
-    @tool(side_effects=True, describe=lambda a: f"Post to {a['channel']}")
-    async def post_update(channel: str) -> str:
-        """Post an update."""
-        ran.append(channel)
-        return "posted"
-
-    registry = ToolRegistry()
-    registry.register(post_update)
+    RAN.clear()
     model = ScriptedModel([turn(call("post_update", channel="CGEN")), reply("Posted.")])
     async with slack_bot(redis, model) as s:
-        s.harness.runtime.executor.agent.tools = registry
         asked = fs.mention_event("UANA", "post the update")
         await s.event(asked)
         prompt = await proposed(s, "CGEN", asked["ts"])
@@ -370,7 +360,7 @@ async def test_someone_elses_press_on_a_plan_is_refused_and_nothing_runs(redis) 
         await s.form(fs.block_action(prompt, "Approve", user="UMAL"))
         await asyncio.sleep(0.5)
         await s.harness.settle()
-        assert ran == [] and len(model.turn_requests) == 1
+        assert RAN == [] and len(model.turn_requests) == 1
         assert s.fake.in_channel("CGEN", asked["ts"])[0].buttons  # still waiting for Ana
 
 
