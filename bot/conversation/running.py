@@ -204,8 +204,10 @@ class Runner:
                         await show(status)
                 return
             if update.kind == "tool_progress":  # the tool's own status line
+                if private:  # its words may carry what it reads; the slow-run timer shows latest
+                    return
                 latest[:] = [update.detail.get("status", "")]
-                if showing and not private:
+                if showing:
                     await show(latest[0])
                 return
             if stream is not None and update.kind in ("tool_started", "tool_finished"):
