@@ -430,3 +430,19 @@ async def test_the_models_words_in_a_drawn_plan_cannot_ping_anyone(redis) -> Non
         (start,) = s.fake.method_calls("chat.startStream")
         drawn = json.dumps(start.body["chunks"], ensure_ascii=False)
         assert "<!channel>" not in drawn and "<@UBOSS>" not in drawn
+
+
+async def test_slack_failing_while_the_plan_is_drawn_and_back_gives_one_prompt(redis) -> None:
+    async with slack_bot(redis, plan_model(reply("Fine, I won't."))) as s:
+        # Slack's trouble: the stream and the plain prompt both fail once, then it is back
+        s.fake.answer_error("chat.startStream", "internal_error", status=500)
+        s.fake.answer_error("chat.postMessage", "internal_error", status=500)
+        asked = fs.mention_event("UANA", "announce it")
+        await s.event(asked)
+        prompt = await proposed(s, "CGEN", asked["ts"])
+        assert prompt.plan == "Proposed plan: Announce the offsite" and not prompt.streaming
+        assert [b["text"]["text"] for b in prompt.buttons] == ["Approve", "Reject"]
+        assert len(s.fake.method_calls("chat.startStream")) == 2  # tried again, whole
+        answer = await pressed(s, "CGEN", asked["ts"], "Reject")
+        assert answer.text == "Fine, I won't."
+        assert "❌ Rejected by <@UANA>" in s.fake.in_channel("CGEN", asked["ts"])[0].body
