@@ -13,6 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from tests.fakes.telegram import FakeTelegram
 from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +46,13 @@ def can_make_read_only_mounts() -> bool:
 )
 @pytest.mark.parametrize("role", ["worker", "gateway"])
 async def test_parley_runs_on_a_read_only_root(role: str, redis_url: str, tmp_path: Path) -> None:
+    async with FakeTelegram() as telegram:  # a gateway is ready only with a platform to serve
+        await runs_on_a_read_only_root(role, redis_url, tmp_path, telegram)
+
+
+async def runs_on_a_read_only_root(
+    role: str, redis_url: str, tmp_path: Path, telegram: FakeTelegram
+) -> None:
     home, tmp = tmp_path / "home", tmp_path / "tmp"
     home.mkdir()
     tmp.mkdir()
@@ -61,6 +69,8 @@ async def test_parley_runs_on_a_read_only_root(role: str, redis_url: str, tmp_pa
         "OLLAMA_HOST": f"http://127.0.0.1:{free_port()}",
         "VENV": VENV,
         "PROJECT": str(ROOT),
+        "TELEGRAM_BOT_TOKEN": telegram.token,
+        "TELEGRAM_API_URL": telegram.url,
     }
     process = await asyncio.create_subprocess_exec(
         "unshare",
