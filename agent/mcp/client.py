@@ -158,7 +158,8 @@ class McpServer:
         self._attempt += 1
         self._connecting = True
         self._broken = self._relist = False
-        self._set_state("starting")
+        if self.state != "down":  # a retry after a failure is still down until it connects
+            self._set_state("starting")
         async with AsyncExitStack() as stack:
             async with asyncio.timeout(self.timing.start_timeout):
                 read, write = await stack.enter_async_context(self._transport(stack))

@@ -350,7 +350,9 @@ class Executor:
         if own is not None:
             turn.header, gathered = own.header, own.gathered(event)
         else:
-            gathered = await self.runner.gather(event, turn.reply, following=history is not None)
+            # a thread followed since a bare mention is taken part in as much as one with a run
+            following = history is not None or session.following
+            gathered = await self.runner.gather(event, turn.reply, following=following)
         if not gathered.usable:
             return None
         context = await context_for(turn.reply.adapter, event, own.standing if own else ())

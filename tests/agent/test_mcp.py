@@ -3,6 +3,7 @@ driven through the agent with the scripted model."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -170,6 +171,26 @@ async def test_streamable_http_with_a_bearer_token(ctx: RunContext) -> None:
             outcome = await agent(model, box).run("look beta up", ctx)
     assert isinstance(outcome, Finished)
     assert "value of beta" in model.requests[1].messages[-1].content[0].content
+
+
+async def test_a_refused_server_stays_down_while_it_is_retried() -> None:
+    # a retry is not a start: health said "starting" for a server refusing every attempt
+    fast = Timing(start_timeout=30, call_timeout=30, retry_base=0.01, retry_max=0.01)
+    with http_server("s3cret") as url:
+        bad = ServerConfig(url=url, headers={"Authorization": "Bearer wrong"})
+        box = McpToolbox(McpConfig(mcpServers={"intruder": bad}), fast)
+        await box.start()
+        try:
+            server = box.servers["intruder"]
+            seen = [server.state]
+            async with asyncio.timeout(30):
+                while server._attempt < 5:  # each state the retries pass through
+                    await server._change.wait()
+                    seen.append(server.state)
+        finally:
+            await box.stop()
+    assert seen[0] == "down" and server.error  # refused: never connected
+    assert set(seen) == {"down"}
 
 
 async def test_a_server_that_cannot_start_leaves_the_others_working(ctx: RunContext) -> None:

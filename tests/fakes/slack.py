@@ -113,7 +113,6 @@ class FakeSlack(FakeServer):
         self.refusals: dict[str, list[str]] = {}
         self._sockets: list[web.WebSocketResponse] = []
         self._connected = asyncio.Event()
-        self._ts = itertools.count(100)
         self.add("POST", "/api/*", self._method)
         self.add("GET", "/api/*", self._method)
         self.add("GET", "/files-pri/*", self._file)
@@ -239,7 +238,7 @@ class FakeSlack(FakeServer):
         }
 
     def _new_ts(self) -> str:
-        return f"{int(time.time())}.{next(self._ts):06d}"
+        return message_ts()  # one clock with the events: a later post sorts later, as on Slack
 
     async def _m_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         post = Post(
