@@ -105,7 +105,8 @@ class LiveMessage(Protocol):
     """An answer shown while it is written; `finish` delivers the whole of it exactly once.
 
     `show`, `reset` and `discard` never raise: a platform that refuses to stream only means
-    the answer arrives whole at `finish`, which falls back to an ordinary message.
+    the answer arrives whole at `finish`, which falls back to an ordinary message. Live
+    messages subclass it; the capabilities after the required methods have defaults.
     """
 
     @property
@@ -127,3 +128,20 @@ class LiveMessage(Protocol):
 
     async def finish(self, message: OutboundMessage) -> MessageRef:
         """Deliver the final message: finish or replace the growing one, or post it."""
+
+    # --- capabilities, declared with the default of a platform that lacks them ---------------
+
+    @property
+    def shows_steps(self) -> bool:
+        """Whether it shows the run's tool steps and an approved plan (Slack's task updates).
+        Without it the stream neither calls `plan` and `task` nor reads or records anything
+        for them."""
+        return False
+
+    async def plan(self, title: str, steps: list[tuple[str, str, str]]) -> None:
+        """A plan being carried out: its title and steps (id, title, status); never raises."""
+        return None
+
+    async def task(self, task_id: str, title: str, status: str) -> None:
+        """A tool step of the run, pending, in_progress, complete or error; never raises."""
+        return None

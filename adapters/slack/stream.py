@@ -27,6 +27,7 @@ from slack_sdk.web.async_chat_stream import AsyncChatStream
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage
+from adapters.platform import LiveMessage
 from adapters.slack.delivery import error_code as _error
 from adapters.slack.format import allowed_keys, streamed_markdown
 
@@ -36,7 +37,7 @@ APPEND_LIMIT = 12_000  # characters of markdown_text Slack takes per call
 
 
 @dataclass(kw_only=True)
-class SlackLive:
+class SlackLive(LiveMessage):
     client: AsyncWebClient
     # the adapter's own post and edit, for an answer that cannot end as a stream
     send: Callable[[ConversationKey, OutboundMessage], Awaitable[MessageRef]]
@@ -58,6 +59,10 @@ class SlackLive:
     @property
     def min_interval(self) -> float:
         return 0.0  # the caller's interval keeps appends well inside Slack's limits
+
+    @property
+    def shows_steps(self) -> bool:
+        return self.tasks
 
     async def show(self, text: str) -> None:
         text = streamed_markdown(text, allowed_keys(self.allowed_mentions), final=False)

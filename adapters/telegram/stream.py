@@ -24,6 +24,7 @@ from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.ext import ExtBot
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage, Undeliverable
+from adapters.platform import LiveMessage
 from adapters.telegram.buttons import keyboard
 from adapters.telegram.refs import Placed, read, write
 
@@ -72,7 +73,7 @@ class Poster(Protocol):
 
 
 @dataclass(kw_only=True)
-class TelegramLive:
+class TelegramLive(LiveMessage):
     poster: Poster
     conversation: ConversationKey
     draft: bool  # a private chat: stream as drafts

@@ -192,8 +192,7 @@ class AnswerStream:
     async def _task(self, event: ProgressEvent) -> None:
         """A tool step as a task of the live message, where the platform shows tasks (Slack's
         task updates): once the run has worked for `first_show`, recorded like shown text."""
-        task = getattr(self.live, "task", None)
-        if task is None or event.tool is None or self.mode not in ("unknown", "live"):
+        if not self.live.shows_steps or event.tool is None or self.mode not in ("unknown", "live"):
             return
         if event.kind == "tool_started":
             step = next(
@@ -219,16 +218,15 @@ class AnswerStream:
             if self.mode != "live":
                 return
         if not await self._show_plan():  # a plan shown now shows this step as it stands
-            await task(task_id, step.title if step else event.tool, status)
+            await self.live.task(task_id, step.title if step else event.tool, status)
         await self._record_live()
 
     async def _show_plan(self) -> bool:
         """The plan as it stands, once, before anything else is shown; whether it went now."""
-        show = getattr(self.live, "plan", None)
-        if self.plan is None or self._plan_shown or show is None:
+        if self.plan is None or self._plan_shown or not self.live.shows_steps:
             return False
         self._plan_shown = True
-        await show(self.plan.title, [(p.id, p.title, p.status) for p in self._plan])
+        await self.live.plan(self.plan.title, [(p.id, p.title, p.status) for p in self._plan])
         return True
 
     async def _read_key(self) -> None:

@@ -29,7 +29,7 @@ from adapters.base import (
     OutboundMessage,
     Platform,
 )
-from adapters.platform import ChatAdapter
+from adapters.platform import ChatAdapter, LiveMessage
 from bot.conversation.engine import STATUS_LINES
 from bot.conversation.render import APPROVE, MEMORY_ACTION
 from bot.wiring.console_format import Printed, terminal_text
@@ -129,7 +129,7 @@ class ConsoleView:
 
 
 @dataclass(kw_only=True)
-class ConsoleLive:
+class ConsoleLive(LiveMessage):
     """The answer printed while it is written (a LiveMessage with no message to edit)."""
 
     view: ConsoleView

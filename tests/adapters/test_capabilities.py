@@ -8,13 +8,18 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import redis.asyncio as aioredis
+
 from adapters.base import PLAIN, ConversationKey, InboundAction, MessageRef, OutboundMessage
-from adapters.platform import ChatAdapter
+from adapters.platform import ChatAdapter, LiveMessage
 from adapters.slack.adapter import SlackAdapter
+from adapters.slack.stream import SlackLive
 from adapters.telegram.adapter import TelegramAdapter
+from adapters.telegram.stream import TelegramLive
+from agent.protocols import ProgressEvent
 from bot.conversation.running import context_for
-from bot.runtime.streaming import live_message
-from bot.wiring.console_view import ConsoleAdapter
+from bot.runtime.streaming import AnswerStream, StreamPlan, live_message
+from bot.wiring.console_view import ConsoleAdapter, ConsoleLive
 from bot.wiring.runtime import owner_left
 from tests.bot.recording import dm, message
 
@@ -29,6 +34,10 @@ CAPABILITIES = (
     "progress_delay",
     "progress_refresh",
     "stream",
+    # LiveMessage's
+    "shows_steps",
+    "plan",
+    "task",
 )
 
 
@@ -105,3 +114,76 @@ def test_no_capability_is_probed_with_getattr() -> None:
                 ):
                     probes.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.args[1].value}")
     assert not probes, f"declare these on ChatAdapter / StreamingModel instead: {probes}"
+
+
+class Plain(LiveMessage):
+    """A live message that declares nothing beyond the required methods."""
+
+    message_id: str | None = None
+    min_interval: float = 0.0
+
+    def __init__(self) -> None:
+        self.said: list[tuple[str, ...]] = []
+
+    async def show(self, text: str) -> None:
+        self.said.append(("show", text))
+
+    async def reset(self, status: str | None) -> None: ...
+
+    async def discard(self) -> None: ...
+
+    async def finish(self, message: OutboundMessage) -> MessageRef:
+        return MessageRef(conversation=dm("42"), message_id="1")
+
+
+class Steps(Plain):
+    @property
+    def shows_steps(self) -> bool:
+        return True
+
+    async def plan(self, title: str, steps: list[tuple[str, str, str]]) -> None:
+        self.said.append(("plan", title, *(status for _, _, status in steps)))
+
+    async def task(self, task_id: str, title: str, status: str) -> None:
+        self.said.append(("task", task_id, title, status))
+
+
+def test_every_live_message_declares_itself_one() -> None:
+    for live in (SlackLive, TelegramLive, ConsoleLive):
+        assert LiveMessage in live.__mro__, live  # subclassed, so the defaults apply
+
+
+async def test_a_live_message_without_steps_costs_its_tool_steps_nothing(
+    redis: aioredis.Redis,
+) -> None:
+    """Tool steps and a plan go only to a live message that declares it shows them; for any
+    other, a step neither calls it nor reads or records anything in Redis."""
+    plan = StreamPlan(title="Tidy up", steps=(("clean", "Clean the desk"),))
+
+    def stream(live: LiveMessage, key: str) -> AnswerStream:
+        return AnswerStream(
+            live=live,
+            adapter=Bare(),
+            conversation=dm("42"),
+            redis=redis,
+            redis_key=key,
+            ttl_ms=60_000,
+            interval=0.0,
+            plan=plan,
+        )
+
+    started = ProgressEvent(kind="tool_started", step=1, tool="clean")
+    finished = ProgressEvent(kind="tool_finished", step=1, tool="clean", detail={"status": "ok"})
+    plain, steps = Plain(), Steps()
+    quiet, shown = stream(plain, "caps:quiet"), stream(steps, "caps:shown")
+    for event in (started, finished):
+        await quiet.on_progress(event)
+        await shown.on_progress(event)
+    assert plain.said == [] and quiet.mode == "unknown"  # nothing read, nothing called
+    assert await redis.exists("caps:quiet") == 0
+    assert steps.said == [
+        ("plan", "Tidy up", "in_progress"),
+        ("task", "plan-1", "Clean the desk", "complete"),
+    ]
+    assert shown.mode == "live"
+    assert Plain().shows_steps is False and await Plain().task("t", "x", "ok") is None
