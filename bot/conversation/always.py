@@ -13,20 +13,15 @@ from adapters.base import Addressing, InboundAction, OutboundMessage, mention
 from agent.outcomes import Outcome
 from bot.conversation.effects import Claim, Effect, Notify, Resume, Send
 from bot.conversation.render import standing_tools
+from bot.conversation.texts import (
+    ALWAYS_GRANTED,
+    ALWAYS_RAN,
+    ALWAYS_TOAST,
+    NOT_YOURS_FOR_GOOD,
+    UNKNOWN_BUTTON,
+)
 from bot.runtime.decisions import Decision
 from bot.runtime.sessions import Resolution, Session
-
-NOT_YOURS = (
-    "Only {who} can approve this for good, and only for their own requests. "
-    "Approve runs it this once."
-)
-UNKNOWN_BUTTON = "I didn't understand that button."
-TOAST = "Approved — from now on without asking"
-GRANTED = (
-    "From now on I'll run {tools} for {who} {where}without asking, as long as the tool "
-    "stays as it is now. {command} lists it, with Revoke."
-)
-RAN = "Ran {tools} under {who}'s standing approval ({command} lists and revokes it)."
 
 
 def pressed(session: Session, decision: Decision, event: InboundAction, by: str) -> list[Effect]:
@@ -34,7 +29,7 @@ def pressed(session: Session, decision: Decision, event: InboundAction, by: str)
     if not grantable(session):  # no such button was offered
         return [Notify(text=UNKNOWN_BUTTON, alert=True)]
     if event.actor.user_id != decision.requester_id:  # an approver, for someone else
-        return [Notify(text=NOT_YOURS.format(who=_requester(decision)), alert=True)]
+        return [Notify(text=NOT_YOURS_FOR_GOOD.format(who=_requester(decision)), alert=True)]
     return [Claim(decision_id=decision.id, status="approved", by=by)]
 
 
@@ -43,7 +38,7 @@ def granted(
 ) -> list[Effect]:
     """Claimed: said in the chat, then the run goes on (storing the approval first)."""
     who = _requester(decided)
-    line = GRANTED.format(
+    line = ALWAYS_GRANTED.format(
         tools=", ".join(f"`{tool}`" for tool, _ in grantable(session)),
         who=who,
         where="" if everywhere else "in this chat ",
@@ -51,7 +46,11 @@ def granted(
     )
     said = OutboundMessage(text=line, allowed_mentions=frozenset({who}))
     resolution = Resolution(entry_id=entry_id, approved=True, standing=True)
-    return [Notify(text=TOAST), Send(message=said, slot="standing"), Resume(resolution=resolution)]
+    return [
+        Notify(text=ALWAYS_TOAST),
+        Send(message=said, slot="standing"),
+        Resume(resolution=resolution),
+    ]
 
 
 def ran(outcome: Outcome, addressing: Addressing) -> list[Effect]:
@@ -61,7 +60,7 @@ def ran(outcome: Outcome, addressing: Addressing) -> list[Effect]:
         return []
     context = outcome.state.context
     who = mention(context.platform, context.user_id, context.user_name)
-    line = RAN.format(
+    line = ALWAYS_RAN.format(
         tools=", ".join(f"`{tool}`" for tool in tools),
         who=who,
         command=addressing.shown("connections"),

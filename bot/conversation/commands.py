@@ -15,34 +15,38 @@ from adapters.base import Addressing, Button, InboundAction, InboundMessage, Out
 from agent.protocols import MemoryRecord, MemoryStore, RunContext
 from bot.conversation.render import MEMORY_ACTION
 from bot.conversation.shown import ShownList, ShownLists
+from bot.conversation.texts import (
+    ALREADY_FORGOTTEN,
+    BARE_DIRECT,
+    BARE_GROUP,
+    BARE_THREAD,
+    FORGET,
+    FORGET_NUMBER,
+    FORGOT_ALL,
+    FORGOTTEN,
+    FORGOTTEN_TEXT,
+    HELP,
+    MEMORIES_FOOT,
+    MEMORIES_HEAD,
+    MORE_MEMORIES,
+    NO_MEMORY,
+    NO_MEMORY_NUMBER,
+    NO_PAGE,
+    NOT_ON_LIST,
+    NOT_YOURS_TO_FORGET,
+    NOTHING_REMEMBERED,
+    REMEMBERED_MANY,
+    REMEMBERED_ONE,
+    SEE_MEMORIES,
+    STATUS_TEXT,
+    UNKNOWN_COMMAND,
+    WHERE_GROUPS,
+    WHERE_THREADS,
+    WHICH_ONE,
+)
 from bot.runtime.sessions import Session
 
 log = logging.getLogger(__name__)
-
-HELP = """I'm Parley. Tell me what you need and I'll work on it: I can use tools, I remember \
-what you tell me (ask me to remember something), and I always ask before I do anything \
-with side effects, like setting a reminder.{where}
-
-Commands:
-• {p}memories — what I remember here ({p}memories 2 for the next page)
-• {p}forget N — forget memory number N; {p}forget all — forget everything you told me
-• {p}cancel — stop what I'm doing or drop the pending question
-• {p}status — what I'm doing and your usage today
-• {p}schedules — this conversation's schedules, to pause, resume or delete
-• {p}connections — your connected accounts and standing approvals, to disconnect or revoke
-• {p}help — this message"""
-# Where to talk to Parley, by what the platform's addressing allows.
-WHERE_THREADS = "\n\nMention me in a channel (I answer in a thread) or message me directly."
-WHERE_GROUPS = "\n\nIn a group, mention me or reply to one of my messages."
-UNKNOWN_COMMAND = "I don't know the command {command}. Try {help}."
-BARE_DIRECT = "Tell me what you need, or send {help} to see my commands."
-BARE_THREAD = (
-    "Yes? Tell me what you need in a reply here, in this thread — {help} lists my commands."
-)
-BARE_GROUP = (
-    "Tell me what you need in the same message, e.g. “{mention} what's on today?” — {help} "
-    "lists my commands."
-)
 
 
 def help_text(addressing: Addressing) -> str:
@@ -65,14 +69,6 @@ def bare_mention_line(addressing: Addressing, *, direct: bool) -> str:
 
 
 MEMORIES_PAGE = 10
-NO_MEMORY = "My memory isn't available right now."
-
-STATUS_TEXT = {
-    "idle": "I'm not working on anything for you right now.",
-    "running": "I'm working on your last request.",
-    "awaiting_answer": "I'm waiting for your answer to my question.",
-    "awaiting_approval": "I'm waiting for your approval of my plan.",
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,11 +88,13 @@ def remembered_note(kept: list[MemoryRecord]) -> OutboundMessage | None:
     if not kept:
         return None
     if len(kept) == 1:
-        text = f"I'll remember: {kept[0].text}"
-        buttons: tuple[Button, ...] = (Button(label="Forget", value=kept[0].id),)
+        text = REMEMBERED_ONE.format(text=kept[0].text)
+        buttons: tuple[Button, ...] = (Button(label=FORGET, value=kept[0].id),)
     else:
-        text = "I'll remember:\n" + "\n".join(f"{n}. {m.text}" for n, m in enumerate(kept, 1))
-        buttons = tuple(Button(label=f"Forget {n}", value=m.id) for n, m in enumerate(kept, 1))
+        text = REMEMBERED_MANY + "\n".join(f"{n}. {m.text}" for n, m in enumerate(kept, 1))
+        buttons = tuple(
+            Button(label=FORGET_NUMBER.format(n=n), value=m.id) for n, m in enumerate(kept, 1)
+        )
     return OutboundMessage(text=text, buttons=buttons, decision_id=MEMORY_ACTION)
 
 
@@ -170,23 +168,26 @@ class Commands:
         numbered = dict(enumerate(((m.id, m.text) for m in found.records), offset + 1))
         shown = ShownList(page=page, entries=numbered)
         if not found.records:
-            text = "I don't remember anything here yet." if page == 1 else f"No page {page}."
+            text = NOTHING_REMEMBERED if page == 1 else NO_PAGE.format(page=page)
             return CommandResult(text=text, private=True), shown
         lines = [
             f"{number}. {memory.text} ({memory.scope_label})"
             for number, memory in enumerate(found.records, offset + 1)
         ]
         more = (
-            f" Say {addressing.shown(f'memories {page + 1}')} for more." if found.has_more else ""
+            MORE_MEMORIES.format(command=addressing.shown(f"memories {page + 1}"))
+            if found.has_more
+            else ""
         )
         text = (
-            f"Here's what I remember here, newest first ({found.total} in all):\n"
+            MEMORIES_HEAD.format(total=found.total)
             + "\n".join(lines)
-            + f"\n\nPress Forget or say {addressing.shown('forget N')} to drop one, or "
-            + f"{addressing.shown('forget all')}.{more}"
+            + MEMORIES_FOOT.format(
+                one=addressing.shown("forget N"), all=addressing.shown("forget all"), more=more
+            )
         )
         buttons = tuple(
-            Button(label=f"Forget {number}", value=memory.id)
+            Button(label=FORGET_NUMBER.format(n=number), value=memory.id)
             for number, memory in enumerate(found.records, offset + 1)
         )
         return CommandResult(text=text, private=True, buttons=buttons), shown
@@ -238,40 +239,40 @@ class Commands:
         await self.lists.save(context.conversation_id, context.user_id, kept)
 
     async def _forget(self, context: RunContext, args: str, addressing: Addressing = PLAIN) -> str:
-        see = f"see {addressing.shown('memories')}"
+        see = SEE_MEMORIES.format(command=addressing.shown("memories"))
         if self.memory is None:
             return NO_MEMORY
         target = args.strip().lower()
         if target == "all":
             count = await self.memory.forget(context)
-            return f"Done — I forgot {count} thing{'s' if count != 1 else ''} you told me."
+            return FORGOT_ALL.format(count=count, s="s" if count != 1 else "")
         if not target.isdigit() or int(target) < 1:
             forget = addressing.shown("forget N"), addressing.shown("forget all")
-            return f"Tell me which one: {forget[0]} ({see}), or {forget[1]}."
+            return WHICH_ONE.format(one=forget[0], see=see, all=forget[1])
         index = int(target)
         shown = (
             await self.lists.get(context.conversation_id, context.user_id) if self.lists else None
         )
         if shown is not None:  # the number means what the list on screen says
             if index not in shown.entries:
-                return f"Number {index} isn't on the list I showed you; {see}."
+                return NOT_ON_LIST.format(index=index, see=see)
             memory_id, text = shown.entries[index]
             return await self._forget_one(context, memory_id, text)
         found = await self.memory.list_memories(context, offset=index - 1, limit=1)
         if not found.records:
-            return f"I don't have a memory number {index}; {see}."
+            return NO_MEMORY_NUMBER.format(index=index, see=see)
         return await self._forget_one(context, found.records[0].id, found.records[0].text)
 
     async def _forget_one(self, context: RunContext, memory_id: str, text: str) -> str:
         assert self.memory is not None
         if not await self.memory.forget(context, memory_id):
-            return "Only whoever told me that can make me forget it."
-        return f"Forgotten: “{text}”"
+            return NOT_YOURS_TO_FORGET
+        return FORGOTTEN_TEXT.format(text=text)
 
     async def forget_pressed(self, action: InboundAction, context: RunContext) -> str:
         """A Forget button under /memories (or under "I'll remember: …") was pressed."""
         if self.memory is None:
             return NO_MEMORY
         if not await self.memory.forget(context, action.choice):
-            return "That memory is already gone, or isn't yours to forget."
-        return "Forgotten."
+            return ALREADY_FORGOTTEN
+        return FORGOTTEN

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from adapters.base import InboundMessage, OutboundMessage, mention
 from bot.conversation.effects import Claim, Effect, Send
+from bot.conversation.texts import (
+    CONNECTED_LATER,
+)
 from bot.runtime.decisions import Decision
 from bot.runtime.sessions import Session
-
-CONNECTED_LATER = "Your account is connected now. Ask me again whenever you like."
 
 
 def connected(

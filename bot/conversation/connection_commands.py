@@ -9,6 +9,16 @@ import time
 from typing import TYPE_CHECKING
 
 from adapters.base import Button, InboundAction, InboundMessage, OutboundMessage
+from bot.conversation.texts import (
+    DISCONNECTED,
+    NONE_CONFIGURED,
+    NONE_CONNECTED,
+    NOT_CONNECTED,
+    NOT_HELD,
+    NOT_KNOWN,
+    REVOKED,
+    STANDING_HEAD,
+)
 from bot.runtime.schedules import chat_of
 
 if TYPE_CHECKING:
@@ -17,11 +27,6 @@ if TYPE_CHECKING:
 
 CONNECTION_ACTION = "conn"  # the decision id Disconnect buttons carry; the value is the server
 STANDING_ACTION = "stand"  # the decision id Revoke buttons carry; the value is the approval's id
-NONE_CONFIGURED = "No tool here needs your own account."
-NONE_CONNECTED = "You haven't connected any accounts. I'll ask when a tool needs one."
-STANDING_HEAD = "Tools I run for you without asking (your standing approvals):"
-REVOKED = "Revoked: I'll ask you again before running {tool}."
-NOT_HELD = "That standing approval is not in force any more."
 
 
 class ConnectionCommands:
@@ -69,12 +74,12 @@ class ConnectionCommands:
             return await self._revoke(action)
         server = action.choice
         if self.connections is None or server not in self.connections.servers:
-            return "That account is not one I know."
+            return NOT_KNOWN
         platform = action.conversation.platform
         person = action.actor.user_id
         if not await self.connections.disconnect(server, platform, person, revoke=True):
-            return f"Your {server} account was not connected."
-        return f"Disconnected {server}. I'll ask again if a request needs it."
+            return NOT_CONNECTED.format(server=server)
+        return DISCONNECTED.format(server=server)
 
     async def _revoke(self, action: InboundAction) -> str:
         if self.standing is None:

@@ -10,8 +10,9 @@ the plan with the message as the reason. A button press decides a pending questi
 approval if the presser may: the requester always, in a shared chat the configured approvers
 too. A replayed entry that was resolving a decision when its worker died resumes the same
 way. Every sentence Parley says about a conversation is here, beside the rule that says it,
-and the few said elsewhere (a failure, a lost reply, a run's status line) are passed from
-here as data; render.py formats outcomes and decisions. The session's states and the moves between them
+or in its book of sentences (texts.py) for the commands, files, schedules and prompts that
+say them; the few said outside the effects (a failure, a lost reply, a run's status line) are
+passed from here as data; render.py formats outcomes and decisions. The session's states and the moves between them
 are a table beside this one (states.py), which the executor's moves go through.
 """
 
@@ -77,6 +78,7 @@ from bot.conversation.running import StatusLines
 from bot.conversation.schedule_commands import SCHEDULE_ACTION
 from bot.conversation.scheduled import OWN_KINDS, own_objective
 from bot.conversation.stopping import late_stop
+from bot.conversation.texts import UNKNOWN_BUTTON
 from bot.conversation.yes_no import verdict
 from bot.runtime.decisions import Decision, decision_id_for
 from bot.runtime.decisions import Status as DecisionStatus
@@ -99,7 +101,6 @@ FEEDBACK_NOTE = "Understood — I won't go ahead with that plan. I'll take your 
 NOT_YOURS_TO_CANCEL = "Only {who} or an approver can cancel what I'm waiting on here."
 WAIT_FOR_REQUESTER = "I'm waiting for {who} to answer first; ask me again once that's settled."
 NOT_YOURS_TO_DECIDE = "Only {who} can {verb}."
-UNKNOWN_BUTTON = "I didn't understand that button."
 UNCERTAIN_TEXT = (
     "I was interrupted while doing this, so I can't tell whether it happened:\n{steps}\n"
     "I won't try again unless you approve it once more."

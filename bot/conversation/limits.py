@@ -28,18 +28,17 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_e
 from adapters.base import Inbound, InboundMessage
 from agent.messages import Usage
 from bot.config import LimitsSettings
+from bot.conversation.texts import (
+    GLOBAL_BUDGET_SPENT,
+    RATE_LIMITED,
+    USAGE_TODAY,
+    USER_BUDGET_SPENT,
+)
 from bot.ops import metrics
 from bot.ops.health import redis_away
 
 log = logging.getLogger(__name__)
 
-RATE_LIMITED = (
-    "You're sending messages faster than I can keep up with — please wait a minute and try again."
-)
-USER_BUDGET_SPENT = (
-    "You've used your share of my daily budget. I'll be able to help again tomorrow (UTC)."
-)
-GLOBAL_BUDGET_SPENT = "I've used my daily budget for everyone. I'll be back tomorrow (UTC)."
 
 # KEYS[1] log of message times; ARGV: now, window, limit, member
 _RATE = """
@@ -233,9 +232,8 @@ class Limits:
     async def usage_text(self, event: InboundMessage) -> str:
         today = await self.usage(user_key(event))
         share = 100 * today.user / today.user_budget if today.user_budget else 0
-        return (
-            f"Today you've used {today.user:,} of your {today.user_budget:,} tokens ({share:.0f}%), "
-            f"about {dollars(today.user_cost)} at list prices."
+        return USAGE_TODAY.format(
+            used=today.user, budget=today.user_budget, share=share, cost=dollars(today.user_cost)
         )
 
 

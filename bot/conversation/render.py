@@ -26,6 +26,20 @@ from adapters.base import (
     mention,
 )
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome, PlanStep
+from bot.conversation.texts import (
+    ALREADY,
+    BUTTON_GONE,
+    FOLDED,
+    MAY_I_MANY,
+    MAY_I_ONE,
+    NO_LONGER_WAITING,
+    PRIVATE_UNREACHABLE,
+    PROPOSED_PLAN,
+    REQUEST_EXPIRED,
+    STOPPED_DONE,
+    STOPPED_NOT_RUN,
+    STOPPED_TEXT,
+)
 from bot.runtime.decisions import Decision
 
 APPROVE, REJECT = "approve", "reject"
@@ -34,17 +48,7 @@ ALWAYS = "always"  # approve, and from now on run these tools without asking (st
 MEMORY_ACTION = "mem"
 FOLD_AT = 300  # characters of one argument shown in the prompt; the whole value comes before it
 NOTE_LIMIT = 200  # characters of the model's own description of a call or plan
-PROPOSED_PLAN = "Proposed plan"  # a plan's title where it is drawn, before any goal
 
-BUTTON_GONE = "This button has expired. Send me your request again if you still need it."
-REQUEST_EXPIRED = "This request has expired. Ask me again if you still need it."
-ALREADY = {
-    "approved": "This was already approved by {who}.",
-    "rejected": "This was already rejected by {who}.",
-    "answered": "This question was already answered.",
-    "cancelled": "This request was cancelled.",
-}
-NO_LONGER_WAITING = "This request is no longer waiting for a decision."
 
 _KEY = re.compile(r"^[\w.-]{1,64}$")
 # Slack mentions (<!channel>, <@U1>), @username and @everyone, Markdown links ([x](url))
@@ -90,9 +94,7 @@ def outcome_message(outcome: Outcome, decision_id: str | None = None) -> Outboun
 
 def approval_text(outcome: AwaitingApproval) -> str:
     steps = outcome.plan.steps
-    lines = [
-        "I'd like to do this — may I?" if len(steps) == 1 else "I'd like to do these steps — may I?"
-    ]
+    lines = [MAY_I_ONE if len(steps) == 1 else MAY_I_MANY]
     for index, step in enumerate(steps, 1):
         lines += ["", f"{index}. `{step.tool}`", "```", *_argument_lines(step.args), "```"]
         if step.description:
@@ -114,7 +116,7 @@ def _argument_lines(args: dict[str, Any]) -> list[str]:
             cut = head.rfind("\\", FOLD_AT - 10)  # not inside an escape like \u202e
             head = head[:cut] if cut > 0 else head
             more = len(shown) - len(head)
-            shown = f"{head}… [{more:,} more characters: the whole value is in the message above]"
+            shown = FOLDED.format(head=head, more=more)
         lines.append(f"{_name(key)}: {_FENCE_BREAK.sub(WORD_JOINER, shown)}")
     return lines
 
@@ -208,12 +210,6 @@ def deciders(requester: str, approvers: frozenset[str], requester_only: bool) ->
     return (requester,) if requester_only else (requester, *sorted(approvers - {requester}))
 
 
-PRIVATE_UNREACHABLE = (
-    "My answer to this is for you alone, and I can't write to you privately yet: open a "
-    "private chat with me{with_me} and press Start, then ask me again."
-)
-
-
 def unreachable_line(addressing: Addressing) -> str:
     """Said in a shared chat instead of a private message the platform would not deliver."""
     with_me = f" ({addressing.mention})" if addressing.mention else ""
@@ -250,9 +246,6 @@ def stale_click_text(decision: Decision | None, now: float) -> str:
     return ALREADY.get(decision.status, NO_LONGER_WAITING).format(who=decision.decided_by)
 
 
-STOPPED_TEXT = "⏹ Stopped: {objective}. Nothing more will run for it."
-STOPPED_DONE = "Done before the stop: {calls}."
-STOPPED_NOT_RUN = "Not done: {calls}."
 OBJECTIVE_LIMIT = 80  # characters of the stopped request shown
 
 

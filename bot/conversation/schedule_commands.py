@@ -11,19 +11,17 @@ from dataclasses import dataclass
 from adapters.base import Actor, Button, InboundAction, OutboundMessage
 from agent.recurrence import local_time, zone_of
 from bot.conversation.running import Reply
+from bot.conversation.texts import (
+    NO_SCHEDULES,
+    SCHEDULE_DONE,
+    SCHEDULE_GONE,
+    SCHEDULE_NOT_YOURS,
+)
 from bot.runtime.schedules import Schedule, ScheduleStore
 
 log = logging.getLogger(__name__)
 
 SCHEDULE_ACTION = "sched"  # the decision id of the buttons under a list of schedules
-NONE_HERE = "No schedules here. Ask me for one, e.g. “every weekday at 9 …”."
-NOT_YOURS = "Only {owner} or an approver can change this schedule."
-GONE = "That schedule no longer exists."
-DONE = {
-    "pause": "Paused schedule {id}.",
-    "resume": "Resumed schedule {id}.",
-    "delete": "Deleted schedule {id}.",
-}
 WITH_BUTTONS = 12  # schedules listed with buttons (Slack allows 25 buttons in a block)
 
 
@@ -34,7 +32,7 @@ class ScheduleCommands:
     async def listing(self, conversation_id: str) -> OutboundMessage:
         found = await self.store.in_chat(conversation_id)
         if not found:
-            return OutboundMessage(text=NONE_HERE)
+            return OutboundMessage(text=NO_SCHEDULES)
         lines = ["Schedules here:"]
         buttons: list[Button] = []
         for index, (item, next_run) in enumerate(found, start=1):
@@ -56,17 +54,17 @@ class ScheduleCommands:
         """What a press did, for the presser, and whether the list changed."""
         verb, _, schedule_id = choice.partition("-")
         found = await self.store.get(schedule_id)
-        if found is None or not found.lives_in(conversation_id) or verb not in DONE:
-            return GONE, False
+        if found is None or not found.lives_in(conversation_id) or verb not in SCHEDULE_DONE:
+            return SCHEDULE_GONE, False
         if not self.store.may_manage(found, actor.user_id, actor.groups):
-            return NOT_YOURS.format(owner=found.owner_name or found.owner_id), False
+            return SCHEDULE_NOT_YOURS.format(owner=found.owner_name or found.owner_id), False
         if verb == "pause" and found.state == "active":
             await self.store.pause(found, note=f"paused by {actor.name or actor.user_id}")
         elif verb == "resume" and found.state == "paused":
             await self.store.resume(found)
         elif verb == "delete":
             await self.store.delete(found)
-        return DONE[verb].format(id=found.id), True
+        return SCHEDULE_DONE[verb].format(id=found.id), True
 
     async def press(self, action: InboundAction, reply: Reply) -> str:
         """A button press: what it did, and the list shown again if it changed."""

@@ -15,6 +15,10 @@ from adapters.base import Inbound, InboundMessage, OutboundMessage, mention
 from agent.outcomes import Failed, Outcome
 from agent.protocols import ProgressEvent
 from bot.conversation.permissions import may_act
+from bot.conversation.texts import (
+    ALREADY_DONE,
+    NOT_YOURS_TO_STOP,
+)
 from bot.runtime.sessions import Session, entry_order
 from bot.runtime.stops import StopRequest, Stops, Watch
 
@@ -43,10 +47,6 @@ def watching(
 
 def stopped(outcome: Outcome) -> bool:
     return isinstance(outcome, Failed) and outcome.reason == "stopped"
-
-
-NOT_YOURS_TO_STOP = "Only {who} or an approver could stop that; it has finished now."
-ALREADY_DONE = "That had already finished, so there was nothing left to stop."
 
 
 def late_stop(

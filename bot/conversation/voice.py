@@ -24,14 +24,16 @@ from adapters.base import (
     FileTooLarge,
     InboundMessage,
 )
+from bot.conversation.texts import (
+    NOTHING_HEARD,
+    VOICE_FAILED,
+    VOICE_NOT_SET_UP,
+    VOICE_TOO_LARGE,
+    VOICE_TOO_LONG,
+)
 
 log = logging.getLogger(__name__)
 
-NOT_SET_UP = "Voice messages aren't set up here, so I can't listen to this one — please type it."
-FAILED = "I couldn't transcribe that voice message just now — please try again, or type it."
-NOTHING_HEARD = "I couldn't make out any words in that voice message — could you type it?"
-TOO_LARGE = "That voice message is too large for me ({size}; the limit is {limit} MB)."
-TOO_LONG = "That voice message is too long for me ({seconds} s; the limit is {limit} s)."
 
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # What transcription APIs accept; a name without one of these gets one from its MIME type.
@@ -117,14 +119,14 @@ class Voice:
         spoken = [a for a in event.attachments if a.speech]
         rest = tuple(a for a in event.attachments if not a.speech)
         if self.transcriber is None:
-            return Heard(event=event, refusal=NOT_SET_UP)
+            return Heard(event=event, refusal=VOICE_NOT_SET_UP)
         parts: list[str] = []
         for attachment in spoken:
             refusal = self._over_limits(attachment.size, attachment.duration)
             if refusal is not None:
                 return Heard(event=event, refusal=refusal)
             if not isinstance(source, ConversationSource):
-                return Heard(event=event, refusal=FAILED)
+                return Heard(event=event, refusal=VOICE_FAILED)
             try:
                 data = await source.download(attachment, self.max_bytes)
                 text = await self.transcriber.transcribe(
@@ -134,7 +136,7 @@ class Voice:
                 return Heard(event=event, refusal=self._over_limits(exc.size or -1, None))
             except (DownloadError, TranscriptionFailed) as exc:
                 log.warning("a voice message could not be transcribed (%s)", exc)
-                return Heard(event=event, refusal=FAILED)
+                return Heard(event=event, refusal=VOICE_FAILED)
             if text.strip():
                 parts.append(text.strip())
         if not parts:
@@ -147,9 +149,9 @@ class Voice:
     def _over_limits(self, size: int | None, duration: float | None) -> str | None:
         if size is not None and (size < 0 or size > self.max_bytes):
             shown = f"{size / 1024 / 1024:.1f} MB" if size >= 0 else "over the limit"
-            return TOO_LARGE.format(size=shown, limit=f"{self.max_bytes / 1024 / 1024:g}")
+            return VOICE_TOO_LARGE.format(size=shown, limit=f"{self.max_bytes / 1024 / 1024:g}")
         if duration is not None and duration > self.max_seconds:
-            return TOO_LONG.format(seconds=f"{duration:g}", limit=f"{self.max_seconds:g}")
+            return VOICE_TOO_LONG.format(seconds=f"{duration:g}", limit=f"{self.max_seconds:g}")
         return None
 
 

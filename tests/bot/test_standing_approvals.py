@@ -17,8 +17,8 @@ import redis.asyncio as aioredis
 from adapters.base import ConversationKey
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from bot.config import Settings
-from bot.conversation.always import TOAST as ALWAYS_TOAST
 from bot.conversation.connection_commands import STANDING_ACTION
+from bot.conversation.texts import ALWAYS_TOAST
 from bot.runtime.triggers import Trigger, objective_event
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings

@@ -16,7 +16,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.config import Settings
-from bot.conversation.voice import FAILED, NOT_SET_UP, NOTHING_HEARD
+from bot.conversation.texts import NOTHING_HEARD
+from bot.conversation.texts import VOICE_FAILED as FAILED
+from bot.conversation.texts import VOICE_NOT_SET_UP as NOT_SET_UP
 from bot.runtime.inbox import decode
 from bot.runtime.locks import ConversationLocks
 from tests.adapters.test_corpus_findings import corpus
