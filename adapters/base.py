@@ -224,6 +224,9 @@ class Addressing:
     code: bool = False  # commands shown as code (Slack), not plain (Telegram links them)
     mention: str | None = None  # how to mention Parley in a shared chat, once known
     threads: bool = False  # a mention opens a thread whose replies reach Parley
+    # a shared chat can show a message to one member alone, surely (Slack's ephemeral
+    # messages); else what one person alone may see goes to their private chat
+    ephemeral: bool = False
 
     def command(self, name: str) -> str:
         """Command `name` as typed: `/parley help`, `/help`."""

@@ -61,7 +61,9 @@ log = logging.getLogger(__name__)
 
 
 # `/parley memories`; a mention is answered in its thread, which then goes on
-ADDRESSING = Addressing(command_prefix="/parley ", code=True, mention="@Parley", threads=True)
+ADDRESSING = Addressing(
+    command_prefix="/parley ", code=True, mention="@Parley", threads=True, ephemeral=True
+)
 
 
 @dataclass(kw_only=True)

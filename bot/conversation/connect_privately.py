@@ -10,31 +10,25 @@ question still waits, so "try again" in the group brings a new button.
 
 from __future__ import annotations
 
-from adapters.base import OutboundMessage, mention
+from adapters.base import PLAIN, Addressing, OutboundMessage, mention
 from agent.outcomes import AwaitingAnswer, Outcome
 from bot.conversation.effects import Prompt
-
-SENT = "{who}, I've sent you a private message with a button to connect your account."
-UNREACHABLE = (
-    "{who}, to connect your account I need to message you privately, but you haven't started "
-    "a chat with me yet: open a private chat with me and press Start, then tell me here to "
-    "try again."
-)
+from bot.conversation.texts import CONNECT_SENT, CONNECT_UNREACHABLE
 
 
-def prompt(outcome: Outcome, message: OutboundMessage) -> Prompt:
-    """The prompt effect for `message`: privately for a Connect link in a Telegram group."""
+def prompt(outcome: Outcome, message: OutboundMessage, addressing: Addressing = PLAIN) -> Prompt:
+    """The prompt effect for `message`: privately for a Connect link in a shared chat that
+    cannot show it to the requester alone (a Telegram group)."""
     context = outcome.state.context
     linked = isinstance(outcome, AwaitingAnswer) and outcome.link is not None
-    # Slack shows a private_to message to that person alone (ephemeral); a Telegram group can't
-    if not linked or context.platform != "telegram" or context.is_direct:
+    if not linked or addressing.ephemeral or context.is_direct:
         return Prompt(message=message)
     who = mention(context.platform, context.user_id, context.user_name)
     return Prompt(
         message=message,
         private_chat=context.user_id,
-        sent=OutboundMessage(text=SENT.format(who=who), allowed_mentions=frozenset({who})),
+        sent=OutboundMessage(text=CONNECT_SENT.format(who=who), allowed_mentions=frozenset({who})),
         unreachable=OutboundMessage(
-            text=UNREACHABLE.format(who=who), allowed_mentions=frozenset({who})
+            text=CONNECT_UNREACHABLE.format(who=who), allowed_mentions=frozenset({who})
         ),
     )

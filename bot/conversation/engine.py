@@ -391,7 +391,7 @@ def _ran(ran: Ran, policy: Policy) -> list[Effect]:
     prompt = outcome_message(outcome, decision_id)
     if not context.is_direct:  # in a group: shown to those who may decide, where it can be
         prompt = replace(prompt, audience=deciders(context.user_id, policy.approvers, own))
-    effects.append(connect_privately.prompt(outcome, prompt))
+    effects.append(connect_privately.prompt(outcome, prompt, policy.addressing))
     return effects
 
 

@@ -156,6 +156,15 @@ NOT_CONNECTED = "Your {server} account was not connected."
 DISCONNECTED = "Disconnected {server}. I'll ask again if a request needs it."
 
 
+# --- A Connect link for a run started in a Telegram group (connect_privately.py) ---------
+CONNECT_SENT = "{who}, I've sent you a private message with a button to connect your account."
+CONNECT_UNREACHABLE = (
+    "{who}, to connect your account I need to message you privately, but you haven't started "
+    "a chat with me yet: open a private chat with me and press Start, then tell me here to "
+    "try again."
+)
+
+
 # --- /schedules (schedule_commands.py) ----------------------------------------------------
 NO_SCHEDULES = "No schedules here. Ask me for one, e.g. “every weekday at 9 …”."
 SCHEDULE_NOT_YOURS = "Only {owner} or an approver can change this schedule."

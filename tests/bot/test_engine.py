@@ -513,6 +513,36 @@ def test_a_suspended_run_opens_a_decision_and_prompts() -> None:
     assert [b.label for b in effects[2].message.buttons] == ["Approve", "Reject"]  # type: ignore[union-attr]
 
 
+def test_a_connect_link_goes_privately_where_the_platform_declares_no_ephemeral() -> None:
+    """Whether a shared chat can show the Connect link to the requester alone is what the
+    adapter declares (`Addressing.ephemeral`), not a platform name the engine knows."""
+    received = Received(entry_id=ENTRY, event=say("requester"))
+    asked = AwaitingAnswer(
+        question="Connect tracker",
+        options=[],
+        question_id="q",
+        state=RunState(
+            context=RunContext(
+                conversation_id=GROUP.id,
+                platform="slack",
+                user_id="U1",
+                chat_id="C1",
+                is_direct=False,
+            ),
+            objective="who am I on the tracker?",
+        ),
+        trace=trace(),
+        link=("Connect tracker", "http://127.0.0.1/authorize"),
+    )
+    ran = Ran(received=received, outcome=asked)
+    for addressing, private_chat in ((SLACK_ADDRESSING, None), (Addressing(), "U1")):
+        policy = replace(POLICY, addressing=addressing)
+        *_, prompt = decide(Session(status="running"), None, ran, policy)
+        assert isinstance(prompt, Prompt) and prompt.private_chat == private_chat
+        assert (prompt.sent is None) == (private_chat is None)
+    assert SLACK_ADDRESSING.ephemeral and not Addressing().ephemeral
+
+
 def test_the_time_comes_only_from_the_policy() -> None:
     session, pending = SESSIONS["awaiting_approval"], PENDING["approval"]
     received = Received(entry_id=ENTRY, event=press("requester", "approve"))

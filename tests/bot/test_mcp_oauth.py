@@ -25,7 +25,8 @@ from adapters.base import ConversationKey
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.protocols import RunContext
 from bot.config import ConfigError, Settings
-from bot.conversation.connect_privately import SENT, UNREACHABLE
+from bot.conversation.texts import CONNECT_SENT as SENT
+from bot.conversation.texts import CONNECT_UNREACHABLE as UNREACHABLE
 from bot.ops.http import HttpServer
 from bot.runtime import oauth
 from bot.runtime.connections import Connections
