@@ -101,8 +101,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SENTENCES = ("bot/conversation/engine.py", "bot/conversation/texts.py")
 # Modules that still say something themselves, each with its reason.
 SAYS_ITS_OWN = {
-    # below the conversation layer (it cannot import texts.py): the sign-in page's words, and
-    # the note posted when a run waiting on the sign-in is gone
+    # below the conversation layer (it cannot import texts.py): the sign-in's web page, read
+    # in a browser, and the connected event's text, which the model reads as the person's
     "bot/runtime/oauth_callback.py",
 }
 SAYS_NOTHING = sorted(
