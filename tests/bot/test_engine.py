@@ -59,8 +59,10 @@ PEOPLE = {
 }
 
 
-def state() -> RunState:
-    context = RunContext(conversation_id=GROUP.id, platform="slack", user_id="U1", chat_id="C1")
+def state(*, is_direct: bool = True) -> RunState:
+    context = RunContext(
+        conversation_id=GROUP.id, platform="slack", user_id="U1", chat_id="C1", is_direct=is_direct
+    )
     return RunState(context=context, objective="earlier")
 
 
@@ -521,16 +523,7 @@ def test_a_connect_link_goes_privately_where_the_platform_declares_no_ephemeral(
         question="Connect tracker",
         options=[],
         question_id="q",
-        state=RunState(
-            context=RunContext(
-                conversation_id=GROUP.id,
-                platform="slack",
-                user_id="U1",
-                chat_id="C1",
-                is_direct=False,
-            ),
-            objective="who am I on the tracker?",
-        ),
+        state=state(is_direct=False),
         trace=trace(),
         link=("Connect tracker", "http://127.0.0.1/authorize"),
     )
