@@ -29,6 +29,7 @@ from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, O
 from bot.conversation.texts import (
     ALREADY,
     BUTTON_GONE,
+    DECIDED,
     FOLDED,
     MAY_I_MANY,
     MAY_I_ONE,
@@ -227,13 +228,8 @@ def decided_message(decision: Decision) -> OutboundMessage:
 def decided_line(decision: Decision) -> OutboundMessage:
     """What became of a decision and who decided, in one line ("✅ Approved by Ana")."""
     who = decision.decided_by
-    outcome = {
-        "approved": f"✅ Approved by {who}",
-        "rejected": f"❌ Rejected by {who}",
-        "answered": f"↪ Answered by {who}",
-        "cancelled": f"🚫 Cancelled by {who}",
-        "expired": "⌛ Expired — ask me again if you still need this.",
-    }.get(decision.status, decision.status)
+    line = DECIDED.get(decision.status)
+    outcome = line.format(who=who) if line is not None else decision.status
     return OutboundMessage(text=outcome, allowed_mentions=frozenset({who}))
 
 

@@ -190,6 +190,13 @@ ALREADY = {
     "cancelled": "This request was cancelled.",
 }
 NO_LONGER_WAITING = "This request is no longer waiting for a decision."
+DECIDED = {  # a decided prompt's line
+    "approved": "✅ Approved by {who}",
+    "rejected": "❌ Rejected by {who}",
+    "answered": "↪ Answered by {who}",
+    "cancelled": "🚫 Cancelled by {who}",
+    "expired": "⌛ Expired — ask me again if you still need this.",
+}
 PRIVATE_UNREACHABLE = (
     "My answer to this is for you alone, and I can't write to you privately yet: open a "
     "private chat with me{with_me} and press Start, then ask me again."
@@ -197,3 +204,7 @@ PRIVATE_UNREACHABLE = (
 STOPPED_TEXT = "⏹ Stopped: {objective}. Nothing more will run for it."
 STOPPED_DONE = "Done before the stop: {calls}."
 STOPPED_NOT_RUN = "Not done: {calls}."
+
+
+# --- Reminders (bot/runtime/scheduler.py, which is handed it) -------------------------------
+REMINDER = "⏰ Reminder for {who}: {text}"

@@ -57,6 +57,7 @@ class ReminderScheduler:
         outbox: Outbox,
         adapters: dict[str, ChatAdapter],
         *,
+        said: str,  # the reminder as posted ({who}, {text}): the engine's sentence, as data
         poll: float = 1.0,
         claim_for: float = 60.0,
         health: Health | None = None,
@@ -65,6 +66,7 @@ class ReminderScheduler:
         self.keys = keys
         self.outbox = outbox
         self.adapters = adapters
+        self.said = said
         self.poll = poll
         self.claim_for = claim_for
         self._claim = redis.register_script(_CLAIM)
@@ -125,7 +127,7 @@ class ReminderScheduler:
             return False
         who = mention(conversation.platform, record["user_id"], record["user_name"])
         message = OutboundMessage(
-            text=f"⏰ Reminder for {who}: {record['text']}", allowed_mentions=frozenset({who})
+            text=self.said.format(who=who, text=record["text"]), allowed_mentions=frozenset({who})
         )
         try:
             await self.outbox.send(adapter, f"reminder:{reminder_id}", conversation, message)

@@ -22,6 +22,7 @@ from agent.loop import Agent
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, RunContext, ScheduleInfo, Scheduler
 from bot.config import Settings
+from bot.conversation import texts
 from bot.conversation.attachments import Gatherer, ThreadMarks
 from bot.conversation.commands import Commands, UsageText
 from bot.conversation.connection_commands import ConnectionCommands
@@ -208,7 +209,9 @@ def build_runtime(
         attempts=runtime_settings.delivery_attempts,
         give_up_after=runtime_settings.redeliver_for,
     )
-    scheduler = ReminderScheduler(redis, keys, outbox, adapters, poll=poll, health=health)
+    scheduler = ReminderScheduler(
+        redis, keys, outbox, adapters, said=texts.REMINDER, poll=poll, health=health
+    )
     sessions = SessionStore(redis, keys, ttl=runtime_settings.session_ttl)
     decisions = DecisionStore(redis, keys, ttl=runtime_settings.decision_ttl)
     locks = ConversationLocks(

@@ -140,7 +140,8 @@ def sentences_in(path: Path) -> list[str]:
             text = node.value
         else:
             continue
-        if re.search(r"^[A-Z][a-z']*( [^\n]*)?(\w[.!?…]|…)$", text.strip()):
+        # a capital to a full stop (or an ellipsis), after an emoji that may lead the line
+        if re.search(r"^([^\w\s{]+ )?[A-Z][a-z']*( [^\n]*)?(\w[.!?…]|…)$", text.strip()):
             found.append(text)
     return found
 
@@ -164,9 +165,13 @@ def test_the_sentence_finder_sees_what_it_should(tmp_path: Path) -> None:
         '    log.info("Not said to anyone.")\n'
         '    assert n, f"Not said {n} either."\n'
         '    said = f"Forgot {n} things."\n'
-        '    return "Forgotten." if n else said\n'
+        '    return "Forgotten." if n else said or f"⌛ Expired {n} times."\n'
     )
-    assert sorted(sentences_in(module)) == ["Forgot {} things.", "Forgotten."]
+    assert sorted(sentences_in(module)) == [
+        "Forgot {} things.",
+        "Forgotten.",
+        "⌛ Expired {} times.",
+    ]
     assert "This sign-in link is not valid." in sentences_in(ROOT / "bot/runtime/oauth_callback.py")
     assert "bot/conversation/commands.py" in SAYS_NOTHING
     assert "bot/runtime/streaming.py" in SAYS_NOTHING
