@@ -28,12 +28,16 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import ConversationKey, MessageRef, OutboundMessage
 from adapters.platform import LiveMessage
+from adapters.slack.agent import SLACK_STATUS
 from adapters.slack.delivery import error_code as _error
 from adapters.slack.format import allowed_keys, streamed_markdown
 
 log = logging.getLogger(__name__)
 
 APPEND_LIMIT = 12_000  # characters of markdown_text Slack takes per call
+# A final answer ends the run; chat.stopStream without `session_status` sets "active" (Slack's
+# documented default), which would reopen the agent session the runner had just closed.
+ENDED = SLACK_STATUS["done"]
 
 
 @dataclass(kw_only=True)
@@ -140,10 +144,11 @@ class SlackLive(LiveMessage):
         if stream is not None and stream.ts is not None and not self._broken:
             rest = text[len(self._sent) :] if text.startswith(self._sent) else None
             try:
+                ended = ENDED if self.tasks else None  # only the agent surface has sessions
                 if rest is not None and len(rest) <= APPEND_LIMIT:
-                    await stream.stop(markdown_text=rest or None)
+                    await stream.stop(markdown_text=rest or None, session_status=ended)
                     return MessageRef(conversation=self.conversation, message_id=stream.ts)
-                await stream.stop()
+                await stream.stop(session_status=ended)
             except SlackClientError as exc:
                 log.warning("Slack refused to end the stream (%s); replacing it", _error(exc))
         if stream is not None and stream.ts is not None:

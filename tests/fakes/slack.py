@@ -12,7 +12,8 @@ refusals: a channel stream without `recipient_team_id` or `recipient_user_id`,
 `user_not_found` for the users in `fake.external_users` (Slack Connect), a stream that is not
 streaming any more; `fake.refuse_stream("chat.appendStream", "ratelimited")` scripts one),
 task_update and plan_update chunks (`post.tasks`, `post.plan`, `post.display`; chat.stopStream's
-`blocks` go below them and its `session_status` joins the session's statuses; a chat.update
+`blocks` go below them and its `session_status` joins the session's statuses, "active"
+when absent, as Slack documents; a chat.update
 with blocks replaces the message, its plan and tasks too),
 assistant.threads.setStatus / setSuggestedPrompts / setTitle (suggested prompts without a
 thread: pinned to the Messages tab, as under `agent_view`), the agent session methods
@@ -380,9 +381,12 @@ class FakeSlack(FakeServer):
         post.text += self._chunk_text(params)
         post.blocks = list(params.get("blocks") or [])  # below the streamed content
         post.streaming = False
-        if status is not None and post.thread_ts is not None:
+        if post.thread_ts is not None:
             key = (post.channel, post.thread_ts)
-            self.sessions.setdefault(key, AgentSession()).statuses.append(str(status))
+            if status is not None:
+                self.sessions.setdefault(key, AgentSession()).statuses.append(str(status))
+            elif key in self.sessions:  # Slack's documented default for a session's stream
+                self.sessions[key].statuses.append("active")
         return {
             "ok": True,
             "channel": post.channel,
