@@ -168,6 +168,36 @@ async def test_option_buttons_answer_a_question(redis, telegram: FakeTelegram) -
         assert telegram.method_calls("answerCallbackQuery")[0].body["text"] == "Coffee"
 
 
+async def test_long_option_labels_are_cut_and_the_choice_is_the_whole_value(
+    redis, telegram: FakeTelegram
+) -> None:
+    # A server (or the model obeying one) offers values far past Telegram's 64 bytes, in
+    # several-byte characters; two of them differ only after the cut.
+    shared = "Ωmega branch " * 10
+    first, second = shared + "→ release", shared + "→ hotfix"
+    model = ScriptedModel(
+        [turn(call("ask_user", question="Which one?", options=[first, second])), reply("OK.")]
+    )
+    async with bot(redis, telegram, model) as (harness, _):
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="deploy"))
+        await until(lambda: len(telegram.chat(ANA)) == 1)
+        question = telegram.chat(ANA)[0]
+        labels = [b["text"] for b in question.buttons]
+        assert len(labels) == 2 and all(len(t.encode()) <= 64 for t in labels)
+        assert labels[0].endswith("…") and first.startswith(labels[0][:-1].rstrip())
+        assert all(len(b["callback_data"].encode()) <= 64 for b in question.buttons)
+        pressed = telegram.callback(
+            chat_id=ANA,
+            user_id=ANA,
+            message_id=question.message_id,
+            data=question.buttons[1]["callback_data"],  # the second of two alike labels
+        )
+        telegram.push(pressed)
+        await until(lambda: len(telegram.chat(ANA)) == 2)
+        await harness.settle()
+        assert second in str(model.requests[-1].messages[-1])  # the whole value, not the label
+
+
 async def test_approval_by_the_requester_runs_the_tool(redis, telegram: FakeTelegram) -> None:
     SENT.clear()
     model = ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Done.")])
