@@ -368,7 +368,8 @@ def _ran(ran: Ran, policy: Policy) -> list[Effect]:
     decision_id = decision_id_for(received.event.conversation.id, received.entry_id)
     context = outcome.state.context
     asking = isinstance(outcome, AwaitingAnswer)
-    own = bool(asking and (q := outcome.state.pending_question) and q.call)  # a tool's question
+    # a tool's question, or a Connect link (bound to the requester's account): theirs alone
+    own = bool(asking and (q := outcome.state.pending_question) and (q.call or q.link_url))
     effects: list[Effect] = [
         *standing,
         Open(

@@ -25,6 +25,7 @@ from adapters.base import ConversationKey
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.protocols import RunContext
 from bot.config import ConfigError, Settings
+from bot.conversation.engine import WAIT_FOR_REQUESTER
 from bot.conversation.texts import CONNECT_SENT as SENT
 from bot.conversation.texts import CONNECT_UNREACHABLE as UNREACHABLE
 from bot.ops.http import HttpServer
@@ -65,7 +66,7 @@ async def world(tmp_path: Path, expires_in: int = 3600) -> AsyncIterator[World]:
 
 @contextlib.asynccontextmanager
 async def parley(
-    redis: aioredis.Redis, w: World, model: ScriptedModel
+    redis: aioredis.Redis, w: World, model: ScriptedModel, approvers: str = ""
 ) -> AsyncIterator[tuple[Harness, Connections]]:
     """One Parley process: worker, MCP toolbox and the public listener with the callback."""
     server = ServerConfig(url=w.url, auth="user")
@@ -88,6 +89,7 @@ async def parley(
             "PARLEY_SECRET_KEY": KEY,
             "PARLEY_PUBLIC_URL": f"http://127.0.0.1:{w.port}",
         },
+        access={"PARLEY_APPROVERS": approvers},
     )
     async with running(redis, model, tool_source=box.source(), config=config) as harness:
         http = HttpServer("127.0.0.1", w.port, metrics_port=0)
@@ -289,6 +291,33 @@ async def test_in_a_telegram_group_the_connect_button_goes_to_the_persons_privat
         # the run went on in the group, as Ana
         assert harness.adapter.texts(group)[-1] == "You're alice."
         assert [(tool, who) for tool, who, _ in ledger_lines(w.ledger)] == [("whoami", "alice")]
+
+
+async def test_in_a_group_only_the_requester_answers_a_connect_question_by_typing(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    # Bo may approve in this group, but the link connects Ana's account: the question is hers.
+    group = ConversationKey(platform="telegram", chat_id="-100")
+    model = ScriptedModel(
+        [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
+    )
+    async with (
+        world(tmp_path) as w,
+        parley(redis, w, model, approvers="77") as (harness, _),
+    ):
+        await harness.submit(message(group, "who am I on the tracker?", direct=False))
+        await harness.settle(within=60)
+        assert harness.adapter.texts(group)[-1] == SENT.format(who="Ana")
+        await harness.submit(message(group, "done, go on", user="77", name="Bo", direct=False))
+        await harness.settle(within=60)
+        assert harness.adapter.texts(group)[-1] == WAIT_FOR_REQUESTER.format(who="Ana")
+        assert len(model.requests) == 1  # the run did not go on with Bo's words
+
+        link = connect_prompt(harness, ANA).message.buttons[0].url  # still waiting for Ana
+        assert link is not None
+        assert (await get(await w.auth.sign_in(link, login="alice")))[0] == 200
+        await harness.settle(within=60)
+        assert harness.adapter.texts(group)[-1] == "You're alice."
 
 
 async def test_in_a_telegram_group_someone_parley_cannot_message_privately_is_told_how(
