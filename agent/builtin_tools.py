@@ -26,12 +26,16 @@ FULL_TEXT = (
 
 def _remembers_for_others(args: dict[str, Any], run: RunContext) -> bool:
     # A memory others will be told (the chat's, the team's) is the author's decision, said
-    # with Approve: in a shared chat anyone's text may be what asked for it.
-    return run.is_shared_scope(run.write_scope(args.get("share")))
+    # with Approve: in a shared chat anyone's text may be what asked for it. A run nobody
+    # asked for (a trigger in its owner's name) reads anyone's text, so even the owner's
+    # private memory waits for their yes.
+    return not run.asked or run.is_shared_scope(run.write_scope(args.get("share")))
 
 
 def _describe_remember(args: dict[str, Any]) -> str:
-    where = {"team": "the whole team", "chat": "this chat"}.get(str(args.get("share")), "")
+    where = {"team": "the whole team", "chat": "this chat", "private": "only you"}.get(
+        str(args.get("share")), ""
+    )
     return f"Remember for {where or 'this chat'}: “{args.get('text', '')}”"
 
 

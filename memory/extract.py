@@ -50,6 +50,8 @@ class FactExtractor:
     async def extract(
         self, messages: Sequence[TranscriptMessage], context: RunContext
     ) -> list[MemoryRecord]:
+        if not context.asked:
+            return []  # a trigger's run: its text is a webhook's, not the person's words
         transcript = "\n".join(f"{m.role}: {m.text}" for m in messages if m.text.strip())[-12_000:]
         if not transcript:
             return []
