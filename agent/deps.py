@@ -68,3 +68,5 @@ class ToolContext:
     resume: Mapping[str, Any] | None = None
     # Shows a running tool's own status line (an MCP server's progress) in the chat.
     progress: Callable[[str], Awaitable[None]] | None = None
+    # The offered tools' `Tool.shown` digests, by name: what a schedule's permission binds to.
+    shown: Mapping[str, str] = field(default_factory=dict)

@@ -214,7 +214,11 @@ class Agent:
             registry = registry.with_tools(extra)
         offer = self._offer(registry)
         context = ToolContext(
-            run=state.context, memory=self.memory, scheduler=self.scheduler, deps=offer.deps
+            run=state.context,
+            memory=self.memory,
+            scheduler=self.scheduler,
+            deps=offer.deps,
+            shown={t.name: t.shown for t in registry.tools() if t.shown},
         )
         actor = Actor(
             registry=registry,

@@ -10,11 +10,13 @@ put to the user at all: the call is refused at once, naming the minimum.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from agent.protocols import RunContext, ScheduleBook, ScheduleInfo, ScheduleRefused
 from agent.recurrence import RecurrenceError, check, local_time, zone_of
+from agent.standing import bound, permitted
 from agent.tools import Tool, ToolContext, ToolError, tool
 
 DEFAULT_MIN_INTERVAL = 60.0
@@ -44,12 +46,13 @@ def _book(ctx: ToolContext) -> ScheduleBook:
     return ctx.scheduler
 
 
-def _standing(allow_tools: list[str] | None) -> tuple[str, ...]:
+def _standing(allow_tools: list[str] | None, shown: Mapping[str, str]) -> tuple[str, ...]:
+    """The permissions, each bound to its tool as shown now: a tool changed later is asked."""
     names = tuple(dict.fromkeys(name.strip() for name in allow_tools or () if name.strip()))
     refused = NEVER_STANDING.intersection(names)
     if refused:
         raise ToolError(f"{', '.join(sorted(refused))} always needs approval; leave it out.")
-    return names
+    return tuple(bound(name, shown.get(name)) for name in names)
 
 
 def schedule_tools(min_interval: float = DEFAULT_MIN_INTERVAL) -> tuple[Tool, Tool, Tool]:
@@ -113,7 +116,7 @@ def schedule_tools(min_interval: float = DEFAULT_MIN_INTERVAL) -> tuple[Tool, To
             raise ToolError(why)
         try:
             made = await book.create_schedule(
-                when, objective, zone_name, _standing(allow_tools), ctx.run
+                when, objective, zone_name, _standing(allow_tools, ctx.shown), ctx.run
             )
         except ScheduleRefused as exc:
             raise ToolError(str(exc)) from None
@@ -148,7 +151,8 @@ def render(item: ScheduleInfo) -> str:
     zone = zone_of(item.timezone)
     upcoming = local_time(item.next_run, zone) if item.next_run else "not scheduled"
     state = f"paused ({item.note})" if item.state == "paused" and item.note else item.state
-    extra = f"; may act without asking: {', '.join(item.standing)}" if item.standing else ""
+    allowed = ", ".join(permitted(entry) for entry in item.standing)
+    extra = f"; may act without asking: {allowed}" if item.standing else ""
     return (
         f"id: {item.id} — {item.when} ({item.timezone}), {state}, next run {upcoming}, "
         f"owner {item.owner_name or item.owner_id}: “{item.objective[:200]}”{extra}"

@@ -4,6 +4,9 @@ A call is covered when its tool may be approved for good (`Tool.standing_digest`
 host's `StandingApprovals` says the requester approved the tool as it is now shown. Covered
 calls run like approved ones (journaled, at most once); a store that fails covers nothing, so
 the call is put to the person as usual.
+
+A schedule's permissions (`RunContext.standing`) bind the same way: each names a tool with
+its `Tool.shown` digest from when the schedule was made (`bound`), and covers it only unchanged.
 """
 
 from __future__ import annotations
@@ -32,6 +35,22 @@ async def split(
         else:
             waiting.append((use, tool))
     return covered, waiting
+
+
+def bound(name: str, shown: str | None) -> str:
+    """A schedule's permission for `name`, bound to the tool as it is shown now (`Tool.shown`)."""
+    return f"{name}@{shown}" if shown else name
+
+
+def permitted(entry: str) -> str:
+    """The tool a schedule's permission names (tool names never hold "@")."""
+    return entry.partition("@")[0]
+
+
+def permits(entries: tuple[str, ...], tool: Tool) -> bool:
+    """Whether a schedule's permissions (`RunContext.standing`) cover `tool` as it is now: a
+    tool changed since (or never seen) when the schedule was made is asked about again."""
+    return bound(tool.name, tool.shown) in entries
 
 
 async def _covers(standing: StandingApprovals, run: RunContext, tool: str, digest: str) -> bool:

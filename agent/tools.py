@@ -43,8 +43,7 @@ log = logging.getLogger(__name__)
 # calls (remembering privately vs in a shared chat).
 Predicate = Callable[[dict[str, Any]], bool] | Callable[[dict[str, Any], RunContext], bool]
 SideEffects = bool | Predicate
-# A call's one-line description for approval prompts: from its arguments, or from its
-# arguments and the run's context.
+# A call's one-line description for approval prompts, from its arguments (and run context).
 Describe = Callable[[dict[str, Any]], str] | Callable[[dict[str, Any], RunContext | None], str]
 T = TypeVar("T")
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -118,6 +117,7 @@ class Tool:
 
     side_effects: bool = False
     standing_digest: str | None = None  # approvable for good: a digest of what was shown
+    shown: str | None = None  # that digest for any MCP tool: what a schedule's permission binds
     # Decides per call for a tool whose side effects depend on its arguments.
     _side_effects_when: Predicate | None = None
     _predicate_reads_run = False

@@ -138,9 +138,8 @@ class Actor:
                 calls.proposals.append(use)
             elif isinstance(checked := check_call(self.registry, use), str):
                 self._reply(turn, use, checked, "invalid")
-            elif (
-                not checked.needs_approval(use.input, self.context.run)
-                or checked.name in self.context.run.standing
+            elif not checked.needs_approval(use.input, self.context.run) or standing.permits(
+                self.context.run.standing, checked
             ):
                 calls.read_only.append(use)  # standing: approved in advance (a schedule's)
             elif step := deferred.consume(state.approved_plan, checked, use):

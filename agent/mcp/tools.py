@@ -129,7 +129,8 @@ class McpTool(Tool):
         self.description = description[:MAX_DESCRIPTION]
         self.category = f"mcp:{server}"
         self.side_effects = is_side_effecting(remote, approval)
-        self.standing_digest = shown_digest(server, remote) if standing else None
+        self.shown = shown_digest(server, remote)
+        self.standing_digest = self.shown if standing else None
         self.timeout = timeout
         # a side-effecting call is never repeated on its own: it may have happened
         self.retries = 0 if self.side_effects else None

@@ -289,3 +289,46 @@ async def test_a_trigger_acting_in_anas_name_never_uses_her_standing_approval(
         assert written(ledger) == ["write_note a"]  # nothing ran unasked
         assert prompts(harness) == 2  # the trigger's call is put to Ana like any other
         assert RAN not in harness.adapter.texts(GROUP)
+
+
+async def fire_next(harness: Harness) -> None:
+    """Start the one schedule's next slot now."""
+    (entry,) = await harness.redis.zrange(harness.runtime.keys.schedules_due, 0, 0, withscores=True)
+    await harness.runtime.clock.start_due(now=int(entry[1]))
+    await harness.settle(within=60)
+
+
+async def test_a_schedules_permission_holds_only_while_the_tool_is_unchanged(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    model = ScriptedModel(
+        [
+            turn(
+                call(
+                    "schedule",
+                    when="every 10 minutes",
+                    objective="write the daily note",
+                    allow_tools=["test__write_note"],
+                )
+            ),
+            reply("Scheduled."),
+            turn(call("test__write_note", note="monday")),  # the first run: allowed
+            reply("Noted monday."),
+            turn(call("test__write_note", note="tuesday")),  # after the tool changed
+        ]
+    )
+    async with parley(redis, model, server(ledger, standing=False)) as harness:
+        await ask(harness, "every 10 minutes write the daily note, no need to ask me")
+        await harness.submit(press(prompt(harness), "Approve"))
+        await harness.settle(within=60)
+        assert harness.adapter.texts(GROUP)[-1].endswith("Scheduled.")
+        await fire_next(harness)
+        assert written(ledger) == ["write_note monday"]  # ran without asking
+        assert prompts(harness) == 1  # only the schedule itself was put to Ana
+    # the server now says write_note is destructive: not what Ana allowed the schedule
+    async with parley(redis, model, server(ledger, standing=False, changed=True)) as harness:
+        await fire_next(harness)
+        assert written(ledger) == ["write_note monday"]
+        assert prompts(harness) == 1  # asked again, in this process
+        assert "test__write_note" in prompt(harness).message.text
