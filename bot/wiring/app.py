@@ -14,13 +14,7 @@ from typing import Literal
 
 import redis.asyncio as aioredis
 
-from adapters.base import OutboundMessage
-from agent.llm.usage import close_model
-from agent.outcomes import Outcome
-from agent.protocols import MemoryStore, Scheduler
 from bot.config import Settings
-from bot.conversation.channels import Channels
-from bot.conversation.commands import remembered_note
 from bot.conversation.limits import Limits
 from bot.ops.gc_tuning import GcTuning
 from bot.ops.health import Health
@@ -29,14 +23,9 @@ from bot.ops.invocation import parley_command
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
 from bot.runtime.triggers import Hooks, load_triggers
-from bot.wiring.compose import build_agent
 from bot.wiring.connection import redis_connection
 from bot.wiring.mcp_setup import build_connections, build_toolbox, readiness
-from bot.wiring.memory_setup import completion, open_memory
-from bot.wiring.models import breaker_readiness, build_chat_model
 from bot.wiring.platforms import NO_PLATFORM, Platforms
-from bot.wiring.runtime import build_runtime
-from memory.extract import FactExtractor
 
 log = logging.getLogger(__name__)
 
@@ -77,45 +66,18 @@ async def run_role(
     http.add_check("loops", health.readiness)
     http.add_liveness_check("loops", health.liveness)
     platforms = Platforms(settings, redis, keys, inbox.submit if gateway else None, health)
-    store = await open_memory(settings, redis) if workers else None
-    memory: MemoryStore | None = store
-    model = build_chat_model(settings, redis) if workers else None
-    if workers and settings.anthropic.api_key is not None:
-        http.add_check("breaker", breaker_readiness(settings, redis))
+    work = None
+    if workers:  # a gateway never loads the model SDKs or the memory index (work.py)
+        from bot.wiring.work import build_work
 
-    runtime = None
-    if workers:
-        assert model is not None
-
-        def make_agent(scheduler: Scheduler):  # type: ignore[no-untyped-def]
-            return build_agent(
-                settings,
-                redis,
-                model=model,
-                memory=memory,
-                scheduler=scheduler,
-                tool_source=toolbox.source() if toolbox is not None else None,
-                channels=Channels(platforms.adapters),
-            )
-
-        after_run = None
-        if settings.memory.extract and memory is not None:
-            extractor = FactExtractor(completion(model), memory)
-
-            async def after_run(outcome: Outcome) -> OutboundMessage | None:
-                state = outcome.state
-                return remembered_note(await extractor.extract(state.messages, state.context))
-
-        runtime = build_runtime(
-            redis,
+        tools = toolbox.source() if toolbox is not None else None
+        work = await build_work(
             settings,
-            platforms.adapters,
-            make_agent,
-            memory=memory,
-            admission=limits.admission,
-            charge=limits.charge_event,
-            usage=limits.usage_text,
-            after_run=after_run,
+            redis,
+            http=http,
+            platforms=platforms,
+            tools=tools,
+            limits=limits,
             health=health,
         )
 
@@ -143,14 +105,14 @@ async def run_role(
         if toolbox is not None:
             toolbox.launch()  # in the background: a slow or broken server never holds us up
             http.add_check("mcp", readiness(toolbox))
-        if runtime is not None:
-            worker_task = asyncio.create_task(runtime.run(stop))
+        if work is not None:
+            worker_task = asyncio.create_task(work.runtime.run(stop))
         log.info("Parley is running (%s); press Ctrl-C to stop", role)
         await stop.wait()
         log.info("stopping: no new work; finishing what is in flight")
         if gateway:
             await platforms.stop_receiving()
-        if runtime is not None:
+        if work is not None:
             await worker_task
     finally:
         await http.stop()
@@ -158,15 +120,9 @@ async def run_role(
         if toolbox is not None:
             await toolbox.stop()
         await limits.flush_at_stop(within=settings.runtime.drain_timeout)  # the last charges
-        if model is not None:
-            await close_model(model)
+        if work is not None:
+            await work.close()
         gc_tuning.uninstall()
-        if store is not None:
-            try:  # recall's last-used times noted since its last write
-                await store.write_used()
-            except Exception as exc:
-                log.warning("could not store recall's last-used times (%s)", type(exc).__name__)
-            await store.embedder.close()
         log.info("%s stopped", role)
 
 
