@@ -3,7 +3,8 @@
 A few kilobytes of PDF can hold millions of drawing operators that pypdf walks one by one in
 Python, for minutes; a thread cannot be stopped, a process can. The child reads the PDF from
 stdin under an address-space limit and answers with one JSON object on stdout; the worker
-kills it once `seconds` have passed, and the user is told the file was too much to read.
+stops it once it has spent `seconds` of CPU reading (or, starved of CPU, `WALL_FACTOR` times
+that in wall time), and the user is told the file took too long to read.
 A 16 KiB PDF can drive pypdf past 350 MiB, so the child's address space is capped well
 inside a worker pod's memory, and `PdfReader` lets only a few children read at once.
 """
@@ -13,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import resource
+import signal
 import sys
 from dataclasses import dataclass, field
 
@@ -25,6 +28,9 @@ from bot.conversation.documents import TOO_MUCH, TooComplex, UnreadableDocument,
 CHILD_ENV = ("PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LANG", "LC_ALL", "TMPDIR")
 MIB = 1024 * 1024
 STARTUP_SECONDS = 60.0  # for the child to start and load pypdf, before its clock runs
+# The limit is the reading's CPU time: on a loaded machine a small PDF's reader waits for a
+# core longer than the limit. Wall time stops only a reader that cannot get one at all.
+WALL_FACTOR = 4.0
 TOO_SLOW = "{name} took too long to read (over {seconds:g} seconds), so I left it unread."
 ERRORS: dict[str, type[UnreadableDocument]] = {
     cls.__name__: cls
@@ -68,6 +74,7 @@ async def read_pdf_apart(
         name,
         str(max_chars),
         str(memory_bytes),
+        str(seconds),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
@@ -79,7 +86,7 @@ async def read_pdf_apart(
         # on a loaded machine, and a small PDF was refused as too slow to read.
         async with asyncio.timeout(max(seconds, STARTUP_SECONDS)):
             await child.stdout.readline()  # "ready", or b"" if it died
-        async with asyncio.timeout(seconds):
+        async with asyncio.timeout(seconds * WALL_FACTOR):
             out, _ = await child.communicate(data)
     except TimeoutError:
         raise TooComplex(TOO_SLOW.format(name=name, seconds=seconds)) from None
@@ -88,9 +95,11 @@ async def read_pdf_apart(
             with contextlib.suppress(ProcessLookupError):
                 child.kill()
             await child.wait()
+    if child.returncode == -signal.SIGXCPU and not out:
+        raise TooComplex(TOO_SLOW.format(name=name, seconds=seconds))  # its CPU time ran out
     try:
         answer = json.loads(out)
-    except ValueError:  # died without answering: out of memory, or killed
+    except ValueError:  # died without answering: out of memory
         raise TooComplex(TOO_MUCH.format(name=name)) from None
     if "error" in answer:
         raise ERRORS.get(answer["error"], documents.DamagedDocument)(str(answer["sentence"]))
@@ -101,6 +110,9 @@ def main() -> None:
     name, max_chars, memory_bytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     drop_privileges()  # the file is untrusted: no reading Parley through /proc
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    used = resource.getrusage(resource.RUSAGE_SELF)  # starting up is not reading
+    cpu = math.ceil(used.ru_utime + used.ru_stime + float(sys.argv[4]))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU ends it
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     data = sys.stdin.buffer.read()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,26 @@ async def test_the_time_limit_is_for_reading_not_for_starting_the_reader(
     reader = PdfReader(seconds=1.5)
     text, pages = await reader.read("fine.pdf", pdf("x marks the spot"), 40_000)
     assert "x marks the spot" in text and pages == 1
+
+
+async def test_the_time_limit_is_the_readers_cpu_time_not_the_wait_for_a_core(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded machine a reader waits for a core: a small PDF whose reader got no CPU for
+    longer than the limit is still read; a PDF that needs more CPU than the limit is not."""
+    waits = "import sys, time\n"
+    waits += "class Slow:\n"
+    waits += "    def __init__(self, raw): self.raw = raw\n"
+    waits += "    def read(self): time.sleep(3); return self.raw.read()\n"  # no CPU
+    waits += "class In:\n    buffer = Slow(sys.stdin.buffer)\n"
+    waits += "sys.stdin = In()\n"
+    (tmp_path / "sitecustomize.py").write_text(waits)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    reader = PdfReader(seconds=1.5)
+    started = time.monotonic()
+    text, pages = await reader.read("fine.pdf", pdf("x marks the spot"), 40_000)
+    assert time.monotonic() - started > 3  # longer than the limit in wall time
+    assert "x marks the spot" in text and pages == 1
+    monkeypatch.delenv("PYTHONPATH")
+    sentence = await read(PdfReader(seconds=1.5), "slow.pdf", slow_pdf(2_000_000))
+    assert sentence == "slow.pdf took too long to read (over 1.5 seconds), so I left it unread."
