@@ -37,6 +37,7 @@ from agent.mcp.config import McpConfig, ServerConfig
 from agent.mcp.elicitation import Answers, LiveQuestions, Progress, call_tool
 from agent.mcp.revision import open_session
 from agent.mcp.stderr import relayed_stderr
+from agent.mcp.tasks import allows_task, call_as_task, offers_tasks
 from agent.mcp.tools import McpTool, build_tools, list_all
 from agent.mcp.user import Credentials, UserServer
 from agent.protocols import RunContext
@@ -71,6 +72,7 @@ class McpServer:
         self.protocol: str | None = None  # the MCP revision the session speaks
         self._session: ClientSession | None = None
         self._questions = LiveQuestions()
+        self._task_tools: set[str] = set()  # tools the server may run as MCP tasks
         self._asks: dict[str, Any] = {"elicitation_callback": self._questions}
         self._task: asyncio.Task[None] | None = None
         self._signal = asyncio.Event()  # something for the supervisor to look at
@@ -221,6 +223,7 @@ class McpServer:
 
     async def _list_tools(self, session: ClientSession) -> None:
         listed = await list_all(session)
+        self._task_tools = {tool.name for tool in listed if allows_task(tool)}
         # checking schemas is the server's CPU work: off the event loop, in bounded time
         async with asyncio.timeout(self.timing.start_timeout):
             self.tools, self.skipped = await asyncio.to_thread(
@@ -255,6 +258,8 @@ class McpServer:
         session = self._session
         assert session is not None
         try:
+            if tool in self._task_tools and answers is None and offers_tasks(session):
+                return await call_as_task(session, tool, args, progress)
             return await call_tool(session, self._questions, tool, args, answers, progress)
         except MCPError as exc:
             if exc.code != mt.CONNECTION_CLOSED:  # an answer: the server is alive

@@ -11,7 +11,7 @@ set), so a test can count how often they ran; with `MCP_PIDFILE` set, the server
 process id there when it starts. `grow` adds a tool and announces the change
 with `notifications/tools/list_changed`. `pick_colour`, `confirm_send` and `sign_in` ask the
 user mid-call (elicitation through `Resolve(Elicit(...))`: an enum, a boolean, and a password
-a client must refuse); `count_up` reports progress. Over HTTP every request needs `Authorization:
+a client must refuse); `count_up` reports progress; with `MCP_TASKS` set, `long_job` runs as an MCP task. Over HTTP every request needs `Authorization:
 Bearer <token>`.
 """
 
@@ -41,7 +41,10 @@ from mcp.types import (
     TextResourceContents,
     ToolAnnotations,
 )
+from mcp_types import ToolExecution
 from pydantic import BaseModel, Field
+
+from tests.fakes.mcp_tasks import TASK_TOOLS, TaskServer, TasksExtension
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
@@ -71,11 +74,22 @@ class MangledServer(MCPServer):
                 if tool.name == "write_note":
                     tool.annotations = DESTRUCTIVE
         for tool in tools:
+            if TASKS is not None and tool.name in TASK_TOOLS:
+                tool.execution = ToolExecution(task_support="optional")
             tool.name = os.environ.get("MCP_TOOL_PREFIX", "") + tool.name
         return tools
 
 
-server = MangledServer("parley-test")
+def _task_call(name: str, args: dict[str, Any]) -> Any:
+    return server.call_tool(name, args)
+
+
+# MCP_TASKS: the server speaks MCP tasks (2025-11-25) for `long_job`
+TASKS = TaskServer(_task_call, lambda line: _ledger(line)) if os.environ.get("MCP_TASKS") else None
+server = MangledServer(
+    "parley-test",
+    **({"extensions": [TasksExtension(TASKS)], "middleware": [TASKS.middleware]} if TASKS else {}),
+)
 
 
 def _ledger(line: str) -> None:
@@ -256,6 +270,15 @@ async def count_up(steps: int, ctx: Context) -> str:
         await ctx.report_progress(step, steps, f"step {step} of {steps}")
         await asyncio.sleep(0.05)
     return f"counted to {steps}"
+
+
+@server.tool(annotations=READ_ONLY)
+async def long_job(seconds: float, fail: bool = False) -> str:
+    """A job that takes `seconds` (a task where the server speaks MCP tasks)."""
+    await asyncio.sleep(seconds)
+    if fail:
+        raise ValueError("the job broke")
+    return f"job done after {seconds:g}s"
 
 
 def _http_app(token: str) -> Any:

@@ -1,0 +1,109 @@
+"""Long tool calls as MCP tasks (2025-11-25, experimental in the specification).
+
+A server that advertises `capabilities.tasks.requests.tools.call` may run a tool whose
+listing allows it (`execution.taskSupport` "optional" or "required") as a task: the
+`tools/call` carries a `task` field and is answered at once with a `CreateTaskResult`; the
+client polls `tasks/get` at the server's `pollInterval` and fetches `tasks/result` once the
+task is `completed`. Each status message shows as the run's status line, as progress does.
+A run that stops (cancelled, timed out) sends `tasks/cancel` so the server's work stops too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import mcp.types as mt
+import mcp_types
+from mcp import ClientSession
+
+from mcp.shared.dispatcher import ProgressFnT as Progress
+from agent.tools import ToolError
+
+log = logging.getLogger(__name__)
+
+POLL_MIN = 0.05  # seconds: however eager the server, no tighter loop than this
+POLL_MAX = 10.0
+POLL_DEFAULT = 1.0
+CANCEL_TIMEOUT = 5.0
+TASK_TTL_MS = 3_600_000  # asked of the server: keep the result for an hour
+
+
+def allows_task(tool: mt.Tool) -> bool:
+    """The tool's listing lets it run as a task."""
+    return tool.execution is not None and tool.execution.task_support in ("optional", "required")
+
+
+def offers_tasks(session: ClientSession) -> bool:
+    """The server runs `tools/call` as tasks (its `capabilities.tasks`)."""
+    caps = session.server_capabilities
+    tasks = caps.tasks if caps is not None else None
+    requests = tasks.requests if tasks is not None else None
+    return requests is not None and requests.tools is not None and requests.tools.call is not None
+
+
+async def call_as_task(
+    session: ClientSession, tool: str, args: dict[str, Any], progress: Progress | None
+) -> mt.CallToolResult:
+    """Run `tool` as a task and wait for its result; MCPError as for any call."""
+    params = {"name": tool, "arguments": args, "task": {"ttl": TASK_TTL_MS}}
+    # The SDK checks a tools/call answer against CallToolResult; a task-augmented call is
+    # answered with a CreateTaskResult (the SDK has the type, not the call), so it goes raw.
+    raw = await session._dispatcher.send_raw_request("tools/call", params, {})
+    task = mcp_types.CreateTaskResult.model_validate(raw, by_name=False).task
+    try:
+        return await _follow(session, task, progress)
+    except asyncio.CancelledError:
+        await _cancel(session, task.task_id)
+        raise
+
+
+async def _follow(
+    session: ClientSession, task: mcp_types.Task, progress: Progress | None
+) -> mt.CallToolResult:
+    shown: str | None = None
+    while True:
+        line = task.status_message or task.status
+        if progress is not None and line != shown:
+            shown = line
+            await progress(0, None, line)
+        if task.status == "completed":
+            payload = mcp_types.GetTaskPayloadRequest(
+                params=mcp_types.GetTaskPayloadRequestParams(task_id=task.task_id)
+            )
+            return await session.send_request(payload, mt.CallToolResult)
+        if task.status == "failed":
+            raise ToolError(f"the task failed: {task.status_message or 'no reason given'}")
+        if task.status == "cancelled":
+            raise ToolError("the server cancelled the task")
+        await asyncio.sleep(_interval(task.poll_interval))
+        request = mcp_types.GetTaskRequest(
+            params=mcp_types.GetTaskRequestParams(task_id=task.task_id)
+        )
+        task = await session.send_request(request, mcp_types.GetTaskResult)
+
+
+def _interval(poll_ms: int | None) -> float:
+    if poll_ms is None:
+        return POLL_DEFAULT
+    return min(max(poll_ms / 1000, POLL_MIN), POLL_MAX)
+
+
+async def _cancel(session: ClientSession, task_id: str) -> None:
+    """Tell the server to stop; shielded from the cancellation that asked for it."""
+    request = mcp_types.CancelTaskRequest(params=mcp_types.CancelTaskRequestParams(task_id=task_id))
+
+    async def send() -> None:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CANCEL_TIMEOUT):
+                await session.send_request(request, mcp_types.CancelTaskResult)
+
+    sending = asyncio.ensure_future(send())
+    try:
+        await asyncio.shield(sending)
+    except asyncio.CancelledError:
+        await sending  # bounded by CANCEL_TIMEOUT
+        raise
+    log.info("MCP task %s cancelled with its run", task_id)

@@ -1,0 +1,102 @@
+"""MCP tasks (2025-11-25): a long tool call runs as a task on a server that offers them — its
+status is the run's status line, its result comes from `tasks/result`, a failed task is the
+tool's error, and a run that stops cancels the task on the server (`tasks/cancel`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from adapters.base import ConversationKey
+from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.harness import Harness, running
+from tests.bot.recording import RecordingAdapter, message
+from tests.fakes.mcp_process import stdio_server
+
+pytestmark = pytest.mark.process
+
+TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
+GROUP = ConversationKey(platform="telegram", chat_id="-100")
+TASKS = {"MCP_TASKS": "1"}
+
+
+@contextlib.asynccontextmanager
+async def parley(
+    redis: aioredis.Redis, model: ScriptedModel, server: ServerConfig, adapter: RecordingAdapter
+) -> AsyncIterator[Harness]:
+    box = McpToolbox(McpConfig(mcpServers={"test": server}), TIMING)
+    await box.start()
+    try:
+        async with running(redis, model, adapter=adapter, tool_source=box.source()) as harness:
+            yield harness
+    finally:
+        await box.stop()
+
+
+def result_of(model: ScriptedModel, request: int) -> str:
+    return str(model.requests[request].messages[-1].content[0].content)
+
+
+def ledger_lines(ledger: Path) -> list[str]:
+    return ledger.read_text().splitlines() if ledger.exists() else []
+
+
+async def test_a_task_shows_its_status_and_its_result_is_the_tools(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    model = ScriptedModel([turn(call("test__long_job", seconds=0.5)), reply("Job done.")])
+    adapter = RecordingAdapter()
+    adapter.progress_delay = 0  # type: ignore[attr-defined]  # shown at once
+    async with parley(redis, model, stdio_server(ledger, env=TASKS), adapter) as harness:
+        await harness.submit(message(GROUP, "run the job", direct=False))
+        await harness.settle(within=60)
+    assert ledger_lines(ledger) == ["task long_job"]  # called as a task, once
+    assert result_of(model, 1) == "job done after 0.5s"  # from tasks/result
+    shown = [s for chat, s in adapter.progress_log if chat == GROUP.id and s]
+    assert "test: started" in shown and "test: done" in shown
+    assert adapter.texts(GROUP)[-1] == "Job done."
+
+
+async def test_without_task_support_the_same_tool_is_an_ordinary_call(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    model = ScriptedModel([turn(call("test__long_job", seconds=0.1)), reply("Done.")])
+    async with parley(redis, model, stdio_server(ledger), RecordingAdapter()) as harness:
+        await harness.submit(message(GROUP, "run the job", direct=False))
+        await harness.settle(within=60)
+    assert ledger_lines(ledger) == []  # no task was made
+    assert result_of(model, 1) == "job done after 0.1s"
+
+
+async def test_a_failed_task_is_the_tools_error(redis: aioredis.Redis, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    model = ScriptedModel(
+        [turn(call("test__long_job", seconds=0.1, fail=True)), reply("It broke.")]
+    )
+    async with parley(redis, model, stdio_server(ledger, env=TASKS), RecordingAdapter()) as h:
+        await h.submit(message(GROUP, "run the job", direct=False))
+        await h.settle(within=60)
+    assert ledger_lines(ledger) == ["task long_job"]
+    seen = result_of(model, 1)
+    assert "the task failed" in seen and "the job broke" in seen
+    assert h.adapter.texts(GROUP)[-1] == "It broke."
+
+
+async def test_a_call_that_times_out_cancels_its_task_on_the_server(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    model = ScriptedModel([turn(call("test__long_job", seconds=60)), reply("Too slow.")])
+    server = stdio_server(ledger, env=TASKS, timeout=1)
+    async with parley(redis, model, server, RecordingAdapter()) as harness:
+        await harness.submit(message(GROUP, "run the job", direct=False))
+        await harness.settle(within=60)
+    assert ledger_lines(ledger) == ["task long_job", "cancelled long_job"]
+    assert harness.adapter.texts(GROUP)[-1] == "Too slow."

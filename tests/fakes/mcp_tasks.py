@@ -1,0 +1,120 @@
+"""The server side of MCP tasks (2025-11-25, experimental), for `tests.fakes.mcp_server`.
+
+The `mcp` SDK has the task types but no task support, so this adds it: a middleware answers a
+task-augmented `tools/call` with a `CreateTaskResult` and runs the tool in the background (the
+SDK would check the answer against `CallToolResult`), advertises `capabilities.tasks` in the
+`initialize` result, and an extension serves `tasks/get`, `tasks/result` and `tasks/cancel`.
+Each task and each cancel is written to the ledger (`task <tool>`, `cancelled <tool>`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as T
+from mcp.server.extension import Extension, MethodBinding
+from mcp.shared.exceptions import MCPError
+
+POLL_MS = 100
+TASK_TOOLS = ("long_job",)  # listed with execution.taskSupport "optional"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat()
+
+
+@dataclass
+class _Task:
+    tool: str
+    status: T.TaskStatus = "working"
+    message: str | None = None
+    created: str = field(default_factory=_now)
+    result: Any = None
+    runner: asyncio.Task[None] | None = None
+
+    def wire(self, task_id: str) -> dict[str, Any]:
+        shown = {
+            "taskId": task_id,
+            "status": self.status,
+            "createdAt": self.created,
+            "lastUpdatedAt": _now(),
+            "ttl": 600_000,
+            "pollInterval": POLL_MS,
+        }
+        return shown | ({"statusMessage": self.message} if self.message else {})
+
+
+class TaskServer:
+    """The tasks of one server process; `call` runs a tool as the SDK would."""
+
+    def __init__(self, call: Callable[[str, dict[str, Any]], Any], ledger: Callable[[str], None]):
+        self._call = call
+        self._ledger = ledger
+        self.tasks: dict[str, _Task] = {}
+
+    async def middleware(self, ctx: Any, call_next: Any) -> Any:
+        if ctx.method == "initialize":
+            result = await call_next(ctx)
+            if isinstance(result, dict):
+                result["capabilities"]["tasks"] = {
+                    "cancel": {},
+                    "requests": {"tools": {"call": {}}},
+                }
+            return result
+        params = ctx.params if isinstance(ctx.params, dict) else {}
+        if ctx.method == "tools/call" and "task" in params and params["name"] in TASK_TOOLS:
+            task_id = uuid.uuid4().hex
+            task = self.tasks[task_id] = _Task(params["name"])
+            self._ledger(f"task {task.tool}")
+            task.runner = asyncio.create_task(self._run(task, dict(params.get("arguments") or {})))
+            return {"task": task.wire(task_id)}
+        return await call_next(ctx)
+
+    async def _run(self, task: _Task, args: dict[str, Any]) -> None:
+        task.message = "started"
+        result = task.result = await self._call(task.tool, args)
+        if result.is_error:
+            task.status, task.message = "failed", result.content[0].text[:200]
+            return
+        task.status, task.message = "completed", "done"
+
+    def _task(self, task_id: str) -> _Task:
+        if task_id not in self.tasks:
+            raise MCPError(code=T.INVALID_PARAMS, message="no such task")
+        return self.tasks[task_id]
+
+    async def get(self, ctx: Any, params: T.GetTaskRequestParams) -> dict[str, Any]:
+        return self._task(params.task_id).wire(params.task_id)
+
+    async def result(self, ctx: Any, params: T.GetTaskPayloadRequestParams) -> Any:
+        task = self._task(params.task_id)
+        if task.status != "completed":
+            raise MCPError(code=T.INVALID_PARAMS, message=f"task is {task.status}")
+        return task.result
+
+    async def cancel(self, ctx: Any, params: T.CancelTaskRequestParams) -> dict[str, Any]:
+        task = self._task(params.task_id)
+        if task.runner is not None and not task.runner.done():
+            task.runner.cancel()
+        task.status, task.message = "cancelled", None
+        self._ledger(f"cancelled {task.tool}")
+        return task.wire(params.task_id)
+
+
+class TasksExtension(Extension):
+    identifier = "io.parley-test/tasks"
+
+    def __init__(self, tasks: TaskServer) -> None:
+        self._tasks = tasks
+
+    def methods(self) -> Sequence[MethodBinding]:
+        return (
+            MethodBinding("tasks/get", T.GetTaskRequestParams, self._tasks.get),
+            MethodBinding("tasks/result", T.GetTaskPayloadRequestParams, self._tasks.result),
+            MethodBinding("tasks/cancel", T.CancelTaskRequestParams, self._tasks.cancel),
+        )
