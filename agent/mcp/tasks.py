@@ -18,8 +18,8 @@ from typing import Any
 import mcp.types as mt
 import mcp_types
 from mcp import ClientSession
-
 from mcp.shared.dispatcher import ProgressFnT as Progress
+
 from agent.tools import ToolError
 
 log = logging.getLogger(__name__)

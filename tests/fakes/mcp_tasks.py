@@ -77,7 +77,11 @@ class TaskServer:
 
     async def _run(self, task: _Task, args: dict[str, Any]) -> None:
         task.message = "started"
-        result = task.result = await self._call(task.tool, args)
+        try:
+            result = task.result = await self._call(task.tool, args)
+        except Exception as exc:  # the SDK raises what the tool raised
+            task.status, task.message = "failed", str(exc)[:200]
+            return
         if result.is_error:
             task.status, task.message = "failed", result.content[0].text[:200]
             return
