@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from prometheus_client import REGISTRY
 
+import adapters.metrics
 import agent.llm.metrics
 import bot.conversation.limits
 import bot.ops.gc_tuning
@@ -31,6 +32,7 @@ def families() -> dict[str, str]:
     """Parley's metric families (name -> type), including labelled ones with no samples yet."""
     # these modules register their metrics on the default registry when imported
     assert bot.ops.metrics and agent.llm.metrics and memory.metrics and bot.ops.gc_tuning
+    assert adapters.metrics
     return {f.name: f.type for f in REGISTRY.collect() if f.name.startswith("parley_")}
 
 
