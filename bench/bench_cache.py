@@ -25,7 +25,7 @@ from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
 
 TURNS = 50
-PRICES = {"claude-sonnet-4-5": (3.0, 15.0)}
+PRICES = {"claude-sonnet-4-6": (3.0, 15.0)}
 CONTEXT = RunContext(conversation_id="c", platform="slack", user_id="U1", chat_id="D1")
 
 
@@ -56,7 +56,7 @@ async def main() -> None:
     rng = random.Random(1)
     async with FakeAnthropic() as hosted:
         hosted.responder = lambda body: fa.text("Answer: " + "details " * 95)
-        model = AnthropicModel(api_key="sk-bench", model="claude-sonnet-4-5", base_url=hosted.url)
+        model = AnthropicModel(api_key="sk-bench", model="claude-sonnet-4-6", base_url=hosted.url)
         agent = Agent(model, builtin_registry(), recall=QueryRecall())
         state: RunState | None = None
         shares: list[float] = []
@@ -74,8 +74,8 @@ async def main() -> None:
         input_tokens=total.input_tokens + total.cache_read_tokens + total.cache_write_tokens,
         output_tokens=total.output_tokens,
     )
-    cost = estimate_cost(PRICES, "claude-sonnet-4-5", total)
-    cost_without = estimate_cost(PRICES, "claude-sonnet-4-5", uncached)
+    cost = estimate_cost(PRICES, "claude-sonnet-4-6", total)
+    cost_without = estimate_cost(PRICES, "claude-sonnet-4-6", uncached)
     after_second = shares[2:]
     print(f"{TURNS}-turn thread, last prompt {prompt:,} tokens")
     print(

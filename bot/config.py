@@ -79,7 +79,8 @@ class RedisSettings(_Section):
 class AnthropicSettings(_Section):
     api_key: SecretStr | None = Field(None, alias="ANTHROPIC_API_KEY")
     base_url: str | None = Field(None, alias="ANTHROPIC_BASE_URL")
-    model: str = Field("claude-sonnet-4-5", alias="ANTHROPIC_MODEL")
+    # Sonnet 4.5 retires on 2026-11-30; 4.6 keeps its API behaviour (thinking off unless asked).
+    model: str = Field("claude-sonnet-4-6", alias="ANTHROPIC_MODEL")
     max_tokens: int = Field(4096, alias="PARLEY_ANTHROPIC_MAX_TOKENS", gt=0)
 
 
@@ -102,12 +103,13 @@ class LLMSettings(_Section):
     # reads bill at 0.1x and cache writes at 1.25x the input price, as Anthropic's do.
     prices: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: {
+            "claude-sonnet-4-6": (3.0, 15.0),
             "claude-sonnet-4-5": (3.0, 15.0),
             "claude-haiku-4-5": (1.0, 5.0),
             "claude-opus-4-5": (5.0, 25.0),
         },
         alias="PARLEY_LLM_PRICES",
-        examples=['{"claude-sonnet-4-5": [3.0, 15.0]}'],
+        examples=['{"claude-sonnet-4-6": [3.0, 15.0]}'],
     )
 
 

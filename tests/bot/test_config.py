@@ -65,7 +65,7 @@ def test_a_malformed_json_setting_is_one_line_naming_it(
     assert "\n" not in message and message.startswith(
         "invalid configuration: PARLEY_LLM_PRICES: not valid JSON ("
     )
-    assert message.endswith('for example {"claude-sonnet-4-5": [3.0, 15.0]}')
+    assert message.endswith('for example {"claude-sonnet-4-6": [3.0, 15.0]}')
 
 
 def test_json_where_a_file_is_named_says_the_setting_wants_a_file(
