@@ -83,6 +83,7 @@ class McpServer:
         self._broken = False
         self._relist = False
         self._closing = False
+        self._refusal: str | None = None  # the HTTP status the SDK's MCPError does not carry
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -135,7 +136,7 @@ class McpServer:
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # an SDK failure may arrive as an ExceptionGroup
-                self.error = _describe(exc)
+                self.error = _describe(exc, self._refusal)
             if self._closing:
                 break
             was_ready = self.state == "ready"
@@ -159,6 +160,7 @@ class McpServer:
     async def _connect_and_serve(self) -> None:
         self._attempt += 1
         self._connecting = True
+        self._refusal = None
         self._broken = self._relist = False
         if self.state != "down":  # a retry after a failure is still down until it connects
             self._set_state("starting")
@@ -193,9 +195,15 @@ class McpServer:
             )
             return stdio_client(params, errlog=relayed_stderr(stack, self.name))
         assert config.url is not None
+
+        async def note_refusal(response: httpx2.Response) -> None:
+            if response.status_code >= 400:
+                self._refusal = f"HTTP {response.status_code}"
+
         client = httpx2.AsyncClient(
             headers=config.headers,
             timeout=httpx2.Timeout(self.timing.call_timeout, read=None),
+            event_hooks={"response": [note_refusal]},
         )
         stack.push_async_callback(client.aclose)
         return streamable_http_client(config.url, http_client=client)
@@ -277,13 +285,15 @@ class McpServer:
         raise ConnectionError(f"MCP server {self.name} went away")
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, refusal: str | None = None) -> str:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     if isinstance(exc, TimeoutError):
         return "did not start in time"
     if isinstance(exc, FileNotFoundError | PermissionError):
         return f"cannot run its command ({type(exc).__name__})"
+    if isinstance(exc, MCPError):
+        return f"refused: {refusal}" if refusal else f"MCPError: {str(exc)[:200]}"
     return type(exc).__name__
 
 

@@ -167,6 +167,7 @@ async def test_streamable_http_with_a_bearer_token(ctx: RunContext) -> None:
         async with toolbox(remote=good, intruder=bad) as box:
             assert box.servers["remote"].state == "ready"
             assert box.servers["intruder"].state == "down"  # 401: never connected
+            assert box.servers["intruder"].error == "refused: HTTP 401"  # not a bare "MCPError"
             assert not [t for t in box.tools_for(ctx) if t.name.startswith("intruder__")]
             outcome = await agent(model, box).run("look beta up", ctx)
     assert isinstance(outcome, Finished)
