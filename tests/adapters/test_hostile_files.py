@@ -4,6 +4,7 @@ and the next message is answered."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import struct
@@ -19,6 +20,7 @@ import redis.asyncio as aioredis
 
 from bot.config import Settings
 from bot.conversation.images import MAX_PIXELS
+from bot.conversation.pdf_process import STARTUP_SECONDS, WALL_FACTOR
 from tests.adapters.samples import pdf
 from tests.adapters.test_telegram import ANA, adapter_for
 from tests.agent.scripted import ScriptedModel, reply
@@ -46,17 +48,24 @@ def bomb_png(width: int, height: int, *, rgba: bool = False) -> bytes:
     )
 
 
-def slow_pdf(operators: int) -> bytes:
-    """One page whose compressed content stream holds `operators` text moves and shows."""
+def slow_pdf(pages: int) -> bytes:
+    """Slow to read in flat memory: one page of 20,000 text moves, listed `pages` times over
+    (pypdf takes ~10 ms a page and keeps one page's operators at a time)."""
+    return page_pdf(b"BT /F1 12 Tf " + b"0 -1 Td " * 20_000 + b"ET", times=pages)
+
+
+def hungry_pdf(operators: int) -> bytes:
+    """One page whose compressed content stream holds `operators` text moves and shows:
+    pypdf holds them all at once, so its memory grows as it reads (~350 MiB for 400,000)."""
     return page_pdf(b"BT /F1 12 Tf " + b"0 -1 Td (ab) Tj " * operators + b"ET")
 
 
-def page_pdf(stream: bytes) -> bytes:
-    """One page with `stream` as its (compressed) content."""
+def page_pdf(stream: bytes, *, times: int = 1) -> bytes:
+    """One page with `stream` as its (compressed) content, `times` times in the page tree."""
     content = zlib.compress(stream, 9)
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join([b"4 0 R"] * times), times),
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R "
         b"/Resources << /Font << /F1 3 0 R >> >> >>",
@@ -178,10 +187,13 @@ async def test_a_pdf_too_slow_to_read_is_stopped_and_the_next_message_works(
     redis: aioredis.Redis, telegram: FakeTelegram, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-for-pdf-readers")
-    slow = slow_pdf(2_000_000)  # ~70 s of pypdf on an idle core
+    slow = slow_pdf(10_000)  # over a minute of pypdf on an idle core, in flat memory
     assert len(slow) < 200 * 1024
+    limit = 3
+    # what the reader may take: start-up, then `limit` of CPU or, starved of it, 4× in wall time
+    promised = STARTUP_SECONDS + WALL_FACTOR * limit
     model = ScriptedModel([reply("Here: x."), reply("Still here.")])
-    async with parley(redis, telegram, model, PARLEY_PDF_TIMEOUT=3) as harness:
+    async with parley(redis, telegram, model, PARLEY_PDF_TIMEOUT=limit) as harness:
         file_id = telegram.add_file(slow, path="documents/slow.pdf")
         started = time.monotonic()
         document = {"file_id": file_id, "file_name": "slow.pdf", "mime_type": "application/pdf"}
@@ -190,7 +202,8 @@ async def test_a_pdf_too_slow_to_read_is_stopped_and_the_next_message_works(
         # the process that parses untrusted files gets no secrets from the environment
         environ = environment_of(pdf_readers()[0])
         assert b"sk-ant-not-for-pdf-readers" not in environ and b"PATH=" in environ
-        await until(lambda: len(telegram.chat(ANA)) == 1)
+        used = await cpu_until_gone(pdf_readers()[0])
+        await until(lambda: len(telegram.chat(ANA)) == 1, within=promised)
         took = time.monotonic() - started
         assert not pdf_readers()  # the reader was killed, not left running
         fine = telegram.add_file(pdf("x marks the spot"), path="documents/fine.pdf")
@@ -204,4 +217,28 @@ async def test_a_pdf_too_slow_to_read_is_stopped_and_the_next_message_works(
     assert refusal == "slow.pdf took too long to read (over 3 seconds), so I left it unread."
     assert (summary, answer) == ("Here: x.", "Still here.")
     assert "x marks the spot" in model.turn_requests[0].messages[-1].text
-    assert 3 <= took < 20
+    # Stopped by its CPU time (which takes at least as long in wall time: pypdf uses one
+    # core) or, starved of a core, by the wall bound; never allowed more than the limit,
+    # its start-up (under a second) and the limit's rounding up to whole seconds.
+    assert limit <= took < promised
+    assert used <= limit + 2, f"the reader used {used:.2f} s of CPU"
+
+
+async def cpu_until_gone(pid: int) -> float:
+    """The most CPU time (user + system, seconds) seen used by process `pid` while it ran."""
+    used = 0.0
+    while (now := cpu_of(pid)) is not None:
+        used = max(used, now)
+        await asyncio.sleep(0.05)
+    return used
+
+
+def cpu_of(pid: int) -> float | None:
+    """A running process's CPU time so far, in seconds; None once it has ended."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    if fields[0] == "Z":  # ended, not yet waited for
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -16,7 +16,7 @@ from bot.config import Settings
 from bot.conversation.documents import TOO_MUCH, UnreadableDocument
 from bot.conversation.pdf_process import PdfReader
 from tests.adapters.samples import pdf
-from tests.adapters.test_hostile_files import pdf_readers, slow_pdf
+from tests.adapters.test_hostile_files import hungry_pdf, pdf_readers, slow_pdf
 
 pytestmark = pytest.mark.process
 MIB = 1024 * 1024
@@ -56,16 +56,15 @@ async def test_a_memory_hungry_pdf_is_stopped_at_the_ceiling_and_few_read_at_onc
     # two readers at their ceiling beside a worker stay inside its 768 MiB pod
     assert settings.readers * settings.reader_memory_mb <= 400
     reader = PdfReader(seconds=120, memory_mb=settings.reader_memory_mb, at_once=settings.readers)
-    hungry = slow_pdf(400_000)  # pypdf takes ~350 MiB for it
+    hungry = hungry_pdf(400_000)  # pypdf takes ~350 MiB for it
     assert len(hungry) < 16 * 1024
     sentences, _, peak = await watch(asyncio.ensure_future(read(reader, "eat.pdf", hungry)))
     assert sentences == TOO_MUCH.format(name="eat.pdf")
     assert 0 < peak <= settings.reader_memory_mb * MIB
 
-    # slow ones sent at once wait for a free reader (killed after `seconds` of CPU each; at 3 s
-    # of CPU this PDF can reach the memory ceiling first, which is the other sentence)
+    # slow ones sent at once wait for a free reader (each killed after `seconds` of CPU)
     reader = PdfReader(seconds=1, memory_mb=settings.reader_memory_mb, at_once=settings.readers)
-    slow = slow_pdf(2_000_000)
+    slow = slow_pdf(10_000)
     reads = asyncio.gather(*(read(reader, f"slow{i}.pdf", slow) for i in range(3)))
     sentences, most, _ = await watch(reads)
     assert all("took too long to read" in sentence for sentence in sentences)
@@ -107,5 +106,5 @@ async def test_the_time_limit_is_the_readers_cpu_time_not_the_wait_for_a_core(
     assert time.monotonic() - started > 3  # longer than the limit in wall time
     assert "x marks the spot" in text and pages == 1
     monkeypatch.delenv("PYTHONPATH")
-    sentence = await read(PdfReader(seconds=1.5), "slow.pdf", slow_pdf(2_000_000))
+    sentence = await read(PdfReader(seconds=1.5), "slow.pdf", slow_pdf(10_000))
     assert sentence == "slow.pdf took too long to read (over 1.5 seconds), so I left it unread."
