@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -88,19 +89,38 @@ def when(fake: FakeTelegram, method: str) -> list[float]:
 async def test_a_private_answer_streams_as_drafts_then_arrives_once(
     redis, telegram: FakeTelegram
 ) -> None:
+    # The model writes its next piece only once the chat shows everything written so far,
+    # so the drafts follow the writing however slowly the machine runs.
+    pieces = [ANSWER[i : i + 12] for i in range(0, len(ANSWER), 12)]
+    written: dict[str, float] = {}  # the text so far → when its newest piece was written
+
+    def shown(text: str) -> bool:
+        return any(d and d[-1] == text for d in telegram.drafts.values())
+
+    async def when_shown(n: int) -> None:
+        if n:
+            await until(lambda: shown("".join(pieces[:n]).strip()), within=10)
+        written["".join(pieces[: n + 1]).strip()] = time.monotonic()
+
     async with anthropic() as hosted, bot(redis, telegram, hosted) as (harness, _):
-        hosted.script(fa.streamed(ANSWER, pace=PACE, chunk=6))
+        hosted.script(fa.streamed(ANSWER, chunk=12, gate=when_shown))
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="tell me"))
         await until(lambda: len(telegram.chat(ANA)) == 1)
         await harness.settle()
         assert [p.text for p in telegram.chat(ANA)] == [ANSWER]
         assert len(telegram.method_calls("sendMessage")) == 1
         (drafts,) = telegram.drafts.values()
-        assert len(drafts) >= 3, "the answer was shown while it was written"
-        assert all(ANSWER.startswith(d) for d in drafts) and drafts[0] != ANSWER
-        assert max(when(telegram, "sendMessageDraft")[:2]) < when(telegram, "sendMessage")[0]
-        # the drafts were throttled to the configured interval
-        assert len(drafts) <= 2 + (len(ANSWER) / 6 * PACE) / 0.1 + 2
+        # each piece was shown as it was written (the whole answer perhaps once more, when
+        # the last interval ended before the answer was sent)
+        assert [d for d in drafts if d != ANSWER] == [t for t in written if t != ANSWER]
+        assert len(drafts) >= 3 and drafts.count(ANSWER) <= 1
+        sent = when(telegram, "sendMessageDraft")
+        assert sent[-1] < when(telegram, "sendMessage")[0]
+        # nothing is shown before the answer has been written for the first-show hold, and
+        # then a draft at most every interval (0.1 s) after the one before
+        assert sent[0] - written[drafts[0]] >= 0.5
+        for earlier, later in zip(drafts, sent[1:], strict=False):
+            assert later - written[earlier] >= 0.1
 
 
 async def test_a_group_answer_is_one_message_edited_as_it_grows(

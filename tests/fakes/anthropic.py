@@ -22,7 +22,8 @@ the rest. Tokens are estimated at four characters each. A scripted `usage` overr
 A request with `"stream": true` gets the same item as server-sent events, in the real
 sequence (message_start, content_block_start / _delta / _stop with text_delta and
 input_json_delta, message_delta with usage and stop_reason, message_stop), the text cut into
-`chunk`-character deltas `pace` seconds apart; `broken(text, kind)` streams `text` and then
+`chunk`-character deltas `pace` seconds apart (or each sent once `gate(n)` returns, so a test
+can wait for what the client shows before the next delta); `broken(text, kind)` streams `text` and then
 dies with an `event: error` of that type. `recorded(events)` replays a recorded stream
 (`tests/fakes/cuts.py`); any item's `cut` (`Cut(at, how)`) ends its stream early, and its
 `stop_reason` replaces the one the fake would send.
@@ -36,7 +37,7 @@ import itertools
 import json
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,8 @@ class Item:
     cut: Cut | None = None  # the stream ends early, after `cut.at` events
     stop_reason: str = ""  # sent instead of the usual one
     events: tuple[tuple[str, dict[str, Any]], ...] = ()  # for `recorded`: sent as they are
+    # awaited before the n-th streamed delta (from 0): a condition for it instead of `pace`
+    gate: Callable[[int], Awaitable[None]] | None = field(default=None, compare=False)
 
 
 def text(value: str, *, delay: float = 0.0, usage: dict[str, int] | None = None) -> Item:
@@ -97,9 +100,16 @@ def hang() -> Item:
     return Item("hang")
 
 
-def streamed(value: str, *, pace: float = 0.0, chunk: int = 8) -> Item:
-    """A text answer whose streamed deltas come `pace` seconds apart."""
-    return Item("text", [{"type": "text", "text": value}], pace=pace, chunk=chunk)
+def streamed(
+    value: str,
+    *,
+    pace: float = 0.0,
+    chunk: int = 8,
+    gate: Callable[[int], Awaitable[None]] | None = None,
+) -> Item:
+    """A text answer whose streamed deltas come `pace` seconds apart, or each once `gate(n)`
+    returns."""
+    return Item("text", [{"type": "text", "text": value}], pace=pace, chunk=chunk, gate=gate)
 
 
 def broken(value: str, error_type: str = "overloaded_error", *, pace: float = 0.0) -> Item:
@@ -342,8 +352,10 @@ class FakeAnthropic(FakeServer):
                 "content_block_start",
                 {"type": "content_block_start", "index": index, "content_block": start},
             )
-            for delta in pieces:
-                if item.pace:
+            for number, delta in enumerate(pieces):
+                if item.gate is not None:
+                    await item.gate(number)
+                elif item.pace:
                     await asyncio.sleep(item.pace)
                 if first:
                     first = False
