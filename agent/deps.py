@@ -70,3 +70,6 @@ class ToolContext:
     progress: Callable[[str], Awaitable[None]] | None = None
     # The offered tools' `Tool.shown` digests, by name: what a schedule's permission binds to.
     shown: Mapping[str, str] = field(default_factory=dict)
+    # The requester alone sees this run's answer (`RunState.private_to`): so does anything
+    # the run's tools post later (a followed MCP task's result).
+    private_to: str | None = None

@@ -219,6 +219,7 @@ class Agent:
             scheduler=self.scheduler,
             deps=offer.deps,
             shown={t.name: t.shown for t in registry.tools() if t.shown},
+            private_to=state.private_to,
         )
         actor = Actor(
             registry=registry,

@@ -266,6 +266,7 @@ class Actor:
             retry = pending.retries.get(step.call_id, Retry(key=step.call_id, attempt=0))
             if step.private:  # from here on the run answers its requester alone
                 state.private_to = self.context.run.user_id
+                self.context = replace(self.context, private_to=state.private_to)
             if state.pending_question is not None:  # an earlier step asks something first
                 self._record(use, "", "deferred")
                 text = "Not run: waiting for the user's answer first."

@@ -14,6 +14,7 @@ from agent.mcp.config import McpConfig, McpConfigError, ServerConfig, load_confi
 
 if TYPE_CHECKING:
     from agent.mcp.client import McpServer, McpToolbox, Timing
+    from agent.mcp.polling import ServerTasks
     from agent.mcp.tools import McpTool, tool_name
     from agent.mcp.user import Credentials, UserServer
 
@@ -22,6 +23,7 @@ _LAZY = {
     "McpToolbox": "client",
     "Timing": "client",
     "McpTool": "tools",
+    "ServerTasks": "polling",
     "tool_name": "tools",
     "Credentials": "user",
     "UserServer": "user",
@@ -35,6 +37,7 @@ __all__ = [
     "McpTool",
     "McpToolbox",
     "ServerConfig",
+    "ServerTasks",
     "Timing",
     "UserServer",
     "load_config",

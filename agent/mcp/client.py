@@ -3,9 +3,8 @@
 A supervisor connects (stdio or Streamable HTTP, through the `mcp` SDK), lists the tools,
 then waits: for a `tools/list_changed` notification (it lists again), for a failed call or
 ping (it reconnects), or for `stop`. A server that cannot start or dies is retried with
-exponential backoff; a call to a server that is down wakes its supervisor at once and waits
-up to the start timeout for it, so a dead stdio server is restarted on next use. One
-server's trouble never touches another's.
+exponential backoff; a request to a server that is down wakes its supervisor and waits up
+to the start timeout for it. One server's trouble never touches another's.
 
 Errors::
 
@@ -18,10 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import httpx2
@@ -35,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 from agent.isolation import isolated
 from agent.mcp.config import McpConfig, ServerConfig
 from agent.mcp.elicitation import Answers, LiveQuestions, Progress, call_tool
+from agent.mcp.following import Handoff
 from agent.mcp.revision import open_session
 from agent.mcp.stderr import relayed_stderr
 from agent.mcp.tasks import allows_task, call_as_task, offers_tasks
@@ -46,6 +46,8 @@ from agent.tools import Tool, ToolError, ToolSource
 log = logging.getLogger(__name__)
 
 State = Literal["starting", "ready", "down", "stopped"]
+T = TypeVar("T")
+GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, httpx2.TransportError, OSError)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,8 +259,19 @@ class McpServer:
         args: dict[str, Any],
         answers: Answers | None = None,
         progress: Progress | None = None,
+        handoff: Handoff | None = None,
     ) -> mt.CallToolResult | mt.InputRequiredResult:
-        """Call a tool (with `answers`, again); ConnectionError: the server is unreachable."""
+        """Call a tool (with `answers`, again; a long task may be handed off)."""
+
+        async def send(session: ClientSession) -> mt.CallToolResult | mt.InputRequiredResult:
+            if tool in self._task_tools and answers is None and offers_tasks(session):
+                return await call_as_task(session, tool, args, progress, handoff)
+            return await call_tool(session, self._questions, tool, args, answers, progress)
+
+        return await self.request(send)
+
+    async def request(self, send: Callable[[ClientSession], Awaitable[T]]) -> T:
+        """`send` on the live session; ConnectionError: unreachable, ToolError: refused."""
         if not self._usable():
             self._signal.set()  # restart now rather than after the backoff
             if not await self.wait_ready(self.timing.start_timeout):
@@ -266,19 +279,12 @@ class McpServer:
         session = self._session
         assert session is not None
         try:
-            if tool in self._task_tools and answers is None and offers_tasks(session):
-                return await call_as_task(session, tool, args, progress)
-            return await call_tool(session, self._questions, tool, args, answers, progress)
+            return await send(session)
         except MCPError as exc:
             if exc.code != mt.CONNECTION_CLOSED:  # an answer: the server is alive
                 raise ToolError(f"the server answered: {exc.message}") from None
             self.error = "connection closed"
-        except (
-            anyio.ClosedResourceError,
-            anyio.BrokenResourceError,
-            httpx2.TransportError,
-            OSError,
-        ) as exc:
+        except GONE as exc:
             self.error = f"call failed ({type(exc).__name__})"
         self._broken = True
         self._signal.set()

@@ -5,7 +5,11 @@ listing allows it (`execution.taskSupport` "optional" or "required") as a task: 
 `tools/call` carries a `task` field and is answered at once with a `CreateTaskResult`; the
 client polls `tasks/get` at the server's `pollInterval` and fetches `tasks/result` once the
 task is `completed`. Each status message shows as the run's status line, as progress does.
-A run that stops (cancelled, timed out) sends `tasks/cancel` so the server's work stops too.
+A run that stops (cancelled) sends `tasks/cancel` so the server's work stops too.
+
+A task still working when its call's time is nearly up is handed off (`following.Handoff`)
+instead of cancelled, where the host follows tasks: the call returns at once saying the
+result will be posted.
 """
 
 from __future__ import annotations
@@ -20,13 +24,11 @@ import mcp_types
 from mcp import ClientSession
 from mcp.shared.dispatcher import ProgressFnT as Progress
 
+from agent.mcp.following import HANDED_OFF, Handoff, TaskState, interval
 from agent.tools import ToolError
 
 log = logging.getLogger(__name__)
 
-POLL_MIN = 0.05  # seconds: however eager the server, no tighter loop than this
-POLL_MAX = 10.0
-POLL_DEFAULT = 1.0
 CANCEL_TIMEOUT = 5.0
 TASK_TTL_MS = 3_600_000  # asked of the server: keep the result for an hour
 
@@ -45,60 +47,95 @@ def offers_tasks(session: ClientSession) -> bool:
 
 
 async def call_as_task(
-    session: ClientSession, tool: str, args: dict[str, Any], progress: Progress | None
+    session: ClientSession,
+    tool: str,
+    args: dict[str, Any],
+    progress: Progress | None,
+    handoff: Handoff | None = None,
 ) -> mt.CallToolResult:
-    """Run `tool` as a task and wait for its result; MCPError as for any call."""
+    """Run `tool` as a task and wait for its result (or hand it off); MCPError as for any
+    call."""
     params = {"name": tool, "arguments": args, "task": {"ttl": TASK_TTL_MS}}
     # The SDK checks a tools/call answer against CallToolResult; a task-augmented call is
     # answered with a CreateTaskResult (the SDK has the type, not the call), so it goes raw.
     raw = await session._dispatcher.send_raw_request("tools/call", params, {})
-    task = mcp_types.CreateTaskResult.model_validate(raw, by_name=False).task
+    latest = [mcp_types.CreateTaskResult.model_validate(raw, by_name=False).task]
     try:
-        return await _follow(session, task, progress)
+        if handoff is None:
+            return await _follow(session, latest, progress)
+        try:
+            async with asyncio.timeout(handoff.after):
+                return await _follow(session, latest, progress)
+        except TimeoutError:
+            pass
     except asyncio.CancelledError:
+        await _cancel(session, latest[0].task_id)
+        raise
+    assert handoff is not None  # without one, the call has returned or raised
+    task = latest[0]
+    try:
+        await handoff.follow(task.task_id, task.poll_interval, task.ttl)
+    except BaseException:  # not kept (Redis away, say): the task stops with its call
         await _cancel(session, task.task_id)
         raise
+    log.info("MCP task %s of %s handed to the follower", task.task_id, tool)
+    return mt.CallToolResult(content=[mt.TextContent(type="text", text=HANDED_OFF)])
 
 
 async def _follow(
-    session: ClientSession, task: mcp_types.Task, progress: Progress | None
+    session: ClientSession, latest: list[mcp_types.Task], progress: Progress | None
 ) -> mt.CallToolResult:
+    """Poll to the end; `latest[0]` is the newest state seen (for a handoff)."""
     shown: str | None = None
     while True:
+        task = latest[0]
         line = task.status_message or task.status
         if progress is not None and line != shown:
             shown = line
             await progress(0, None, line)
         if task.status == "completed":
-            payload = mcp_types.GetTaskPayloadRequest(
-                params=mcp_types.GetTaskPayloadRequestParams(task_id=task.task_id)
-            )
-            return await session.send_request(payload, mt.CallToolResult)
+            return await task_payload(session, task.task_id)
         if task.status == "failed":
             raise ToolError(f"the task failed: {task.status_message or 'no reason given'}")
         if task.status == "cancelled":
             raise ToolError("the server cancelled the task")
-        await asyncio.sleep(_interval(task.poll_interval))
+        await asyncio.sleep(interval(task.poll_interval))
         request = mcp_types.GetTaskRequest(
             params=mcp_types.GetTaskRequestParams(task_id=task.task_id)
         )
-        task = await session.send_request(request, mcp_types.GetTaskResult)
+        latest[0] = await session.send_request(request, mcp_types.GetTaskResult)
 
 
-def _interval(poll_ms: int | None) -> float:
-    if poll_ms is None:
-        return POLL_DEFAULT
-    return min(max(poll_ms / 1000, POLL_MIN), POLL_MAX)
+async def task_state(session: ClientSession, task_id: str) -> TaskState:
+    request = mcp_types.GetTaskRequest(params=mcp_types.GetTaskRequestParams(task_id=task_id))
+    task = await session.send_request(request, mcp_types.GetTaskResult)
+    return TaskState(
+        status=task.status,
+        message=task.status_message,
+        poll_ms=task.poll_interval,
+        ttl_ms=task.ttl,
+    )
+
+
+async def task_payload(session: ClientSession, task_id: str) -> mt.CallToolResult:
+    payload = mcp_types.GetTaskPayloadRequest(
+        params=mcp_types.GetTaskPayloadRequestParams(task_id=task_id)
+    )
+    return await session.send_request(payload, mt.CallToolResult)
+
+
+async def cancel_task(session: ClientSession, task_id: str) -> None:
+    request = mcp_types.CancelTaskRequest(params=mcp_types.CancelTaskRequestParams(task_id=task_id))
+    await session.send_request(request, mcp_types.CancelTaskResult)
 
 
 async def _cancel(session: ClientSession, task_id: str) -> None:
     """Tell the server to stop; shielded from the cancellation that asked for it."""
-    request = mcp_types.CancelTaskRequest(params=mcp_types.CancelTaskRequestParams(task_id=task_id))
 
     async def send() -> None:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(CANCEL_TIMEOUT):
-                await session.send_request(request, mcp_types.CancelTaskResult)
+                await cancel_task(session, task_id)
 
     sending = asyncio.ensure_future(send())
     try:

@@ -15,8 +15,9 @@ import hashlib
 import json
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import mcp.types as mt
 import regex
@@ -26,20 +27,29 @@ from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from agent.mcp.config import Approval, ServerConfig
 from agent.mcp.elicitation import Answers, Progress, answered, question
+from agent.mcp.following import FollowedTask, Handoff, TaskFollower
 from agent.messages import ToolSpec
 from agent.observations import clean
 from agent.tools import Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
 
-Caller = Callable[
-    [str, dict[str, Any], Answers | None, Progress | None],
-    Awaitable[mt.CallToolResult | mt.InputRequiredResult],
-]
+
+class Caller(Protocol):
+    def __call__(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        answers: Answers | None,
+        progress: Progress | None,
+        handoff: Handoff | None = None,
+    ) -> Awaitable[mt.CallToolResult | mt.InputRequiredResult]: ...
+
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 MAX_NAME = 64
 MAX_DESCRIPTION = 2000  # characters of a server's tool description the model sees
+HANDOFF_MARGIN = 2.0  # seconds before its timeout a long task goes to the follower
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -188,13 +198,40 @@ class McpTool(Tool):
     async def __call__(self, args: dict[str, Any], context: ToolContext) -> Any:
         answers = answered(context.resume) if context.resume else None
         progress = _progress(self.server, context.progress) if context.progress else None
-        result = await self._caller(self.remote_name, self.validate(args), answers, progress)
+        checked = self.validate(args)
+        handoff = self._handoff(context)
+        result = await self._caller(self.remote_name, checked, answers, progress, handoff)
         if isinstance(result, mt.InputRequiredResult):  # the server asks the requester first
             raise question(self.server, result)
         text = result_text(result)
         if result.is_error:
             raise ToolError(text or "the server reported an error")
         return text or "done"
+
+    def _handoff(self, context: ToolContext) -> Handoff | None:
+        """A long task goes to the host's follower shortly before this call would time out;
+        its result then goes where this run's answer goes (the requester alone, if private)."""
+        follower = context.deps.get(TaskFollower)
+        if not isinstance(follower, TaskFollower) or self.timeout is None:
+            return None
+        run = context.run
+
+        async def follow(task_id: str, poll_ms: int | None, ttl_ms: int | None) -> None:
+            task = FollowedTask(
+                task_id=task_id,
+                server=self.server,
+                tool=self.remote_name,
+                conversation_id=run.conversation_id,
+                user_id=run.user_id,
+                user_name=run.user_name,
+                private_to=context.private_to,
+                poll_ms=poll_ms,
+                ttl_ms=ttl_ms,
+                created_at=time.time(),
+            )
+            await follower.follow(task)
+
+        return Handoff(after=self.timeout - min(HANDOFF_MARGIN, self.timeout / 4), follow=follow)
 
     def __repr__(self) -> str:
         return f"McpTool({self.name!r}, side_effects={self.side_effects})"

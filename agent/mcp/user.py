@@ -81,7 +81,11 @@ class UserServer:
                 return []
 
         async def caller(
-            tool: str, args: dict[str, Any], answers: Answers | None, progress: Progress | None
+            tool: str,
+            args: dict[str, Any],
+            answers: Answers | None,
+            progress: Progress | None,
+            handoff: Any = None,  # not followed: a per-user server's calls are ordinary ones
         ) -> mt.CallToolResult | mt.InputRequiredResult:
             live = LiveQuestions()  # a session of its own: the questions are this call's
             return await self._session(
@@ -178,5 +182,5 @@ class ConnectFirst(McpTool):
         )
 
 
-async def _never(tool: str, args: dict[str, Any], *_: Any) -> mt.CallToolResult:
+async def _never(tool: str, args: dict[str, Any], *_: Any, **__: Any) -> mt.CallToolResult:
     raise ToolError("not connected")

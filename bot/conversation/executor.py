@@ -57,6 +57,7 @@ from bot.conversation.voice import Voice
 from bot.ops.health import redis_away
 from bot.ops.logs import log_context
 from bot.runtime.decisions import Decision, DecisionStore
+from bot.runtime.followed_tasks import TaskFollowing
 from bot.runtime.holding import Holding, PendingWrites
 from bot.runtime.outbox import Outbox
 from bot.runtime.sessions import Session, SessionStore
@@ -105,6 +106,7 @@ class Executor:
     schedules: ScheduleCommands | None = None  # /schedules and its buttons
     connections: ConnectionCommands | None = None  # /connections and its buttons
     standing: StandingStore | None = None  # "Always for this tool" approvals
+    tasks: TaskFollowing | None = None  # MCP tasks followed past their call: /cancel stops them
 
     async def handle(self, entry_id: str, event: Inbound, holding: Holding) -> None:
         session = await self.sessions.load(holding.conversation_id, holding)
@@ -139,6 +141,9 @@ class Executor:
             writes=holding.writes,
         )
         try:
+            if await self._cancel_tasks(event) and session.status == "idle":
+                await self._finish(turn, entry_id)  # the stopped tasks were the thing to cancel
+                return
             await self._play(turn)
         except Exception as exc:
             if redis_away(exc):
@@ -155,6 +160,17 @@ class Executor:
             await self._finish(turn, None)
             raise
         await self._finish(turn, entry_id)
+
+    async def _cancel_tasks(self, event: Inbound) -> int:
+        """A /cancel (or the platform's stop) also stops the conversation's followed tasks."""
+        cancel = (
+            isinstance(event, InboundMessage)
+            and event.kind == "text"
+            and (event.command or "").lower() == "cancel"
+        )
+        if self.tasks is None or not cancel:
+            return 0
+        return await self.tasks.cancel(event.conversation.id, event.actor.user_id, self.approvers)
 
     async def _pending(self, session: Session, event: Inbound) -> Decision | None:
         """The decision the event is about (`engine.pending_id` says which), if any."""

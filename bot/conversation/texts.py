@@ -208,3 +208,15 @@ STOPPED_NOT_RUN = "Not done: {calls}."
 
 # --- Reminders (bot/runtime/scheduler.py, which is handed it) -------------------------------
 REMINDER = "⏰ Reminder for {who}: {text}"
+
+
+# --- MCP tasks followed past their call (bot/runtime/followed_tasks.py) ---------------------
+TASK_LATER = "⏳ {tool} on {server} is taking a while; I'll post its result here when it's done."
+TASK_FINISHED = "✅ {tool} on {server} finished:\n{result}"
+TASK_FAILED = "❌ {tool} on {server} failed: {reason}"
+TASK_CANCELLED = "🚫 {server} cancelled {tool}, so it has no result."
+TASK_GONE = "⌛ {tool} on {server} expired before I could fetch its result."
+TASK_STOPPED = "⏹ Stopped {tool} on {server}."
+TASK_PRIVATE = (
+    "A result I was waiting for is for {who} alone, and I can't write to them privately yet."
+)

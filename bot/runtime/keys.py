@@ -108,6 +108,18 @@ class Keys:
     def reminder(self, reminder_id: str) -> str:
         return f"{self.prefix}:reminder:{reminder_id}"
 
+    @property
+    def tasks_due(self) -> str:
+        """Followed MCP tasks by their next `tasks/get`."""
+        return f"{self.prefix}:{{mcptasks}}:due"
+
+    @property
+    def tasks_claimed(self) -> str:
+        return f"{self.prefix}:{{mcptasks}}:claimed"
+
+    def followed_task(self, task_key: str) -> str:
+        return f"{self.prefix}:mcptask:{task_key}"
+
     # --- schedules ---------------------------------------------------------------------------
     @property
     def schedules_due(self) -> str:
@@ -192,6 +204,9 @@ PATTERNS: dict[str, str] = {
     "{reminders}:due": "retention: members leave when claimed",
     "{reminders}:claimed": "retention: members leave when delivered",
     "reminder:*": "ttl",
+    "{mcptasks}:due": "retention: members leave when claimed",
+    "{mcptasks}:claimed": "retention: members leave when their task ends or is dropped",
+    "mcptask:*": "ttl",
     "lease:*": "ttl",
     "schedule:*": "retention: until the schedule is cancelled or deleted",
     "schedules:*": "retention: members leave when their schedule is cancelled or deleted",

@@ -29,7 +29,9 @@ from bot.runtime.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
-_CLAIM = """
+# Claim due members of KEYS[1] into KEYS[2] until ARGV[2]; a claim whose deadline passed (its
+# worker died) is due again first. Reminders and followed MCP tasks are claimed this way.
+CLAIM = """
 local stale = redis.call('zrangebyscore', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
 for _, id in ipairs(stale) do
   redis.call('zrem', KEYS[2], id)
@@ -69,7 +71,7 @@ class ReminderScheduler:
         self.said = said
         self.poll = poll
         self.claim_for = claim_for
-        self._claim = redis.register_script(_CLAIM)
+        self._claim = redis.register_script(CLAIM)
         self.heartbeat = (health or Health()).register("reminders", every=poll + 30.0)
 
     async def schedule_reminder(self, text: str, due_at: float, context: RunContext) -> str:

@@ -24,7 +24,7 @@ from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
 from bot.runtime.triggers import Hooks, load_triggers
 from bot.wiring.connection import redis_connection
-from bot.wiring.mcp_setup import build_connections, build_toolbox, readiness
+from bot.wiring.mcp_setup import build_connections, build_toolbox, readiness, task_polling
 from bot.wiring.platforms import NO_PLATFORM, Platforms
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,7 @@ async def run_role(
             tools=tools,
             limits=limits,
             health=health,
+            tasks=task_polling(toolbox),
         )
 
     # Start-up is over: what exists now lives as long as the process.

@@ -18,6 +18,7 @@ from bot.runtime.keys import Keys
 
 if TYPE_CHECKING:
     from agent.mcp import McpToolbox, Timing
+    from agent.mcp.following import TaskPolling
     from bot.runtime.connections import Connections
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,15 @@ def build_connections(
         public_url=mcp.public_url,
         connect_ttl=mcp.connect_ttl,
     )
+
+
+def task_polling(toolbox: McpToolbox | None) -> TaskPolling | None:
+    """What follows long MCP tasks asks the shared servers with (none without servers)."""
+    if toolbox is None:
+        return None
+    from agent.mcp import ServerTasks
+
+    return ServerTasks(toolbox)
 
 
 def readiness(toolbox: McpToolbox) -> ReadinessCheck:

@@ -19,6 +19,7 @@ from adapters.base import (
 )
 from adapters.platform import ChatAdapter
 from agent.loop import Agent
+from agent.mcp.following import TaskFollower, TaskPolling
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, RunContext, ScheduleInfo, Scheduler
 from bot.config import Settings
@@ -37,6 +38,7 @@ from bot.conversation.voice import Transcriber, Voice
 from bot.ops import metrics
 from bot.ops.health import Health, Heartbeat, pause
 from bot.runtime.decisions import DecisionStore
+from bot.runtime.followed_tasks import TaskFollowing, TaskWords
 from bot.runtime.inbox import Inbox
 from bot.runtime.journal import RedisToolJournal
 from bot.runtime.keys import Keys
@@ -72,6 +74,7 @@ class Runtime:
     drain_timeout: float
     health: Health
     poll: float = 1.0
+    tasks: TaskFollowing | None = None  # MCP tasks followed past their call
 
     async def run(self, stop: asyncio.Event) -> None:
         """Work until `stop` is set, then drain in-flight runs and return."""
@@ -86,6 +89,8 @@ class Runtime:
             (gauges_beat, self._sample_gauges(stop, gauges_beat)),
             (redelivery_beat, self._redeliver(stop, redelivery_beat)),
         ]
+        if self.tasks is not None:
+            loops.append((self.tasks.heartbeat, self.tasks.run(stop)))
         tasks: list[asyncio.Task[None]] = []
         for heartbeat, loop in loops:
             task = asyncio.create_task(loop)
@@ -128,6 +133,15 @@ class Runtime:
 
 
 GAUGE_EVERY = 5.0  # seconds between two samples of the gauges
+TASK_WORDS = TaskWords(
+    later=texts.TASK_LATER,
+    finished=texts.TASK_FINISHED,
+    failed=texts.TASK_FAILED,
+    cancelled=texts.TASK_CANCELLED,
+    gone=texts.TASK_GONE,
+    stopped=texts.TASK_STOPPED,
+    private=texts.TASK_PRIVATE,
+)
 
 
 @dataclass(frozen=True)
@@ -197,6 +211,7 @@ def build_runtime(
     after_run: Callable[[Outcome], Awaitable[OutboundMessage | None]] | None = None,
     poll: float = 1.0,
     health: Health | None = None,
+    mcp_tasks: TaskPolling | None = None,
 ) -> Runtime:
     runtime_settings = settings.runtime
     health = health or Health()
@@ -231,6 +246,12 @@ def build_runtime(
         redis, keys, schedules, dedup_ttl=runtime_settings.dedup_ttl, poll=poll, health=health
     )
     agent = make_agent(Scheduling(scheduler, schedules))
+    tasks = None
+    if mcp_tasks is not None:  # a long MCP task is followed to its end, not cancelled
+        tasks = TaskFollowing(
+            redis, keys, outbox, adapters, mcp_tasks, TASK_WORDS, poll=poll, health=health
+        )
+        agent.tools.provide(TaskFollower, tasks)  # type: ignore[type-abstract]
     if agent.journal is None:  # approved side effects run at most once across processes
         agent.journal = RedisToolJournal(redis, keys, ttl=runtime_settings.session_ttl)
     standing = StandingStore(
@@ -278,6 +299,7 @@ def build_runtime(
         schedules=ScheduleCommands(store=schedules),
         connections=ConnectionCommands(build_connections(settings, redis), standing),
         standing=standing,
+        tasks=tasks,
     )
     worker = Worker(
         redis,
@@ -307,6 +329,7 @@ def build_runtime(
         drain_timeout=runtime_settings.drain_timeout,
         poll=poll,
         health=health,
+        tasks=tasks,
     )
 
 

@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 from adapters.base import OutboundMessage
 from agent.llm.base import ChatModel
 from agent.llm.usage import close_model
+from agent.mcp.following import TaskPolling
 from agent.outcomes import Outcome
 from agent.protocols import Scheduler
 from agent.tools import ToolSource
@@ -59,6 +60,7 @@ async def build_work(
     tools: ToolSource | None,
     limits: Limits,
     health: Health,
+    tasks: TaskPolling | None = None,
 ) -> Work:
     store = await open_memory(settings, redis)
     model = build_chat_model(settings, redis)
@@ -95,5 +97,6 @@ async def build_work(
         usage=limits.usage_text,
         after_run=after_run,
         health=health,
+        mcp_tasks=tasks,
     )
     return Work(model=model, store=store, runtime=runtime)

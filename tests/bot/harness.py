@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 from adapters.base import Inbound, OutboundMessage
 from agent.builtin_tools import builtin_registry
 from agent.loop import Agent, AgentConfig
+from agent.mcp.following import TaskPolling
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
 from agent.tools import ToolRegistry, ToolSource
@@ -65,6 +66,7 @@ async def running(
     tool_source: ToolSource | None = None,
     health: Health | None = None,
     after_run: Callable[[Outcome], Awaitable[OutboundMessage | None]] | None = None,
+    mcp_tasks: TaskPolling | None = None,
 ) -> AsyncIterator[Harness]:
     adapter = adapter or RecordingAdapter()
     registry = tools or builtin_registry()
@@ -91,6 +93,7 @@ async def running(
         after_run=after_run,
         poll=0.05,
         health=health,
+        mcp_tasks=mcp_tasks,
     )
     runtime.worker.block_ms = 50
     stop = asyncio.Event()

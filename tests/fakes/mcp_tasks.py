@@ -5,12 +5,18 @@ task-augmented `tools/call` with a `CreateTaskResult` and runs the tool in the b
 SDK would check the answer against `CallToolResult`), advertises `capabilities.tasks` in the
 `initialize` result, and an extension serves `tasks/get`, `tasks/result` and `tasks/cancel`.
 Each task and each cancel is written to the ledger (`task <tool>`, `cancelled <tool>`).
+`MCP_TASK_TTL_MS` sets the ttl it grants; a task past it is forgotten ("no such task"). With
+`MCP_TASK_DIR`, tasks are kept in that folder and survive a restart of the server: one that
+was working is run again by the new process, as a durable server would resume it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import json
+import os
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +27,7 @@ from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
 
 POLL_MS = 100
+TTL_MS = int(os.environ.get("MCP_TASK_TTL_MS", "600000"))
 TASK_TOOLS = ("long_job",)  # listed with execution.taskSupport "optional"
 
 
@@ -31,9 +38,11 @@ def _now() -> str:
 @dataclass
 class _Task:
     tool: str
+    args: dict[str, Any] = field(default_factory=dict)
     status: T.TaskStatus = "working"
     message: str | None = None
     created: str = field(default_factory=_now)
+    made: float = field(default_factory=time.monotonic)
     result: Any = None
     runner: asyncio.Task[None] | None = None
 
@@ -43,7 +52,7 @@ class _Task:
             "status": self.status,
             "createdAt": self.created,
             "lastUpdatedAt": _now(),
-            "ttl": 600_000,
+            "ttl": TTL_MS,
             "pollInterval": POLL_MS,
         }
         return shown | ({"statusMessage": self.message} if self.message else {})
@@ -69,28 +78,48 @@ class TaskServer:
         params = ctx.params if isinstance(ctx.params, dict) else {}
         if ctx.method == "tools/call" and "task" in params and params["name"] in TASK_TOOLS:
             task_id = uuid.uuid4().hex
-            task = self.tasks[task_id] = _Task(params["name"])
+            task = self.tasks[task_id] = _Task(params["name"], dict(params.get("arguments") or {}))
             self._ledger(f"task {task.tool}")
-            task.runner = asyncio.create_task(self._run(task, dict(params.get("arguments") or {})))
+            self._start(task_id, task)
             return {"task": task.wire(task_id)}
         return await call_next(ctx)
 
-    async def _run(self, task: _Task, args: dict[str, Any]) -> None:
+    def _start(self, task_id: str, task: _Task) -> None:
+        self._keep(task_id, task)
+        task.runner = asyncio.create_task(self._run(task_id, task))
+
+    async def _run(self, task_id: str, task: _Task) -> None:
         task.message = "started"
         try:
-            result = task.result = await self._call(task.tool, args)
+            result = await self._call(task.tool, task.args)
         except Exception as exc:  # the SDK raises what the tool raised
             task.status, task.message = "failed", str(exc)[:200]
-            return
-        if result.is_error:
-            task.status, task.message = "failed", result.content[0].text[:200]
-            return
-        task.status, task.message = "completed", "done"
+        else:
+            task.result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            if result.is_error:
+                task.status, task.message = "failed", result.content[0].text[:200]
+            else:
+                task.status, task.message = "completed", "done"
+        self._keep(task_id, task)
+
+    def _keep(self, task_id: str, task: _Task) -> None:
+        if folder := os.environ.get("MCP_TASK_DIR"):
+            kept = {k: getattr(task, k) for k in ("tool", "args", "status", "message", "result")}
+            with open(os.path.join(folder, task_id), "w", encoding="utf-8") as file:
+                json.dump(kept, file)
 
     def _task(self, task_id: str) -> _Task:
-        if task_id not in self.tasks:
+        folder = os.environ.get("MCP_TASK_DIR")
+        path = os.path.join(folder, os.path.basename(task_id)) if folder else None
+        if task_id not in self.tasks and path and os.path.exists(path):
+            with open(path, encoding="utf-8") as file:  # kept by an earlier process
+                task = self.tasks[task_id] = _Task(**json.load(file))
+            if task.status == "working":
+                self._start(task_id, task)
+        task = self.tasks.get(task_id)
+        if task is None or (time.monotonic() - task.made) * 1000 > TTL_MS:
             raise MCPError(code=T.INVALID_PARAMS, message="no such task")
-        return self.tasks[task_id]
+        return task
 
     async def get(self, ctx: Any, params: T.GetTaskRequestParams) -> dict[str, Any]:
         return self._task(params.task_id).wire(params.task_id)

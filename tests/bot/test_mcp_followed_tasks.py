@@ -1,0 +1,283 @@
+"""MCP tasks that outlive their call (issue 32): the call hands the task to the follower instead
+of cancelling it, the thread is told the result will follow, and the follower (a worker's
+loop, its records in Redis) posts the result there once — across a restart, with two
+followers racing, through the server going away, and only to the requester when the run
+answered them alone. A failed or expired task says so once; /cancel sends `tasks/cancel`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from adapters.base import ConversationKey
+from agent import ApprovalRequired, builtin_registry
+from agent.mcp import McpConfig, McpToolbox, ServerConfig, ServerTasks, Timing
+from agent.mcp.following import HANDED_OFF
+from agent.tools import ToolContext, ToolRegistry, tool
+from tests.agent.scripted import ScriptedModel, call, reply, turn
+from tests.bot.harness import Harness, running
+from tests.bot.recording import RecordingAdapter, click, message
+from tests.fakes.mcp_process import stdio_server
+
+pytestmark = pytest.mark.process
+
+TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
+GROUP = ConversationKey(platform="telegram", chat_id="-100")
+LATER = "⏳ long_job on test is taking a while"
+FINISHED = "✅ long_job on test finished"
+
+
+def tasks_server(ledger: Path, **env: str) -> ServerConfig:
+    """The test server speaking MCP tasks; a call may wait 1 s, so a longer job is followed."""
+    return stdio_server(ledger, env={"MCP_TASKS": "1", **env}, timeout=1)
+
+
+@contextlib.asynccontextmanager
+async def toolbox(server: ServerConfig) -> AsyncIterator[McpToolbox]:
+    box = McpToolbox(McpConfig(mcpServers={"test": server}), TIMING)
+    await box.start()
+    try:
+        yield box
+    finally:
+        await box.stop()
+
+
+@contextlib.asynccontextmanager
+async def parley(
+    redis: aioredis.Redis,
+    model: ScriptedModel,
+    box: McpToolbox,
+    adapter: RecordingAdapter,
+    tools: ToolRegistry | None = None,
+) -> AsyncIterator[Harness]:
+    async with running(
+        redis,
+        model,
+        adapter=adapter,
+        tool_source=box.source(),
+        mcp_tasks=ServerTasks(box),
+        tools=tools,
+    ) as harness:
+        yield harness
+
+
+def ledger_lines(ledger: Path) -> list[str]:
+    return ledger.read_text().splitlines() if ledger.exists() else []
+
+
+def said(adapter: RecordingAdapter, start: str) -> list[str]:
+    return [text for text in adapter.texts(GROUP) if text.startswith(start)]
+
+
+async def eventually(check: Callable[[], bool], within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, "did not happen in time"
+        await asyncio.sleep(0.05)
+
+
+async def quiet(redis: aioredis.Redis, harness: Harness, within: float = 30.0) -> None:
+    """Wait until no task is followed any more, then a little longer for a second post."""
+    keys = harness.runtime.keys
+    deadline = time.monotonic() + within
+    while await redis.zcard(keys.tasks_due) or await redis.zcard(keys.tasks_claimed):
+        assert time.monotonic() < deadline, "a task is still followed"
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)  # ten polls more: nobody posts it again
+
+
+async def test_a_task_slower_than_its_call_is_posted_in_the_thread_once_later(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    model = ScriptedModel([turn(call("test__long_job", seconds=2.5)), reply("It will follow.")])
+    adapter = RecordingAdapter()
+    async with (
+        toolbox(tasks_server(ledger)) as box,
+        parley(redis, model, box, adapter) as harness,
+    ):
+        await harness.submit(message(GROUP, "run the job", direct=False))
+        await harness.settle(within=60)
+        # the model is told the truth: the task goes on and its result will be posted
+        assert HANDED_OFF in str(model.requests[1].messages[-1].content[0].content)
+        assert said(adapter, FINISHED) == []
+        await eventually(lambda: bool(said(adapter, FINISHED)))
+        await quiet(redis, harness)
+    texts = adapter.texts(GROUP)
+    assert [t for t in texts if t.startswith((LATER, FINISHED)) or t == "It will follow."] == [
+        texts[0],
+        "It will follow.",
+        texts[-1],
+    ]
+    assert texts[0].startswith(LATER) and "job done after 2.5s" in texts[-1]
+    assert len(said(adapter, FINISHED)) == 1 and len(said(adapter, LATER)) == 1
+    assert ledger_lines(ledger) == ["task long_job"]  # not cancelled, not called again
+
+
+async def test_a_restart_while_following_keeps_following_and_posts_once(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger, kept = tmp_path / "ledger", tmp_path / "tasks"
+    kept.mkdir()
+    server = tasks_server(ledger, MCP_TASK_DIR=str(kept))
+    adapter = RecordingAdapter()
+    model = ScriptedModel([turn(call("test__long_job", seconds=3)), reply("It will follow.")])
+    async with toolbox(server) as box, parley(redis, model, box, adapter) as harness:
+        await harness.submit(message(GROUP, "run the job", direct=False))
+        await harness.settle(within=60)
+        assert said(adapter, LATER)
+    # Parley (and with it the stdio server it ran) stopped mid-task; a new one takes over
+    assert said(adapter, FINISHED) == []
+    async with toolbox(server) as box, parley(redis, ScriptedModel([]), box, adapter) as again:
+        await eventually(lambda: bool(said(adapter, FINISHED)))
+        await quiet(redis, again)
+    [finished] = said(adapter, FINISHED)
+    assert "job done after 3s" in finished
+
+
+async def test_two_followers_racing_post_once(redis: aioredis.Redis, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    adapter = RecordingAdapter()
+    model = ScriptedModel([turn(call("test__long_job", seconds=2)), reply("It will follow.")])
+    async with (
+        toolbox(tasks_server(ledger)) as box,
+        parley(redis, model, box, adapter) as one,
+        parley(redis, ScriptedModel([]), box, adapter) as two,
+    ):
+        for harness in (one, two):  # every claim is stale at once: both poll every task
+            assert harness.runtime.tasks is not None
+            harness.runtime.tasks.claim_for = 0
+        await one.submit(message(GROUP, "run the job", direct=False))
+        await eventually(lambda: bool(said(adapter, FINISHED)))
+        await quiet(redis, one)
+    assert len(said(adapter, FINISHED)) == 1 and len(said(adapter, LATER)) == 1
+
+
+async def test_the_server_going_away_and_coming_back_while_followed(
+    redis: aioredis.Redis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ledger, kept, pids = tmp_path / "ledger", tmp_path / "tasks", tmp_path / "pids"
+    kept.mkdir()
+    server = tasks_server(ledger, MCP_TASK_DIR=str(kept), MCP_PIDFILE=str(pids))
+    adapter = RecordingAdapter()
+    model = ScriptedModel([turn(call("test__long_job", seconds=2)), reply("It will follow.")])
+    caplog.set_level(logging.INFO, logger="bot.runtime.followed_tasks")
+    async with toolbox(server) as box, parley(redis, model, box, adapter) as harness:
+        await harness.submit(message(GROUP, "run the job", direct=False))
+        await harness.settle(within=60)
+        assert said(adapter, LATER) and said(adapter, FINISHED) == []
+        os.kill(int(pids.read_text().split()[0]), signal.SIGKILL)  # the server we started
+        await eventually(lambda: bool(said(adapter, FINISHED)), within=60)
+        await quiet(redis, harness)
+    assert len(said(adapter, FINISHED)) == 1
+    assert len(pids.read_text().split()) == 2  # it was started again, and followed there
+    lines = [r.getMessage() for r in caplog.records if r.name == "bot.runtime.followed_tasks"]
+    assert len([line for line in lines if "wait for it to come back" in line]) == 1
+    assert len([line for line in lines if "is back" in line]) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "sentence"),
+    [
+        ({"seconds": 1.5, "fail": True}, {}, "❌ long_job on test failed: "),
+        ({"seconds": 5}, {"MCP_TASK_TTL_MS": "1500"}, "⌛ long_job on test expired"),
+    ],
+    ids=["failed", "expired"],
+)
+async def test_a_task_that_ends_without_a_result_says_so_once(
+    redis: aioredis.Redis,
+    tmp_path: Path,
+    args: dict[str, Any],
+    env: dict[str, str],
+    sentence: str,
+) -> None:
+    ledger = tmp_path / "ledger"
+    adapter = RecordingAdapter()
+    model = ScriptedModel([turn(call("test__long_job", **args)), reply("It will follow.")])
+    async with (
+        toolbox(tasks_server(ledger, **env)) as box,
+        parley(redis, model, box, adapter) as harness,
+    ):
+        await harness.submit(message(GROUP, "run the job", direct=False))
+        await eventually(lambda: bool(said(adapter, sentence)))
+        await quiet(redis, harness)
+    assert len(said(adapter, sentence)) == 1 and said(adapter, FINISHED) == []
+
+
+async def test_cancel_stops_a_followed_task_on_the_server(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    adapter = RecordingAdapter()
+    model = ScriptedModel([turn(call("test__long_job", seconds=30)), reply("It will follow.")])
+    async with (
+        toolbox(tasks_server(ledger)) as box,
+        parley(redis, model, box, adapter) as harness,
+    ):
+        await harness.submit(message(GROUP, "run the job", direct=False))
+        await harness.settle(within=60)
+        # someone else's /cancel does not stop it
+        await harness.submit(
+            message(GROUP, "/cancel", user="7", name="Bob", direct=False, command="cancel")
+        )
+        await harness.settle()
+        assert ledger_lines(ledger) == ["task long_job"]
+        await harness.submit(message(GROUP, "/cancel", direct=False, command="cancel"))
+        await harness.settle()
+        await quiet(redis, harness)
+    assert ledger_lines(ledger) == ["task long_job", "cancelled long_job"]
+    assert said(adapter, "⏹ Stopped long_job on test.") == ["⏹ Stopped long_job on test."]
+    assert adapter.texts(GROUP)[-1] == "⏹ Stopped long_job on test."  # nothing else said
+    assert said(adapter, FINISHED) == []
+
+
+@tool
+async def payroll(ctx: ToolContext) -> str:
+    """The requester's payroll record, for them alone."""
+    if not ctx.approved:
+        raise ApprovalRequired("Look up your payroll and answer you privately", private=True)
+    return "Ana earns 98,000"
+
+
+async def test_a_private_runs_late_result_goes_to_the_requester_alone(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    """The run read something for Ana alone and answered her privately: the task it started
+    then is hers too, so its result must not land in the group."""
+    ledger = tmp_path / "ledger"
+    adapter = RecordingAdapter()
+    registry = builtin_registry()
+    registry.register(payroll)
+    model = ScriptedModel(
+        [
+            turn(call("payroll")),
+            turn(call("test__long_job", seconds=2)),  # the model obeys: "post my pay later"
+            reply("Privately: it will follow."),
+        ]
+    )
+    async with (
+        toolbox(tasks_server(ledger)) as box,
+        parley(redis, model, box, adapter, tools=registry) as harness,
+    ):
+        await harness.submit(message(GROUP, "my pay, then the job", direct=False))
+        await harness.settle(within=60)
+        [prompt] = adapter.in_conversation(GROUP)
+        await harness.submit(click(GROUP, prompt, "approve"))
+        await harness.settle(within=60)
+        await eventually(lambda: bool(said(adapter, FINISHED)))
+        await quiet(redis, harness)
+    task_posts = [
+        p.message for p in adapter.in_conversation(GROUP) if p.message.text.startswith(("⏳", "✅"))
+    ]
+    assert len(task_posts) == 2
+    assert all(m.private_to == "42" for m in task_posts)
