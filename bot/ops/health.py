@@ -17,6 +17,7 @@ import contextlib
 import logging
 import random
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -160,3 +161,18 @@ async def pause(stop: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(seconds):
             await stop.wait()
+
+
+async def repeat(
+    stop: asyncio.Event, heartbeat: Heartbeat, one_pass: Callable[[], Awaitable[Any]], every: float
+) -> None:
+    """Run `one_pass` every `every` seconds until `stop`; a failed pass degrades `heartbeat`
+    and is tried again after its backoff."""
+    while not stop.is_set():
+        try:
+            await one_pass()
+        except Exception as exc:
+            await pause(stop, heartbeat.failed(exc))
+            continue
+        heartbeat.beat()
+        await pause(stop, every)

@@ -27,7 +27,7 @@ from agent.mcp.following import FollowedTask, TaskPolling, TaskState, interval
 from agent.observations import clean
 from agent.tools import ToolError
 from bot.ops import metrics
-from bot.ops.health import Health, pause
+from bot.ops.health import Health, repeat
 from bot.runtime.keys import Keys
 from bot.runtime.outbox import Outbox
 from bot.runtime.scheduler import CLAIM
@@ -96,14 +96,7 @@ class TaskFollowing:
             log.warning("could not say that task %s continues", task.task_id, exc_info=True)
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await self.poll_due()
-            except Exception as exc:
-                await pause(stop, self.heartbeat.failed(exc))
-                continue
-            self.heartbeat.beat()
-            await pause(stop, self.poll)
+        await repeat(stop, self.heartbeat, self.poll_due, self.poll)
 
     async def poll_due(self, now: float | None = None) -> int:
         """Ask about every task due; the number that ended."""

@@ -23,7 +23,7 @@ from adapters.base import (
 from adapters.platform import ChatAdapter
 from agent.protocols import RunContext
 from bot.ops import metrics
-from bot.ops.health import Health, pause
+from bot.ops.health import Health, repeat
 from bot.runtime.keys import Keys
 from bot.runtime.outbox import Outbox
 
@@ -93,14 +93,7 @@ class ReminderScheduler:
         return reminder_id
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await self.deliver_due()
-            except Exception as exc:
-                await pause(stop, self.heartbeat.failed(exc))
-                continue
-            self.heartbeat.beat()
-            await pause(stop, self.poll)
+        await repeat(stop, self.heartbeat, self.deliver_due, self.poll)
 
     async def deliver_due(self, now: float | None = None) -> int:
         now = time.time() if now is None else now
