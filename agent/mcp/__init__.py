@@ -10,10 +10,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from agent.mcp.config import McpConfig, McpConfigError, ServerConfig, load_config
+from agent.mcp.config import McpConfig, McpConfigError, ServerConfig, Timing, load_config
 
 if TYPE_CHECKING:
-    from agent.mcp.client import McpServer, McpToolbox, Timing
+    from agent.mcp.client import McpServer, McpToolbox
     from agent.mcp.polling import ServerTasks
     from agent.mcp.tools import McpTool, tool_name
     from agent.mcp.user import Credentials, UserServer
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 _LAZY = {
     "McpServer": "client",
     "McpToolbox": "client",
-    "Timing": "client",
     "McpTool": "tools",
     "ServerTasks": "polling",
     "tool_name": "tools",

@@ -32,7 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from agent.isolation import isolated
-from agent.mcp.config import McpConfig, ServerConfig
+from agent.mcp.config import McpConfig, ServerConfig, Timing
 from agent.mcp.elicitation import Answers, LiveQuestions, Progress, call_tool
 from agent.mcp.following import Handoff
 from agent.mcp.revision import open_session
@@ -48,16 +48,6 @@ log = logging.getLogger(__name__)
 State = Literal["starting", "ready", "down", "stopped"]
 T = TypeVar("T")
 GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, httpx2.TransportError, OSError)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Timing:
-    start_timeout: float = 20.0
-    call_timeout: float = 60.0
-    retry_base: float = 1.0
-    retry_max: float = 300.0
-    ping_interval: float = 30.0
-    stop_timeout: float = 10.0  # the SDK gives a stdio server 2 s after EOF, then 2 s after SIGTERM
 
 
 class McpServer:

@@ -24,6 +24,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -41,6 +42,18 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ALLOW = re.compile(r"^[a-z]+:(user:[^\s/:]+|[^\s/:]+(/[^\s/:]+)?)$")
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{6,}$")
 _SECRET = re.compile(r"auth|key|token|secret|passw|cookie|credential|sig", re.IGNORECASE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timing:
+    """How long the client waits on servers (from PARLEY_MCP_* settings)."""
+
+    start_timeout: float = 20.0
+    call_timeout: float = 60.0
+    retry_base: float = 1.0
+    retry_max: float = 300.0
+    ping_interval: float = 30.0
+    stop_timeout: float = 10.0  # the SDK gives a stdio server 2 s after EOF, then 2 s after SIGTERM
 
 
 class McpConfigError(ValueError):
