@@ -28,6 +28,7 @@ from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.bot.recording import RecordingAdapter, click, message
 from tests.fakes.mcp_process import stdio_server
+from tests.private_redis import private_redis
 
 pytestmark = pytest.mark.process
 
@@ -186,6 +187,42 @@ async def test_the_server_going_away_and_coming_back_while_followed(
     assert len([line for line in lines if "is back" in line]) == 1
 
 
+async def test_redis_going_away_while_followed_loses_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ledger = tmp_path / "ledger"
+    adapter = RecordingAdapter()
+    model = ScriptedModel([turn(call("test__long_job", seconds=2)), reply("It will follow.")])
+    caplog.set_level(logging.INFO, logger="bot.ops.health")
+    async with private_redis(tmp_path / "redis") as server:
+        redis = aioredis.Redis.from_url(server.url)
+        try:
+            async with (
+                toolbox(tasks_server(ledger)) as box,
+                parley(redis, model, box, adapter) as harness,
+            ):
+                assert harness.runtime.tasks is not None
+                harness.runtime.tasks.claim_for = 1  # a pass cut off mid-task is soon retried
+                await harness.submit(message(GROUP, "run the job", direct=False))
+                await harness.settle(within=60)
+                assert said(adapter, LATER)
+                await server.down()  # the job finishes on the server meanwhile
+                heartbeat = harness.runtime.tasks.heartbeat
+                await eventually(lambda: heartbeat.state == "degraded")
+                await asyncio.sleep(2.5)
+                assert said(adapter, FINISHED) == []
+                await server.up()
+                await eventually(lambda: bool(said(adapter, FINISHED)))
+                await quiet(redis, harness)
+                assert heartbeat.state == "ok"
+        finally:
+            await redis.aclose()
+    assert len(said(adapter, FINISHED)) == 1
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("mcp-tasks ")]
+    assert len([line for line in lines if "degraded" in line]) == 1
+    assert len([line for line in lines if "recovered" in line]) == 1
+
+
 @pytest.mark.parametrize(
     ("args", "env", "sentence"),
     [
@@ -239,6 +276,28 @@ async def test_cancel_stops_a_followed_task_on_the_server(
     assert said(adapter, "⏹ Stopped long_job on test.") == ["⏹ Stopped long_job on test."]
     assert adapter.texts(GROUP)[-1] == "⏹ Stopped long_job on test."  # nothing else said
     assert said(adapter, FINISHED) == []
+
+
+async def test_a_hostile_result_is_posted_bounded_and_pings_nobody(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    adapter = RecordingAdapter(platform="slack")
+    thread = ConversationKey(platform="slack", team_id="T1", chat_id="C1", thread_id="1.5")
+    flood = "<!channel> read this " + "spam " * 5000
+    model = ScriptedModel([turn(call("test__long_job", seconds=1.5, say=flood)), reply("Later.")])
+    async with (
+        toolbox(tasks_server(ledger)) as box,
+        parley(redis, model, box, adapter) as harness,
+    ):
+        await harness.submit(message(thread, "run the job", direct=False))
+        await eventually(lambda: any(FINISHED in t for t in adapter.texts(thread)))
+        await quiet(redis, harness)
+    [finished] = [p.message for p in adapter.in_conversation(thread) if FINISHED in p.message.text]
+    assert len(finished.text) < 3200  # bounded, not 25,000 characters
+    assert finished.allowed_mentions == frozenset()  # the server's <!channel> pings nobody
+    channel = ConversationKey(platform="slack", team_id="T1", chat_id="C1")
+    assert adapter.in_conversation(channel) == []  # in the thread it came from, not the channel
 
 
 @tool

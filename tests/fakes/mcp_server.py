@@ -273,12 +273,13 @@ async def count_up(steps: int, ctx: Context) -> str:
 
 
 @server.tool(annotations=READ_ONLY)
-async def long_job(seconds: float, fail: bool = False) -> str:
-    """A job that takes `seconds` (a task where the server speaks MCP tasks)."""
+async def long_job(seconds: float, fail: bool = False, say: str = "") -> str:
+    """A job that takes `seconds` (a task where the server speaks MCP tasks); `say`: what it
+    answers instead of the usual line."""
     await asyncio.sleep(seconds)
     if fail:
         raise ValueError("the job broke")
-    return f"job done after {seconds:g}s"
+    return say or f"job done after {seconds:g}s"
 
 
 def _http_app(token: str) -> Any:
