@@ -75,8 +75,11 @@ async def call_as_task(
     task = latest[0]
     try:
         await handoff.follow(task.task_id, task.poll_interval, task.ttl)
-    except BaseException:  # not kept (Redis away, say): the task stops with its call
+    except BaseException as exc:  # not kept (Redis away, say): the task stops with its call
         await _cancel(session, task.task_id)
+        if isinstance(exc, Exception):
+            log.warning("MCP task %s of %s could not be followed: %r", task.task_id, tool, exc)
+            raise ToolError("it ran out of time, and could not be followed to its end") from None
         raise
     log.info("MCP task %s of %s handed to the follower", task.task_id, tool)
     return mt.CallToolResult(content=[mt.TextContent(type="text", text=HANDED_OFF)])

@@ -18,12 +18,14 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from adapters.base import ConversationKey
 from agent import ApprovalRequired, builtin_registry
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, ServerTasks, Timing
-from agent.mcp.following import HANDED_OFF
-from agent.tools import ToolContext, ToolRegistry, tool
+from agent.mcp.following import HANDED_OFF, FollowedTask, TaskFollower
+from agent.protocols import RunContext
+from agent.tools import ToolContext, ToolError, ToolRegistry, tool
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.bot.recording import RecordingAdapter, click, message
@@ -276,6 +278,27 @@ async def test_cancel_stops_a_followed_task_on_the_server(
     assert said(adapter, "⏹ Stopped long_job on test.") == ["⏹ Stopped long_job on test."]
     assert adapter.texts(GROUP)[-1] == "⏹ Stopped long_job on test."  # nothing else said
     assert said(adapter, FINISHED) == []
+
+
+class Refusing:
+    """A follower whose Redis is away at the moment of the handoff."""
+
+    async def follow(self, task: FollowedTask) -> None:
+        raise RedisConnectionError("Redis is away")
+
+
+async def test_a_task_that_cannot_be_followed_is_cancelled_and_the_call_fails(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "ledger"
+    run = RunContext(conversation_id=GROUP.id, platform="telegram", user_id="42", chat_id="-100")
+    async with toolbox(tasks_server(ledger)) as box:
+        [long_job] = [t for t in box.servers["test"].tools if t.remote_name == "long_job"]
+        context = ToolContext(run=run, deps={TaskFollower: Refusing()})
+        with pytest.raises(ToolError, match="could not be followed"):
+            await long_job({"seconds": 30}, context)
+        await eventually(lambda: "cancelled long_job" in ledger_lines(ledger))
+    assert ledger_lines(ledger) == ["task long_job", "cancelled long_job"]
 
 
 async def test_a_hostile_result_is_posted_bounded_and_pings_nobody(
