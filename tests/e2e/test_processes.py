@@ -105,18 +105,35 @@ class Cluster:
         return process
 
     async def ready(self, process: asyncio.subprocess.Process, within: float = 60) -> None:
-        index = self.processes.index(process)
-        path = next(self.logs.glob(f"*-{index}.log"))
+        path = self.log_of(process)
         deadline = time.monotonic() + within
         while b"Parley is running" not in path.read_bytes():
             assert process.returncode is None, path.read_text()
             assert time.monotonic() < deadline, path.read_text()
             await asyncio.sleep(0.1)
 
-    async def stop(self, process: asyncio.subprocess.Process, sig: int = signal.SIGTERM) -> int:
+    def log_of(self, process: asyncio.subprocess.Process) -> Path:
+        return next(self.logs.glob(f"*-{self.processes.index(process)}.log"))
+
+    async def stop(
+        self, process: asyncio.subprocess.Process, sig: int = signal.SIGTERM, within: float = 60
+    ) -> int:
+        """Signal `process` and return its exit status; its log is shown should it not exit
+        within `within` seconds, or exit non-zero on a SIGTERM or SIGINT."""
         if process.returncode is None:
             process.send_signal(sig)
-        return await asyncio.wait_for(process.wait(), 60)
+        try:
+            code = await asyncio.wait_for(process.wait(), within)
+        except TimeoutError:
+            raise AssertionError(
+                f"still running {within} s after {sig}:\n{self.tail(process)}"
+            ) from None
+        if code != 0 and sig in (signal.SIGTERM, signal.SIGINT):
+            print(f"exit status {code} after {sig}:\n{self.tail(process)}")  # shown on failure
+        return code
+
+    def tail(self, process: asyncio.subprocess.Process) -> str:
+        return self.log_of(process).read_text(errors="replace")[-8000:]
 
     async def stop_all(self) -> None:
         for process in self.processes:
