@@ -241,6 +241,7 @@ class RuntimeSettings(_Section):
     dedup_ttl: float = Field(86_400.0, alias="PARLEY_DEDUP_TTL", gt=0)
     session_ttl: float = Field(30 * 86_400.0, alias="PARLEY_SESSION_TTL", gt=0)
     drain_timeout: float = Field(30.0, alias="PARLEY_DRAIN_TIMEOUT", gt=0)
+    stop_grace: float = Field(10.0, alias="PARLEY_STOP_GRACE", gt=0)
     delivery_attempts: int = Field(3, alias="PARLEY_DELIVERY_ATTEMPTS", ge=1)
     redeliver_for: float = Field(6 * 3600.0, alias="PARLEY_REDELIVER_FOR", gt=0)
     max_attempts: int = Field(3, alias="PARLEY_MAX_ATTEMPTS", ge=1)

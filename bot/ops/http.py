@@ -25,6 +25,9 @@ class PortInUse(Exception):
     """The configured address is taken; the message names the setting to change."""
 
 
+IN_FLIGHT_AT_STOP = 2.0  # seconds a request being served gets at stop (probes and scrapes)
+
+
 class HttpServer:
     def __init__(
         self, host: str, port: int, *, metrics_host: str = "127.0.0.1", metrics_port: int = 0
@@ -89,7 +92,10 @@ class HttpServer:
             raise
 
     async def _listen(self, app: web.Application, host: str, port: int, setting: str) -> int:
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # aiohttp would give a request in flight 60 s at stop: longer than the whole stop
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=IN_FLIGHT_AT_STOP
+        )
         await runner.setup()
         self._runners.append(runner)
         site = web.TCPSite(runner, host, port)

@@ -32,6 +32,7 @@ from redis.exceptions import ResponseError
 from adapters.base import Inbound, InboundMessage
 from bot.ops import metrics
 from bot.ops.health import REDIS_DOWN, Health, pause, redis_away
+from bot.ops.shutdown import STILL_RUNNING, describe, settle
 from bot.runtime.failures import CutShort, Failures, OnError
 from bot.runtime.inbox import decode_entry, queued_at_of
 from bot.runtime.keys import Keys, backlog_member, entry_of
@@ -135,15 +136,15 @@ class Worker:
         self._stopping.set()
         self._room.set()
 
-    async def drain(self, grace: float) -> None:
-        """Wait for in-flight work; cancel what is left (its entries stay for another worker)."""
+    async def drain(self, grace: float, cancel_grace: float) -> None:
+        """Wait for in-flight work; cancel what is left (its entries stay for another worker)
+        and give it `cancel_grace` to end: what ignores that is named and left behind."""
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
-            for task in pending:
-                task.cancel()
             if pending:
                 log.warning("handing back %d unfinished conversations", len(pending))
-                await asyncio.gather(*pending, return_exceptions=True)
+                if left := await settle(pending, cancel_grace):
+                    log.error(STILL_RUNNING, describe(left))
 
     async def leave(self) -> None:
         if self._acks:  # else they replay as no-ops

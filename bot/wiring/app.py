@@ -20,6 +20,7 @@ from bot.ops.gc_tuning import GcTuning
 from bot.ops.health import Health
 from bot.ops.http import HttpServer
 from bot.ops.invocation import parley_command
+from bot.ops.shutdown import Watchdog
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
 from bot.runtime.triggers import Hooks, load_triggers
@@ -36,8 +37,17 @@ async def serve(settings: Settings, role: Role = "all") -> None:
     """Run until SIGINT or SIGTERM, then drain and stop."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # past the drain and the grace, whatever still runs is named and the process exits
+    watchdog = Watchdog(settings.runtime.drain_timeout + settings.runtime.stop_grace)
+    watchdog.start(loop)
+
+    def stopping(signum: int, frame: object) -> None:
+        # a plain handler, not the loop's: it arms the watchdog even if the loop is blocked
+        watchdog.arm()
+        loop.call_soon_threadsafe(stop.set)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        signal.signal(sig, stopping)
     async with redis_connection(settings) as redis:
         await redis.ping()
         await run_role(settings, redis, role, stop)

@@ -7,7 +7,6 @@ Each long-running loop beats a heartbeat in `health`, which `/readyz` and `/heal
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from bot.conversation.shown import ShownLists
 from bot.conversation.voice import Transcriber, Voice
 from bot.ops import metrics
 from bot.ops.health import Health, Heartbeat, pause
+from bot.ops.shutdown import STILL_RUNNING, describe, settle
 from bot.runtime.decisions import DecisionStore
 from bot.runtime.followed_tasks import TaskFollowing, TaskWords
 from bot.runtime.inbox import Inbox
@@ -73,6 +73,7 @@ class Runtime:
     stops: Stops
     drain_timeout: float
     health: Health
+    stop_grace: float = 10.0  # after the drain: cancelled work's and closing's share
     poll: float = 1.0
     tasks: TaskFollowing | None = None  # MCP tasks followed past their call
 
@@ -100,12 +101,10 @@ class Runtime:
             await stop.wait()
         finally:
             self.worker.stop()
-            await self.worker.drain(self.drain_timeout)
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            # the rest of the stop grace is for leaving and closing
+            await self.worker.drain(self.drain_timeout, self.stop_grace / 2)
+            if left := await settle(tasks, self.stop_grace / 4):
+                log.error(STILL_RUNNING, describe(left))
             await self.worker.leave()
 
     async def _redeliver(self, stop: asyncio.Event, heartbeat: Heartbeat) -> None:
@@ -327,6 +326,7 @@ def build_runtime(
         worker=worker,
         stops=stops,
         drain_timeout=runtime_settings.drain_timeout,
+        stop_grace=runtime_settings.stop_grace,
         poll=poll,
         health=health,
         tasks=tasks,

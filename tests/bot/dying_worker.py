@@ -43,7 +43,7 @@ async def main(url: str, mode: str) -> None:
     await stopping.wait()
     worker.stop()
     await task
-    await worker.drain(5)
+    await worker.drain(5, 5)
     await worker.leave()
     await redis.aclose()
 
