@@ -10,6 +10,7 @@ import asyncio
 import os
 import re
 import signal
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from bot.ops.shutdown import STUCK_EXIT
 from tests.e2e.test_processes import Cluster, free_port, texts, until
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic, last_user_text, tool_results
@@ -26,16 +28,20 @@ from tests.fakes.telegram import FakeTelegram
 pytestmark = pytest.mark.e2e
 
 ANA = 42
+GRACE = 5  # PARLEY_STOP_GRACE: after the 1 s drain, for cancelled runs and closing
 
 # A side effect that leaves a line per start and per end, and holds until released.
 SKILL = '''
 import asyncio
+import time
 from pathlib import Path
 
 from agent.tools import ToolContext, tool
 
 LOG = Path({log!r})
 RELEASE = Path({release!r})
+STUBBORN = RELEASE.with_name("stubborn")  # the tool swallows its cancellation
+BLOCKING = RELEASE.with_name("blocking")  # the tool holds the event loop
 
 
 def note(line: str) -> None:
@@ -52,7 +58,14 @@ async def record_run(marker: str, ctx: ToolContext) -> str:
     """
     note(f"start {{marker}} {{ctx.idempotency_key}}")
     while not RELEASE.exists():
-        await asyncio.sleep(0.05)
+        if BLOCKING.exists():
+            time.sleep(0.05)
+            continue
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            if not STUBBORN.exists():
+                raise
     note(f"end {{marker}}")
     return f"recorded {{marker}}"
 '''
@@ -110,6 +123,7 @@ async def world(redis_url: str, redis: aioredis.Redis, tmp_path: Path) -> AsyncI
             "PARLEY_RECLAIM_IDLE": "1",
             "PARLEY_LOCK_LEASE": "1.5",
             "PARLEY_DRAIN_TIMEOUT": "1",
+            "PARLEY_STOP_GRACE": str(GRACE),
             "PARLEY_TOOL_TIMEOUT": "120",
             "PARLEY_SKILLS_DIR": str(skills),
             "PARLEY_RATE_LIMIT_PER_MINUTE": "1000",
@@ -178,6 +192,27 @@ async def test_sigterm_whose_drain_elapses_mid_action_asks_before_running_it_aga
     await asyncio.sleep(1)
     assert texts(world.telegram, ANA)[3] == "Understood, I won't try it again."
     assert world.runs() == [world.runs()[0]]  # the one interrupted start, nothing more
+
+
+@pytest.mark.parametrize("tool", ["stubborn", "blocking"])
+async def test_a_sigterm_ends_the_process_in_bounded_time_whatever_the_tool_does(
+    world: World, tool: str
+) -> None:
+    """A tool that swallows its cancellation, or one that holds the event loop: the process
+    still exits by drain + grace, saying what it waited on, and nothing is run again."""
+    world.release.with_name(tool).touch()
+    first = await approve_and_wait_for(world, "start alpha")
+    signalled = time.monotonic()
+    code = await world.cluster.stop(first, signal.SIGTERM, within=30)
+    took = time.monotonic() - signalled
+    assert code == STUCK_EXIT
+    assert 1 + GRACE - 0.5 < took < 1 + GRACE + 5  # the watchdog ended it, not the test's kill
+    said = [line for line in world.cluster.tail(first).splitlines() if "still running" in line]
+    assert any("in record_run at " in line and "skills/record.py" in line for line in said)
+    world.release.touch()
+    world.release.with_name(tool).unlink()
+
+    await assert_asked_again(world)
 
 
 async def test_a_finished_action_is_reused_when_the_process_died_before_answering(
