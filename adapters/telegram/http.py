@@ -29,22 +29,31 @@ class AiohttpRequest(BaseRequest):
         self._write_timeout = write_timeout
         self._media_write_timeout = media_write_timeout
         self._session: aiohttp.ClientSession | None = None
+        # After shutdown a send fails rather than open a session nobody would close (PTB's own
+        # transport refuses too); initialize() opens it again.
+        self._shut = False
 
     @property
     def read_timeout(self) -> float | None:
         return self._read_timeout
 
     async def initialize(self) -> None:
+        self._shut = False
+        self._open()
+
+    def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._pool_size),
                 headers={"User-Agent": self.USER_AGENT},
             )
+        return self._session
 
     async def shutdown(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        self._shut = True
+        session, self._session = self._session, None  # a send meanwhile cannot replace it
+        if session is not None:
+            await session.close()
 
     async def do_request(
         self,
@@ -56,8 +65,9 @@ class AiohttpRequest(BaseRequest):
         connect_timeout: object = BaseRequest.DEFAULT_NONE,
         pool_timeout: object = BaseRequest.DEFAULT_NONE,
     ) -> tuple[int, bytes]:
-        await self.initialize()  # a worker sends without ever initializing the bot
-        assert self._session is not None
+        if self._shut:
+            raise NetworkError("the Telegram transport is shut down")
+        session = self._open()  # a worker sends without ever initializing the bot
         files = request_data is not None and request_data.contains_files
         read = _seconds(read_timeout, self._read_timeout)
         write = _seconds(write_timeout, self._media_write_timeout if files else self._write_timeout)
@@ -70,7 +80,7 @@ class AiohttpRequest(BaseRequest):
         )
         try:
             data = _body(request_data, files)
-            async with self._session.request(method, url, data=data, timeout=timeout) as response:
+            async with session.request(method, url, data=data, timeout=timeout) as response:
                 return response.status, await response.read()
         except TimeoutError as exc:
             raise TimedOut from exc

@@ -4,12 +4,14 @@ surface as PTB's own errors (which the adapter and PTB already know how to handl
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import json
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from telegram import Bot, InputFile
@@ -92,3 +94,47 @@ async def test_nobody_listening_is_a_network_error() -> None:
             await request.post(f"http://127.0.0.1:{port}/bot{TOKEN}/getMe")
     finally:
         await request.shutdown()
+
+
+def open_sessions() -> set[int]:
+    """The aiohttp client sessions alive and not closed, by id."""
+    gc.collect()
+    return {
+        id(o) for o in gc.get_objects() if isinstance(o, aiohttp.ClientSession) and not o.closed
+    }
+
+
+async def test_after_shutdown_a_send_fails_and_opens_nothing(
+    server: tuple[str, list[dict[str, Any]]],
+) -> None:
+    """A reply sent after the adapter stopped would open a session that nobody closes: it
+    fails as a network error (so it is parked and sent again) until the transport starts."""
+    url, seen = server
+    before = open_sessions()
+    request = AiohttpRequest()
+    assert await request.post(f"{url}/bot{TOKEN}/getMe") is True  # no initialize needed
+    await request.shutdown()
+    with pytest.raises(NetworkError, match="shut down"):
+        await request.post(f"{url}/bot{TOKEN}/sendMessage")
+    assert open_sessions() == before
+    await request.initialize()  # started again
+    try:
+        assert await request.post(f"{url}/bot{TOKEN}/sendMessage") is True
+    finally:
+        await request.shutdown()
+    assert [s["method"] for s in seen] == ["getMe", "sendMessage"]
+    assert open_sessions() == before
+
+
+async def test_a_send_racing_the_shutdown_leaves_no_session_open(
+    server: tuple[str, list[dict[str, Any]]],
+) -> None:
+    url, _ = server
+    before = open_sessions()
+    request = AiohttpRequest()
+    assert await request.post(f"{url}/bot{TOKEN}/getMe") is True
+    results = await asyncio.gather(
+        request.shutdown(), request.post(f"{url}/bot{TOKEN}/sendMessage"), return_exceptions=True
+    )
+    assert isinstance(results[1], NetworkError)
+    assert open_sessions() == before
