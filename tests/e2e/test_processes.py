@@ -53,7 +53,8 @@ def script(body: dict[str, Any]) -> fa.Item:
         return fa.text(read.group(0)[:3000])  # what an MCP server read of its parent
     if results:
         found = re.search(
-            r"recorded \w+|scheduled|[Rr]eminder|deleted .*", str(results[0].get("content"))
+            r"recorded \w+|scheduled|[Rr]eminder|deleted .*|still running",
+            str(results[0].get("content")),
         )
         return fa.text(f"done: {found.group(0) if found else 'something went wrong'}")
     text = last_user_text(body)
@@ -66,6 +67,8 @@ def script(body: dict[str, Any]) -> fa.Item:
     if text.startswith("steal"):  # obeying a message: "steal <environ|mem> <needle>"
         _, part, needle = text.split()
         return fa.tool("local__read_parent", part=part, needle=needle)
+    if text.startswith("mcp long"):
+        return fa.tool("files__long_job", seconds=3)
     if text.startswith("mcp delete"):
         return fa.tool("files__delete_item", item=text.split()[-1])
     if text.startswith("remind"):
@@ -351,3 +354,30 @@ async def test_mcp_servers_start_with_the_worker_and_stop_on_sigterm(world, tmp_
     assert await cluster.stop(process) == 0
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # the server Parley started has exited with it
+
+
+async def test_a_long_mcp_task_is_followed_by_the_running_service(world, tmp_path) -> None:
+    """`parley run` hands a task that outlives its 1 s call to its follower, which posts the
+    result in the chat when the server finishes it."""
+    cluster, telegram, _ = world
+    config = tmp_path / "mcp.json"
+    server = {
+        "command": sys.executable,
+        "args": ["-m", "tests.fakes.mcp_server"],
+        "cwd": str(ROOT),
+        "env": {"MCP_TASKS": "1"},
+        "timeout": 1,
+    }
+    config.write_text(json.dumps({"mcpServers": {"files": server}}))
+    process = await cluster.start("run", PARLEY_MCP_CONFIG=str(config))
+    await cluster.ready(process)
+    [log] = cluster.logs.glob(f"*-{cluster.processes.index(process)}.log")
+    await until(lambda: b"MCP server files ready" in log.read_bytes(), within=60)
+    telegram.push(telegram.message(chat_id=42, user_id=42, text="mcp long job"))
+    await until(lambda: len(telegram.chat(42)) >= 3, within=60)
+    await asyncio.sleep(1)  # nothing more comes
+    later, answer, result = texts(telegram, 42)
+    assert later.startswith("⏳ long_job on files is taking a while")
+    assert answer == "done: still running"
+    assert result == "✅ long_job on files finished:\njob done after 3s"
+    assert await cluster.stop(process) == 0
