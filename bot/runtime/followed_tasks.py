@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from pydantic import ValidationError
 
 from adapters.base import ConversationKey, OutboundMessage, mention
 from adapters.platform import ChatAdapter
@@ -141,9 +142,9 @@ class TaskFollowing:
             return []
         records = await self.redis.mget([self.keys.followed_task(key) for key in keys])
         return [
-            (key, FollowedTask.model_validate_json(raw))
+            (key, task)
             for key, raw in zip(keys, records, strict=True)
-            if raw is not None
+            if (task := _read(key, raw)) is not None
         ]
 
     async def _poll(self, key: str, now: float) -> int:
@@ -151,7 +152,10 @@ class TaskFollowing:
         if raw is None:  # ended meanwhile (cancelled, or told by another worker)
             await self.redis.zrem(self.keys.tasks_claimed, key)
             return 0
-        task = FollowedTask.model_validate_json(raw)
+        task = _read(key, raw)
+        if task is None:  # unreadable: it would fail every pass, so it goes
+            await self._forget(key)
+            return 0
         try:
             state = await self.servers.task_state(task.server, task.task_id)
             if state.status == "completed":
@@ -194,12 +198,15 @@ class TaskFollowing:
     async def _end(self, key: str, task: FollowedTask, said: str, **words: str) -> None:
         """Tell the conversation (once: one outbox key per task), then forget the task."""
         await self._say(task, f"mcptask:{key}", said, **words)
+        await self._forget(key)
+        log.info("MCP task %s of %s on %s ended", task.task_id, task.tool, task.server)
+
+    async def _forget(self, key: str) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.zrem(self.keys.tasks_claimed, key)
             pipe.zrem(self.keys.tasks_due, key)
             pipe.delete(self.keys.followed_task(key))
             await pipe.execute()
-        log.info("MCP task %s of %s on %s ended", task.task_id, task.tool, task.server)
 
     async def _say(self, task: FollowedTask, slot: str, said: str, **words: str) -> None:
         conversation = ConversationKey.parse(task.conversation_id)
@@ -214,6 +221,16 @@ class TaskFollowing:
             unreachable = self.words.private.format(who=who)
         message = OutboundMessage(text=text, private_to=task.private_to, unreachable=unreachable)
         await self.outbox.send(adapter, slot, conversation, message)
+
+
+def _read(key: str, raw: bytes | str | None) -> FollowedTask | None:
+    if raw is None:
+        return None
+    try:
+        return FollowedTask.model_validate_json(raw)
+    except ValidationError:
+        log.error("followed MCP task %s has an unreadable record; dropping it", key)
+        return None
 
 
 def _key(task: FollowedTask) -> str:

@@ -323,6 +323,28 @@ async def test_a_hostile_result_is_posted_bounded_and_pings_nobody(
     assert adapter.in_conversation(channel) == []  # in the thread it came from, not the channel
 
 
+async def test_an_unreadable_record_blocks_nothing(redis: aioredis.Redis, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    adapter = RecordingAdapter()
+    model = ScriptedModel([turn(call("test__long_job", seconds=30)), reply("It will follow.")])
+    async with (
+        toolbox(tasks_server(ledger)) as box,
+        parley(redis, model, box, adapter) as harness,
+    ):
+        keys = harness.runtime.keys
+        for junk, due in (("junk-now", 0.0), ("junk-later", time.time() + 3600)):
+            await redis.set(keys.followed_task(junk), b'{"task_id": 1')  # cut off mid-write
+            await redis.zadd(keys.tasks_due, {junk: due})
+        await harness.submit(message(GROUP, "run the job", direct=False))
+        await harness.settle(within=60)
+        assert said(adapter, LATER)
+        assert not await redis.exists(keys.followed_task("junk-now"))  # the loop let it go
+        await harness.submit(message(GROUP, "/cancel", direct=False, command="cancel"))
+        await harness.settle()  # /cancel reads every record, "junk-later" too
+    assert ledger_lines(ledger) == ["task long_job", "cancelled long_job"]
+    assert said(adapter, "⏹ Stopped long_job on test.") == ["⏹ Stopped long_job on test."]
+
+
 @tool
 async def payroll(ctx: ToolContext) -> str:
     """The requester's payroll record, for them alone."""
