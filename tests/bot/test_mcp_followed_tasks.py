@@ -74,6 +74,20 @@ async def parley(
         yield harness
 
 
+@contextlib.asynccontextmanager
+async def following(
+    redis: aioredis.Redis, model: ScriptedModel, ledger: Path, adapter: RecordingAdapter, **env: str
+) -> AsyncIterator[Harness]:
+    """Parley with the tasks server, which follows what outlives a call."""
+    async with toolbox(tasks_server(ledger, **env)) as box, parley(redis, model, box, adapter) as h:
+        yield h
+
+
+def job(**args: Any) -> ScriptedModel:
+    """A model that runs long_job with `args`, then answers that its result will follow."""
+    return ScriptedModel([turn(call("test__long_job", **args)), reply("It will follow.")])
+
+
 def ledger_lines(ledger: Path) -> list[str]:
     return ledger.read_text().splitlines() if ledger.exists() else []
 
@@ -103,12 +117,9 @@ async def test_a_task_slower_than_its_call_is_posted_in_the_thread_once_later(
     redis: aioredis.Redis, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger"
-    model = ScriptedModel([turn(call("test__long_job", seconds=2.5)), reply("It will follow.")])
+    model = job(seconds=2.5)
     adapter = RecordingAdapter()
-    async with (
-        toolbox(tasks_server(ledger)) as box,
-        parley(redis, model, box, adapter) as harness,
-    ):
+    async with following(redis, model, ledger, adapter) as harness:
         await harness.submit(message(GROUP, "run the job", direct=False))
         await harness.settle(within=60)
         # the model is told the truth: the task goes on and its result will be posted
@@ -134,7 +145,7 @@ async def test_a_restart_while_following_keeps_following_and_posts_once(
     kept.mkdir()
     server = tasks_server(ledger, MCP_TASK_DIR=str(kept))
     adapter = RecordingAdapter()
-    model = ScriptedModel([turn(call("test__long_job", seconds=3)), reply("It will follow.")])
+    model = job(seconds=3)
     async with toolbox(server) as box, parley(redis, model, box, adapter) as harness:
         await harness.submit(message(GROUP, "run the job", direct=False))
         await harness.settle(within=60)
@@ -151,7 +162,7 @@ async def test_a_restart_while_following_keeps_following_and_posts_once(
 async def test_two_followers_racing_post_once(redis: aioredis.Redis, tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     adapter = RecordingAdapter()
-    model = ScriptedModel([turn(call("test__long_job", seconds=2)), reply("It will follow.")])
+    model = job(seconds=2)
     async with (
         toolbox(tasks_server(ledger)) as box,
         parley(redis, model, box, adapter) as one,
@@ -173,7 +184,7 @@ async def test_the_server_going_away_and_coming_back_while_followed(
     kept.mkdir()
     server = tasks_server(ledger, MCP_TASK_DIR=str(kept), MCP_PIDFILE=str(pids))
     adapter = RecordingAdapter()
-    model = ScriptedModel([turn(call("test__long_job", seconds=2)), reply("It will follow.")])
+    model = job(seconds=2)
     caplog.set_level(logging.INFO, logger="bot.runtime.followed_tasks")
     async with toolbox(server) as box, parley(redis, model, box, adapter) as harness:
         await harness.submit(message(GROUP, "run the job", direct=False))
@@ -194,7 +205,7 @@ async def test_redis_going_away_while_followed_loses_nothing(
 ) -> None:
     ledger = tmp_path / "ledger"
     adapter = RecordingAdapter()
-    model = ScriptedModel([turn(call("test__long_job", seconds=2)), reply("It will follow.")])
+    model = job(seconds=2)
     caplog.set_level(logging.INFO, logger="bot.ops.health")
     async with private_redis(tmp_path / "redis") as server:
         redis = aioredis.Redis.from_url(server.url)
@@ -242,11 +253,8 @@ async def test_a_task_that_ends_without_a_result_says_so_once(
 ) -> None:
     ledger = tmp_path / "ledger"
     adapter = RecordingAdapter()
-    model = ScriptedModel([turn(call("test__long_job", **args)), reply("It will follow.")])
-    async with (
-        toolbox(tasks_server(ledger, **env)) as box,
-        parley(redis, model, box, adapter) as harness,
-    ):
+    model = job(**args)
+    async with following(redis, model, ledger, adapter, **env) as harness:
         await harness.submit(message(GROUP, "run the job", direct=False))
         await eventually(lambda: bool(said(adapter, sentence)))
         await quiet(redis, harness)
@@ -258,11 +266,8 @@ async def test_cancel_stops_a_followed_task_on_the_server(
 ) -> None:
     ledger = tmp_path / "ledger"
     adapter = RecordingAdapter()
-    model = ScriptedModel([turn(call("test__long_job", seconds=30)), reply("It will follow.")])
-    async with (
-        toolbox(tasks_server(ledger)) as box,
-        parley(redis, model, box, adapter) as harness,
-    ):
+    model = job(seconds=30)
+    async with following(redis, model, ledger, adapter) as harness:
         await harness.submit(message(GROUP, "run the job", direct=False))
         await harness.settle(within=60)
         # someone else's /cancel does not stop it
@@ -309,10 +314,7 @@ async def test_a_hostile_result_is_posted_bounded_and_pings_nobody(
     thread = ConversationKey(platform="slack", team_id="T1", chat_id="C1", thread_id="1.5")
     flood = "<!channel> read this " + "spam " * 5000
     model = ScriptedModel([turn(call("test__long_job", seconds=1.5, say=flood)), reply("Later.")])
-    async with (
-        toolbox(tasks_server(ledger)) as box,
-        parley(redis, model, box, adapter) as harness,
-    ):
+    async with following(redis, model, ledger, adapter) as harness:
         await harness.submit(message(thread, "run the job", direct=False))
         await eventually(lambda: any(FINISHED in t for t in adapter.texts(thread)))
         await quiet(redis, harness)
@@ -326,11 +328,8 @@ async def test_a_hostile_result_is_posted_bounded_and_pings_nobody(
 async def test_an_unreadable_record_blocks_nothing(redis: aioredis.Redis, tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     adapter = RecordingAdapter()
-    model = ScriptedModel([turn(call("test__long_job", seconds=30)), reply("It will follow.")])
-    async with (
-        toolbox(tasks_server(ledger)) as box,
-        parley(redis, model, box, adapter) as harness,
-    ):
+    model = job(seconds=30)
+    async with following(redis, model, ledger, adapter) as harness:
         keys = harness.runtime.keys
         for junk, due in (("junk-now", 0.0), ("junk-later", time.time() + 3600)):
             await redis.set(keys.followed_task(junk), b'{"task_id": 1')  # cut off mid-write
