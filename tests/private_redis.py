@@ -16,13 +16,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from bot.ops.embedded_redis import EmbeddedRedis, free_port
+from bot.ops.embedded_redis import EmbeddedRedis
 
 
 class PrivateRedis:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.port = free_port()
+        self.port = 0  # the first `up` picks a free one (again if it is taken meanwhile)
         self._server: EmbeddedRedis | None = None
         # Clear while an `up` waits for the server to answer. Clients may be served already,
         # so a `down` meanwhile waits for it and then stops that server.
@@ -39,7 +39,7 @@ class PrivateRedis:
         self._started.clear()
         try:
             await asyncio.to_thread(server.start)
-            self._server = server
+            self._server, self.port = server, server.port
         finally:
             self._started.set()
 

@@ -60,6 +60,13 @@ class EmbeddedRedisError(RuntimeError):
     """The embedded server could not start; the message says what to do."""
 
 
+class _PortTaken(EmbeddedRedisError):
+    """Another process bound the port first."""
+
+
+_PORT_ATTEMPTS = 3
+
+
 def find_server() -> Path | None:
     """The redis-server of the bundled Redis Stack, or one on PATH."""
     try:
@@ -108,6 +115,7 @@ class EmbeddedRedis:
         self.config = config  # a redis.conf whose persistence settings rule (tests, restores)
         self._process: subprocess.Popen[bytes] | None = None
         self._lock: IO[str] | None = None
+        self._log_start = 0  # where this start's lines begin in redis.log
 
     @property
     def url(self) -> str:
@@ -166,10 +174,31 @@ class EmbeddedRedis:
             raise EmbeddedRedisError(f"no Redis Stack server is installed; {SETUP_HINT}")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
+        attempt = 1
+        try:
+            while True:
+                try:
+                    self._launch()
+                    return self.url
+                except _PortTaken:
+                    # A free port can be taken by another process between the probe and the
+                    # server's bind; a port we picked ourselves is picked again.
+                    self._end_process()
+                    if self.requested_port or attempt == _PORT_ATTEMPTS:
+                        raise
+                    log.info("port %d was taken before Redis bound it; trying another", self.port)
+                    attempt += 1
+        except BaseException:
+            self.stop()
+            raise
+
+    def _launch(self) -> None:
         self.port = self.requested_port or free_port()
         if self.password:
             self._write_auth_file()
         log.info("starting embedded Redis Stack on 127.0.0.1:%d in %s", self.port, self.data_dir)
+        logfile = self.data_dir / "redis.log"
+        self._log_start = logfile.stat().st_size if logfile.exists() else 0
         self._process = subprocess.Popen(
             self.command(),
             env=self.environment(),
@@ -179,12 +208,7 @@ class EmbeddedRedis:
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             start_new_session=True,
         )
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self.url
+        self._wait_ready()
 
     def _take_lock(self) -> None:
         lock = (self.data_dir / "parley.lock").open("w")
@@ -203,8 +227,16 @@ class EmbeddedRedis:
 
         assert self._process is not None
         deadline = time.monotonic() + self.startup_timeout
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        # One try per round: this loop retries, and looks at the process between tries.
         client = redis.Redis(
-            port=self.port, password=self.password, socket_connect_timeout=0.5, socket_timeout=2
+            port=self.port,
+            password=self.password,
+            socket_connect_timeout=0.5,
+            socket_timeout=2,
+            retry=Retry(NoBackoff(), 0),
         )
         try:
             while True:
@@ -216,8 +248,8 @@ class EmbeddedRedis:
                     break
                 except redis.BusyLoadingError:
                     pass
-                except redis.ConnectionError:
-                    pass
+                except (redis.ConnectionError, redis.TimeoutError):
+                    pass  # not up yet, or something else listens there and we are exiting
                 if time.monotonic() > deadline:
                     raise EmbeddedRedisError(
                         f"the embedded Redis did not answer within {self.startup_timeout:.0f} s; "
@@ -237,7 +269,15 @@ class EmbeddedRedis:
         output = self._process.stdout.read().decode(errors="replace").strip()
         logfile = self.data_dir / "redis.log"
         if logfile.exists():
-            output += "\n" + "\n".join(logfile.read_text(errors="replace").splitlines()[-5:])
+            with logfile.open("rb") as file:
+                file.seek(self._log_start)  # this start's lines only
+                lines = file.read().decode(errors="replace").splitlines()
+            output += "\n" + "\n".join(lines[-5:])
+        if "Address already in use" in output:
+            raise _PortTaken(
+                f"the embedded Redis could not listen on 127.0.0.1:{self.port}: another process "
+                f"uses that port\n{output}"
+            )
         if "libssl" in output or "libcrypto" in output:
             reason = "it needs OpenSSL 1.1 (libssl.so.1.1)"
         else:
@@ -245,6 +285,14 @@ class EmbeddedRedis:
         return f"the embedded Redis Stack server did not start: {reason}; {SETUP_HINT}\n{output}"
 
     def stop(self, timeout: float = 10.0) -> None:
+        self._end_process(timeout)
+        if self._lock is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    def _end_process(self, timeout: float = 10.0) -> None:
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             # SIGTERM makes Redis flush the AOF before it exits.
@@ -257,11 +305,6 @@ class EmbeddedRedis:
                 process.wait()
         if process is not None and process.stdout is not None:
             process.stdout.close()
-        if self._lock is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock, fcntl.LOCK_UN)
-            self._lock.close()
-            self._lock = None
 
     def __enter__(self) -> EmbeddedRedis:
         self.start()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from bot.ops import embedded_redis
 from bot.ops.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from tests.helpers import free_port
 
@@ -52,6 +53,29 @@ def test_starts_with_search_and_json_and_persists_across_restarts(tmp_path: Path
 def test_a_second_server_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
     with EmbeddedRedis(tmp_path), pytest.raises(EmbeddedRedisError, match="another Parley"):
         EmbeddedRedis(tmp_path).start()
+
+
+def test_a_port_taken_before_redis_binds_it_is_picked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the free-port probe and Redis's bind another process (a parallel test worker,
+    a second Parley) may take the port; the server then starts on another one."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        picks = [busy]
+        monkeypatch.setattr(
+            embedded_redis, "free_port", lambda: picks.pop() if picks else free_port()
+        )
+        with EmbeddedRedis(tmp_path, persistent=False) as server:
+            assert server.port != busy and not picks
+            client = redis.Redis(port=server.port)
+            assert client.ping()
+            client.close()
+        # A port asked for is not swapped for another: that is one clear error.
+        with pytest.raises(EmbeddedRedisError, match=f"127.0.0.1:{busy}: another process"):
+            EmbeddedRedis(tmp_path, persistent=False, port=busy).start()
 
 
 def test_a_missing_binary_says_what_to_do(tmp_path: Path) -> None:
