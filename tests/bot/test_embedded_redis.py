@@ -108,11 +108,15 @@ def start_parley(data_dir: Path, port: int) -> tuple[subprocess.Popen[bytes], in
     assert process.stdout is not None
     output = b""
     deadline = time.monotonic() + 60
-    while b"Parley is running" not in output:
-        assert time.monotonic() < deadline and process.poll() is None, output.decode()
-        output += process.stdout.readline()
-    found = PORT_LINE.search(output)
-    assert found, output.decode()
+    try:
+        while b"Parley is running" not in output:
+            assert time.monotonic() < deadline and process.poll() is None, output.decode()
+            output += process.stdout.readline()
+        found = PORT_LINE.search(output)
+        assert found, output.decode()
+    except BaseException:
+        stop(process)  # a Parley that never came up must not outlive the test with its Redis
+        raise
     return process, int(found.group(1))
 
 
