@@ -21,7 +21,8 @@ async def test_a_slack_schedule_runs_in_the_owners_zone_and_its_thread(redis) ->
         s.fake.zones["UANA"] = "America/New_York"
         mention = fs.mention_event("UANA", "every weekday at 9 summarise #support")
         await s.event(mention)
-        await ts.until(lambda: bool(s.fake.in_channel("CGEN")))
+        # the prompt arrives as a stream: wait for its text, not for its first (empty) piece
+        await ts.until(lambda: any("this thread" in p.body for p in s.fake.in_channel("CGEN")))
         prompt = s.fake.in_channel("CGEN")[0]
         assert "time zone America/New_York" in prompt.body and "this thread" in prompt.body
         assert prompt.body.count(" 09:00:00 E") == 3  # EST or EDT: New York's 9 o'clock
