@@ -23,8 +23,14 @@ SECRET = "burst-secret"
 async def test_a_burst_of_webhook_posts_queues_every_update(
     redis_url: str, redis: aioredis.Redis, telegram: FakeTelegram
 ) -> None:
-    # Far fewer connections than concurrent requests, so the burst must queue for them.
-    config = Settings.load(env_file=None, redis={"PARLEY_REDIS_MAX_CONNECTIONS": 8})
+    # Far fewer connections than concurrent requests, so the burst must queue for them. The
+    # waits are bounded generously: on a loaded machine the last of 500 can wait longer than
+    # the shipped bounds (5 s to store, 10 s for a connection), and a 503 then is Telegram's
+    # cue to redeliver; what must never happen is a refusal for want of a connection.
+    config = Settings.load(
+        env_file=None,
+        redis={"PARLEY_REDIS_MAX_CONNECTIONS": 8, "PARLEY_REDIS_POOL_TIMEOUT": 120},
+    )
     client = redis_client(redis_url, config)
     adapter = TelegramAdapter(
         config=TelegramConfig(
@@ -33,6 +39,7 @@ async def test_a_burst_of_webhook_posts_queues_every_update(
             mode="webhook",
             webhook_url="https://parley.example.com/telegram/webhook",
             webhook_secret=SECRET,
+            handover_timeout=120,
         ),
         handler=Inbox(client, Keys(), dedup_ttl=60).submit,
     )
