@@ -50,6 +50,7 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 # stopped_message_generation (Bot API 10.3): the stop button on a streamed draft
 ALLOWED_UPDATES = ["message", "callback_query", "stopped_message_generation"]
 MAX_RETRY_AFTER = 60.0
+STOP_TRIES, STOP_WAIT = 20, 0.5  # cancellations of the poller at stop, seconds between
 
 
 @dataclass(kw_only=True)
@@ -65,20 +66,32 @@ class TelegramIngress:
     # Wall-clock time of the last successful getUpdates (or of the start of polling).
     last_poll: float | None = field(default=None, init=False)
     trouble: str | None = field(default=None, init=False)
+    _stopping: bool = field(default=False, init=False)
 
     # --- polling ----------------------------------------------------------------------------
 
     async def start_polling(self) -> None:
         if self._poller is None:
             self.last_poll = time.time()
+            self._stopping = False
             self._poller = asyncio.create_task(self._supervise())
 
     async def stop_polling(self) -> None:
+        """Stop the poller. One cancellation may not do: the HTTP client can lose it (a read
+        timeout due in the same moment reports TimedOut instead, and a failed poll is tried
+        again), so the loops also look at `_stopping` and the cancel is repeated."""
         poller, self._poller = self._poller, None
-        if poller is not None:
+        self._stopping = True
+        if poller is None:
+            return
+        for _ in range(STOP_TRIES):
             poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await poller
+            done, _ = await asyncio.wait({poller}, timeout=STOP_WAIT)
+            if done:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await poller
+                return
+        log.error("Telegram polling did not stop; leaving it behind")
 
     @property
     def polling(self) -> bool:
@@ -99,15 +112,18 @@ class TelegramIngress:
     async def _supervise(self) -> None:
         """Poll; should polling ever end on an error, say so and start it again."""
         delay = self.config.backoff
-        while True:
+        while not self._stopping:
             started = time.time()
             try:
                 await self.initialize()
                 await self.bot.delete_webhook()
                 await self._poll_forever()
+                return  # stopping
             except asyncio.CancelledError:
                 raise
             except Exception:
+                if self._stopping:
+                    return
                 if (self.last_poll or 0.0) > started:
                     delay = self.config.backoff  # it had worked: start the backoff afresh
                 log.exception("Telegram polling stopped unexpectedly; restarting in %.1f s", delay)
@@ -116,7 +132,7 @@ class TelegramIngress:
 
     async def _poll_forever(self) -> None:
         """Fetch updates and confirm each (the next offset) only once it is handed over."""
-        while True:
+        while not self._stopping:
             for raw in await self._fetch():
                 update_id = raw.get("update_id") if isinstance(raw, dict) else None
                 if not isinstance(update_id, int):

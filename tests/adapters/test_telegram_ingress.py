@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
+from telegram.error import TimedOut
+from telegram.request import HTTPXRequest
 
 from agent.messages import ChatRequest, ChatResponse
 from bot.ops.http import HttpServer
@@ -253,3 +256,50 @@ async def test_the_webhook_asks_for_redelivery_while_telegram_cannot_sign_it_in(
     finally:
         await http.stop()
         await adapter.stop()
+
+
+class LosesACancel(HTTPXRequest):
+    """PTB's long-poll transport, but the first cancellation that reaches a poll is lost, as
+    when the client's own read timeout fires in the same moment: its timeout scope takes the
+    cancellation for its own (uncancels the task) and the poll ends in TimedOut."""
+
+    def __init__(self) -> None:
+        super().__init__(read_timeout=11)
+        self.polling = asyncio.Event()
+        self.lost = False
+
+    async def do_request(self, url: str, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        self.polling.set()
+        try:
+            return await super().do_request(url, *args, **kwargs)
+        except asyncio.CancelledError:
+            if self.lost:
+                raise
+            self.lost = True
+            task = asyncio.current_task()
+            assert task is not None
+            task.uncancel()
+            raise TimedOut("Timed out") from None
+
+
+async def test_polling_stops_even_when_the_http_client_loses_a_cancellation(
+    telegram: FakeTelegram,
+) -> None:
+    """Was: the stop waited for ever on a poller that took the lost cancellation for a
+    timed-out poll and polled on (a SIGTERM'd process did not exit)."""
+    adapter = adapter_for(telegram)
+    request = LosesACancel()
+    adapter.ingress.request = request
+    try:
+        await adapter.start()
+        await adapter.start_polling()
+        await asyncio.wait_for(request.polling.wait(), 10)
+        await asyncio.sleep(0.2)  # inside the long poll
+        poller = adapter.ingress._poller
+        assert poller is not None
+        began = time.monotonic()
+        await asyncio.wait_for(adapter.stop_polling(), 10)  # cancels it again on timing out
+        assert request.lost and poller.done() and time.monotonic() - began < 3
+    finally:
+        await adapter.stop()
+        await request.shutdown()
