@@ -1,11 +1,13 @@
 """A bounded stop: a SIGTERM'd process exits within the drain timeout plus a grace.
 
-Runs in flight get `PARLEY_DRAIN_TIMEOUT`; what is still running is then cancelled and has
-part of `PARLEY_STOP_GRACE` to end, and the rest of the stop (handing entries back, closing)
-goes on without waiting for what ignored its cancellation. Should anything still hold the
-process `drain + grace` seconds after the signal (a tool that blocks the event loop, a hung
-dependency), a watchdog thread names in one log line what was still running and exits with
-status 3: an orchestrator's kill -9 would lose that line, and an operator would see a hang.
+Runs in flight get `PARLEY_DRAIN_TIMEOUT`. Then each step of the stop has a share of
+`PARLEY_STOP_GRACE` (cancelled runs, the loops, leftovers; the rest is for closing), and what
+ignores its cancellation is named in one `still running after drain:` line and left behind:
+entries are still handed back and connections closed, and the process exits (status 0).
+Should the stop itself hang (a tool that blocks the event loop, a dependency that never
+answers), a watchdog thread ends the process `drain + grace` seconds after the signal with
+status 3, naming every unfinished task and where the main thread is: an orchestrator's
+kill -9 would lose that line, and an operator would only see a hang.
 """
 
 from __future__ import annotations
@@ -68,6 +70,17 @@ async def settle(tasks: Iterable[asyncio.Task[object]], within: float) -> set[as
     return left
 
 
+async def leave_behind(within: float) -> None:
+    """The stop's last step, before asyncio.run's own: cancel what still runs and wait up to
+    `within` seconds. asyncio.run would wait for ever on a task that ignores its cancellation,
+    so those are named and the process ends here (status 0: the stop itself was orderly)."""
+    current = asyncio.current_task()
+    if left := await settle((t for t in asyncio.all_tasks() if t is not current), within):
+        log.error(STILL_RUNNING + "; exiting without it", describe(left))
+        _flush()
+        os._exit(0)
+
+
 class Watchdog:
     """Ends the process `within` seconds after `arm()`, naming what still ran.
 
@@ -94,9 +107,7 @@ class Watchdog:
             log.error(
                 STILL_RUNNING + "; exiting %.0f s after the signal", self._snapshot(), self.within
             )
-            for handler in logging.getLogger().handlers:
-                handler.flush()
-            sys.stderr.flush()
+            _flush()
         finally:
             os._exit(STUCK_EXIT)
 
@@ -124,3 +135,10 @@ def _place(filename: str, line: int) -> str:
     if filename.startswith(_ROOT + os.sep):
         filename = filename[len(_ROOT) + 1 :]
     return f"{filename}:{line}"
+
+
+def _flush() -> None:
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()

@@ -20,7 +20,7 @@ from bot.ops.gc_tuning import GcTuning
 from bot.ops.health import Health
 from bot.ops.http import HttpServer
 from bot.ops.invocation import parley_command
-from bot.ops.shutdown import Watchdog
+from bot.ops.shutdown import Watchdog, leave_behind
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
 from bot.runtime.triggers import Hooks, load_triggers
@@ -51,6 +51,7 @@ async def serve(settings: Settings, role: Role = "all") -> None:
     async with redis_connection(settings) as redis:
         await redis.ping()
         await run_role(settings, redis, role, stop)
+    await leave_behind(settings.runtime.stop_grace / 4)
 
 
 async def run_role(

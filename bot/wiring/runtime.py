@@ -101,8 +101,8 @@ class Runtime:
             await stop.wait()
         finally:
             self.worker.stop()
-            # the rest of the stop grace is for leaving and closing
-            await self.worker.drain(self.drain_timeout, self.stop_grace / 2)
+            # a quarter of the stop grace each: cancelled runs, loops, leftovers, closing
+            await self.worker.drain(self.drain_timeout, self.stop_grace / 4)
             if left := await settle(tasks, self.stop_grace / 4):
                 log.error(STILL_RUNNING, describe(left))
             await self.worker.leave()

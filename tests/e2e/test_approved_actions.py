@@ -28,7 +28,7 @@ from tests.fakes.telegram import FakeTelegram
 pytestmark = pytest.mark.e2e
 
 ANA = 42
-GRACE = 5  # PARLEY_STOP_GRACE: after the 1 s drain, for cancelled runs and closing
+GRACE = 8  # PARLEY_STOP_GRACE: after the 1 s drain, for cancelled runs and closing
 
 # A side effect that leaves a line per start and per end, and holds until released.
 SKILL = '''
@@ -198,15 +198,18 @@ async def test_sigterm_whose_drain_elapses_mid_action_asks_before_running_it_aga
 async def test_a_sigterm_ends_the_process_in_bounded_time_whatever_the_tool_does(
     world: World, tool: str
 ) -> None:
-    """A tool that swallows its cancellation, or one that holds the event loop: the process
-    still exits by drain + grace, saying what it waited on, and nothing is run again."""
+    """A tool that swallows its cancellation is left behind and the stop goes on; one that
+    holds the event loop is ended by the watchdog at drain + grace. Either way the line says
+    what still ran, and after the restart the user is asked before it runs again."""
     world.release.with_name(tool).touch()
     first = await approve_and_wait_for(world, "start alpha")
     signalled = time.monotonic()
     code = await world.cluster.stop(first, signal.SIGTERM, within=30)
     took = time.monotonic() - signalled
-    assert code == STUCK_EXIT
-    assert 1 + GRACE - 0.5 < took < 1 + GRACE + 5  # the watchdog ended it, not the test's kill
+    if tool == "stubborn":
+        assert code == 0 and took < 1 + GRACE  # before the watchdog: the stop was orderly
+    else:
+        assert code == STUCK_EXIT and 1 + GRACE - 0.5 < took < 1 + GRACE + 5
     said = [line for line in world.cluster.tail(first).splitlines() if "still running" in line]
     assert any("in record_run at " in line and "skills/record.py" in line for line in said)
     world.release.touch()
