@@ -12,6 +12,11 @@ show, or else by `finish` as it claims the key (SET NX GET: one round trip for b
     {"live": "<id>"}    a crashed attempt left a half message: replace it with the answer
     "<id>" (JSON)       already delivered: post nothing, return that message
     in-flight           a finish died midway: post nothing (a missing answer beats a double)
+
+Every write of the key is a compare-and-set against what this stream last saw there (nothing,
+its own half message, or the half message it replays): a run that stalled past its lock's
+lease while another worker took the entry over finds the key moved on, and stops showing
+and posts nothing (the other run answers; never twice).
 """
 
 from __future__ import annotations
@@ -41,6 +46,21 @@ from bot.runtime.records import IN_FLIGHT, MARKERS, record_sent
 log = logging.getLogger(__name__)
 
 Mode = Literal["unknown", "live", "replay", "delivered"]
+
+# KEYS: the key. ARGV: the value expected, the value to set, ttl ms. → {1} or {0, found}.
+_SWAP = """
+local found = redis.call('get', KEYS[1])
+if found == ARGV[1] then
+  redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return {1}
+end
+return {0, found}
+"""
+
+
+def _marker(message_id: str) -> bytes:
+    """What the key holds while `message_id` is an answer's half message."""
+    return json.dumps({"live": message_id}).encode()
 
 
 def _raw(value: bytes | str) -> bytes:
@@ -106,6 +126,7 @@ class AnswerStream:
     _recorded: str | None = None
     _previous: str | None = None  # the half message a crashed attempt left
     _delivered: str | None = None  # the message an earlier attempt delivered
+    _seen: bytes | None = None  # what is under the key as this stream last read or wrote it
     _flush: asyncio.Task[None] | None = field(default=None, repr=False)
     _flush_waiting: bool = False  # the flush task still sleeps (cancelling it loses nothing)
     _tasks: list[tuple[str, str]] = field(default_factory=list)  # (task id, tool) running
@@ -178,14 +199,16 @@ class AnswerStream:
         """Note the message being grown under the key, so a replay completes it."""
         message_id = self.live.message_id
         if message_id is not None and message_id != self._recorded:
-            marker = json.dumps({"live": message_id})
             try:
-                await self.redis.set(self.redis_key, marker, px=self.ttl_ms)
+                found = await self._swap(_marker(message_id))
             except Exception as exc:
                 if not redis_away(exc):
                     raise
                 # Showing goes on; the marker is tried again with the next update.
                 log.debug("could not record the live message of %s", self.redis_key)
+                return
+            if found is not None:
+                await self._lost_key(found)
                 return
             self._recorded = message_id
 
@@ -232,8 +255,46 @@ class AnswerStream:
     async def _read_key(self) -> None:
         self._learn(await self.redis.get(self.redis_key))
 
+    async def _swap(self, value: bytes) -> bytes | None:
+        """Set the key to `value` if it still holds what this stream last saw there (one
+        round trip); None if it did, else what another run left there instead."""
+        found = await self._swap_once(value)
+        mine = self.live.message_id
+        if found is not None and mine is not None and found == _marker(mine):
+            self._seen = found  # our own marker, stored though Redis's answer was lost
+            found = await self._swap_once(value)
+        return found
+
+    async def _swap_once(self, value: bytes) -> bytes | None:
+        if self._seen is None:
+            found = await self.redis.set(self.redis_key, value, px=self.ttl_ms, nx=True, get=True)
+            if found is not None:
+                return _raw(found)  # type: ignore[arg-type]
+        else:
+            args = (self.redis_key, self._seen, value, self.ttl_ms)
+            swapped = await self.redis.eval(_SWAP, 1, *args)  # type: ignore[misc]
+            if not int(swapped[0]):
+                return _raw(swapped[1]) if len(swapped) > 1 else b""
+        self._seen = value
+        return None
+
+    async def _lost_key(self, found: bytes) -> None:
+        """Another run wrote the key since we looked (we stalled past the lock's lease): it
+        has the entry now. Show and post nothing more; take back what we showed."""
+        log.warning(
+            "not delivering %s: another run took it over (this one lost its conversation)",
+            self.redis_key,
+        )
+        self.mode, self._delivered = "delivered", None
+        with contextlib.suppress(ValueError):
+            if isinstance(decoded := json.loads(found or b"null"), str | int):
+                self._delivered = str(decoded)
+        if self.live.message_id is not None and self.live.message_id != self._delivered:
+            await self.live.discard()
+
     def _learn(self, value: bytes | str | None) -> None:
         """The mode that what an earlier attempt left under the key calls for."""
+        self._seen = None if value is None else _raw(value)
         if value is None:
             self.mode = "live"
         elif _raw(value).startswith(IN_FLIGHT) or _raw(value) in MARKERS:
@@ -292,14 +353,17 @@ class AnswerStream:
                 )
                 return None
             return MessageRef(conversation=self.conversation, message_id=self._delivered)
-        # the key is ours (the conversation's lock keeps others out)
+        # the key is ours unless another run took it since we looked (we stalled past the
+        # lock's lease): the claim checks, in the round trip it costs anyway
         try:
-            if not claimed:
-                await self.redis.set(self.redis_key, IN_FLIGHT, px=self.ttl_ms)
+            found = None if claimed else await self._swap(IN_FLIGHT)
         except Exception as exc:
             if redis_away(exc):
                 await self._take_back_unrecorded()
             raise
+        if found is not None:
+            await self._lost_key(found)
+            return await self.finish(message)  # as delivered: post nothing
         try:
             ref = await self._deliver(message)
         except BaseException:

@@ -356,3 +356,84 @@ async def test_an_answer_never_shown_claims_its_key_and_learns_it_in_one_call(
         assert [p.text for p in telegram.chat(GROUP)] == ["Done."]
     finally:
         await adapter.stop()
+
+
+# --- a run that stalled past its lock's lease while another worker took the entry over -----
+
+
+async def test_a_stalled_first_try_does_not_answer_after_the_run_that_took_it_over(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    """Worker A's event loop stalled past the lease mid-run; worker B took the lock, ran the
+    entry again and answered. A, resuming, finishes a stream it began as the entry's first
+    try (so it never read the key): it must post nothing, in a group or a private chat, with
+    or without a half message shown before or after the takeover."""
+    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    await adapter.initialize()
+    keys = Keys("parley")
+
+    def stream(chat: int, entry: str, *, first_try: bool, first_show: float) -> AnswerStream:
+        conversation = ConversationKey(platform="telegram", chat_id=str(chat))
+        live = adapter.live(conversation, user_id=str(ANA), team_id=None, is_direct=chat > 0)
+        return AnswerStream(
+            live=live,
+            adapter=adapter,
+            conversation=conversation,
+            redis=redis,
+            redis_key=keys.outbox(f"{entry}:outcome"),
+            ttl_ms=60_000,
+            interval=0.05,
+            first_show=first_show,
+            mode="live" if first_try else "unknown",
+        )
+
+    answer = OutboundMessage(text="The plan is to ship on Friday.")
+    try:
+        # 1. A quick answer: A shows nothing, stalls, B answers, A finishes.
+        stale = stream(GROUP, "entry-1", first_try=True, first_show=0.5)
+        await stale.on_progress(delta("The plan"))
+        taker = stream(GROUP, "entry-1", first_try=False, first_show=0.5)
+        await taker.on_progress(delta(answer.text))
+        ref = await taker.finish(answer)
+        assert ref is not None
+        assert await stale.finish(answer) == ref
+        assert [p.text for p in telegram.chat(GROUP)] == [answer.text]
+
+        # 2. A showed half before stalling: B completes that message; A posts nothing.
+        stale = stream(GROUP, "entry-2", first_try=True, first_show=0.0)
+        await stale.on_progress(delta("The plan is"))
+        await stale.settle()
+        assert [p.text for p in telegram.chat(GROUP)][1:] == ["The plan is"]
+        taker = stream(GROUP, "entry-2", first_try=False, first_show=0.0)
+        await taker.on_progress(delta(answer.text))
+        taken = await taker.finish(answer)
+        assert await stale.finish(answer) == taken
+        assert [p.text for p in telegram.chat(GROUP)] == [answer.text, answer.text]
+        assert not telegram.deleted
+
+        # 3. A's first show comes after B answered: its half is taken back, nothing posted.
+        stale = stream(GROUP, "entry-3", first_try=True, first_show=0.0)
+        taker = stream(GROUP, "entry-3", first_try=False, first_show=0.5)
+        await taker.on_progress(delta(answer.text))
+        taken = await taker.finish(answer)
+        await stale.on_progress(delta("The plan is"))
+        await stale.settle()
+        assert await stale.finish(answer) == taken
+        shown = [p.text for p in telegram.chat(GROUP)]
+        assert shown == [answer.text] * 3, shown
+
+        # 4. A private chat (drafts): B answered; A's finish posts nothing.
+        stale = stream(ANA, "entry-4", first_try=True, first_show=0.0)
+        await stale.on_progress(delta("The plan is"))
+        await stale.settle()
+        taker = stream(ANA, "entry-4", first_try=False, first_show=0.0)
+        await taker.on_progress(delta(answer.text))
+        taken = await taker.finish(answer)
+        assert await stale.finish(answer) == taken
+        assert [p.text for p in telegram.chat(ANA)] == [answer.text]
+        assert (
+            await redis.get(keys.outbox("entry-4:outcome"))
+            == json.dumps(taken.message_id if taken else None).encode()
+        )
+    finally:
+        await adapter.stop()
