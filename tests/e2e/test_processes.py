@@ -219,6 +219,38 @@ async def test_a_worker_killed_mid_run_is_replaced_and_the_user_gets_one_reply(
     assert texts(telegram, 42) == ["slow answer to slow please"]
 
 
+async def test_a_worker_paused_past_its_lease_does_not_answer_after_the_one_that_took_over(
+    world, redis
+) -> None:
+    """SIGSTOP of the worker running an entry is its event loop stalled past the lock's
+    lease: the other worker reclaims the entry and answers; the paused one, let go on with
+    the model's answer waiting, posts nothing and says no "Sorry"."""
+    cluster, telegram, _ = world
+    gateway = await cluster.start("gateway")
+    workers = [await cluster.start("worker") for _ in range(2)]
+    for process in [gateway, *workers]:
+        await cluster.ready(process)
+    telegram.push(telegram.message(chat_id=42, user_id=42, text="slow please"))
+    holder = None
+    deadline = time.monotonic() + 20
+    while holder is None:
+        assert time.monotonic() < deadline
+        pending = await redis.xpending_range("parley:inbox", "workers", "-", "+", 10)
+        if pending:
+            pid = int(pending[0]["consumer"].decode().split("-")[-2])
+            holder = next((w for w in workers if w.pid == pid), None)
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)  # the model is thinking (3 s)
+    holder.send_signal(signal.SIGSTOP)
+    try:
+        await until(lambda: bool(telegram.chat(42)), within=30)  # the other worker answered
+        await asyncio.sleep(3)  # the paused worker's model answer is waiting for it
+    finally:
+        holder.send_signal(signal.SIGCONT)
+    await asyncio.sleep(4)
+    assert texts(telegram, 42) == ["slow answer to slow please"]
+
+
 async def test_a_pending_approval_survives_a_full_restart(world) -> None:
     cluster, telegram, ran = world
     first = await cluster.start("run")
