@@ -8,6 +8,7 @@ delivering replies). Any number of each share one Redis.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from typing import Literal
@@ -17,7 +18,7 @@ import redis.asyncio as aioredis
 from bot.config import Settings
 from bot.conversation.limits import Limits
 from bot.ops.gc_tuning import GcTuning
-from bot.ops.health import Health
+from bot.ops.health import REDIS_DOWN, Health
 from bot.ops.http import HttpServer
 from bot.ops.invocation import parley_command
 from bot.ops.shutdown import Watchdog, leave_behind
@@ -118,6 +119,10 @@ async def run_role(
             toolbox.launch()  # in the background: a slow or broken server never holds us up
             http.add_check("mcp", readiness(toolbox))
         if work is not None:
+            # Running means consuming: the inbox's consumer group exists before we say so
+            # (a Redis away now is the worker loop's to wait out: it creates it then).
+            with contextlib.suppress(*REDIS_DOWN):
+                await work.runtime.worker.ensure_group()
             worker_task = asyncio.create_task(work.runtime.run(stop))
         log.info("Parley is running (%s); press Ctrl-C to stop", role)
         await stop.wait()
