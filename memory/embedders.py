@@ -27,6 +27,12 @@ from typing import Any
 import numpy as np
 from redisvl.utils.vectorize import BaseVectorizer, CustomVectorizer
 
+# onnxruntime uploads usage telemetry to Microsoft (mobile.events.data.microsoft.com) from
+# threads of its own, also as the process exits (DNS lookups seen with strace at a stop):
+# embedding users' words needs no network, and a stop must not wait on one. Before any
+# session is made; an operator's own setting stands.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
 TOKENIZER = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2-tokenizer.json"
 # Pinned here, not read from the package, so a swapped package cannot vouch for itself.
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"

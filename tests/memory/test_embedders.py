@@ -159,3 +159,26 @@ def test_embedding_starts_no_threads_beyond_the_pool() -> None:
     )
     before, after = done.stdout.split()
     assert after == before, done.stdout
+
+
+@pytest.mark.process
+def test_onnxruntime_sends_no_telemetry() -> None:
+    """onnxruntime uploads usage telemetry to Microsoft, also as the process exits (strace at
+    a stop showed its DNS lookups of mobile.events.data.microsoft.com): the embedder turns
+    it off before any session exists, unless the operator set it."""
+    script = (
+        "import os\n"
+        "from memory.embedders import _MiniLM\n"
+        "_MiniLM().embed(['hello'])\n"
+        "print(os.environ.get('ORT_DISABLE_TELEMETRY'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    assert done.stdout.split() == ["1"]
+    env["ORT_DISABLE_TELEMETRY"] = "0"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    assert done.stdout.split() == ["0"]
