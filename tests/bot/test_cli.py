@@ -79,7 +79,7 @@ def test_make_run_with_a_malformed_json_setting_prints_one_line_of_parley(
     assert said == [
         "parley: invalid configuration: PARLEY_LLM_PRICES: not valid JSON (Expecting property "
         'name enclosed in double quotes: line 1 column 2 (char 1)); for example {"claude-sonnet-'
-        '4-5": [3.0, 15.0]}'
+        '4-6": [3.0, 15.0]}'
     ], result.stderr
     assert "Traceback" not in result.stdout + result.stderr
 
