@@ -83,6 +83,8 @@ LARGE_MODULES: dict[str, str] = {
     "one inbox entry (runs, resumptions, claims, sends); the rules and the sentences are elsewhere",
     "bot/conversation/engine.py": "one job: the conversation's rules as one pure function "
     "(what each event means, which decision it concerns) with every sentence they say",
+    "bot/runtime/streaming.py": "one job: one answer shown as it is written and delivered once "
+    "under its outbox key (claimed, completed or taken back, whichever run gets there first)",
 }
 
 

@@ -47,10 +47,11 @@ log = logging.getLogger(__name__)
 
 Mode = Literal["unknown", "live", "replay", "delivered"]
 
-# KEYS: the key. ARGV: the value expected, the value to set, ttl ms. → {1} or {0, found}.
+# KEYS: the key. ARGV: expected value, new value ('': delete), ttl ms. → {1} or {0, found}.
 _SWAP = """
 local found = redis.call('get', KEYS[1])
 if found == ARGV[1] then
+  if ARGV[2] == '' then redis.call('del', KEYS[1]) return {1} end
   redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return {1}
 end
@@ -324,13 +325,16 @@ class AnswerStream:
     async def discard(self) -> None:
         """The run ended in a question or a plan: take back what was shown of its text."""
         await self._cancel_flush()
-        if self._shown or self.live.message_id is not None:
-            await self.live.discard()
         if self.mode == "unknown":
             await self._read_key()
-        if self._recorded is not None or self.mode == "replay":
-            # the key belongs to the answer; the question or plan is sent under it instead
-            await self.redis.delete(self.redis_key)
+        ours = True
+        if self._seen is not None and (self._recorded is not None or self.mode == "replay"):
+            # the key belongs to the answer; the question or plan is sent under it instead,
+            # unless another run has written it since: then it, and the message, are that run's
+            swapped = await self.redis.eval(_SWAP, 1, self.redis_key, self._seen, b"", 0)  # type: ignore[misc]
+            ours = bool(int(swapped[0]))
+        if ours and (self._shown or self.live.message_id is not None):
+            await self.live.discard()
         self._shown = ""
 
     async def finish(self, message: OutboundMessage) -> MessageRef | None:
@@ -364,14 +368,29 @@ class AnswerStream:
         if found is not None:
             await self._lost_key(found)
             return await self.finish(message)  # as delivered: post nothing
+        deliver = asyncio.ensure_future(self._deliver(message))
         try:
-            ref = await self._deliver(message)
+            ref = await asyncio.shield(deliver)
+        except asyncio.CancelledError:
+            await self._end_cancelled(deliver)
+            raise
         except BaseException:
             await self.redis.delete(self.redis_key)  # the caller hands it to the outbox
             raise
         await record_sent(self.redis, self.redis_key, ref.message_id, self.ttl_ms, self.later)
         metrics.DELIVERIES.labels(platform, "sent").inc()
         return ref
+
+    async def _end_cancelled(self, deliver: asyncio.Future[MessageRef]) -> None:
+        """Cancelled mid-call (the lock was lost, or a drain ran out): the message may be out
+        already, so the call is let end and what it posted recorded, and a run that took the
+        entry over posts nothing; if it posted nothing, the key is let go for that run."""
+        try:
+            ref = await deliver
+        except Exception:
+            await self.redis.delete(self.redis_key)
+            return
+        await record_sent(self.redis, self.redis_key, ref.message_id, self.ttl_ms, None)
 
     async def _take_back_unrecorded(self) -> None:
         """The entry is handled again once Redis is back, and its replay cannot know of a

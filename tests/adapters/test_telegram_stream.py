@@ -437,3 +437,92 @@ async def test_a_stalled_first_try_does_not_answer_after_the_run_that_took_it_ov
         )
     finally:
         await adapter.stop()
+
+
+async def test_a_stalled_run_that_ends_in_a_question_leaves_the_takeovers_answer_alone(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    """The stale run showed half an answer, stalled, and then (the model thinking again)
+    ends in a question: it must not clear the key the run that took over answered under,
+    or its question would go out under that key after the answer."""
+    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    await adapter.initialize()
+    conversation = ConversationKey(platform="telegram", chat_id=str(GROUP))
+    keys = Keys("parley")
+    key = "entry-1:outcome"
+
+    def stream(*, first_try: bool) -> AnswerStream:
+        live = adapter.live(conversation, user_id=str(ANA), team_id=None, is_direct=False)
+        return AnswerStream(
+            live=live,
+            adapter=adapter,
+            conversation=conversation,
+            redis=redis,
+            redis_key=keys.outbox(key),
+            ttl_ms=60_000,
+            interval=0.05,
+            mode="live" if first_try else "unknown",
+        )
+
+    try:
+        stale = stream(first_try=True)
+        await stale.on_progress(delta("The plan is"))
+        await stale.settle()
+        taker = stream(first_try=False)
+        await taker.on_progress(delta("The plan is to ship on Friday."))
+        taken = await taker.finish(OutboundMessage(text="The plan is to ship on Friday."))
+        assert taken is not None
+        await stale.discard()  # the stale run asks instead
+        outbox = Outbox(redis, keys, ttl=60, lost_text=LOST_TEXT)
+        await outbox.send(adapter, key, conversation, OutboundMessage(text="Which day?"))
+        assert [p.text for p in telegram.chat(GROUP)] == ["The plan is to ship on Friday."]
+        assert await redis.get(keys.outbox(key)) == json.dumps(taken.message_id).encode()
+    finally:
+        await adapter.stop()
+
+
+async def test_a_run_cancelled_mid_send_by_its_lost_lock_is_not_answered_again(
+    redis: aioredis.Redis, telegram: FakeTelegram
+) -> None:
+    """The lock is found lost while the stale run's sendMessage is on its way (Telegram has
+    it): the cancelled run lets the call end and records it, and the run that took the entry
+    over posts nothing, rather than the key being let go and the answer posted twice."""
+    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    await adapter.initialize()
+    conversation = ConversationKey(platform="telegram", chat_id=str(GROUP))
+    keys = Keys("parley")
+
+    def stream(*, first_try: bool) -> AnswerStream:
+        live = adapter.live(conversation, user_id=str(ANA), team_id=None, is_direct=False)
+        return AnswerStream(
+            live=live,
+            adapter=adapter,
+            conversation=conversation,
+            redis=redis,
+            redis_key=keys.outbox("entry-1:outcome"),
+            ttl_ms=60_000,
+            interval=0.05,
+            first_show=0.5,
+            mode="live" if first_try else "unknown",
+        )
+
+    answer = OutboundMessage(text="The plan is to ship on Friday.")
+    answered = asyncio.Event()
+    telegram.before["sendMessage"] = answered.wait  # Telegram has the call, not yet answered
+    try:
+        stale = asyncio.create_task(stream(first_try=True).finish(answer))
+        await until(lambda: len(telegram.method_calls("sendMessage")) == 1)
+        stale.cancel()  # while_held: the renewal found the lock lost
+        await asyncio.sleep(0.2)
+        taker = asyncio.create_task(stream(first_try=False).finish(answer))
+        await asyncio.sleep(0.2)
+        answered.set()
+        results = await asyncio.gather(stale, taker, return_exceptions=True)
+        assert isinstance(results[0], asyncio.CancelledError)
+        await asyncio.sleep(0.2)
+        assert [p.text for p in telegram.chat(GROUP)] == [answer.text]
+        (posted,) = telegram.chat(GROUP)
+        stored = await redis.get(keys.outbox("entry-1:outcome"))
+        assert stored == json.dumps(str(posted.message_id)).encode()
+    finally:
+        await adapter.stop()
