@@ -1,8 +1,9 @@
 """Shared fixtures: one real Redis Stack server per test session, flushed between tests.
 
+Under pytest-xdist each worker process starts its own server (this fixture is per process).
 PARLEY_TEST_REDIS_URL runs the suite against another server instead, e.g. Redis 8 with its
-built-in query engine: `PARLEY_TEST_REDIS_URL=redis://127.0.0.1:6379/0 make pytest`. It is
-flushed between tests, so point it only at a throwaway server.
+built-in query engine: `PARLEY_TEST_REDIS_URL=redis://127.0.0.1:6379/0 make pytest` (serially,
+one worker). It is flushed between tests, so point it only at a throwaway server.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import redis.asyncio as aioredis
 
 from bot.ops.embedded_redis import EmbeddedRedis
 
-pytest_plugins = ["tests.tiers"]
+pytest_plugins = ["tests.tiers", "tests.parallel"]
 
 EXTERNAL_REDIS = os.environ.get("PARLEY_TEST_REDIS_URL") or None
 
@@ -29,6 +30,15 @@ for _name in list(os.environ):
     ):
         del os.environ[_name]
 os.environ["HF_HUB_OFFLINE"] = "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # One shared server is flushed between tests: parallel workers would flush each other.
+    workers = getattr(config.option, "numprocesses", None)
+    if EXTERNAL_REDIS is not None and workers:
+        raise pytest.UsageError(
+            "PARLEY_TEST_REDIS_URL is one server flushed between tests: run it serially (-n 0)"
+        )
 
 
 @pytest.fixture(scope="session")
