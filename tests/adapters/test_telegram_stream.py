@@ -361,6 +361,31 @@ async def test_an_answer_never_shown_claims_its_key_and_learns_it_in_one_call(
 # --- a run that stalled past its lock's lease while another worker took the entry over -----
 
 
+def run_stream(
+    adapter: TelegramAdapter,
+    redis: aioredis.Redis,
+    chat: int,
+    entry: str,
+    *,
+    first_try: bool,
+    first_show: float = 0.0,
+) -> AnswerStream:
+    """One run's stream of `entry`'s answer (`first_try`: it never reads the key first)."""
+    conversation = ConversationKey(platform="telegram", chat_id=str(chat))
+    live = adapter.live(conversation, user_id=str(ANA), team_id=None, is_direct=chat > 0)
+    return AnswerStream(
+        live=live,
+        adapter=adapter,
+        conversation=conversation,
+        redis=redis,
+        redis_key=Keys("parley").outbox(f"{entry}:outcome"),
+        ttl_ms=60_000,
+        interval=0.05,
+        first_show=first_show,
+        mode="live" if first_try else "unknown",
+    )
+
+
 async def test_a_stalled_first_try_does_not_answer_after_the_run_that_took_it_over(
     redis: aioredis.Redis, telegram: FakeTelegram
 ) -> None:
@@ -373,19 +398,7 @@ async def test_a_stalled_first_try_does_not_answer_after_the_run_that_took_it_ov
     keys = Keys("parley")
 
     def stream(chat: int, entry: str, *, first_try: bool, first_show: float) -> AnswerStream:
-        conversation = ConversationKey(platform="telegram", chat_id=str(chat))
-        live = adapter.live(conversation, user_id=str(ANA), team_id=None, is_direct=chat > 0)
-        return AnswerStream(
-            live=live,
-            adapter=adapter,
-            conversation=conversation,
-            redis=redis,
-            redis_key=keys.outbox(f"{entry}:outcome"),
-            ttl_ms=60_000,
-            interval=0.05,
-            first_show=first_show,
-            mode="live" if first_try else "unknown",
-        )
+        return run_stream(adapter, redis, chat, entry, first_try=first_try, first_show=first_show)
 
     answer = OutboundMessage(text="The plan is to ship on Friday.")
     try:
@@ -452,17 +465,7 @@ async def test_a_stalled_run_that_ends_in_a_question_leaves_the_takeovers_answer
     key = "entry-1:outcome"
 
     def stream(*, first_try: bool) -> AnswerStream:
-        live = adapter.live(conversation, user_id=str(ANA), team_id=None, is_direct=False)
-        return AnswerStream(
-            live=live,
-            adapter=adapter,
-            conversation=conversation,
-            redis=redis,
-            redis_key=keys.outbox(key),
-            ttl_ms=60_000,
-            interval=0.05,
-            mode="live" if first_try else "unknown",
-        )
+        return run_stream(adapter, redis, GROUP, "entry-1", first_try=first_try)
 
     try:
         stale = stream(first_try=True)
@@ -489,22 +492,10 @@ async def test_a_run_cancelled_mid_send_by_its_lost_lock_is_not_answered_again(
     over posts nothing, rather than the key being let go and the answer posted twice."""
     adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
     await adapter.initialize()
-    conversation = ConversationKey(platform="telegram", chat_id=str(GROUP))
     keys = Keys("parley")
 
     def stream(*, first_try: bool) -> AnswerStream:
-        live = adapter.live(conversation, user_id=str(ANA), team_id=None, is_direct=False)
-        return AnswerStream(
-            live=live,
-            adapter=adapter,
-            conversation=conversation,
-            redis=redis,
-            redis_key=keys.outbox("entry-1:outcome"),
-            ttl_ms=60_000,
-            interval=0.05,
-            first_show=0.5,
-            mode="live" if first_try else "unknown",
-        )
+        return run_stream(adapter, redis, GROUP, "entry-1", first_try=first_try, first_show=0.5)
 
     answer = OutboundMessage(text="The plan is to ship on Friday.")
     answered = asyncio.Event()

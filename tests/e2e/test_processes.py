@@ -183,6 +183,37 @@ async def world(
             await cluster.stop_all()
 
 
+async def a_slow_entry_on_two_workers(
+    cluster: Cluster, telegram: FakeTelegram, redis: Any
+) -> asyncio.subprocess.Process:
+    """A gateway and two workers; "slow please" sent: the worker that holds its entry."""
+    gateway = await cluster.start("gateway")
+    workers = [await cluster.start("worker") for _ in range(2)]
+    for process in [gateway, *workers]:
+        await cluster.ready(process)
+    telegram.push(telegram.message(chat_id=42, user_id=42, text="slow please"))
+    return await holder_of_the_entry(redis, workers)
+
+
+async def holder_of_the_entry(
+    redis: Any, workers: list[asyncio.subprocess.Process]
+) -> asyncio.subprocess.Process:
+    """The worker whose consumer has the inbox's one entry pending (its name holds its pid)."""
+    deadline = time.monotonic() + 20
+    while True:
+        assert time.monotonic() < deadline
+        try:
+            pending = await redis.xpending_range("parley:inbox", "workers", "-", "+", 10)
+        except ResponseError as exc:  # a worker says it runs before its task makes the group
+            assert "NOGROUP" in str(exc)
+            pending = []
+        if pending:
+            pid = int(pending[0]["consumer"].decode().split("-")[-2])
+            if (holder := next((w for w in workers if w.pid == pid), None)) is not None:
+                return holder
+        await asyncio.sleep(0.05)
+
+
 def texts(telegram: FakeTelegram, chat: int) -> list[str]:
     return [p.text for p in telegram.chat(chat)]
 
@@ -191,26 +222,8 @@ async def test_a_worker_killed_mid_run_is_replaced_and_the_user_gets_one_reply(
     world, redis
 ) -> None:
     cluster, telegram, _ = world
-    gateway = await cluster.start("gateway")
-    workers = [await cluster.start("worker") for _ in range(2)]
-    for process in [gateway, *workers]:
-        await cluster.ready(process)
-    telegram.push(telegram.message(chat_id=42, user_id=42, text="slow please"))
-    # find the worker holding the entry, and kill it while the model is still thinking
-    holder = None
-    deadline = time.monotonic() + 20
-    while holder is None:
-        assert time.monotonic() < deadline
-        try:
-            pending = await redis.xpending_range("parley:inbox", "workers", "-", "+", 10)
-        except ResponseError as exc:  # a worker says it runs before its task makes the group
-            assert "NOGROUP" in str(exc)
-            pending = []
-        if pending:
-            consumer = pending[0]["consumer"].decode()
-            pid = int(consumer.split("-")[-2])
-            holder = next((w for w in workers if w.pid == pid), None)
-        await asyncio.sleep(0.05)
+    # the worker holding the entry is killed while the model is still thinking
+    holder = await a_slow_entry_on_two_workers(cluster, telegram, redis)
     await asyncio.sleep(0.5)
     holder.kill()
     await holder.wait()
@@ -226,20 +239,7 @@ async def test_a_worker_paused_past_its_lease_does_not_answer_after_the_one_that
     lease: the other worker reclaims the entry and answers; the paused one, let go on with
     the model's answer waiting, posts nothing and says no "Sorry"."""
     cluster, telegram, _ = world
-    gateway = await cluster.start("gateway")
-    workers = [await cluster.start("worker") for _ in range(2)]
-    for process in [gateway, *workers]:
-        await cluster.ready(process)
-    telegram.push(telegram.message(chat_id=42, user_id=42, text="slow please"))
-    holder = None
-    deadline = time.monotonic() + 20
-    while holder is None:
-        assert time.monotonic() < deadline
-        pending = await redis.xpending_range("parley:inbox", "workers", "-", "+", 10)
-        if pending:
-            pid = int(pending[0]["consumer"].decode().split("-")[-2])
-            holder = next((w for w in workers if w.pid == pid), None)
-        await asyncio.sleep(0.05)
+    holder = await a_slow_entry_on_two_workers(cluster, telegram, redis)
     await asyncio.sleep(0.5)  # the model is thinking (3 s)
     holder.send_signal(signal.SIGSTOP)
     try:
