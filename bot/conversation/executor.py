@@ -507,6 +507,10 @@ class Executor:
             conversation=event.conversation,
         )
         try:
+            # a run that lost its lock may have answered (or be answering): no Sorry beside it
+            if not await self.outbox.give_up(f"{entry_id}:outcome"):
+                log.info("not reporting an error for %s: its answer is out", entry_id)
+                return
             await reply.send(OutboundMessage(text=ERROR_TEXT), "reply")
         except Exception:
             log.exception("could not report an error in %s", event.conversation.id)

@@ -47,7 +47,15 @@ from adapters.platform import ChatAdapter
 from bot.ops import metrics
 from bot.runtime.holding import PendingWrites
 from bot.runtime.keys import Keys
-from bot.runtime.records import DONE, FAILED, IN_FLIGHT, PARKED, record_sent, sent_ref
+from bot.runtime.records import (
+    DONE,
+    FAILED,
+    GIVEN_UP,
+    IN_FLIGHT,
+    PARKED,
+    record_sent,
+    sent_ref,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +70,19 @@ for _, member in ipairs(due) do
   redis.call('zadd', KEYS[1], ARGV[2], member)
 end
 return due
+"""
+
+# Give up an answer's key unless an answer is out or on its way (a send in flight, a
+# delivered id, a parked reply); a streamed half message's marker is taken over, so its
+# stale stream finds the key moved on and posts nothing. 1 when the user got no answer.
+_GIVE_UP = """
+local found = redis.call('get', KEYS[1])
+if not found or string.sub(found, 1, 8) == '{"live":' then
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if found == ARGV[1] or found == ARGV[3] then return 1 end
+return 0
 """
 
 
@@ -98,6 +119,7 @@ class Outbox:
         # a parked message outlives its redelivery window, whatever the dedup TTL
         self.parked_ms = max(self.ttl_ms, int(give_up_after * 1000) + 60_000)
         self._claim = redis.register_script(_CLAIM)
+        self._give_up = redis.register_script(_GIVE_UP)
         # Claims this process stored (or may have) without ever calling the platform.
         self._unsent: OrderedDict[str, bytes] = OrderedDict()
 
@@ -152,6 +174,14 @@ class Outbox:
     async def refused(self, key: str) -> bool:
         """Whether the send under `key` was given up: the platform refused it for good."""
         return await self.redis.get(self.keys.outbox(key)) == FAILED
+
+    async def give_up(self, key: str) -> bool:
+        """The entry behind `key` was given up: close the key to any later send (a run that
+        lost its lock may still be going), and tell whether its user is still unanswered."""
+        found = await self._give_up(
+            keys=[self.keys.outbox(key)], args=[GIVEN_UP, self.ttl_ms, FAILED]
+        )
+        return bool(int(found))
 
     async def _release(self, redis_key: str, claim: bytes) -> None:
         """Give up a claim whose send did not go out (remembered if Redis cannot be told)."""

@@ -2,6 +2,7 @@
 
     in-flight[:<claim>]   a send or finish started (a replay posts nothing: never twice)
     parked | failed       waiting for redelivery | refused for good
+    given-up              the entry was given up (its user told so): a late run posts nothing
     done                  an edit that went through
     "<id>" (JSON)         delivered: the message's id
     {"live": "<id>"}      a streamed answer's half message, to be finished or replaced
@@ -23,7 +24,8 @@ IN_FLIGHT = b"in-flight"
 PARKED = b"parked"  # waiting in the undelivered set
 FAILED = b"failed"  # refused for good
 DONE = b"done"  # an edit that went through
-MARKERS = (PARKED, FAILED, DONE)
+GIVEN_UP = b"given-up"  # the entry was dead-lettered and its user told
+MARKERS = (PARKED, FAILED, DONE, GIVEN_UP)
 
 
 def sent_ref(conversation: ConversationKey, stored: bytes | str | None) -> MessageRef | None:
