@@ -162,11 +162,11 @@ async def test_a_restart_while_following_keeps_following_and_posts_once(
 async def test_two_followers_racing_post_once(redis: aioredis.Redis, tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     adapter = RecordingAdapter()
-    model = job(seconds=2)
+    model = job(seconds=2)  # one script for both: either worker may take the message
     async with (
         toolbox(tasks_server(ledger)) as box,
         parley(redis, model, box, adapter) as one,
-        parley(redis, ScriptedModel([]), box, adapter) as two,
+        parley(redis, model, box, adapter) as two,
     ):
         for harness in (one, two):  # every claim is stale at once: both poll every task
             assert harness.runtime.tasks is not None
