@@ -23,14 +23,17 @@ typecheck:
 	$(BIN)/mypy
 
 # The fast tier first (guarded: a test in it that opens a socket or starts a process fails),
-# then the rest, naming the 20 slowest.
+# then the rest on parallel workers, each with its own Redis (tests/parallel.py), naming the
+# 20 slowest. A shared PARLEY_TEST_REDIS_URL server runs serially.
 pytest: pytest-fast pytest-slow
+
+TEST_WORKERS ?= $(if $(PARLEY_TEST_REDIS_URL),0,3)
 
 pytest-fast:
 	$(BIN)/pytest -q -p no:cacheprovider --tier fast
 
 pytest-slow:
-	$(BIN)/pytest -q -p no:cacheprovider --tier slow --durations=20
+	$(BIN)/pytest -q -p no:cacheprovider --tier slow --durations=20 -n $(TEST_WORKERS) --dist loadgroup
 
 bench:
 	@PARLEY_EXTRAS=test,bench bash scripts/setup.sh
