@@ -36,6 +36,17 @@ Admission = Literal["clean", "probe", "probing", "open"]
 # what a state answers to `acquire`: "half_open" is a probe after a cooldown
 Acquired = Literal["clean", "probe", "probing", "open", "half_open"]
 _STATE_VALUE = {"closed": 0, "half_open": 1, "open": 2}
+# Why a call went to the fallback, as operators read it (`parley breaker`, `/readyz`).
+FALLBACK_REASONS = {
+    "breaker_open": "the breaker was open",
+    "probing": "after a failure, another request was probing the hosted model",
+    "suspect": "the hosted model was slow to answer while another request probed it",
+    "probe_silent": "the probe of a failed hosted model went silent",
+    "auth": "the hosted model refused our credentials",
+    "unavailable": "the hosted model was unavailable",
+    "timeout": "the hosted model timed out",
+    "cut": "the hosted model's stream broke midway",
+}
 _TRUST_OPEN = 5.0  # seconds an open breaker is believed without asking the state again
 # Seconds a clean breaker is believed: a round trip saved per model call, at the price of
 # noticing another process's suspicion up to this much later.
@@ -78,6 +89,10 @@ class BreakerState(Protocol):
         that long. Returns how long this failure opened the breaker for (0 when it did not)."""
         ...
 
+    async def fell_back(self, now: float, reason: str) -> None:
+        """Remember that a call went to the fallback, and why (for operators)."""
+        ...
+
 
 class LocalBreakerState:
     """A `BreakerState` in this process's memory: for an agent running on its own."""
@@ -88,6 +103,7 @@ class LocalBreakerState:
         self.trips = 0
         self.open_until = 0.0
         self.probe_until = 0.0
+        self.fallback: tuple[float, str] | None = None  # when and why, the latest
 
     async def acquire(self, now: float, probe_timeout: float) -> tuple[Acquired, float]:
         if self.state == "open":
@@ -126,6 +142,9 @@ class LocalBreakerState:
             cooldown = min(policy.cooldown * 2 ** (self.trips - 1), policy.max_cooldown)
         self.state, self.open_until, self.failures, self.probe_until = "open", now + cooldown, 0, 0
         return cooldown
+
+    async def fell_back(self, now: float, reason: str) -> None:
+        self.fallback = (now, reason)
 
 
 class CircuitBreaker:
@@ -205,6 +224,17 @@ class CircuitBreaker:
             return
         if seconds > 0:
             self._transition("open", f"%s failing; breaker open for {seconds:.0f} s")
+
+    async def record_fallback(self, reason: str) -> None:
+        """A call went to the fallback (`reason`: `FALLBACK_REASONS`' key): counted in the
+        metrics and kept with the state, so operators see when and why."""
+        now = time.time()
+        metrics.FALLBACKS.labels(reason).inc()
+        metrics.FALLBACK_LAST.labels(reason).set(now)
+        try:
+            await self.store.fell_back(now, reason)
+        except StateUnavailable:
+            log.debug("breaker state unreachable; fallback of %s not recorded", self.provider)
 
     def _transition(self, to: str, message: str) -> None:
         metrics.BREAKER_STATE.labels(self.provider).set(_STATE_VALUE[to])

@@ -23,6 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent.llm.breaker import (
+    FALLBACK_REASONS,
     Acquired,
     BreakerPolicy,
     CircuitBreaker,
@@ -114,6 +115,15 @@ return {'open', tostring(cooldown)}
 """
 
 
+# ARGV: now, reason, ttl_ms. Kept beside the state, never creating one on its own: a hash
+# with only these fields still reads as closed.
+_FELL_BACK = """
+redis.call('hset', KEYS[1], 'fallback', ARGV[2], 'fallback_at', ARGV[1])
+redis.call('pexpire', KEYS[1], ARGV[3])
+return 1
+"""
+
+
 def identity_of(*parts: str | None) -> str:
     """A digest of what the breaker's state was learned with (key, model, base URL): the
     state never holds the key itself."""
@@ -131,19 +141,30 @@ class BreakerStatus:
     reason: str = ""  # why it last failed
     failed_ago: float | None = None  # seconds since that failure
     identity: str = ""
+    probe_for: float = 0.0  # seconds the one probe out may still take; others use the fallback
+    fallback: str = ""  # why a call last went to the fallback (`FALLBACK_REASONS`' key)
+    fallback_ago: float | None = None  # seconds since then
 
     def describe(self) -> str:
         if self.state == "open" and self.open_for > 0:
             text = f"open for {self.open_for:.0f} s more: the fallback answers"
         elif self.state in ("open", "half_open"):
             text = "half-open: the next call probes the hosted model"
+        elif self.probe_for > 0:
+            text = (
+                f"closed, probing: one request tests the hosted model (up to {self.probe_for:.0f}"
+                " s more); the others go to the fallback meanwhile"
+            )
         elif self.failures:
-            text = f"closed, {self.failures} recent failure(s)"
+            text = f"closed, {self.failures} recent failure(s): the next call probes"
         else:
-            return "closed"
-        if self.reason:
+            text = "closed"
+        if self.reason and (self.failures or self.state != "closed" or self.probe_for > 0):
             ago = f", {self.failed_ago:.0f} s ago" if self.failed_ago is not None else ""
             text += f" (last failure: {self.reason}{ago})"
+        if self.fallback and self.fallback_ago is not None:
+            why = FALLBACK_REASONS.get(self.fallback, self.fallback)
+            text += f"; last answer by the fallback {self.fallback_ago:.0f} s ago: {why}"
         return text
 
 
@@ -169,6 +190,7 @@ class RedisBreakerState:
         self._suspect = redis.register_script(_SUSPECT)
         self._success = redis.register_script(_SUCCESS)
         self._failure = redis.register_script(_FAILURE)
+        self._fell_back = redis.register_script(_FELL_BACK)
 
     async def identify(self) -> str:
         """Drop a state another key or model left; returns the state dropped ("" if none)."""
@@ -223,12 +245,24 @@ class RedisBreakerState:
             raise StateUnavailable(self.key) from exc
         return float(_text(opened_for)) if _text(state) == "open" else 0.0
 
+    async def fell_back(self, now: float, reason: str) -> None:
+        try:
+            await self._fell_back(keys=[self.key], args=[now, reason[:40], self.ttl_ms])
+        except _UNREACHABLE as exc:
+            raise StateUnavailable(self.key) from exc
+
     async def status(self, now: float | None = None) -> BreakerStatus:
         """The state as it is now, for operators (raises Redis's errors)."""
         now = time.time() if now is None else now
         raw = {_text(k): _text(v) for k, v in (await self.redis.hgetall(self.key)).items()}
         failed_at = float(raw["failed_at"]) if raw.get("failed_at") else None
+        fallback_at = float(raw["fallback_at"]) if raw.get("fallback_at") else None
         return BreakerStatus(
+            probe_for=max(0.0, float(raw.get("probe_until") or 0) - now)
+            if raw.get("state", "closed") == "closed"
+            else 0.0,
+            fallback=raw.get("fallback", ""),
+            fallback_ago=None if fallback_at is None else max(0.0, now - fallback_at),
             state=raw.get("state", "closed"),
             failures=int(raw.get("failures") or 0),
             open_for=max(0.0, float(raw.get("open_until") or 0) - now),

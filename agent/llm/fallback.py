@@ -32,7 +32,6 @@ import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 
-from agent.llm import metrics
 from agent.llm.base import (
     AllProvidersFailed,
     ChatModel,
@@ -77,6 +76,7 @@ class _GaveUp(Exception):
 class _Attempt:
     admission: Admission  # as the call ended up: a call that waited may become the probe
     reason: str | None = None  # why the fallback answers instead; None if the hosted did
+    answering: bool = False  # the provider has sent part of an answer (a stream's events)
 
 
 class FallbackModel(StreamingModel):
@@ -121,7 +121,7 @@ class FallbackModel(StreamingModel):
             if at.reason is None:
                 return response
             reason = at.reason
-        metrics.FALLBACKS.labels(reason).inc()
+        await self.breaker.record_fallback(reason)
         try:
             return await self.fallback.complete(request)
         except LLMError as exc:
@@ -151,6 +151,12 @@ class FallbackModel(StreamingModel):
                 log.warning("%s still not answering; using the fallback", self.primary.name)
                 await self.breaker.record_failure(reason="not answering")
                 attempt.reason = "probe_silent"
+        except (GeneratorExit, asyncio.CancelledError):
+            # The caller stopped listening (a /cancel, a closed stream): a provider that was
+            # answering is up, and a probe left unreported would hold the slot meanwhile.
+            if attempt.answering:
+                await self.breaker.record_success(attempt.admission)
+            raise
         except ProviderRejected:
             # the provider is up; the request is wrong
             await self.breaker.record_success(attempt.admission)
@@ -224,6 +230,7 @@ class FallbackModel(StreamingModel):
         if reason is None:
             seen = _Seen()
             silence = f"silent for {self.timeout:.0f} s"
+            whole: ChatResponse | None = None
             async with (
                 contextlib.aclosing(stream_of(self.primary, request)) as events,
                 self._attempt(admission, silence, causes) as attempt,
@@ -234,9 +241,18 @@ class FallbackModel(StreamingModel):
                         event = await anext(events, None)
                     if event is None:
                         break
+                    if isinstance(event, ChatResponse):
+                        # Recorded before it goes out: a caller that has the whole answer
+                        # closes this generator at once, and a success seen only after that
+                        # yield would never be counted (a probe left the breaker suspect).
+                        whole = event
+                        break
                     seen.saw(event)
+                    attempt.answering = True
                     yield event
             if attempt.reason is None:
+                if whole is not None:
+                    yield whole
                 return
             reason = attempt.reason
             if seen.text:  # the caller showed it: keep it, and let the fallback finish it
@@ -246,7 +262,7 @@ class FallbackModel(StreamingModel):
                 return
             if seen.events:
                 yield StreamReset(reason)
-        metrics.FALLBACKS.labels(reason).inc()
+        await self.breaker.record_fallback(reason)
         try:
             async with contextlib.aclosing(stream_of(self.fallback, request)) as events:
                 async for event in events:
@@ -270,7 +286,7 @@ class FallbackModel(StreamingModel):
                 ]
             }
         )
-        metrics.FALLBACKS.labels("cut").inc()
+        await self.breaker.record_fallback("cut")
         started = False
         try:
             async with contextlib.aclosing(stream_of(self.fallback, continued)) as events:

@@ -24,6 +24,11 @@ MODEL_COST = Counter(
 FALLBACKS = Counter(
     "parley_model_fallbacks_total", "Think steps answered by the fallback provider", ["reason"]
 )
+FALLBACK_LAST = Gauge(
+    "parley_model_fallback_last_timestamp_seconds",
+    "When a think step last went to the fallback provider, by reason (Unix time)",
+    ["reason"],
+)
 BREAKER_STATE = Gauge(
     "parley_breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open", ["provider"]
 )
