@@ -89,9 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"parley: {exc}", file=sys.stderr)
         return 2
-    no_platform = settings.slack.bot_token is None and settings.telegram.token is None
-    if command == "run" and no_platform and sys.stdin.isatty():
-        command = "console"  # nothing to serve: chat in the terminal instead
+    command = command_for(command, settings, interactive=sys.stdin.isatty())
     # The console's chat and doctor's and mcp list's tables own the terminal; logs go to a file.
     log_file = settings.redis.data_dir / f"{command}.log" if command in TERMINAL else None
     secrets = configured_secrets(settings)
@@ -109,6 +107,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         sys.stdout, sys.stderr = streams
+
+
+def command_for(command: str, settings: Settings, *, interactive: bool) -> str:
+    """`run` in a terminal with nothing to serve chats in the terminal instead; a triggers
+    file is something to serve (/hooks), and start-up then names what it lacks."""
+    idle = not settings.chat_platforms() and settings.schedules.triggers_config is None
+    return "console" if command == "run" and idle and interactive else command
 
 
 async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -> int:

@@ -357,6 +357,11 @@ class Settings(BaseModel):
             raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
         return cls(**sections)
 
+    def chat_platforms(self) -> set[str]:
+        """The chat platforms whose credentials are set: an adapter starts for each."""
+        found = {"telegram"} if self.telegram.token is not None else set()
+        return found | ({"slack"} if self.slack.bot_token is not None else set())
+
 
 def check_env_file(path: Path, *, required: bool = False) -> None:
     """A settings file must be readable text of KEY=value lines; say where it is not."""

@@ -15,6 +15,7 @@ from bot.ops.checks import CHECK_TIMEOUT, Check, CheckFn, check_http, check_redi
 from bot.ops.embedding_check import check_embeddings
 from bot.ops.invocation import SETTINGS_HINT, parley_command
 from bot.ops.service_checks import check_anthropic, check_ollama, check_slack, check_telegram
+from bot.ops.trigger_check import check_triggers
 
 CHECKS: list[CheckFn] = [
     check_http,
@@ -23,6 +24,7 @@ CHECKS: list[CheckFn] = [
     check_ollama,
     check_slack,
     check_telegram,
+    check_triggers,
     check_embeddings,
 ]
 

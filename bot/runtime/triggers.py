@@ -2,14 +2,18 @@
 
 `PARLEY_TRIGGERS_CONFIG` names a JSON file of triggers, name → `secret`, `conversation`
 (`telegram:<chat id>` or `slack:<team>/<channel>[/<thread ts>]`), `objective` (what to do;
-`{name}` stands for the trigger's name) and optionally `owner` (the platform user id who may
-approve what the run wants to do; without one, only `PARLEY_APPROVERS` can, in a shared
-chat). A delivery is verified before anything else: `X-Parley-Signature: sha256=<hex>` must
-be the HMAC-SHA256 of the body under the secret, and `X-Parley-Timestamp` (epoch seconds)
-within `MAX_SKEW` of now. A verified delivery becomes one inbox entry, deduplicated by its
-delivery id (`X-Parley-Delivery`, else `X-GitHub-Delivery`, else the signature), so a
-replayed or retried delivery starts nothing more. The body reaches the model as untrusted
-data, never as part of the objective.
+`{name}` stands for the trigger's name, the only placeholder: the body never becomes part of
+the objective) and optionally `owner` (the platform user id who may approve what the run
+wants to do; without one, only `PARLEY_APPROVERS` can, in a shared chat).
+
+A delivery is verified before anything else, the way Slack and Stripe sign theirs:
+`X-Parley-Signature: v1=<hex>` must be the HMAC-SHA256, under the secret, of
+`v1:<X-Parley-Timestamp>:<X-Parley-Delivery>:<body>` over the whole body, the timestamp
+(decimal epoch seconds: no `nan`, `inf`, sign or exponent) within `MAX_SKEW` of now, and the
+delivery id (letters, digits, `.`, `_`, `-`: no `:`, so the signed fields cannot be re-cut)
+not seen in the last `REPLAY_WINDOW`. A verified delivery becomes one inbox entry keyed by
+its delivery id, so a replayed or retried delivery starts nothing more. The body reaches the
+model as untrusted data, never as part of the objective.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ import hashlib
 import hmac
 import json
 import logging
+import math
+import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
@@ -33,12 +39,32 @@ from bot.ops import metrics
 log = logging.getLogger(__name__)
 
 MAX_SKEW = 300.0  # seconds a delivery's timestamp may be off from now
+# A delivery id must be remembered for as long as its timestamp can pass: both sides of now.
+REPLAY_WINDOW = 2 * MAX_SKEW
 MAX_BODY = 256 * 1024  # bytes
 SIGNATURE = "X-Parley-Signature"
 TIMESTAMP = "X-Parley-Timestamp"
-DELIVERY = ("X-Parley-Delivery", "X-GitHub-Delivery")
+DELIVERY = "X-Parley-Delivery"
+STAMP = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
+DELIVERY_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+PLACEHOLDER = re.compile(r"\{(\w*)\}")
+PLATFORM_SETTING = {"telegram": "TELEGRAM_BOT_TOKEN", "slack": "SLACK_BOT_TOKEN"}
 
 Submit = Callable[[InboundMessage], Awaitable[bool]]
+
+
+def signature_of(secret: bytes, timestamp: str, delivery: str, body: bytes) -> str:
+    """The `X-Parley-Signature` value a sender puts on a delivery."""
+    signed = f"v1:{timestamp}:{delivery}:".encode() + body
+    return "v1=" + hmac.new(secret, signed, hashlib.sha256).hexdigest()
+
+
+def timestamp_of(value: str) -> float | None:
+    """Epoch seconds from the header, or None for anything that is not a plain finite number."""
+    if not STAMP.fullmatch(value):
+        return None
+    stamp = float(value)
+    return stamp if math.isfinite(stamp) else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,14 +76,22 @@ class Trigger:
     owner: str | None = None
 
     @property
+    def address(self) -> str:
+        """The conversation as the triggers file writes it."""
+        key = self.conversation
+        if key.platform == "telegram":
+            return f"telegram:{key.chat_id}"
+        return "slack:" + "/".join(p for p in (key.team_id, key.chat_id, key.thread_id) if p)
+
+    @property
     def is_direct(self) -> bool:
         chat = self.conversation.chat_id
         if self.conversation.platform == "telegram":
             return not chat.startswith("-")  # groups and channels have negative ids
         return chat.startswith("D")
 
-    def signed(self, body: bytes, signature: str) -> bool:
-        expected = "sha256=" + hmac.new(self.secret, body, hashlib.sha256).hexdigest()
+    def signed(self, timestamp: str, delivery: str, body: bytes, signature: str) -> bool:
+        expected = signature_of(self.secret, timestamp, delivery, body)
         return hmac.compare_digest(expected.encode(), signature.strip().lower().encode())
 
 
@@ -98,14 +132,42 @@ def load_triggers(path: Path | None) -> dict[str, Trigger]:
             conversation = conversation_of(str(spec["conversation"]))
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+        objective = str(spec["objective"])
+        unknown = sorted({f"{{{p}}}" for p in PLACEHOLDER.findall(objective)} - {"{name}"})
+        if unknown:
+            raise ConfigError(
+                f"{where}: {', '.join(unknown)} in the objective is no placeholder (only "
+                "{name} is); the body reaches the model beside the objective, as data"
+            )
         found[name] = Trigger(
             name=name,
             secret=str(spec["secret"]).encode(),
             conversation=conversation,
-            objective=str(spec["objective"]).replace("{name}", name),
+            objective=objective.replace("{name}", name),
             owner=str(spec["owner"]) if spec.get("owner") else None,
         )
     return found
+
+
+def undeliverable(triggers: dict[str, Trigger], platforms: set[str]) -> list[str]:
+    """One line for each trigger whose conversation is on a chat platform not configured:
+    its runs could never post anything."""
+    return [
+        f"trigger {t.name!r} posts to {t.address}, but "
+        f"{t.conversation.platform.capitalize()} is not configured: set "
+        f"{PLATFORM_SETTING[t.conversation.platform]} or change the trigger's conversation"
+        for t in triggers.values()
+        if t.conversation.platform not in platforms
+    ]
+
+
+def deliverable_triggers(path: Path | None, platforms: set[str]) -> dict[str, Trigger]:
+    """The triggers file loaded, or a ConfigError naming the first problem with it."""
+    triggers = load_triggers(path)
+    problems = undeliverable(triggers, platforms)
+    if problems:
+        raise ConfigError(f"PARLEY_TRIGGERS_CONFIG {path}: " + "; ".join(problems))
+    return triggers
 
 
 def objective_event(trigger: Trigger, body: bytes, delivery: str) -> InboundMessage:
@@ -130,7 +192,8 @@ def objective_event(trigger: Trigger, body: bytes, delivery: str) -> InboundMess
 @dataclass(frozen=True, kw_only=True)
 class Hooks:
     triggers: dict[str, Trigger]
-    submit: Submit
+    submit: Submit  # deduplicates by event id for at least REPLAY_WINDOW
+    clock: Callable[[], float] = field(default=time.time)
 
     def route(self) -> tuple[str, str, Callable[[web.Request], Awaitable[web.Response]]]:
         return "POST", "/hooks/{name}", self.handle
@@ -139,30 +202,42 @@ class Hooks:
         trigger = self.triggers.get(request.match_info["name"])
         if trigger is None:
             return _answer("unknown", 404, "no such trigger")
-        if (request.content_length or 0) > MAX_BODY:
+        body = await _whole_body(request)
+        if body is None:
             return _answer("too_large", 413, "body too large")
-        body = await request.content.read(MAX_BODY + 1)
-        if len(body) > MAX_BODY:
-            return _answer("too_large", 413, "body too large")
-        try:
-            stamp = float(request.headers.get(TIMESTAMP, ""))
-        except ValueError:
-            stamp = 0.0
-        if abs(time.time() - stamp) > MAX_SKEW:
-            return _answer("stale", 401, f"{TIMESTAMP} missing or more than 5 minutes off")
-        signature = request.headers.get(SIGNATURE, "")
-        if not trigger.signed(body, signature):
-            return _answer("bad_signature", 401, f"{SIGNATURE} does not match the body")
-        delivery = next((request.headers[h] for h in DELIVERY if request.headers.get(h)), "")
-        delivery = delivery[:128] or signature.strip().lower().removeprefix("sha256=")
+        stamp_text = request.headers.get(TIMESTAMP, "").strip()
+        stamp = timestamp_of(stamp_text)
+        if stamp is None or abs(self.clock() - stamp) > MAX_SKEW:
+            return _answer("stale", 401, f"{TIMESTAMP} missing, not epoch seconds or >5 min off")
+        delivery = request.headers.get(DELIVERY, "").strip()
+        if not DELIVERY_ID.fullmatch(delivery):
+            detail = f"{DELIVERY} missing or not 1-128 of A-Z a-z 0-9 . _ -"
+            return _answer("bad_signature", 401, detail)
+        if not trigger.signed(stamp_text, delivery, body, request.headers.get(SIGNATURE, "")):
+            detail = f"{SIGNATURE} is not v1=HMAC-SHA256 of v1:<timestamp>:<delivery>:<body>"
+            return _answer("bad_signature", 401, detail)
         try:
             fresh = await self.submit(objective_event(trigger, body, delivery))
         except HandoverFailed:
             return _answer("unavailable", 503, "try again later")
-        if not fresh:
+        if not fresh:  # a sender's retry, or a replay: either way nothing more starts
             return _answer("duplicate", 200, "already received")
         log.info("trigger %s started an objective in %s", trigger.name, trigger.conversation.id)
         return _answer("started", 202, "started")
+
+
+async def _whole_body(request: web.Request) -> bytes | None:
+    """Every piece of the body, however many reads it takes; None past MAX_BODY."""
+    if (request.content_length or 0) > MAX_BODY:
+        return None
+    pieces: list[bytes] = []
+    size = 0
+    while piece := await request.content.read(MAX_BODY + 1 - size):
+        pieces.append(piece)
+        size += len(piece)
+        if size > MAX_BODY:
+            return None
+    return b"".join(pieces)
 
 
 REJECTED = {"bad_signature": "signature", "stale": "stale"}

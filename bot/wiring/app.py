@@ -24,7 +24,7 @@ from bot.ops.invocation import parley_command
 from bot.ops.shutdown import Watchdog, leave_behind
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
-from bot.runtime.triggers import Hooks, load_triggers
+from bot.runtime.triggers import REPLAY_WINDOW, Hooks, deliverable_triggers
 from bot.wiring.connection import redis_connection
 from bot.wiring.mcp_setup import build_connections, build_toolbox, readiness, task_polling
 from bot.wiring.platforms import NO_PLATFORM, Platforms
@@ -65,7 +65,12 @@ async def run_role(
     toolbox = build_toolbox(settings, redis) if workers else None
     connections = build_connections(settings, redis) if gateway else None
     inbox = Inbox(redis, keys, dedup_ttl=settings.runtime.dedup_ttl)
-    triggers = load_triggers(settings.schedules.triggers_config) if gateway else {}
+    # a trigger whose platform is not configured could never post: refused before anything
+    triggers = (
+        deliverable_triggers(settings.schedules.triggers_config, settings.chat_platforms())
+        if gateway
+        else {}
+    )
     limits = Limits(redis, keys.prefix, settings.limits)
     http = HttpServer(
         settings.http.host,
@@ -101,7 +106,10 @@ async def run_role(
         if gateway:
             platforms.register_routes(http)
             if triggers:
-                http.add_route(*Hooks(triggers=triggers, submit=inbox.submit).route())
+                # a delivery id is kept at least as long as its signed timestamp passes
+                ttl = max(settings.runtime.dedup_ttl, REPLAY_WINDOW)
+                hooks = Hooks(triggers=triggers, submit=Inbox(redis, keys, dedup_ttl=ttl).submit)
+                http.add_route(*hooks.route())
             if connections is not None:
                 from bot.runtime.oauth_callback import OAuthCallback  # loads the MCP SDK
 

@@ -138,3 +138,16 @@ def test_the_slack_manifest_uses_agent_messaging() -> None:
     assert {"message.im", "message.channels", "message.groups", "app_mention"} <= events
     assert not {"assistant_thread_started", "assistant_thread_context_changed"} & events
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True
+
+
+def test_compose_hands_the_triggers_file_to_the_gateway_alone_as_a_secret() -> None:
+    override = documents("docker-compose.triggers.yml")[0]
+    assert set(override["services"]) == {"gateway"}  # never the workers
+    gateway = override["services"]["gateway"]
+    assert set(gateway["environment"]) <= VARIABLES
+    mounted = gateway["secrets"][0]
+    assert override["secrets"][mounted["source"]]["file"] == "./triggers.json"
+    assert gateway["environment"]["PARLEY_TRIGGERS_CONFIG"] == f"/run/secrets/{mounted['target']}"
+    # the file with the secrets stays out of git and out of the image
+    assert "deploy/triggers.json" in (DEPLOY.parent / ".gitignore").read_text().splitlines()
+    assert "deploy/triggers.json" in (DEPLOY.parent / ".dockerignore").read_text().splitlines()

@@ -156,7 +156,7 @@ def test_parley_pods_write_only_where_the_image_declares_volumes() -> None:
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
     for name in ("Deployment/parley-gateway", "Deployment/parley-worker"):
         container = pod_spec(BASE[name])["containers"][0]
-        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        mounts = {m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")}
         assert mounts == {"/tmp", "/home/parley"}, name
         assert 'VOLUME ["/tmp", "/home/parley"]' in dockerfile
 
@@ -307,3 +307,40 @@ def test_the_model_pull_uses_the_workers_model() -> None:
     assert env["OLLAMA_MODEL"] == {"name": "parley", "key": "OLLAMA_MODEL"}
     assert "$(OLLAMA_MODEL)" in pull["command"]
     assert "OLLAMA_MODEL" in CONFIG
+
+
+def test_the_gateway_mounts_the_triggers_file_from_its_own_secret() -> None:
+    from bot.runtime.triggers import load_triggers
+
+    example = load(K8S / "triggers-secret.example.yaml")[0]
+    data = example["stringData"]
+    pod = pod_spec(BASE["Deployment/parley-gateway"])
+    container = pod["containers"][0]
+    env = {e["name"]: e.get("valueFrom", {}) for e in container["env"]}
+    ref = env["PARLEY_TRIGGERS_CONFIG"]["secretKeyRef"]
+    assert ref == {
+        "name": example["metadata"]["name"],
+        "key": "PARLEY_TRIGGERS_CONFIG",
+        "optional": True,  # no such Secret: no triggers
+    }
+    volume = next(v for v in pod["volumes"] if v.get("secret"))
+    assert volume["secret"]["secretName"] == example["metadata"]["name"]
+    assert volume["secret"]["optional"] is True
+    mount = next(m for m in container["volumeMounts"] if m["name"] == volume["name"])
+    assert mount["readOnly"] is True
+    (item,) = volume["secret"]["items"]
+    assert data["PARLEY_TRIGGERS_CONFIG"] == f"{mount['mountPath']}/{item['path']}"
+    # the example is a triggers file Parley reads, once its secrets are filled in
+    import json
+    import tempfile
+
+    triggers = json.loads(data[item["key"]])
+    assert all(spec["secret"] == "" for spec in triggers.values())  # a template
+    for spec in triggers.values():
+        spec["secret"] = "x" * 32
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "triggers.json"
+        path.write_text(json.dumps(triggers))
+        assert set(load_triggers(path)) == set(triggers)
+    workers = pod_spec(BASE["Deployment/parley-worker"])["containers"][0]
+    assert "PARLEY_TRIGGERS_CONFIG" not in {e["name"] for e in workers.get("env", [])}

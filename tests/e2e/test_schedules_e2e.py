@@ -96,11 +96,11 @@ async def test_a_trigger_through_a_real_gateway_starts_one_objective(
     world,  # noqa: F811
     tmp_path: Any,
 ) -> None:
-    import hashlib
-    import hmac
     import json
 
     import aiohttp
+
+    from bot.runtime.triggers import signature_of
 
     from tests.e2e.test_processes import free_port
 
@@ -118,12 +118,17 @@ async def test_a_trigger_through_a_real_gateway_starts_one_objective(
     )
     await cluster.ready(process)
     body = json.dumps({"alert": "disk full on db-1"}).encode()
-    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    good = {"X-Parley-Signature": signature, "X-Parley-Timestamp": str(int(time.time()))}
+    stamp = str(int(time.time()))
+    signature = signature_of(secret.encode(), stamp, "run-1", body)
+    good = {
+        "X-Parley-Signature": signature,
+        "X-Parley-Timestamp": stamp,
+        "X-Parley-Delivery": "run-1",
+    }
     url = f"http://127.0.0.1:{port}/hooks/alerts"
     async with aiohttp.ClientSession() as http:
         statuses = []
-        for headers in (good, good, {**good, "X-Parley-Signature": "sha256=" + "0" * 64}):
+        for headers in (good, good, {**good, "X-Parley-Signature": "v1=" + "0" * 64}):
             async with http.post(url, data=body, headers=headers) as response:
                 statuses.append(response.status)
     assert statuses == [202, 200, 401]  # started, replayed, forged
