@@ -33,8 +33,10 @@ InboundKind = Literal[
     "opened",
     "connected",
 ]
-# How a run stands, for a platform that shows agent sessions (Slack).
-SessionState = Literal["working", "waiting", "done", "stopped"]
+# How a run stands, for a platform that shows agent sessions (Slack): "done" and "stopped"
+# leave the conversation open for the person's next message; "ended" closes it (the person
+# cancelled what waited for them, or it expired).
+SessionState = Literal["working", "waiting", "done", "stopped", "ended"]
 
 
 @dataclass(frozen=True, kw_only=True)

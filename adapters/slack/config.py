@@ -26,8 +26,12 @@ class SlackConfig:
     # Agents & AI Apps surface (features.assistant_view), for apps not migrated yet
     surface: Literal["agent", "assistant"] = "agent"
 
-    def admits(self, team: str | None, channel: str | None) -> bool:
-        """Whether the allowlists let this team and channel reach Parley at all."""
-        if self.allowed_teams and team not in self.allowed_teams:
+    def admits(self, team: str | None, channel: str | None, enterprise: str | None = None) -> bool:
+        """Whether the allowlists let this team and channel reach Parley at all. A team on the
+        list is a workspace id (`T…`) or an Enterprise Grid organisation id (`E…`: all of its
+        workspaces)."""
+        if self.allowed_teams and not any(
+            t and t in self.allowed_teams for t in (team, enterprise)
+        ):
             return False
         return not (self.allowed_channels and channel not in self.allowed_channels)

@@ -7,7 +7,9 @@ over the limit `too_long` (cut to the limit). The conversation engine decides wh
 this module says nothing. Bots, Slackbot, edits, joins and events with mistyped fields are no
 events; outside the allowed teams and channels Parley does not listen at all. A person's team
 is their own (Bolt's actor team), not the workspace the event came through: in a Slack
-Connect channel, someone from another organisation is checked and scoped as a member of it.
+Connect channel, someone from another organisation is checked and scoped as a member of it;
+through an org-wide install, the workspace the event names (`teams.py`). Every event not
+answered is logged once with the reason.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from adapters.base import (
 )
 from adapters.slack.config import SlackConfig
 from adapters.slack.context import files_of
+from adapters.slack.teams import Person, Skips, person_of
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,7 @@ class SlackInbound:
     # DM channel -> the ts of the latest message there: where the assistant status shows
     dm_threads: dict[str, str] = field(default_factory=dict, init=False)
     _groups: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False)
+    skipped: Skips = field(default_factory=Skips, init=False)
 
     def register(self, app: AsyncApp) -> None:
         app.event("message")(self._on_message_event)
@@ -93,28 +97,40 @@ class SlackInbound:
         self, event: dict[str, Any], body: dict[str, Any], context: AsyncBoltContext
     ) -> None:
         if not _well_typed(event, body):
+            self.skipped(body, "mistyped fields")
             return
         if event.get("subtype") not in USER_SUBTYPES or event.get("bot_id"):
+            self.skipped(
+                body, f"not a person's message ({event.get('subtype') or 'bot'})", quiet=True
+            )
             return
         text = event.get("text") or ""
         bot_user_id = self.bot_user_id()
         mention = f"<@{bot_user_id}>" if bot_user_id else None
-        person = context.actor_team_id
+        person = person_of(body, event, context)
         if event.get("channel_type") == "im":
             await self._message(event, body, person, direct=True, mentioned=True)
         elif event.get("thread_ts") and not (mention and mention in text):
             # A reply in a thread: Parley's only if the thread is already its conversation.
             await self._message(event, body, person, direct=False, mentioned=False)
+        else:
+            self.skipped(body, "channel chatter (a mention comes as app_mention)", quiet=True)
 
     async def _on_mention(
         self, event: dict[str, Any], body: dict[str, Any], context: AsyncBoltContext
     ) -> None:
-        if event.get("bot_id") or not _well_typed(event, body):
+        if not _well_typed(event, body):
+            self.skipped(body, "mistyped fields")
             return
-        await self._message(event, body, context.actor_team_id, direct=False, mentioned=True)
+        if event.get("bot_id"):
+            self.skipped(body, "a bot's mention")
+            return
+        person = person_of(body, event, context)
+        await self._message(event, body, person, direct=False, mentioned=True)
 
     async def _ignore_event(self, body: dict[str, Any]) -> None:
         """Events Parley does not act on (reactions, joins, app home, …): acknowledged only."""
+        self.skipped(body, "an event Parley does not act on", quiet=True)
 
     async def _ignore(self, ack: Any) -> None:
         await ack()
@@ -123,21 +139,28 @@ class SlackInbound:
         self,
         event: dict[str, Any],
         body: dict[str, Any],
-        person_team: str | None,
+        person: Person,
         *,
         direct: bool,
         mentioned: bool,
     ) -> None:
-        """`person_team`: the author's own team (Bolt's actor team: in a Slack Connect channel
-        their organisation's, not the host's); None when Slack does not say."""
+        """`person`: the author's own team (in a Slack Connect channel their organisation's,
+        not the host's; None when Slack does not say) and enterprise."""
         user = event.get("user")
         channel = event.get("channel")
         if not user or user in (self.bot_user_id(), SLACKBOT):
+            self.skipped(body, "no person behind it (Parley itself or Slackbot)")
             return
         if not channel or not event.get("ts"):
-            return  # not a message Slack would send; nothing to answer into
+            self.skipped(body, "no channel or ts to answer into")
+            return
         team = body.get("team_id") or event.get("team")  # the workspace the chat lives in
-        if not self.config.admits(person_team, channel):
+        if not self.config.admits(person.team, channel, person.enterprise):
+            self.skipped(
+                body,
+                f"not on the allowlists (team {person.team or 'unknown'}, enterprise "
+                f"{person.enterprise or 'none'}, channel {channel})",
+            )
             return
         ts = event["ts"]
         thread = event.get("thread_ts") or (None if direct else ts)
@@ -146,6 +169,7 @@ class SlackInbound:
         kind: InboundKind = "text"
         if not text and not files:
             if not mentioned:
+                self.skipped(body, "an empty thread reply", quiet=True)
                 return  # an empty reply in a thread that may not be Parley's
             # a file Slack withheld (no comment), or a bare mention of Parley
             kind = "non_text" if event.get("files") else "bare_mention"
@@ -154,6 +178,7 @@ class SlackInbound:
         if length > limit:
             kind, text = "too_long", text[:limit]
         if not self.accepting():
+            self.skipped(body, "nothing takes events yet (starting or stopping)")
             return
         asked = text
         if direct:  # where the status shows; what the user is looking at, if Slack said
@@ -167,7 +192,12 @@ class SlackInbound:
                 conversation=ConversationKey(
                     platform="slack", chat_id=channel, thread_id=thread, team_id=team
                 ),
-                actor=Actor(platform="slack", user_id=user, team_id=person_team),
+                actor=Actor(
+                    platform="slack",
+                    user_id=user,
+                    team_id=person.team,
+                    enterprise_id=person.enterprise,
+                ),
                 text=text,
                 is_direct=direct,
                 message_id=ts,
@@ -193,14 +223,16 @@ class SlackInbound:
         user = str((body.get("user") or {}).get("id") or "")
         team = (body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id")
         person_team = (body.get("user") or {}).get("team_id") or team
+        enterprise = _enterprise_of(body)
         channel = str((body.get("channel") or {}).get("id") or "")
         message = body.get("message") or {}
         if (
             not decision_id
             or not user
             or not channel
-            or not self.config.admits(person_team, channel)
+            or not self.config.admits(person_team, channel, enterprise)
         ):
+            log.info("slack button press not taken: not Parley's or not on the allowlists")
             return
         direct = channel.startswith("D")
         thread = message.get("thread_ts") or (None if direct else message.get("ts"))
@@ -216,6 +248,7 @@ class SlackInbound:
                 platform="slack",
                 user_id=user,
                 team_id=person_team,
+                enterprise_id=enterprise,
                 groups=await self._groups_of(user),
             ),
             decision_id=decision_id,
@@ -266,20 +299,30 @@ class SlackInbound:
 
     async def _on_command(self, ack: Any, command: dict[str, Any]) -> None:
         await ack()
-        fields = ("channel_id", "team_id", "user_id", "text", "trigger_id", "response_url")
-        if not _strings(command, *fields):
+        fields = ("channel_id", "team_id", "enterprise_id", "user_id", "text", "trigger_id")
+        if not _strings(command, *fields, "response_url"):
             log.warning("ignored a /parley command with mistyped fields")
             return
         channel = str(command.get("channel_id") or "")
         team = command.get("team_id")
-        if not self.config.admits(team, channel) or not self.accepting():
+        enterprise = command.get("enterprise_id") or None
+        if not self.config.admits(team, channel, enterprise):
+            self.skipped(command, f"not on the allowlists (team {team}, channel {channel})")
+            return
+        if not self.accepting():
+            self.skipped(command, "nothing takes events yet (starting or stopping)")
             return
         name, _, args = str(command.get("text") or "").strip().partition(" ")
         await self.hand_over(
             InboundMessage(
                 event_id=f"slack:command:{command.get('trigger_id')}",
                 conversation=ConversationKey(platform="slack", chat_id=channel, team_id=team),
-                actor=Actor(platform="slack", user_id=str(command.get("user_id")), team_id=team),
+                actor=Actor(
+                    platform="slack",
+                    user_id=str(command.get("user_id")),
+                    team_id=team,
+                    enterprise_id=enterprise,
+                ),
                 text=str(command.get("text") or ""),
                 is_direct=channel.startswith("D"),
                 command=(name or "help").lower(),
@@ -287,6 +330,14 @@ class SlackInbound:
                 reply_url=command.get("response_url") or None,
             )
         )
+
+
+def _enterprise_of(body: dict[str, Any]) -> str | None:
+    """A button press's organisation: `enterprise.id`, else the presser's `enterprise_id`."""
+    found = (body.get("enterprise") or {}).get("id") or (body.get("user") or {}).get(
+        "enterprise_id"
+    )
+    return found if isinstance(found, str) and found else None
 
 
 def _strings(data: object, *names: str) -> bool:
@@ -320,6 +371,8 @@ def _well_typed_action(body: dict[str, Any]) -> bool:
         and _strings(actions[0], "value", "action_ts")
         and all(_strings(body.get(part) or {}, "id", "team_id") for part in ("user", "channel"))
         and _strings(body.get("team") or {}, "id")
+        and _strings(body.get("enterprise") or {}, "id")
+        and _strings(body.get("user") or {}, "enterprise_id")
         and _strings(body.get("message") or {}, "ts", "thread_ts")
     )
     if not ok:
