@@ -73,6 +73,7 @@ class Actor:
     user_id: str
     name: str = ""
     team_id: str | None = None
+    enterprise_id: str | None = None  # Slack Enterprise Grid organisation, when there is one
     # Slack user-group ids (or other platform groups) the person belongs to, when known.
     groups: tuple[str, ...] = ()
 

@@ -9,9 +9,11 @@ button (`agent_session_stopped`) is handed over as `/cancel` from the person who
 in the conversation of the session's thread.
 
 A session is a thread: a run's session is its thread, or in a DM the message that asked.
-`session_status` maps the run's state onto Slack's session statuses. Slack documents the four
-statuses ("processing", "active", "suspended", "closed") but not which fits a run waiting for
-a person; this adapter uses "suspended" for waiting and "closed" for done or stopped.
+`session_status` maps the run's state onto Slack's four session statuses: "processing" while a
+run works, "suspended" while it waits for a person, "active" after an answer or a stop (Slack
+does not move a stopped session by itself), "closed" only when the conversation ends. The
+title and the initiator are given once, when the session is created: a later run in the same
+thread sends neither, so a person's rename stays.
 
 Which conversation a DM session belongs to (its thread, or the DM itself) is kept in a
 `SessionDirectory` (Redis, in the service) when the session begins, so a stop pressed after a
@@ -40,9 +42,10 @@ log = logging.getLogger(__name__)
 
 SLACK_STATUS: dict[SessionState, str] = {
     "working": "processing",  # shows Slack's stop button
-    "waiting": "suspended",
-    "done": "closed",
-    "stopped": "closed",
+    "waiting": "suspended",  # a question or an approval waits for a person
+    "done": "active",  # answered: the conversation goes on
+    "stopped": "active",  # Slack leaves a stopped session as it was: out of "processing"
+    "ended": "closed",  # the person cancelled what waited, or it expired
 }
 CALL_TIMEOUT = 2.0  # seconds for a status or prompts call: a nicety, never worth a wait
 TITLE_CHARS = 60
@@ -53,6 +56,10 @@ class SessionDirectory(Protocol):
     """Where agent sessions live, shared by every process (bot/runtime/agent_sessions.py)."""
 
     async def began(self, conversation: ConversationKey, session_ts: str) -> None: ...
+
+    async def created(self, conversation: ConversationKey, session_ts: str) -> bool | None:
+        """Whether this call created the session (None: not known)."""
+        ...
 
     async def session_of(self, conversation: ConversationKey) -> str | None: ...
 
@@ -72,6 +79,8 @@ class AgentSurface:
     dm_sessions: dict[tuple[str, str], str | None] = field(default_factory=dict)
     # conversation id -> the thread of its newest session (a top-level DM run's message)
     anchors: dict[str, str] = field(default_factory=dict)
+    # sessions this process created (the fallback when the directory cannot say)
+    created: dict[tuple[str, str], None] = field(default_factory=dict)
 
     def register(self, app: AsyncApp) -> None:
         """Before the adapter's catch-all listener: Bolt runs the first that matches."""
@@ -85,8 +94,12 @@ class AgentSurface:
         if event.get("tab") != "messages":
             return
         user, channel = _text(event, "user"), _text(event, "channel")
-        team = _text(body, "team_id")
-        if not user or not channel or not self.config.admits(team, channel):
+        team, enterprise = _text(body, "team_id"), _text(body, "enterprise_id")
+        if not user or not channel or not self.config.admits(team, channel, enterprise):
+            log.info(
+                "slack %s not answered: no user or channel, or not on the allowlists",
+                event.get("type"),
+            )
             return
         if not self.accepting():
             return
@@ -94,7 +107,7 @@ class AgentSurface:
             InboundMessage(
                 event_id=f"slack:{body.get('event_id') or event.get('event_ts')}",
                 conversation=ConversationKey(platform="slack", chat_id=channel, team_id=team),
-                actor=Actor(platform="slack", user_id=user, team_id=team),
+                actor=Actor(platform="slack", user_id=user, team_id=team, enterprise_id=enterprise),
                 text="",
                 is_direct=True,
                 kind="opened",
@@ -115,8 +128,12 @@ class AgentSurface:
     async def _stopped(self, event: dict[str, Any], body: dict[str, Any]) -> None:
         user, channel = _text(event, "user"), _text(event, "channel")
         thread = _text(event, "thread_ts")
-        team = _text(body, "team_id")
-        if not user or not channel or not self.config.admits(team, channel):
+        team, enterprise = _text(body, "team_id"), _text(body, "enterprise_id")
+        if not user or not channel or not self.config.admits(team, channel, enterprise):
+            log.info(
+                "slack %s not answered: no user or channel, or not on the allowlists",
+                event.get("type"),
+            )
             return
         if not self.accepting():
             return
@@ -130,7 +147,7 @@ class AgentSurface:
             InboundMessage(
                 event_id=f"slack:{body.get('event_id') or event.get('event_ts')}",
                 conversation=conversation,
-                actor=Actor(platform="slack", user_id=user, team_id=team),
+                actor=Actor(platform="slack", user_id=user, team_id=team, enterprise_id=enterprise),
                 text="stop",
                 is_direct=direct,
                 command="cancel",
@@ -191,6 +208,8 @@ class AgentSurface:
         if thread is None:
             return
         creating = message_id is not None and state == "working"
+        if creating:
+            creating = await self._creates(conversation, thread)
         if creating and conversation.chat_id.startswith("D"):
             self.anchors[conversation.id] = thread
             self.dm_sessions[(conversation.chat_id, thread)] = conversation.thread_id
@@ -203,11 +222,23 @@ class AgentSurface:
                     channel_id=conversation.chat_id,
                     thread_ts=thread,
                     status=SLACK_STATUS[state],
-                    title=_title(title) if title else None,
+                    title=_title(title) if title and creating else None,
                     initiator_user_id=initiator if creating else None,
                 )
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             log.info("no agent session status (%s)", _reason(exc))
+
+    async def _creates(self, conversation: ConversationKey, thread: str) -> bool:
+        """Whether the session at `thread` is new: an earlier run in the thread created it."""
+        known = (conversation.chat_id, thread)
+        fresh = None
+        if self.directory is not None:
+            fresh = await self.directory.created(conversation, thread)
+        if fresh is None:
+            fresh = known not in self.created
+        self.created[known] = None
+        _bound(self.created)
+        return fresh
 
     async def _pin_prompts(self, channel: str) -> None:
         prompts = self.config.suggested_prompts

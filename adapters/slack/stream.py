@@ -35,8 +35,8 @@ from adapters.slack.format import allowed_keys, streamed_markdown
 log = logging.getLogger(__name__)
 
 APPEND_LIMIT = 12_000  # characters of markdown_text Slack takes per call
-# A final answer ends the run; chat.stopStream without `session_status` sets "active" (Slack's
-# documented default), which would reopen the agent session the runner had just closed.
+# A final answer ends the run; chat.stopStream says so explicitly ("active": the conversation
+# goes on), rather than relying on Slack's default.
 ENDED = SLACK_STATUS["done"]
 
 

@@ -133,8 +133,8 @@ class Settle:
 
 @dataclass(frozen=True, kw_only=True)
 class EndSession:
-    """Nothing runs or waits here: the platform's agent session ends (Slack: closed), so a stop
-    pressed when nothing runs does not leave it showing "processing"."""
+    """Nothing runs or waits here: the platform's agent session leaves "processing" (Slack:
+    active), so a stop pressed when nothing runs does not leave it showing work."""
 
 
 @dataclass(frozen=True, kw_only=True)

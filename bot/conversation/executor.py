@@ -241,12 +241,12 @@ class Executor:
                 if abandon is not None and session.state is not None:
                     session.state.abandon(abandon)
                     # a run waiting for a person ends without running again: its session too
-                    await session_ended(reply.adapter, turn.event)
+                    await session_ended(reply.adapter, turn.event, "ended")
                 advance(session, "settle")
             case fx.Follow():
                 session.following = True
             case fx.EndSession():
-                await session_ended(reply.adapter, turn.event)
+                await session_ended(reply.adapter, turn.event, "stopped")
             case fx.Run():
                 return await self._run(turn)
             case fx.Resume():

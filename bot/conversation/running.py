@@ -351,9 +351,10 @@ async def _session(
         log.debug("no session status in %s", event.conversation.id)
 
 
-async def session_ended(adapter: ChatAdapter, event: Inbound) -> None:
-    """A suspended run ends without running again (cancelled, or its question expired)."""
-    await _session(adapter, event, None, "stopped")
+async def session_ended(adapter: ChatAdapter, event: Inbound, state: SessionState) -> None:
+    """Nothing runs any more: "ended" when a suspended run ends without running again
+    (cancelled, or its question expired), "stopped" for a stop when nothing ran."""
+    await _session(adapter, event, None, state)
 
 
 def _shown_plan(plan: Plan | None) -> StreamPlan | None:

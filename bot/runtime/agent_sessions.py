@@ -46,6 +46,20 @@ class RedisSessionDirectory:
         except (RedisError, OSError) as exc:
             log.info("agent session not recorded (%s)", type(exc).__name__)
 
+    async def created(self, conversation: ConversationKey, session_ts: str) -> bool | None:
+        """Whether this call created the session at thread `session_ts` (None: unknown)."""
+        try:
+            fresh = await self.redis.set(
+                self.keys.agent_session_created(_session_id(conversation, session_ts)),
+                "1",
+                nx=True,
+                px=self.ttl_ms,
+            )
+        except (RedisError, OSError) as exc:
+            log.info("agent session not recorded (%s)", type(exc).__name__)
+            return None
+        return bool(fresh)
+
     async def session_of(self, conversation: ConversationKey) -> str | None:
         """The thread of `conversation`'s newest agent session, if one was recorded."""
         try:

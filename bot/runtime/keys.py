@@ -75,6 +75,11 @@ class Keys:
         """A platform agent session (its chat and thread) → its conversation's thread."""
         return f"{self.prefix}:agent-session:{session_id}"
 
+    def agent_session_created(self, session_id: str) -> str:
+        """Set once a platform agent session was created (its title given): later runs in it
+        leave the title alone."""
+        return f"{self.prefix}:agent-session-created:{session_id}"
+
     def thread_seen(self, conversation_id: str) -> str:
         """The newest thread message Parley saw, so it reads only what came after it."""
         return self.conversation(conversation_id, "seen")

@@ -68,7 +68,7 @@ async def test_each_objective_is_a_session_whose_status_follows_the_run(redis) -
         await s.event(fs.channel_message("UANA", "Next", thread_ts=asked["ts"]))
         await until(lambda: len(s.fake.in_channel("CGEN", asked["ts"])) == 2)
         await s.harness.settle()
-        assert session.statuses == ["processing", "suspended", "processing", "closed"]
+        assert session.statuses == ["processing", "suspended", "processing", "active"]
         assert s.fake.in_channel("CGEN", asked["ts"])[-1].text == "Done."
 
 
@@ -89,7 +89,7 @@ async def test_the_native_stop_ends_a_run_like_cancel_and_the_session_shows_it(r
         assert texts[0].startswith("⏹ Stopped: “write the quarterly report”.")
         # Mallory's, handled in turn: the run is over, and only Ana (or an approver) could stop it
         assert texts[1:] == ["Only <@UANA> or an approver could stop that; it has finished now."]
-        assert s.fake.sessions[("CGEN", asked["ts"])].statuses == ["processing", "closed"]
+        assert s.fake.sessions[("CGEN", asked["ts"])].statuses == ["processing", "active"]
         assert len(model.turn_requests) == 1
 
 
@@ -155,9 +155,8 @@ async def test_tool_steps_show_as_task_updates_in_the_streamed_answer(redis) -> 
         assert list(answer.tasks.values()) == [("calculator", "complete")]
         start = s.fake.method_calls("chat.startStream")[0].body
         assert start["task_display_mode"] == "timeline"
-        # the runner closed the session before the stream ended: chat.stopStream without a
-        # status would set Slack's default, "active", and reopen it
-        assert s.fake.sessions[("DANA", session)].statuses[-1] == "closed"
+        # answered: the conversation goes on, and the stream's end says so too
+        assert s.fake.sessions[("DANA", session)].statuses[-2:] == ["active", "active"]
 
 
 async def test_a_channel_thread_shows_task_updates_too(redis) -> None:

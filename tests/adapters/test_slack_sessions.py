@@ -42,7 +42,7 @@ async def test_a_press_on_a_top_level_dm_run_moves_its_session_on(redis) -> None
         # one session, at the message that asked: waiting for the press, then on to the end
         assert list(s.fake.sessions) == [("DANA", asked["ts"])]
         statuses = s.fake.sessions[("DANA", asked["ts"])].statuses
-        assert statuses == ["processing", "suspended", "processing", "closed"]
+        assert statuses == ["processing", "suspended", "processing", "active"]
 
 
 async def test_an_answer_typed_in_a_dm_goes_on_in_the_session_that_asked(redis) -> None:
@@ -59,7 +59,7 @@ async def test_an_answer_typed_in_a_dm_goes_on_in_the_session_that_asked(redis) 
         await s.harness.settle()
         assert list(s.fake.sessions) == [("DANA", asked["ts"])]  # no session for the answer
         statuses = s.fake.sessions[("DANA", asked["ts"])].statuses
-        assert statuses == ["processing", "suspended", "processing", "closed"]
+        assert statuses == ["processing", "suspended", "processing", "active"]
         assert s.fake.sessions[("DANA", asked["ts"])].title == "plan the offsite"
 
 
@@ -107,7 +107,7 @@ async def test_the_native_stop_reaches_a_dm_thread_run_through_a_gateway_that_ne
         (stopped,) = s.fake.in_channel("DANA", session)  # in the thread, not the DM itself
         assert stopped.text.startswith("⏹ Stopped: “write the quarterly report”.")
         assert [p.thread_ts for p in s.fake.in_channel("DANA")] == [session]  # none top level
-        assert s.fake.sessions[("DANA", session)].statuses == ["processing", "closed"]
+        assert s.fake.sessions[("DANA", session)].statuses == ["processing", "active"]
 
 
 async def test_the_native_stop_of_a_top_level_dm_run_reaches_it_through_another_gateway(
@@ -125,7 +125,7 @@ async def test_the_native_stop_of_a_top_level_dm_run_reaches_it_through_another_
             await s.harness.settle()
         (stopped,) = s.fake.in_channel("DANA")
         assert stopped.text.startswith("⏹ Stopped: “write the quarterly report”.")
-        assert s.fake.sessions[("DANA", asked["ts"])].statuses == ["processing", "closed"]
+        assert s.fake.sessions[("DANA", asked["ts"])].statuses == ["processing", "active"]
 
 
 @pytest.mark.network
@@ -194,10 +194,10 @@ async def test_a_native_stop_mid_stream_leaves_one_message_saying_what_was_stopp
         assert [p.text for p in s.fake.in_channel("CGEN")] == [
             "⏹ Stopped: “write about the tides”. Nothing more will run for it."
         ]
-        assert s.fake.sessions[("CGEN", asked["ts"])].statuses == ["processing", "closed"]
+        assert s.fake.sessions[("CGEN", asked["ts"])].statuses == ["processing", "active"]
 
 
-async def test_a_native_stop_when_nothing_runs_closes_a_session_left_processing(redis) -> None:
+async def test_a_native_stop_when_nothing_runs_moves_a_session_left_processing(redis) -> None:
     async with slack_bot(redis, ScriptedModel([reply("Done.")], latency=0.5)) as s:
         asked = fs.mention_event("UANA", "tidy the backlog")
         await s.event(asked)
@@ -211,4 +211,4 @@ async def test_a_native_stop_when_nothing_runs_closes_a_session_left_processing(
         await until(lambda: len(s.fake.in_channel(*key)) == 2, within=10)
         await s.harness.settle()
         assert s.fake.in_channel(*key)[-1].text == "There's nothing to cancel."
-        assert s.fake.sessions[key].statuses == ["processing", "closed"]
+        assert s.fake.sessions[key].statuses == ["processing", "active"]
