@@ -42,6 +42,25 @@ def _a_file_not_json(value: Any) -> Any:
     return value
 
 
+def _url(*schemes: str, example: str) -> Any:
+    """A validator for a URL setting: it must start with one of `schemes` (say which, and how
+    the value should look, rather than fail later inside a client with a traceback)."""
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, str) or not value:
+            return value
+        scheme, found, _ = value.partition("://")
+        if not found:
+            raise ValueError(f"needs a scheme, e.g. {example}")
+        if scheme.lower() not in schemes:
+            names = [f"{s}://" for s in schemes]
+            allowed = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+            raise ValueError(f"must start with {allowed}, e.g. {example}")
+        return value
+
+    return check
+
+
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD", re.IGNORECASE)
 
 
@@ -75,6 +94,10 @@ class RedisSettings(_Section):
     max_connections: int = Field(100, alias="PARLEY_REDIS_MAX_CONNECTIONS", ge=2)
     pool_timeout: float = Field(10.0, alias="PARLEY_REDIS_POOL_TIMEOUT", gt=0)
 
+    _scheme = field_validator("url", mode="before")(
+        _url("redis", "rediss", "unix", example="redis://localhost:6379/0")
+    )
+
 
 class AnthropicSettings(_Section):
     api_key: SecretStr | None = Field(None, alias="ANTHROPIC_API_KEY")
@@ -82,6 +105,10 @@ class AnthropicSettings(_Section):
     # Sonnet 4.5 retires on 2026-11-30; 4.6 keeps its API behaviour (thinking off unless asked).
     model: str = Field("claude-sonnet-4-6", alias="ANTHROPIC_MODEL")
     max_tokens: int = Field(4096, alias="PARLEY_ANTHROPIC_MAX_TOKENS", gt=0)
+
+    _scheme = field_validator("base_url", mode="before")(
+        _url("http", "https", example="https://api.anthropic.com")
+    )
 
 
 class OllamaSettings(_Section):
@@ -137,7 +164,7 @@ class McpSettings(_Section):
     # Per-user servers ("auth": "user"): the Fernet key that encrypts people's tokens at rest,
     # the public base URL of /oauth/callback, and how long a Connect link stays usable.
     secret_key: SecretStr | None = Field(None, alias="PARLEY_SECRET_KEY")
-    public_url: str | None = Field(None, alias="PARLEY_PUBLIC_URL", pattern=r"^https?://")
+    public_url: str | None = Field(None, alias="PARLEY_PUBLIC_URL")
     connect_ttl: float = Field(900.0, alias="PARLEY_CONNECT_TTL", gt=0)
     # "Always for this tool" on servers with "standing": true: how long it lasts (seconds,
     # default 30 days) and whether it holds in the chat it was given in or everywhere.
@@ -147,6 +174,9 @@ class McpSettings(_Section):
     )
 
     _file = field_validator("config", mode="before")(_a_file_not_json)
+    _scheme = field_validator("public_url", mode="before")(
+        _url("http", "https", example="https://parley.example.com")
+    )
 
     @field_validator("secret_key")
     @classmethod
@@ -191,6 +221,12 @@ class TelegramSettings(_Section):
     ephemeral_prompts: bool = Field(True, alias="PARLEY_TELEGRAM_EPHEMERAL_PROMPTS")
 
     _split = field_validator("allowed_users", mode="before")(_split_commas)
+    _scheme = field_validator("api_url", mode="before")(
+        _url("http", "https", example="https://api.telegram.org")
+    )
+    _hook_scheme = field_validator("webhook_url", mode="before")(
+        _url("http", "https", example="https://parley.example.com/telegram/webhook")
+    )
 
 
 class SlackSettings(_Section):
@@ -215,6 +251,9 @@ class SlackSettings(_Section):
 
     _split = field_validator("allowed_teams", "allowed_channels", mode="before")(_split_commas)
     _split_prompts = field_validator("suggested_prompts", mode="before")(_split_commas)
+    _scheme = field_validator("api_url", mode="before")(
+        _url("http", "https", example="https://slack.com/api/")
+    )
 
 
 class HttpSettings(_Section):
@@ -287,6 +326,10 @@ class VoiceSettings(_Section):
     transcribe_timeout: float = Field(60.0, alias="PARLEY_TRANSCRIBE_TIMEOUT", gt=0)
     max_mb: float = Field(20.0, alias="PARLEY_VOICE_MAX_MB", gt=0)
     max_seconds: float = Field(600.0, alias="PARLEY_VOICE_MAX_SECONDS", gt=0)
+
+    _scheme = field_validator("transcribe_url", mode="before")(
+        _url("http", "https", example="https://api.openai.com")
+    )
 
 
 class SchedulesSettings(_Section):

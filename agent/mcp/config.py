@@ -19,11 +19,12 @@ unset variable is an error that names it.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -215,6 +216,28 @@ def secrets_in(path: str | Path, environ: Mapping[str, str] | None = None) -> li
     return [value for value in found if value and "${" not in value]
 
 
+def _meant(key: str, known: Iterable[str]) -> str | None:
+    """The known key `key` was probably meant to be: the same but for case, or one or two
+    letters away."""
+    for candidate in known:
+        if key.lower() == candidate.lower():
+            return candidate
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def _misspelt(server: Mapping[str, Any]) -> str:
+    """A server's keys that look like a misspelling of one of Parley's keys, named (keys other
+    clients write, like "autoApprove", resemble none and are left to the warning)."""
+    known = ServerConfig.model_fields
+    typos = [
+        f'unknown key "{key}" (did you mean "{meant}"?)'
+        for key in server
+        if key not in known and (meant := _meant(key, known))
+    ]
+    return "; ".join(typos)
+
+
 class _Blank(dict[str, str]):
     """An environment in which every variable is set and empty (for reading a URL's parts)."""
 
@@ -245,6 +268,13 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> M
         raise McpConfigError(f"{file} is not valid JSON: {exc}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("mcpServers", {}), dict):
         raise McpConfigError(f'{file} must hold an object with an "mcpServers" object')
+    if "mcpServers" not in raw:  # a misspelt "mcpservers" would otherwise mean no servers
+        near = [f'"{key}"' for key in raw if _meant(key, ["mcpServers"])]
+        found = f'; found {", ".join(near)}: write it as "mcpServers"' if near else ""
+        raise McpConfigError(f'{file} has no "mcpServers" object{found}')
+    for name, server in raw["mcpServers"].items():
+        if isinstance(server, dict) and (typos := _misspelt(server)):
+            raise McpConfigError(f"{file}: server {name}: {typos}")
     expanded = expand(raw, os.environ if environ is None else environ)
     try:
         config = McpConfig.model_validate(expanded)

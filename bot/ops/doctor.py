@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from bot.config import Settings
 from bot.ops.checks import CHECK_TIMEOUT, Check, CheckFn, check_http, check_redis
 from bot.ops.embedding_check import check_embeddings
-from bot.ops.invocation import SETTINGS_HINT, parley_command
+from bot.ops.invocation import parley_command, settings_hint
 from bot.ops.service_checks import check_anthropic, check_ollama, check_slack, check_telegram
 from bot.ops.trigger_check import check_triggers
 
@@ -65,5 +65,5 @@ async def run_doctor(settings: Settings, extra: Sequence[CheckFn] = ()) -> int:
     ok, summary = verdict(checks)
     print(f"\n{'ready' if ok else 'not ready'}: {summary}", file=sys.stdout)
     if not ok:
-        print(f"{SETTINGS_HINT}; then run `{parley_command()} doctor` again")
+        print(f"{settings_hint()}; then run `{parley_command()} doctor` again")
     return 0 if ok else 1

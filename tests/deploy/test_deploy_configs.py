@@ -7,9 +7,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from jsonschema import Draft7Validator
 
+from agent.mcp import McpConfigError, load_config
 from bot.cli import COMMANDS
 from bot.config import all_variables
 
@@ -151,3 +153,28 @@ def test_compose_hands_the_triggers_file_to_the_gateway_alone_as_a_secret() -> N
     # the file with the secrets stays out of git and out of the image
     assert "deploy/triggers.json" in (DEPLOY.parent / ".gitignore").read_text().splitlines()
     assert "deploy/triggers.json" in (DEPLOY.parent / ".dockerignore").read_text().splitlines()
+
+
+def test_the_compose_mcp_comment_says_what_the_example_needs_beyond_the_image() -> None:
+    """Following the comment must not stop the workers: every command the image lacks and
+    every ${VAR} the example needs is named there, with what to do."""
+    compose = (DEPLOY / "docker-compose.yml").read_text()
+    start = compose.index("# MCP servers")
+    comment = " ".join(
+        line.strip().lstrip("#").strip()
+        for line in compose[start:].splitlines()
+        if line.strip().startswith("#")
+    )
+    example_file = DEPLOY / "mcp-servers.example.json"
+    example = json.loads(example_file.read_text())["mcpServers"]
+    in_image = {"python", "parley"}  # the image's PATH: /opt/parley/bin and Python's own
+    for name, server in example.items():
+        command = server.get("command")
+        if command is not None and command not in in_image:
+            assert f'"{name}" server runs `{command}`, which this image lacks' in comment
+            assert "RUN pip install" in comment and '"command":' in comment
+        for variable in re.findall(r"\$\{(\w+)\}", json.dumps(server)):
+            assert f"{variable} in ../.env" in comment
+            with pytest.raises(McpConfigError, match=rf"uses \${{{variable}}}, which is not set"):
+                load_config(example_file, {})
+    assert "docker compose run --rm worker doctor" in comment

@@ -86,6 +86,10 @@ def test_pip_install_gives_a_parley_that_runs(tmp_path: Path) -> None:
     )
     assert "-> run `parley setup` to build it now" in doctor.stdout
     assert "Traceback" not in doctor.stdout + doctor.stderr
+    # a wheel has no Makefile and no .env.example: no hint sends its user to them
+    said = doctor.stdout + doctor.stderr
+    assert "make setup` (it installs" not in said and "copy .env.example" not in said, said
+    assert "settings are read from the environment or from .env in this directory" in said
 
     built = run(parley, "setup", cwd=home, env=env)
     assert built.startswith(f"embedding model ready: {model}")
