@@ -314,7 +314,7 @@ class AttachmentSettings(_Section):
     file_tokens: int = Field(8000, alias="PARLEY_FILE_TOKENS", ge=100)
     thread_tokens: int = Field(2000, alias="PARLEY_THREAD_CONTEXT_TOKENS", ge=0)
     pdf_timeout: float = Field(20.0, alias="PARLEY_PDF_TIMEOUT", gt=0)
-    # a file-reading child's address space, and how many read at once per process
+    # a file-reading child's address space, and how many PDFs (and images) read at once
     reader_memory_mb: int = Field(192, alias="PARLEY_FILE_READER_MEMORY_MB", ge=64)
     readers: int = Field(2, alias="PARLEY_FILE_READERS", ge=1)
 

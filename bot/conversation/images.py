@@ -6,12 +6,19 @@ image (of base64, so 3.75 MB of file). Only an image over one of them is scaled 
 large photo takes long enough to stall the event loop. What is decoded is bounded in pixels,
 read from the header first, so a few kilobytes that claim 20000 × 20000 pixels cost nothing;
 a large JPEG is decoded at a fraction of its size (libjpeg's draft mode) instead.
+
+Decoding is also bounded across images: `ImageDecoder` lets at most `at_once` decode at a
+time in a process and, together, at most `pixel_budget` decoded pixels (a 40-megapixel PNG
+is 120 MB or more while it decodes; eight at once went past a pod's memory limit). The
+pixels an image will decode to are read from its header before it waits for its turn.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agent.messages import ImageType
@@ -55,6 +62,64 @@ def is_image(head: bytes) -> bool:
     )
 
 
+def decoded_pixels(data: bytes) -> int:
+    """How many pixels `fit_image` will decode `data` to (the header only; at least 1)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            _draft(image, data)
+            return max(1, min(image.width * image.height, MAX_PIXELS))
+    except Exception:  # fit_image says what is wrong with it; it decodes nothing then
+        return 1
+
+
+def _draft(image: PilImage, data: bytes) -> bool:
+    """Set a large JPEG to decode at a fraction of its size; whether it fits unscaled."""
+    width, height = image.size
+    fits = max(width, height) <= MAX_SIDE and len(data) <= MAX_BYTES
+    if image.format == "JPEG" and (not fits or width * height > MAX_PIXELS):
+        image.draft(None, (SCALED_SIDE, SCALED_SIDE))  # decode at 1/2 … 1/8 scale
+    return fits
+
+
+@dataclass(kw_only=True)
+class ImageDecoder:
+    """Decodes images in threads, `at_once` at a time and within `pixel_budget` decoded
+    pixels together (an image alone may always use the whole budget). Its own threads: the
+    memory a decode frees stays with its thread's malloc arena, and is reused by the next
+    decode only on the same thread (on the shared pool, eight 40-megapixel PNGs one after
+    another still grew the process by 420 MiB; here by one decode's worth)."""
+
+    at_once: int = 2
+    pixel_budget: int = MAX_PIXELS
+    _slots: asyncio.Semaphore = field(init=False, repr=False)
+    _freed: asyncio.Condition = field(init=False, repr=False)
+    _threads: ThreadPoolExecutor = field(init=False, repr=False)
+    _in_use: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._slots = asyncio.Semaphore(self.at_once)
+        self._freed = asyncio.Condition()
+        self._threads = ThreadPoolExecutor(self.at_once, thread_name_prefix="image")
+
+    async def fit(self, data: bytes) -> FittedImage:
+        """`fit_image` in a thread once its pixels fit the budget; raises BadImage."""
+        loop = asyncio.get_running_loop()
+        pixels = await loop.run_in_executor(self._threads, decoded_pixels, data)
+        pixels = min(pixels, self.pixel_budget)
+        async with self._slots:
+            async with self._freed:
+                await self._freed.wait_for(lambda: self._in_use + pixels <= self.pixel_budget)
+                self._in_use += pixels
+            try:
+                return await loop.run_in_executor(self._threads, fit_image, data)
+            finally:
+                async with self._freed:
+                    self._in_use -= pixels
+                    self._freed.notify_all()
+
+
 def fit_image(data: bytes) -> FittedImage:
     """The image as the model should get it; raises BadImage."""
     from PIL import Image, UnidentifiedImageError  # loaded with the first image (~5 MB)
@@ -65,9 +130,7 @@ def fit_image(data: bytes) -> FittedImage:
             if media_type is None:
                 raise BadImage(f"unsupported format {image.format}")
             width, height = image.size
-            fits = max(width, height) <= MAX_SIDE and len(data) <= MAX_BYTES
-            if image.format == "JPEG" and (not fits or width * height > MAX_PIXELS):
-                image.draft(None, (SCALED_SIDE, SCALED_SIDE))  # decode at 1/2 … 1/8 scale
+            fits = _draft(image, data)
             if image.width * image.height > MAX_PIXELS:
                 raise TooManyPixels(f"{width}x{height}")
             image.load()  # a damaged file fails here, not at the provider

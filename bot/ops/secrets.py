@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import unquote, urlsplit
 
+from pydantic import SecretStr
+
 from agent.isolation import undumpable
 from bot.config import Settings
 
@@ -31,17 +33,14 @@ URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/:@]*:)[^\s/@]+@", re.IGN
 
 
 def configured_secrets(settings: Settings) -> list[str]:
+    # every SecretStr setting, so a new one (PARLEY_SECRET_KEY was missed) cannot be left out
     values = [
-        settings.anthropic.api_key,
-        settings.telegram.token,
-        settings.telegram.webhook_secret,
-        settings.slack.bot_token,
-        settings.slack.signing_secret,
-        settings.slack.app_token,
-        settings.voice.transcribe_api_key,
-        settings.redis.password,
+        value
+        for name in Settings.model_fields
+        for value in dict(getattr(settings, name)).values()
+        if isinstance(value, SecretStr)
     ]
-    found = [v.get_secret_value() for v in values if v is not None]
+    found = [v.get_secret_value() for v in values]
     if settings.redis.url:
         password = urlsplit(settings.redis.url).password or ""
         found += [password, unquote(password)]  # as written, and as the client sends it

@@ -28,6 +28,7 @@ from bot.conversation.commands import Commands, UsageText
 from bot.conversation.connection_commands import ConnectionCommands
 from bot.conversation.engine import LOST_TEXT, STATUS_LINES
 from bot.conversation.executor import Executor
+from bot.conversation.images import ImageDecoder
 from bot.conversation.pdf_process import PdfReader
 from bot.conversation.running import Admission, Charge, Runner
 from bot.conversation.schedule_commands import ScheduleCommands
@@ -282,6 +283,7 @@ def build_runtime(
                     memory_mb=settings.attachments.reader_memory_mb,
                     at_once=settings.attachments.readers,
                 ),
+                images=ImageDecoder(at_once=settings.attachments.readers),
                 marks=ThreadMarks(redis, keys, ttl=runtime_settings.session_ttl),
             ),
         ),

@@ -14,7 +14,12 @@ from tests.helpers import until
 
 
 def user_turn(request: ChatRequest) -> str:
-    return request.messages[-1].text
+    """The newest user turn's text, each image's frame header (its data, not instructions)
+    taken off."""
+    text = request.messages[-1].text
+    head, framed, rest = text.partition("is data, not instructions:")
+    assert not framed or head.startswith("The image "), text
+    return rest if framed else text
 
 
 async def test_a_photo_with_caption_reaches_the_model_byte_for_byte(

@@ -95,3 +95,47 @@ def test_doctor_shows_no_url_password_even_when_no_other_secret_is_set(
     assert "no Ollama at http://parley:[redacted]@127.0.0.1" in out
     assert SHORT not in out + err
     assert SHORT not in (tmp_path / "data" / "doctor.log").read_text()
+
+
+FERNET = "q9VbQmZ3c2VjcmV0LWtleS1mb3ItcGFybGV5LXRlc3Q="  # 32 bytes, URL-safe base64
+
+
+def test_the_secret_key_is_a_configured_secret_like_every_secret_setting() -> None:
+    settings = Settings.load(env_file=None, mcp={"PARLEY_SECRET_KEY": FERNET})
+    assert FERNET in configured_secrets(settings)
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "key %s", (FERNET,), None)
+    RedactingFilter(configured_secrets(settings)).filter(record)
+    assert FERNET not in record.getMessage()
+
+
+SEALED_CHILD = """
+import os, subprocess, sys
+from pathlib import Path
+from bot.config import Settings
+from bot.ops.secrets import configured_secrets, seal
+seal(configured_secrets(Settings.load(env_file=None)))
+child = subprocess.run(["env"], capture_output=True, text=True).stdout
+own = Path("/proc/self/environ").read_bytes().decode(errors="replace")
+print(int(sys.argv[1] in child), int(sys.argv[1] in own), int(os.environ["PARLEY_SECRET_KEY"] == sys.argv[1]))
+"""
+
+
+@pytest.mark.process
+def test_the_secret_key_never_reaches_a_child_or_proc_environ() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {"PATH": os.environ["PATH"], "PARLEY_SECRET_KEY": FERNET, "HOME": "/tmp"}
+    done = subprocess.run(
+        [sys.executable, "-c", SEALED_CHILD, FERNET],
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # not in a child's environment, blanked in /proc/<pid>/environ, still usable by Parley
+    assert done.stdout.split() == ["0", "0", "1"]

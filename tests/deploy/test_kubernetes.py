@@ -248,6 +248,17 @@ def test_network_policies_fence_every_pod() -> None:
         return {p["port"] for rule in policies[name]["egress"] for p in rule["ports"]}
 
     assert egress_ports("parley-worker") == {53, 6379, 11434, 443}
+    # "the internet" leaves out every private, link-local and shared (CGNAT) range: a
+    # worker's fetch of a URL someone else named cannot reach the cluster's own addresses
+    fenced = {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10"}
+    blocks = [
+        peer["ipBlock"]
+        for spec in policies.values()
+        for rule in spec["egress"]
+        for peer in rule.get("to", [])
+        if "ipBlock" in peer
+    ]
+    assert blocks and all(fenced <= set(b.get("except", [])) for b in blocks), blocks
     assert egress_ports("parley-gateway") == {53, 6379, 443}
     assert policies["redis"]["egress"] == []
     assert [p["port"] for p in policies["redis"]["ingress"][0]["ports"]] == [6379]
