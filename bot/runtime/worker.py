@@ -29,7 +29,7 @@ from typing import Any, Literal
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from adapters.base import Inbound, InboundMessage
+from adapters.base import Inbound, is_stop
 from bot.ops import metrics
 from bot.ops.health import REDIS_DOWN, Health, pause, redis_away
 from bot.ops.shutdown import STILL_RUNNING, describe, settle
@@ -217,7 +217,7 @@ class Worker:
             self._read_events[entry] = event
             self._arrived.setdefault(conversation, {})[backlog_member(entry)] = first
             conversations[conversation] = None
-            if first and _is_stop(event):
+            if first and is_stop(event):
                 groups = event.actor.groups
                 stops.append(
                     StopRequest(
@@ -327,6 +327,7 @@ class Worker:
         while head is not None and not holding.lost:
             entry = entry_of(head)
             cursor.let_go_after = head  # its session save lets go of the lock if none waits
+            cursor.done = None  # set again only by this entry's own save (a replay stores none)
             processed = await self._process(entry, holding)
             if processed == "lost":
                 holding.lose()
@@ -390,11 +391,3 @@ class Worker:
         finally:
             cursor.untried.discard(entry)
         return "done"
-
-
-def _is_stop(event: Inbound) -> bool:
-    return (
-        isinstance(event, InboundMessage)
-        and event.kind == "text"
-        and (event.command or "").lower() == "cancel"
-    )

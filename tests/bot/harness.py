@@ -20,6 +20,7 @@ from agent.protocols import MemoryStore, Scheduler
 from agent.tools import ToolRegistry, ToolSource
 from bot.config import Settings
 from bot.ops.health import Health
+from bot.ops.shutdown import describe
 from bot.runtime.worker import GROUP
 from bot.wiring.runtime import Runtime, build_runtime
 from tests.agent.scripted import ScriptedModel
@@ -50,7 +51,9 @@ class Harness:
             idle = group is not None and not group["pending"] and not group["lag"]
             if idle and not self.runtime.worker._tasks:
                 return
-            assert time.monotonic() < deadline, f"runtime did not settle: {group}"
+            assert time.monotonic() < deadline, (
+                f"runtime did not settle: {group}; running: {describe(self.runtime.worker._tasks)}"
+            )
             await asyncio.sleep(0.01)
 
 
