@@ -186,6 +186,16 @@ Inbound = InboundMessage | InboundAction
 InboundHandler = Callable[[Inbound], Awaitable[object]]
 
 
+def is_stop(event: Inbound) -> bool:
+    """Whether `event` asks to stop what runs in its conversation: `/cancel`, or the stop a
+    platform offers, which its adapter hands over as that command."""
+    return (
+        isinstance(event, InboundMessage)
+        and event.kind == "text"
+        and (event.command or "").lower() == "cancel"
+    )
+
+
 class HandoverFailed(Exception):
     """The handler could not store the event durably; it is safe to offer it again later."""
 

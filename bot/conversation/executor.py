@@ -29,6 +29,7 @@ from adapters.base import (
     InboundMessage,
     MessageRef,
     OutboundMessage,
+    is_stop,
 )
 from adapters.platform import ChatAdapter
 from agent.deferred import PendingPlan, Plan, new_id
@@ -39,6 +40,7 @@ from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
 from bot.conversation.connection_commands import ConnectionCommands
 from bot.conversation.engine import ERROR_TEXT, INTERRUPTED_CALL, Policy, decide, pending_id
+from bot.conversation.permissions import may_act
 from bot.conversation.render import standing_tools, typed_mentions, unreachable_line
 from bot.conversation.running import (
     Admission,
@@ -162,15 +164,16 @@ class Executor:
         await self._finish(turn, entry_id)
 
     async def _cancel_tasks(self, event: Inbound) -> int:
-        """A /cancel (or the platform's stop) also stops the conversation's followed tasks."""
-        cancel = (
-            isinstance(event, InboundMessage)
-            and event.kind == "text"
-            and (event.command or "").lower() == "cancel"
-        )
-        if self.tasks is None or not cancel:
+        """A /cancel (or the platform's stop) also stops the conversation's followed tasks,
+        those of whoever the person may act for (`permissions.may_act`, as for a run)."""
+        if self.tasks is None or not is_stop(event):
             return 0
-        return await self.tasks.cancel(event.conversation.id, event.actor.user_id, self.approvers)
+        actor, direct = event.actor, event.is_direct
+
+        def may_stop(requester: str) -> bool:
+            return may_act(actor.user_id, actor.groups, requester, direct, self.approvers)
+
+        return await self.tasks.cancel(event.conversation.id, may_stop)
 
     async def _pending(self, session: Session, event: Inbound) -> Decision | None:
         """The decision the event is about (`engine.pending_id` says which), if any."""

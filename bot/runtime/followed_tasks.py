@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
@@ -114,14 +115,13 @@ class TaskFollowing:
         metrics.FOLLOWED_TASKS.set(followed + await self.redis.zcard(self.keys.tasks_claimed))
         return ended
 
-    async def cancel(self, conversation_id: str, by: str, approvers: frozenset[str]) -> int:
-        """Stop the tasks followed for `conversation_id` that `by` may stop (theirs, or any for
-        an approver): `tasks/cancel`, then one sentence each. How many were stopped."""
+    async def cancel(self, conversation_id: str, may_stop: Callable[[str], bool]) -> int:
+        """Stop the tasks followed for `conversation_id` whose requester's work the person
+        asking `may_stop` (the conversation's rule, given the requester's user id):
+        `tasks/cancel`, then one sentence each. How many were stopped."""
         stopped = 0
         for key, task in await self._followed():
-            if task.conversation_id != conversation_id:
-                continue
-            if by != task.user_id and by not in approvers:
+            if task.conversation_id != conversation_id or not may_stop(task.user_id):
                 continue
             try:
                 await self.servers.cancel_task(task.server, task.task_id)

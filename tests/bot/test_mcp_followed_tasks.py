@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from agent.mcp import McpConfig, McpToolbox, ServerConfig, ServerTasks, Timing
 from agent.mcp.following import HANDED_OFF, FollowedTask, TaskFollower
 from agent.protocols import RunContext
 from agent.tools import ToolContext, ToolError, ToolRegistry, tool
+from bot.config import Settings
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.bot.recording import RecordingAdapter, click, message
@@ -62,6 +64,7 @@ async def parley(
     box: McpToolbox,
     adapter: RecordingAdapter,
     tools: ToolRegistry | None = None,
+    config: Settings | None = None,
 ) -> AsyncIterator[Harness]:
     async with running(
         redis,
@@ -70,6 +73,7 @@ async def parley(
         tool_source=box.source(),
         mcp_tasks=ServerTasks(box),
         tools=tools,
+        config=config,
     ) as harness:
         yield harness
 
@@ -283,6 +287,33 @@ async def test_cancel_stops_a_followed_task_on_the_server(
     assert said(adapter, "⏹ Stopped long_job on test.") == ["⏹ Stopped long_job on test."]
     assert adapter.texts(GROUP)[-1] == "⏹ Stopped long_job on test."  # nothing else said
     assert said(adapter, FINISHED) == []
+
+
+async def test_an_approver_by_group_stops_a_followed_task_as_they_stop_a_run(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    """One rule for who may stop: an approver who qualifies through a user group stops
+    someone else's followed task too (the followed tasks once had their own check)."""
+    ledger = tmp_path / "ledger"
+    adapter = RecordingAdapter()
+    config = Settings.load(
+        env_file=None,
+        runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
+        access={"PARLEY_APPROVERS": "S-leads"},
+    )
+    model = job(seconds=30)
+    async with (
+        toolbox(tasks_server(ledger)) as box,
+        parley(redis, model, box, adapter, config=config) as harness,
+    ):
+        await harness.submit(message(GROUP, "run the job", direct=False))
+        await harness.settle(within=60)
+        lead = message(GROUP, "/cancel", user="7", name="Bob", direct=False, command="cancel")
+        await harness.submit(replace(lead, actor=replace(lead.actor, groups=("S-leads",))))
+        await harness.settle()
+        await quiet(redis, harness)
+    assert ledger_lines(ledger) == ["task long_job", "cancelled long_job"]
+    assert said(adapter, "⏹ Stopped long_job on test.") == ["⏹ Stopped long_job on test."]
 
 
 class Refusing:
