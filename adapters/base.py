@@ -314,6 +314,18 @@ class ChannelRefused(Exception):
     """A channel cannot be read for this person; the message says why, for the model."""
 
 
+class HistoryLimited(ChannelRefused):
+    """The platform rate-limits history reads for now (Slack's reduced limits for apps outside
+    its Marketplace); `retry_after`: seconds until a read may be tried again."""
+
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = retry_after
+        super().__init__(
+            "The platform limits how often Parley may read message history; "
+            f"it can be read again in about {max(1, round(retry_after))} seconds."
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChannelInfo:
     """A channel as the platform lists it: enough to decide who may see what it holds."""

@@ -240,6 +240,8 @@ class SlackSettings(_Section):
     # "agent": Slack's agent messaging (manifest features.agent_view); "assistant": an app
     # still on features.assistant_view
     surface: Literal["agent", "assistant"] = Field("agent", alias="PARLEY_SLACK_SURFACE")
+    # a history read's Retry-After up to this is waited; longer, the run goes on without it
+    history_wait: float = Field(2.0, alias="PARLEY_SLACK_HISTORY_WAIT", ge=0, le=30)
     suggested_prompts: CommaList = Field(
         default_factory=lambda: [
             "What can you do?",

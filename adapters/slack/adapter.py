@@ -54,6 +54,7 @@ from adapters.slack.delivery import delivery, observed
 from adapters.slack.format import messages, streamed_markdown
 from adapters.slack.inbound import SlackInbound
 from adapters.slack.ingress import SlackIngress
+from adapters.slack.limits import HistoryLimits
 from adapters.slack.plan_prompt import post_plan
 from adapters.slack.stream import SlackLive
 
@@ -80,6 +81,7 @@ class SlackAdapter(ChatAdapter):
     ingress: SlackIngress = field(init=False)
     _socket: Any = field(default=None, init=False)
     _threads: ThreadReader = field(init=False)
+    _reads: AsyncWebClient = field(init=False)
     assistant: AssistantThreads = field(init=False)
     agent: AgentSurface | None = field(default=None, init=False)
     inbound: SlackInbound = field(init=False)
@@ -90,7 +92,13 @@ class SlackAdapter(ChatAdapter):
             base_url=self.config.api_url,
             retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)],
         )
-        self._threads = ThreadReader(client=self.client)
+        # history reads see Slack's 429 themselves (context.py): no SDK retry that sleeps
+        self._reads = AsyncWebClient(token=self.config.bot_token, base_url=self.config.api_url)
+        self._threads = ThreadReader(
+            client=self.client,
+            reads=self._reads,
+            limits=HistoryLimits(wait=self.config.history_wait),
+        )
         self.api = ApiHealth(platform="Slack", degraded_after=self.config.degraded_after)
         self.app = _bolt_app(self.client, self.config.signing_secret)
         self.ingress = SlackIngress(app=self.app, signing_secret=self.config.signing_secret)
@@ -127,6 +135,7 @@ class SlackAdapter(ChatAdapter):
             # one session for every Web API call: without it slack_sdk opens a connection per
             # call, which a streamed answer (start, appends, stop) pays several times over
             self.client.session = aiohttp.ClientSession()
+            self._reads.session = self.client.session
         if self.bot_user_id is None:
             with observed(self.api):
                 auth = await self.client.auth_test()
@@ -148,6 +157,7 @@ class SlackAdapter(ChatAdapter):
     async def stop(self) -> None:
         await self.stop_receiving()
         session, self.client.session = self.client.session, None
+        self._reads.session = None
         if session is not None:
             await session.close()
 

@@ -21,6 +21,7 @@ class SlackConfig:
     handover_timeout: float = 2.0  # seconds to store an event, inside Slack's 3 s
     greeting: str = "Hi! I'm Parley. What can I do for you?"
     suggested_prompts: tuple[str, ...] = ()
+    history_wait: float = 2.0  # seconds of a history read's Retry-After worth waiting in a run
     degraded_after: float = 60.0  # seconds of failing API calls before readiness says so
     # "agent": Slack's agent messaging (features.agent_view); "assistant": the older
     # Agents & AI Apps surface (features.assistant_view), for apps not migrated yet

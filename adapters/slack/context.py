@@ -5,6 +5,7 @@ downloads it with the bot token (`files:read`), and only from Slack's own hosts,
 never goes anywhere an event names. Thread history comes from `conversations.replies`,
 bounded in pages; authors' display names come from `users.info`, cached and bounded per read
 (the same cached record gives a run the person's time zone).
+History reads honour Slack's rate limits (`limits.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from adapters.base import (
     DownloadError,
     FileTooLarge,
 )
+from adapters.slack.limits import HistoryLimits
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +151,18 @@ class ThreadReader:
     """Earlier messages of a thread, with display names resolved once and cached."""
 
     client: AsyncWebClient
+    reads: AsyncWebClient | None = None  # for history reads: no rate-limit retry (limits.py)
+    limits: HistoryLimits = field(default_factory=HistoryLimits)
     _users: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
+
+    async def _read(self, method: str, key: str, **params: Any) -> list[Any]:
+        """The items under `key` of a history method's first pages, within its rate limit."""
+        call = getattr(self.reads or self.client, method.replace(".", "_"))
+
+        async def fetch() -> list[Any]:
+            return [m async for m in paged(call, key, HISTORY_PAGES, **params)]
+
+        return await self.limits.read(method, fetch)
 
     async def history(
         self,
@@ -161,18 +174,10 @@ class ThreadReader:
         after: str | None = None,
     ) -> list[ContextMessage]:
         """The thread's messages between `after` (when given) and `before`, both excluded."""
-        raw = [
-            m
-            async for m in paged(
-                self.client.conversations_replies,
-                "messages",
-                HISTORY_PAGES,
-                channel=channel,
-                ts=thread_ts,
-                oldest=after,
-            )
-            if isinstance(m, dict)
-        ]
+        read = await self._read(
+            "conversations.replies", "messages", channel=channel, ts=thread_ts, oldest=after
+        )
+        raw = [m for m in read if isinstance(m, dict)]
         found = []
         lookups = _Lookups()
         for message in reversed(raw):  # the newest first: they are the ones kept
@@ -209,17 +214,10 @@ class ThreadReader:
     ) -> list[ContextMessage]:
         """A channel's top-level messages since `oldest`, oldest first."""
         try:
-            raw = [
-                m
-                async for m in paged(
-                    self.client.conversations_history,
-                    "messages",
-                    HISTORY_PAGES,
-                    channel=channel_id,
-                    oldest=f"{oldest:.6f}",
-                )
-                if isinstance(m, dict)
-            ]
+            read = await self._read(
+                "conversations.history", "messages", channel=channel_id, oldest=f"{oldest:.6f}"
+            )
+            raw = [m for m in read if isinstance(m, dict)]
         except SlackApiError as exc:
             error = exc.response.get("error")
             raise ChannelRefused(f"Slack would not let Parley read it ({error}).") from exc

@@ -13,6 +13,10 @@ TOO_MANY = "I read only the first {limit} files of a message; {names} I left unr
 UNSUPPORTED = (
     "I can't read {name}: I understand images (PNG, JPEG, GIF, WebP), PDFs and text files."
 )
+HISTORY_LIMITED = (
+    "Slack is limiting how often I may read thread history just now, so I'm answering from "
+    "what was sent to me, without the thread's earlier messages."
+)
 FILE_TOO_LARGE = "{name} is too large for me ({size}; the limit is {limit} MB)."
 NOT_DOWNLOADED = "I couldn't download {name}; please try sending it again."
 BAD_IMAGE = "{name} doesn't look like a valid image, so I couldn't look at it."

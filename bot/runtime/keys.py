@@ -80,6 +80,10 @@ class Keys:
         leave the title alone."""
         return f"{self.prefix}:agent-session-created:{session_id}"
 
+    def history_limited(self, conversation_id: str) -> str:
+        """Set once the person was told the thread's history could not be read (rate limit)."""
+        return self.conversation(conversation_id, "history-limited")
+
     def thread_seen(self, conversation_id: str) -> str:
         """The newest thread message Parley saw, so it reads only what came after it."""
         return self.conversation(conversation_id, "seen")

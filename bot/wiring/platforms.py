@@ -109,6 +109,7 @@ class Platforms:
                 greeting=config.greeting,
                 suggested_prompts=tuple(config.suggested_prompts),
                 surface=config.surface,
+                history_wait=config.history_wait,
                 degraded_after=self.settings.http.platform_degraded_after,
             ),
             handler=self.handler,
