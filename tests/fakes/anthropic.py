@@ -27,6 +27,11 @@ can wait for what the client shows before the next delta); `broken(text, kind)` 
 dies with an `event: error` of that type. `recorded(events)` replays a recorded stream
 (`tests/fakes/cuts.py`); any item's `cut` (`Cut(at, how)`) ends its stream early, and its
 `stop_reason` replaces the one the fake would send.
+
+A request naming a current-generation model (`claude-sonnet-5-5`, `claude-haiku-5-5`) meets
+that generation's contract (`anthropic_strict`): the 400s it documents, thinking blocks in
+every answer (signed, streamed as `thinking_delta` and `signature_delta`), each bound to
+its prefix. `fake.refusals` lists what it refused.
 """
 
 from __future__ import annotations
@@ -38,11 +43,12 @@ import json
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.anthropic_strict import Refused, StrictAPI, is_strict
 from tests.fakes.cuts import Cut, CutHere, Stalls, carry_out, cut_body
 from tests.fakes.server import FakeServer, Recorded
 
@@ -207,6 +213,9 @@ class FakeAnthropic(FakeServer):
         self._hung: set[asyncio.Future[None]] = set()
         self.stalls = Stalls()
         self.cache = PromptCache()
+        # the current generation's contract, for requests that name one of its models
+        self.strict = StrictAPI()
+        self.refusals: list[str] = []  # what strict mode refused, for a test to show
         # (the request's newest user text, when its first delta went out): for latency figures
         self.first_tokens: list[tuple[str, float]] = []
 
@@ -227,6 +236,13 @@ class FakeAnthropic(FakeServer):
                 f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
                 f"Found {breakpoints}.",
             )
+        strict = is_strict(body)
+        if strict:
+            try:
+                self.strict.check(body, recorded.headers)
+            except Refused as exc:
+                self.refusals.append(str(exc))
+                return self._error(400, str(exc))
         if self.queue:
             item = self.queue.popleft()
         elif self.responder is not None:
@@ -247,6 +263,10 @@ class FakeAnthropic(FakeServer):
         if item.kind == "error":
             message = item.content[0]["message"] or f"fake error {item.status}"
             return self._error(item.status, message, item.headers)
+        if strict and item.kind == "recorded":
+            self.strict.remember_events(item.events, body)
+        elif strict:
+            item = replace(item, content=self.strict.shape(item.content, body))
         headers = {"request-id": f"req_{next(_ids):08d}"}
         if body.get("stream"):
             return await self._sse(request, item, body, blocks, headers)
@@ -265,6 +285,8 @@ class FakeAnthropic(FakeServer):
             "stop_sequence": None,
             "usage": usage,
         }
+        if strict and self.strict.last_dropped:
+            payload["input_transformations"] = self.strict.last_dropped
         if item.cut is not None:  # half the body, then the cut
             raw = json.dumps(payload).encode()
             return await cut_body(request, item.cut, raw, headers, self.stalls)
@@ -341,6 +363,16 @@ class FakeAnthropic(FakeServer):
                     {"type": "text_delta", "text": block["text"][i : i + step]}
                     for i in range(0, len(block["text"]), step)
                 ]
+            elif block["type"] == "thinking":  # its text (when shown), then its signature
+                start = {"type": "thinking", "thinking": "", "signature": ""}
+                step = max(1, item.chunk)
+                pieces = [
+                    {"type": "thinking_delta", "thinking": block["thinking"][i : i + step]}
+                    for i in range(0, len(block["thinking"]), step)
+                ]
+                pieces.append({"type": "signature_delta", "signature": block["signature"]})
+            elif block["type"] == "redacted_thinking":
+                start, pieces = dict(block), []
             else:
                 start = {**block, "input": {}}
                 raw = json.dumps(block["input"])
