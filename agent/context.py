@@ -19,7 +19,9 @@ from agent.messages import (
     ChatRequest,
     ImageBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolSpec,
     ToolUseBlock,
@@ -49,7 +51,8 @@ def estimate_image(image: ImageBlock) -> int:
 
 
 def estimate_message(message: Message) -> int:
-    chars = 0
+    # the context a thinking model's request carried before this turn goes with it again
+    chars = len(message.context)
     images = 0
     for block in message.content:
         if isinstance(block, TextBlock):
@@ -58,6 +61,10 @@ def estimate_message(message: Message) -> int:
             chars += len(block.name) + len(block.id) + len(json.dumps(block.input, default=str))
         elif isinstance(block, ToolResultBlock):
             chars += len(block.tool_use_id) + len(block.content)
+        elif isinstance(block, ThinkingBlock):
+            chars += len(block.thinking)  # the signature is not billed as text
+        elif isinstance(block, RedactedThinkingBlock):
+            chars += len(block.data) // 2
         else:
             images += estimate_image(block)
     return chars // CHARS_PER_TOKEN + images + MESSAGE_OVERHEAD

@@ -49,8 +49,26 @@ class ImageBlock(_Block):
     name: str = ""
 
 
+class ThinkingBlock(_Block):
+    """A thinking model's reasoning or progress note (Anthropic's current generation). Kept
+    exactly as it came, signature and all, because the API wants it back unchanged; never
+    shown as the answer. `thinking` is empty when the API was asked to omit its text."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str = ""
+    signature: str = ""
+
+
+class RedactedThinkingBlock(_Block):
+    """Thinking the API returned encrypted: only `data` travels, back to the API unchanged."""
+
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+    data: str
+
+
 ContentBlock = Annotated[
-    TextBlock | ToolUseBlock | ToolResultBlock | ImageBlock, Field(discriminator="type")
+    TextBlock | ToolUseBlock | ToolResultBlock | ImageBlock | ThinkingBlock | RedactedThinkingBlock,
+    Field(discriminator="type"),
 ]
 
 
@@ -59,6 +77,13 @@ class Message(BaseModel):
 
     role: Role
     content: list[ContentBlock]
+    # Set by a provider whose model binds its thinking to the request before it (Anthropic's
+    # current generation), on the assistant turns it writes: the changing context that
+    # request carried after the user turn before this one (sent again there, so the prefix
+    # stays as it was), and a digest of that prefix (a turn whose prefix has changed since
+    # loses its thinking instead of being refused).
+    context: str = ""
+    bound_to: str = ""
 
     @classmethod
     def user(cls, text: str) -> Message:
@@ -75,6 +100,10 @@ class Message(BaseModel):
     @property
     def tool_uses(self) -> list[ToolUseBlock]:
         return [block for block in self.content if isinstance(block, ToolUseBlock)]
+
+    @property
+    def thinking(self) -> list[ThinkingBlock | RedactedThinkingBlock]:
+        return [b for b in self.content if isinstance(b, ThinkingBlock | RedactedThinkingBlock)]
 
     @property
     def images(self) -> list[ImageBlock]:

@@ -12,7 +12,16 @@ import time
 from pydantic import BaseModel, Field
 
 from agent.deferred import ApprovedPlan, PendingPlan, PendingQuestion, new_id
-from agent.messages import ContentBlock, ImageBlock, Message, TextBlock, ToolResultBlock, Usage
+from agent.messages import (
+    ContentBlock,
+    ImageBlock,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    Usage,
+)
 from agent.protocols import RunContext
 
 IMAGE_GONE = "[The user shared an image {name}here earlier; it is no longer available.]"
@@ -95,6 +104,8 @@ class RunState(BaseModel):
         for index, message in enumerate(self.messages):
             content: list[ContentBlock] = []
             for block in message.content:
+                if isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+                    continue  # the model's thoughts on what the other person's calls read
                 if isinstance(block, ToolResultBlock):
                     tool = names.get(block.tool_use_id, "A tool")
                     block = ToolResultBlock(
@@ -105,6 +116,7 @@ class RunState(BaseModel):
                 ):
                     block = TextBlock(text=PRIVATE_ANSWER)
                 content.append(block)
+            # rebuilt without `context` too: the memories recalled for the other person
             self.messages[index] = Message(role=message.role, content=content)
         self.summary = ""
         self.private_to = None

@@ -108,6 +108,10 @@ class StopReasons:
                 return Again()
             if reason == "max_tokens":
                 return self._answer(state, "".join([*self.parts, message.text]) + LENGTH_CUT)
+        if not self.parts and message.thinking:
+            # A thinking model's answer is kept as it came: its thinking goes back to the
+            # API with it in later runs (the text alone would change their prefix).
+            return Answer(text=message.text, message=message)
         return self._answer(state, "".join([*self.parts, message.text]))
 
     def _go_on(self, state: RunState, message: Message, *, nudge: bool) -> None:
@@ -116,8 +120,10 @@ class StopReasons:
         if self.start is None:
             self.start = len(state.messages)
         self.parts.append(message.text)
-        # the API refuses a last assistant turn that ends in whitespace
-        state.messages.append(Message.assistant(message.text.rstrip()))
+        # the API refuses a last assistant turn that ends in whitespace; a thinking model's
+        # turn goes back whole, as it came (never last: a request to continue follows)
+        kept = message if message.thinking and nudge else Message.assistant(message.text.rstrip())
+        state.messages.append(kept)
         if nudge:
             state.messages.append(Message.user(CONTINUE_PROMPT))
 

@@ -4,6 +4,8 @@ Text deltas of the model's turn go out as `text_delta` progress events. The loop
 the end of a turn whether its text was the answer; the model says so earlier by starting a
 tool call, and then a `text_reset` event (with the text so far, shortened, as a `status`)
 turns what was shown into a status line. A provider switch midway is a `text_reset` too.
+A thinking model's notes (its thinking, where the provider returns its text) are never the
+answer: the note before a tool call is that call's status line, as text before it would be.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import contextlib
 import logging
 
 from agent.llm.base import ChatModel, LLMError, cut_usage
-from agent.llm.streaming import StreamReset, TextDelta, ToolUseStarted, stream_of
+from agent.llm.streaming import StreamReset, TextDelta, ThinkingDelta, ToolUseStarted, stream_of
 from agent.messages import ChatRequest, ChatResponse, Message
 from agent.protocols import ProgressEvent
 from agent.turns import Actor
@@ -35,6 +37,7 @@ async def think(
     pieces of the same answer: `shown`) is not raised: the turn comes back cut (stop reason
     "cut", the text this step wrote, the usage the broken stream carried)."""
     written: list[str] = []
+    notes: list[str] = []  # the model's thinking this turn: a status line, never the answer
     try:
         if actor.on_progress is None or not stream:
             return await model.complete(request)
@@ -44,12 +47,17 @@ async def think(
                     written.append(event.text)
                     detail = {"text": event.text}
                     await actor.notify(ProgressEvent(kind="text_delta", step=step, detail=detail))
+                elif isinstance(event, ThinkingDelta):
+                    notes.append(event.text)
                 elif isinstance(event, ToolUseStarted):
-                    detail = {"status": status(written)} if written else {}
+                    said = written if "".join(written).strip() else notes
+                    detail = {"status": status(said)} if "".join(said).strip() else {}
                     written.clear()
+                    notes.clear()
                     await actor.notify(ProgressEvent(kind="text_reset", step=step, detail=detail))
                 elif isinstance(event, StreamReset):
                     written.clear()
+                    notes.clear()
                     await actor.notify(ProgressEvent(kind="text_reset", step=step))
                 else:
                     return event

@@ -31,23 +31,24 @@ from anthropic import AsyncStream
 from anthropic.types import Message as ApiMessage
 from opentelemetry import trace
 
-from agent.llm.anthropic_stream import Assembly, stop_reason, usage_of
+from agent.llm.anthropic_stream import Assembly, stop_reason, thinking_of, usage_of
+from agent.llm.anthropic_wire import CACHE, to_wire
 from agent.llm.base import ProviderAuthError, ProviderRejected, ProviderUnavailable, StreamCut
+from agent.llm.binding import NOT_BOUND, Sent, thinking_request
+from agent.llm.catalog import thinks_always
 from agent.llm.streaming import StreamEvent, StreamingModel
 from agent.llm.tls import tls_context
 from agent.messages import (
     ChatRequest,
     ChatResponse,
-    ImageBlock,
+    ContentBlock,
     Message,
     TextBlock,
-    ToolResultBlock,
     ToolUseBlock,
 )
 
 log = logging.getLogger(__name__)
 
-_CACHE = {"type": "ephemeral"}
 # OpenTelemetry's variables that send traces somewhere (the exporter's has a value "none")
 _OTEL_TRACING = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -81,9 +82,15 @@ class AnthropicModel(StreamingModel):
         model: str,
         base_url: str | None = None,
         timeout: float = 30.0,
+        effort: str | None = None,
+        display: str = "summarized",
     ) -> None:
         self.name = "anthropic"
         self.model = model
+        # The current generation's contract (`catalog`, `binding`); 4.x requests stay as they were.
+        self.thinks = thinks_always(model)
+        self.effort = effort
+        self.display = display
         self.traced = tracing_configured()
         # aiohttp under the SDK: about a fifth less CPU per call than its default httpx.
         self.client = anthropic.AsyncAnthropic(
@@ -97,12 +104,13 @@ class AnthropicModel(StreamingModel):
         )
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
+        wire, sent = self._request(request)
         with sdk_errors():
             # The raw response's JSON, not the SDK's parsed Message: building those models
             # only to dump them again cost about a fifth of the CPU of a call.
-            raw = await self.client.messages.with_raw_response.create(**self.wire_request(request))
+            raw = await self.client.messages.with_raw_response.create(**wire)
             data = raw.http_response.json()
-        return from_wire(data, self.model)
+        return sent.stamp(from_wire(data, self.model))
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         """The Messages API's server-sent events as deltas, then the whole response.
@@ -113,9 +121,10 @@ class AnthropicModel(StreamingModel):
         carrying what had arrived.
         """
         assembly = Assembly(self.model)
+        wire, sent = self._request(request)
         try:
             with sdk_errors():
-                async with contextlib.aclosing(self._events(self.wire_request(request))) as events:
+                async with contextlib.aclosing(self._events(wire)) as events:
                     async for event in events:
                         for out in assembly.feed(event):
                             yield out
@@ -126,7 +135,7 @@ class AnthropicModel(StreamingModel):
                 raise StreamCut(self.name, exc.reason, partial=assembly.partial()) from exc
         if not assembly.stopped:
             raise StreamCut(self.name, "the stream ended early", partial=assembly.partial())
-        yield assembly.response()
+        yield sent.stamp(assembly.response())
 
     async def _events(self, wire: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
         """The stream's events as the API's JSON."""
@@ -153,18 +162,29 @@ class AnthropicModel(StreamingModel):
                 yield cast(dict[str, Any], event)
 
     def wire_request(self, request: ChatRequest) -> dict[str, Any]:
+        return self._request(request)[0]
+
+    def _request(self, request: ChatRequest) -> tuple[dict[str, Any], Sent]:
+        """The request's JSON, and what a thinking model's answer must remember of it."""
+        if self.thinks:
+            return thinking_request(
+                request, model=self.model, effort=self.effort, display=self.display
+            )
+        return self._wire_4x(request), NOT_BOUND
+
+    def _wire_4x(self, request: ChatRequest) -> dict[str, Any]:
         tools = [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
         if tools:
-            tools[-1] = {**tools[-1], "cache_control": _CACHE}
+            tools[-1] = {**tools[-1], "cache_control": CACHE}
         messages = [to_wire(m) for m in request.messages]
         stable = request.system[: request.system_stable or len(request.system)]
         changing = request.system[len(stable) :].strip()
         for message in messages[-2:]:  # the last prior turn and the newest one
-            message["content"][-1] = {**message["content"][-1], "cache_control": _CACHE}
-        system = [{"type": "text", "text": stable, "cache_control": _CACHE}] if stable else []
+            message["content"][-1] = {**message["content"][-1], "cache_control": CACHE}
+        system = [{"type": "text", "text": stable, "cache_control": CACHE}] if stable else []
         if changing and messages and messages[-1]["role"] == "user":
             context = f"<context>\n{changing}\n</context>"
             messages[-1]["content"].append({"type": "text", "text": context})
@@ -185,32 +205,6 @@ class AnthropicModel(StreamingModel):
         await self.client.close()
 
 
-def to_wire(message: Message) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    for block in message.content:
-        if isinstance(block, TextBlock):
-            if block.text:
-                content.append({"type": "text", "text": block.text})
-        elif isinstance(block, ToolUseBlock):
-            content.append(
-                {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-            )
-        elif isinstance(block, ToolResultBlock):
-            content.append(
-                {
-                    "type": "tool_result",
-                    "tool_use_id": block.tool_use_id,
-                    "content": block.content,
-                    "is_error": block.is_error,
-                }
-            )
-        elif isinstance(block, ImageBlock):
-            source = {"type": "base64", "media_type": block.media_type, "data": block.data}
-            content.append({"type": "image", "source": source})
-    # The API rejects empty content; a lone placeholder keeps the turn structure valid.
-    return {"role": message.role, "content": content or [{"type": "text", "text": "…"}]}
-
-
 def to_json(value: Any) -> bytes:
     """A request body. orjson takes a twentieth of json's CPU (58 → 3 µs for 10 KB); json
     writes what orjson refuses, such as an integer past 64 bits in a model's tool call."""
@@ -221,10 +215,12 @@ def to_json(value: Any) -> bytes:
 
 
 def from_wire(data: dict[str, Any], model: str) -> ChatResponse:
-    blocks: list[TextBlock | ToolUseBlock] = []
+    blocks: list[ContentBlock] = []
     for block in data.get("content") or []:
         if block.get("type") == "text":
             blocks.append(TextBlock(text=block.get("text", "")))
+        elif (kept := thinking_of(block)) is not None:
+            blocks.append(kept)
         elif block.get("type") == "tool_use":
             blocks.append(
                 ToolUseBlock(id=block["id"], name=block["name"], input=block.get("input") or {})

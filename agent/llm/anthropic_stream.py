@@ -5,6 +5,10 @@ connection, a stall, an error event, a body that simply stops) leaves a `partial
 the text so far and the usage the events carried, missing figures counted as zero.
 A tool call the output limit cut midway (`max_tokens` before its `content_block_stop`) is
 left out of the response, which says so (`cut_tool_call`), so the loop can retry it.
+
+Thinking blocks (a current-generation model's) are kept whole, signature included
+(`thinking_delta`, `signature_delta`); their text is handed out as `ThinkingDelta`, never as
+the answer. A cut stream's partial answer keeps only its text.
 """
 
 from __future__ import annotations
@@ -15,12 +19,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from agent.llm.base import ProviderRejected
-from agent.llm.streaming import StreamEvent, TextDelta, ToolUseStarted
+from agent.llm.streaming import StreamEvent, TextDelta, ThinkingDelta, ToolUseStarted
 from agent.messages import (
     ChatResponse,
+    ContentBlock,
     Message,
+    RedactedThinkingBlock,
     StopReason,
     TextBlock,
+    ThinkingBlock,
     ToolUseBlock,
     Usage,
 )
@@ -59,6 +66,17 @@ def usage_of(usage: dict[str, Any]) -> Usage:
     )
 
 
+def thinking_of(block: dict[str, Any]) -> ThinkingBlock | RedactedThinkingBlock | None:
+    """A thinking or redacted_thinking block of the API's JSON, exactly as it came."""
+    if block.get("type") == "thinking":
+        return ThinkingBlock(
+            thinking=block.get("thinking") or "", signature=block.get("signature") or ""
+        )
+    if block.get("type") == "redacted_thinking":
+        return RedactedThinkingBlock(data=block.get("data") or "")
+    return None
+
+
 class Assembly:
     """One streamed message, event by event (the API's JSON events)."""
 
@@ -81,6 +99,14 @@ class Assembly:
                 block = self.blocks.setdefault(index, {"type": "text", "text": ""})
                 block["text"] = block.get("text", "") + delta["text"]
                 yield TextDelta(delta["text"])
+            elif delta.get("type") == "thinking_delta":
+                block = self.blocks.setdefault(index, {"type": "thinking", "thinking": ""})
+                block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+                if delta.get("thinking"):
+                    yield ThinkingDelta(delta["thinking"])
+            elif delta.get("type") == "signature_delta":
+                block = self.blocks.setdefault(index, {"type": "thinking", "thinking": ""})
+                block["signature"] = block.get("signature", "") + delta.get("signature", "")
             elif delta.get("type") == "input_json_delta":
                 self.json_parts.setdefault(index, []).append(delta.get("partial_json", ""))
         elif kind == "content_block_start":
@@ -105,12 +131,14 @@ class Assembly:
     def response(self) -> ChatResponse:
         """The whole message, once `message_stop` came."""
         reason = stop_reason(self.raw_stop)
-        content: list[TextBlock | ToolUseBlock] = []
+        content: list[ContentBlock] = []
         cut_call = False
         for index in sorted(self.blocks):
             block = self.blocks[index]
             if block.get("type") == "text":
                 content.append(TextBlock(text=block.get("text", "")))
+            elif (kept := thinking_of(block)) is not None:
+                content.append(kept)
             elif block.get("type") == "tool_use":
                 tool_input = self._tool_input(index, reason)
                 if tool_input is None:

@@ -4,6 +4,8 @@ A stream yields events and always ends with the whole `ChatResponse`::
 
     TextDelta("Hel") … TextDelta("lo")  ToolUseStarted("calculator")  ChatResponse(...)
 
+A thinking model's notes come as `ThinkingDelta`s, apart from the answer's text.
+
 `StreamReset` says that everything streamed so far is void: the fallback moved to another
 provider midway and will stream the answer again from the start. Callers that only want the
 response use `complete`; summaries and extraction keep doing so.
@@ -33,6 +35,13 @@ class ToolUseStarted:
 
 
 @dataclass(frozen=True)
+class ThinkingDelta:
+    """Part of the model's thinking (its progress notes): for a status line, never the answer."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class StreamReset:
     reason: str
 
@@ -44,7 +53,7 @@ CONTINUE_PROMPT = (
     "repeating anything or commenting on the interruption."
 )
 
-StreamEvent = TextDelta | ToolUseStarted | StreamReset | ChatResponse
+StreamEvent = TextDelta | ThinkingDelta | ToolUseStarted | StreamReset | ChatResponse
 
 
 class StreamingModel(ABC):

@@ -23,7 +23,7 @@ from agent.llm.fallback import FINISHED_BY_FALLBACK, FallbackModel
 from agent.llm.ollama import OllamaModel
 from agent.llm.streaming import StreamEvent, StreamReset, TextDelta, ToolUseStarted
 from agent.llm.usage import MeteredModel
-from agent.messages import ChatRequest, ChatResponse, Message
+from agent.messages import ChatRequest, ChatResponse, Message, ThinkingBlock
 from tests.fakes import anthropic as fa
 from tests.fakes import ollama as fo
 from tests.fakes.cuts import HOWS, Cut, lines, stream
@@ -36,6 +36,24 @@ ANTHROPIC = {
         "end_turn",
         0,
     ),
+    # the current generation (Sonnet 5.5): thinking shown, omitted, and between tool calls
+    "anthropic_55_thinking_shown": (
+        "The greatest common divisor of 1071 and 462 is **21**.",
+        "end_turn",
+        41,
+    ),
+    "anthropic_55_thinking_omitted": (
+        "The greatest common divisor of 1071 and 462 is **21**.",
+        "end_turn",
+        41,
+    ),
+    "anthropic_55_tools_between": ("", "tool_use", 518),
+}
+# signed thinking blocks each whole stream carries
+THINKING_BLOCKS = {
+    "anthropic_55_thinking_shown": 1,
+    "anthropic_55_thinking_omitted": 1,
+    "anthropic_55_tools_between": 2,
 }
 OLLAMA = {"ollama_text": ("The sky is blue.", "end_turn"), "ollama_tool_call": ("", "tool_use")}
 LOCAL = "Local answer."
@@ -104,11 +122,15 @@ async def test_an_anthropic_stream_cut_anywhere_ends_complete_or_cut(
         assert complete, "a stream missing its message_stop was presented as complete"
         assert end.stop_reason == reason and end.message.text == whole
         assert text_of(events) == whole
+        thinking = [b for b in end.message.thinking if isinstance(b, ThinkingBlock)]
+        assert len(thinking) == THINKING_BLOCKS.get(name, len(thinking))
+        assert all(b.signature for b in thinking) or name == "anthropic_thinking"
         return
     assert isinstance(end, ProviderUnavailable), end  # no raw error, no "rejected"
     if text_of(events) or cut.at > 0:
         assert isinstance(end, StreamCut)
         assert end.partial.message.text == text_of(events)  # exactly what was shown
+        assert not end.partial.message.thinking  # thinking is never part of a cut answer
         assert end.partial.stop_reason == "cut"
         if cut.at >= 1:  # message_start went out: its usage counts (none in the thinking one)
             assert end.partial.usage.input_tokens == input_tokens
