@@ -33,6 +33,10 @@ VOICE_NOT_SET_UP = (
 VOICE_FAILED = "I couldn't transcribe that voice message just now — please try again, or type it."
 NOTHING_HEARD = "I couldn't make out any words in that voice message — could you type it?"
 VOICE_TOO_LARGE = "That voice message is too large for me ({size}; the limit is {limit} MB)."
+VOICE_TOO_MUCH_TEXT = (
+    "That voice message makes {length:,} characters of text, and my limit is {limit:,}. "
+    "Could you say it in shorter parts?"
+)
 VOICE_TOO_LONG = "That voice message is too long for me ({seconds} s; the limit is {limit} s)."
 
 

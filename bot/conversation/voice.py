@@ -10,9 +10,10 @@ message is unaffected. Neither audio nor transcripts reach the logs.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 import aiohttp
@@ -24,17 +25,20 @@ from adapters.base import (
     FileTooLarge,
     InboundMessage,
 )
+from bot.conversation.audio_length import measured_seconds
 from bot.conversation.texts import (
     NOTHING_HEARD,
     VOICE_FAILED,
     VOICE_NOT_SET_UP,
     VOICE_TOO_LARGE,
     VOICE_TOO_LONG,
+    VOICE_TOO_MUCH_TEXT,
 )
 
 log = logging.getLogger(__name__)
 
 
+LONGEST = 40_000  # characters of a transcript where no platform limit is given
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # What transcription APIs accept; a name without one of these gets one from its MIME type.
 ACCEPTED = {".flac", ".m4a", ".mp3", ".mp4", ".mpeg", ".mpga", ".oga", ".ogg", ".wav", ".webm"}
@@ -113,6 +117,10 @@ class Voice:
     transcriber: Transcriber | None
     max_bytes: int = 20 * 1024 * 1024
     max_seconds: float = 600.0
+    # platform → the longest message text (else `longest`): a transcript is held to it
+    # like typed text
+    max_chars: dict[str, int] = field(default_factory=dict)
+    longest: int = LONGEST
 
     async def hear(self, event: InboundMessage, source: object) -> Heard:
         """The message with its spoken attachments transcribed into its text."""
@@ -129,6 +137,11 @@ class Voice:
                 return Heard(event=event, refusal=VOICE_FAILED)
             try:
                 data = await source.download(attachment, self.max_bytes)
+                # the declared duration is the sender's word: the bytes say how long it is
+                seconds = await asyncio.to_thread(measured_seconds, data, self.max_seconds)
+                refusal = self._over_limits(None, seconds)
+                if refusal is not None:
+                    return Heard(event=event, refusal=refusal)
                 text = await self.transcriber.transcribe(
                     data, upload_name(attachment), attachment.mime_type
                 )
@@ -143,6 +156,11 @@ class Voice:
             return Heard(event=event, refusal=NOTHING_HEARD)
         transcript = "\n\n".join(parts)
         text = f"{event.text}\n\n{transcript}" if event.text.strip() else transcript
+        limit = self.max_chars.get(event.conversation.platform, self.longest)
+        if len(text) > limit:
+            return Heard(
+                event=event, refusal=VOICE_TOO_MUCH_TEXT.format(length=len(text), limit=limit)
+            )
         heard = replace(event, text=text, attachments=rest, length=len(text))
         return Heard(event=heard, transcript=transcript)
 
@@ -151,7 +169,8 @@ class Voice:
             shown = f"{size / 1024 / 1024:.1f} MB" if size >= 0 else "over the limit"
             return VOICE_TOO_LARGE.format(size=shown, limit=f"{self.max_bytes / 1024 / 1024:g}")
         if duration is not None and duration > self.max_seconds:
-            return VOICE_TOO_LONG.format(seconds=f"{duration:g}", limit=f"{self.max_seconds:g}")
+            shown = f"{duration:.0f}" if duration != int(duration) else f"{duration:g}"
+            return VOICE_TOO_LONG.format(seconds=shown, limit=f"{self.max_seconds:g}")
         return None
 
 

@@ -34,6 +34,7 @@ from bot.conversation.running import Admission, Charge, Runner
 from bot.conversation.schedule_commands import ScheduleCommands
 from bot.conversation.scheduled import Objectives
 from bot.conversation.shown import ShownLists
+from bot.conversation.voice import LONGEST as LONGEST_TRANSCRIPT
 from bot.conversation.voice import Transcriber, Voice
 from bot.ops import metrics
 from bot.ops.health import Health, Heartbeat, pause
@@ -353,4 +354,22 @@ def voice_of(settings: Settings) -> Voice:
         transcriber=transcriber,
         max_bytes=int(voice.max_mb * 1024 * 1024),
         max_seconds=voice.max_seconds,
+        max_chars=message_limits(settings),
+        longest=settings.agent.max_message_chars or LONGEST_TRANSCRIPT,
     )
+
+
+def message_limits(settings: Settings) -> dict[str, int]:
+    """The longest message text per platform: PARLEY_MAX_MESSAGE_CHARS, else the platform's
+    (each adapter's module loaded only where that platform is configured, as platforms.py)."""
+    chosen = settings.agent.max_message_chars
+    limits: dict[str, int] = {}
+    if "telegram" in settings.chat_platforms():
+        from adapters.telegram.inbound import MAX_TEXT as TELEGRAM_MAX_TEXT
+
+        limits["telegram"] = chosen or TELEGRAM_MAX_TEXT
+    if "slack" in settings.chat_platforms():
+        from adapters.slack.config import MAX_TEXT as SLACK_MAX_TEXT
+
+        limits["slack"] = chosen or SLACK_MAX_TEXT
+    return limits

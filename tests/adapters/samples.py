@@ -1,8 +1,10 @@
-"""Real files for attachment tests: PNG/JPEG images from Pillow and small text PDFs."""
+"""Real files for attachment tests: PNG/JPEG images from Pillow, small text PDFs, and Ogg Opus
+and WAV recordings of a chosen length."""
 
 from __future__ import annotations
 
 import io
+import struct
 
 from PIL import Image
 from pypdf import PdfReader, PdfWriter
@@ -61,3 +63,27 @@ def encrypted_pdf(text: str, password: str = "s3cret") -> bytes:
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
+
+
+def opus_ogg(seconds: float, *, granule: int = 0) -> bytes:
+    """An Ogg Opus stream of `seconds` of 60 ms SILK frames (silent, one byte each), its
+    pages claiming `granule` samples whatever its length (CRCs left zero: only lengths
+    are read from it)."""
+    head = b"OpusHead" + bytes([1, 1]) + struct.pack("<HIhB", 312, 48000, 0, 0)
+    tags = b"OpusTags" + struct.pack("<I", 6) + b"parley" + struct.pack("<I", 0)
+    packets = [head, tags] + [bytes([3 << 3, 0])] * round(seconds / 0.06)
+    pages = []
+    for number, start in enumerate(range(0, len(packets), 200)):
+        batch = packets[start : start + 200]
+        header = b"OggS" + bytes([0, 2 if number == 0 else 0])
+        header += struct.pack("<qIII", granule, 7, number, 0) + bytes([len(batch)])
+        pages.append(header + bytes(len(p) for p in batch) + b"".join(batch))
+    return b"".join(pages)
+
+
+def wav(seconds: float, rate: int = 16000) -> bytes:
+    """A mono 16-bit PCM WAV file of silence."""
+    data = bytes(int(seconds * rate) * 2)
+    fmt = struct.pack("<HHIIHH", 1, 1, rate, rate * 2, 2, 16)
+    chunks = b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data))
+    return b"RIFF" + struct.pack("<I", 4 + len(chunks) + len(data)) + b"WAVE" + chunks + data

@@ -16,11 +16,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.config import Settings
-from bot.conversation.texts import NOTHING_HEARD
+from bot.conversation.texts import NOTHING_HEARD, VOICE_TOO_MUCH_TEXT
 from bot.conversation.texts import VOICE_FAILED as FAILED
 from bot.conversation.texts import VOICE_NOT_SET_UP as NOT_SET_UP
 from bot.runtime.inbox import decode
 from bot.runtime.locks import ConversationLocks
+from tests.adapters.samples import opus_ogg
 from tests.adapters.test_corpus_findings import corpus
 from tests.adapters.test_slack import slack_bot
 from tests.adapters.test_telegram import ANA, BOB, GROUP, bot, until
@@ -211,6 +212,45 @@ async def test_limits_are_settings_and_the_refusal_states_them(redis, api: FakeT
         "That voice message is too large for me (0.7 MB; the limit is 0.5 MB).",
     ]
     assert not api.uploads and not model.turn_requests
+
+
+async def test_a_voice_note_longer_than_it_declares_is_refused_unheard(
+    redis, api: FakeTranscriber
+) -> None:
+    # The client says 4 seconds; the Opus packets hold 700. Before: transcribed and run.
+    model = ScriptedModel([reply("never")])
+    api.text = SAID
+    async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
+        lying = voice_note(telegram, data=opus_ogg(700, granule=4 * 48000), duration=4)
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=lying))
+        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        await harness.settle()
+    [refusal] = [p.text for p in telegram.chat(ANA)]
+    assert refusal.startswith("That voice message is too long for me (6")
+    assert refusal.endswith("the limit is 600 s).")
+    assert not api.uploads and not model.turn_requests
+
+
+async def test_a_transcript_is_held_to_the_message_length_limit_like_typed_text(
+    redis, api: FakeTranscriber
+) -> None:
+    # A 4-second note that the transcriber turns into 20,000 characters: typed, that would
+    # be refused as too long; heard, it was a 20,000-character message.
+    model = ScriptedModel([reply("never")])
+    api.text = "call Ana " * 2500
+    settings = voice_settings(api)
+    settings = settings.model_copy(
+        update={"agent": settings.agent.model_copy(update={"max_message_chars": 4096})}
+    )
+    async with telegram_bot(redis, model, settings) as (harness, telegram):
+        note = voice_note(telegram, data=opus_ogg(4), duration=4)
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=note))
+        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        await harness.settle()
+    assert [p.text for p in telegram.chat(ANA)] == [
+        VOICE_TOO_MUCH_TEXT.format(length=len(api.text.strip()), limit=4096)
+    ]
+    assert not model.turn_requests
 
 
 async def test_silence_gets_a_sentence_not_an_empty_run(redis, api: FakeTranscriber) -> None:

@@ -1,0 +1,29 @@
+"""A recording's length is measured from its bytes, not taken from what the sender says."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.conversation.audio_length import measured_seconds
+from tests.adapters.samples import opus_ogg, wav
+
+
+def test_an_opus_voice_note_is_measured_by_its_packets_whatever_its_pages_claim() -> None:
+    assert measured_seconds(opus_ogg(4.2), 600) == pytest.approx(4.2, abs=0.06)
+    # pages claiming 4 seconds of samples over 700 seconds of audio: the audio counts
+    assert measured_seconds(opus_ogg(700, granule=4 * 48000), 600) > 600
+    assert measured_seconds(opus_ogg(3000), 600) < 602  # counting stops past the limit
+
+
+def test_a_wav_file_is_measured_by_the_data_it_holds() -> None:
+    assert measured_seconds(wav(2.5), 600) == pytest.approx(2.5)
+    cut = wav(10)[: 44 + 16000 * 2]  # a header that claims 10 s over 1 s of samples
+    assert measured_seconds(cut, 600) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"ID3\x04" + b"\x01" * 64, b"OggS\x00\x02" + bytes(range(256)) * 4, b"RIFF\x00"],
+)
+def test_what_cannot_be_measured_is_not_guessed(data: bytes) -> None:
+    assert measured_seconds(data, 600) is None
