@@ -225,7 +225,12 @@ class SlackInbound:
         person_team = (body.get("user") or {}).get("team_id") or team
         enterprise = _enterprise_of(body)
         channel = str((body.get("channel") or {}).get("id") or "")
-        message = body.get("message") or {}
+        # a press on an ephemeral message comes without the message: its container names it
+        container = body.get("container") or {}
+        message = body.get("message") or {
+            "ts": container.get("message_ts"),
+            "thread_ts": container.get("thread_ts"),
+        }
         if (
             not decision_id
             or not user
@@ -374,6 +379,8 @@ def _well_typed_action(body: dict[str, Any]) -> bool:
         and _strings(body.get("enterprise") or {}, "id")
         and _strings(body.get("user") or {}, "enterprise_id")
         and _strings(body.get("message") or {}, "ts", "thread_ts")
+        and isinstance(body.get("container") or {}, dict)
+        and _strings(body.get("container") or {}, "message_ts", "thread_ts")
     )
     if not ok:
         log.warning("ignored a Slack button press with mistyped fields")

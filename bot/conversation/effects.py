@@ -170,6 +170,7 @@ class Open:
     options: tuple[str, ...] = ()
     is_direct: bool = False
     requester_only: bool = False  # a tool's own question: approvers do not answer for them
+    private_to: str | None = None  # a private run's: its prompt is this person's alone
 
 
 @dataclass(frozen=True, kw_only=True)

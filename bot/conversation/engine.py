@@ -29,7 +29,7 @@ from adapters.base import (
     mention,
 )
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
-from bot.conversation import always, connect_privately
+from bot.conversation import always, connect_privately, privately
 from bot.conversation.commands import bare_mention_line, help_text, unknown_command
 from bot.conversation.connected import connected
 from bot.conversation.connection_commands import CONNECTION_ACTION, STANDING_ACTION
@@ -78,7 +78,7 @@ from bot.conversation.running import StatusLines
 from bot.conversation.schedule_commands import SCHEDULE_ACTION
 from bot.conversation.scheduled import OWN_KINDS, own_objective
 from bot.conversation.stopping import late_stop
-from bot.conversation.texts import UNKNOWN_BUTTON
+from bot.conversation.texts import NOT_ITS_MESSAGE, UNKNOWN_BUTTON
 from bot.conversation.yes_no import verdict
 from bot.runtime.decisions import Decision, decision_id_for
 from bot.runtime.decisions import Status as DecisionStatus
@@ -293,6 +293,8 @@ def _pressed(
     current = session.decision_id == decision.id and session.state is not None
     if decision.status != "pending" or not current:
         return [Notify(text=stale_click_text(decision, policy.now), alert=True)]
+    if not privately.bound(decision, event):  # a private run's: decided where it was put
+        return [Notify(text=NOT_ITS_MESSAGE, alert=True)]
     if not may_decide(event, decision, policy):
         verb = "approve this" if decision.kind == "approval" else "answer this"
         text = NOT_YOURS_TO_DECIDE.format(who=_requester(decision), verb=verb)
@@ -316,6 +318,14 @@ def _option(decision: Decision, event: InboundAction) -> str | None:
 
 
 def _claimed(
+    session: Session, pending: Decision | None, claimed: Claimed, policy: Policy
+) -> list[Effect]:
+    # what a private run's decision became is its owner's alone, like the prompt was
+    owner = privately.owner_of_session(session)
+    return privately.kept_to(owner, _claimed_effects(session, pending, claimed, policy))
+
+
+def _claimed_effects(
     session: Session, pending: Decision | None, claimed: Claimed, policy: Policy
 ) -> list[Effect]:
     received, decided = claimed.received, claimed.decided
@@ -360,6 +370,11 @@ def _claimed(
 
 
 def _ran(ran: Ran, policy: Policy) -> list[Effect]:
+    # a run private to one person says everything to them alone (privately.py)
+    return privately.kept_to(privately.owner_of_outcome(ran.outcome), _outcome(ran, policy))
+
+
+def _outcome(ran: Ran, policy: Policy) -> list[Effect]:
     outcome, received = ran.outcome, ran.received
     standing = always.ran(outcome, policy.addressing)
     if isinstance(outcome, Finished | Failed):
@@ -370,6 +385,7 @@ def _ran(ran: Ran, policy: Policy) -> list[Effect]:
     asking = isinstance(outcome, AwaitingAnswer)
     # a tool's question, or a Connect link (bound to the requester's account): theirs alone
     own = bool(asking and (q := outcome.state.pending_question) and (q.call or q.link_url))
+    owner = privately.owner_of_outcome(outcome)
     effects: list[Effect] = [
         *standing,
         Open(
@@ -380,7 +396,8 @@ def _ran(ran: Ran, policy: Policy) -> list[Effect]:
             text=outcome_message(outcome).text,
             options=tuple(outcome.options) if isinstance(outcome, AwaitingAnswer) else (),
             is_direct=context.is_direct,
-            requester_only=own,
+            requester_only=own or owner is not None,  # approvers never saw a private one
+            private_to=owner,
         ),
     ]
     if isinstance(outcome, AwaitingApproval) and outcome.plan.uncertain:
@@ -390,7 +407,7 @@ def _ran(ran: Ran, policy: Policy) -> list[Effect]:
         for number, whole in enumerate(continuations(outcome)):
             effects.append(Send(message=whole, slot=f"argument-{number}"))
     prompt = outcome_message(outcome, decision_id)
-    if not context.is_direct:  # in a group: shown to those who may decide, where it can be
+    if not context.is_direct and owner is None:  # in a group: to those who may decide
         prompt = replace(prompt, audience=deciders(context.user_id, policy.approvers, own))
     effects.append(connect_privately.prompt(outcome, prompt, policy.addressing))
     return effects

@@ -41,6 +41,7 @@ from bot.conversation.commands import Commands
 from bot.conversation.connection_commands import ConnectionCommands
 from bot.conversation.engine import ERROR_TEXT, INTERRUPTED_CALL, Policy, decide, pending_id
 from bot.conversation.permissions import may_act
+from bot.conversation.privately import handed_over
 from bot.conversation.render import standing_tools, typed_mentions, unreachable_line
 from bot.conversation.running import (
     Admission,
@@ -109,6 +110,9 @@ class Executor:
     connections: ConnectionCommands | None = None  # /connections and its buttons
     standing: StandingStore | None = None  # "Always for this tool" approvals
     tasks: TaskFollowing | None = None  # MCP tasks followed past their call: /cancel stops them
+    # Queues an event for another conversation: a press on a private prompt in someone's
+    # private chat belongs to the shared chat the prompt came from (privately.py).
+    forward: Callable[[Inbound], Awaitable[bool]] | None = None
 
     async def handle(self, entry_id: str, event: Inbound, holding: Holding) -> None:
         session = await self.sessions.load(holding.conversation_id, holding)
@@ -142,6 +146,10 @@ class Executor:
             holding=holding,
             writes=holding.writes,
         )
+        if isinstance(event, InboundAction) and handed_over(turn.pending, event):
+            await self._hand_over(turn, event)
+            await self._finish(turn, entry_id)
+            return
         try:
             if await self._cancel_tasks(event) and session.status == "idle":
                 await self._finish(turn, entry_id)  # the stopped tasks were the thing to cancel
@@ -162,6 +170,16 @@ class Executor:
             await self._finish(turn, None)
             raise
         await self._finish(turn, entry_id)
+
+    async def _hand_over(self, turn: EntryTurn, press: InboundAction) -> None:
+        """Queue the press in the conversation of the private prompt it was made on."""
+        assert turn.pending is not None
+        there = ConversationKey.parse(turn.pending.conversation_id)
+        moved = replace(
+            press, conversation=there, event_id=f"{press.event_id}:from-private", is_direct=False
+        )
+        if self.forward is None or not await self.forward(moved):
+            log.info("a private press was not handed to %s", there.id)
 
     async def _cancel_tasks(self, event: Inbound) -> int:
         """A /cancel (or the platform's stop) also stops the conversation's followed tasks,
@@ -485,6 +503,7 @@ class Executor:
             options=list(opened.options),
             is_direct=opened.is_direct,
             requester_only=opened.requester_only,
+            private_to=opened.private_to,
         )
         move: Move = "ask" if opened.kind == "question" else "seek_approval"
         advance(turn.session, move, decision_id=turn.opened.id)

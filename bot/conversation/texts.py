@@ -144,6 +144,7 @@ NOT_YOURS_FOR_GOOD = (
     "Only {who} can approve this for good, and only for their own requests. "
     "Approve runs it this once."
 )
+NOT_ITS_MESSAGE = "This is decided on the message I sent its requester privately."
 UNKNOWN_BUTTON = "I didn't understand that button."
 ALWAYS_TOAST = "Approved — from now on without asking"
 ALWAYS_GRANTED = (

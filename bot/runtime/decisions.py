@@ -44,6 +44,9 @@ class Decision(BaseModel):
     message_id: str | None = None
     is_direct: bool = False
     requester_only: bool = False  # a tool's own question (MCP elicitation)
+    # A private run's decision: its prompt went to this person alone, and only a press on that
+    # message (or in their private chat, where Telegram puts it) decides it.
+    private_to: str | None = None
     created_at: float
     expires_at: float
     status: Status = "pending"

@@ -260,6 +260,7 @@ def build_runtime(
     )
     if agent.standing is None:
         agent.standing = standing
+    inbox = Inbox(redis, keys, dedup_ttl=runtime_settings.dedup_ttl)
     executor = Executor(
         agent=agent,
         adapters=adapters,
@@ -302,6 +303,7 @@ def build_runtime(
         connections=ConnectionCommands(build_connections(settings, redis), standing),
         standing=standing,
         tasks=tasks,
+        forward=inbox.submit,
     )
     worker = Worker(
         redis,
@@ -318,7 +320,7 @@ def build_runtime(
     )
     return Runtime(
         keys=keys,
-        inbox=Inbox(redis, keys, dedup_ttl=runtime_settings.dedup_ttl),
+        inbox=inbox,
         decisions=decisions,
         sessions=sessions,
         outbox=outbox,

@@ -271,7 +271,12 @@ class FakeSlack(FakeServer):
 
     async def _m_chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
         for post in self.posts:
-            if post.channel == params["channel"] and post.ts == params["ts"]:
+            # an ephemeral message is not the channel's: chat.update cannot find it
+            if (
+                post.channel == params["channel"]
+                and post.ts == params["ts"]
+                and not post.ephemeral_to
+            ):
                 post.text = str(params.get("text", ""))
                 if params.get("blocks"):  # new blocks replace all of it, a streamed plan too
                     post.tasks, post.plan = {}, None
@@ -652,7 +657,7 @@ def assistant_context_changed(started: dict[str, Any], viewing: str) -> dict[str
 
 def block_action(post: Post, label: str, *, user: str, team: str = TEAM) -> bytes:
     button = next(b for b in post.buttons if b["text"]["text"] == label)
-    payload = {
+    payload: dict[str, Any] = {
         "type": "block_actions",
         "user": {"id": user, "team_id": team},
         "team": {"id": team},
@@ -660,6 +665,17 @@ def block_action(post: Post, label: str, *, user: str, team: str = TEAM) -> byte
         "channel": {"id": post.channel},
         "message": {"ts": post.ts, "thread_ts": post.thread_ts, "text": post.text},
         "container": {"type": "message", "message_ts": post.ts, "channel_id": post.channel},
+    }
+    if post.ephemeral_to is not None:  # Slack sends no message for an ephemeral one
+        del payload["message"]
+        payload["container"] = {
+            "type": "message",
+            "message_ts": post.ts,
+            "channel_id": post.channel,
+            "is_ephemeral": True,
+            **({"thread_ts": post.thread_ts} if post.thread_ts else {}),
+        }
+    payload |= {
         "trigger_id": f"trig{next(_event_ids)}",
         "response_url": "https://hooks.invalid/response",
         "actions": [
