@@ -34,7 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_env_file(parser, default=None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
-        add_env_file(commands.add_parser(name, help=help_text, description=help_text))
+        command = commands.add_parser(name, help=help_text, description=help_text)
+        add_env_file(command)
+        if name == "console":
+            command.add_argument(
+                "--demo",
+                action="store_true",
+                help="answer with a scripted stand-in model: try Parley with no model set up",
+            )
     memory = commands.add_parser(
         "memory", help="manage long-term memory", description="manage long-term memory"
     )
@@ -142,7 +149,7 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
         if command == "console":
             from bot.wiring.console import run_console
 
-            return await run_console(settings)
+            return await run_console(settings, demo=getattr(args, "demo", False))
         from bot.wiring.app import Role, serve
 
         role: Role = (

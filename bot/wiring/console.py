@@ -10,41 +10,53 @@ conversation carries over between objectives, like a chat thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import getpass
 import logging
 import re
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TextIO
 
 import redis.asyncio as aioredis
 
 from adapters.base import Inbound
+from agent.llm.base import ChatModel
 from agent.loop import Agent
-from agent.protocols import RunContext
 from bot.config import Settings
 from bot.conversation.commands import Commands
+from bot.conversation.connection_commands import ConnectionCommands
 from bot.conversation.engine import LOST_TEXT, STATUS_LINES
 from bot.conversation.executor import Executor
 from bot.conversation.render import APPROVE, REJECT
 from bot.conversation.running import Runner
+from bot.conversation.schedule_commands import ScheduleCommands
+from bot.conversation.scheduled import Objectives
 from bot.conversation.yes_no import verdict
 from bot.ops.invocation import parley_command, source_checkout
 from bot.ops.service_checks import check_anthropic, check_ollama
+from bot.runtime.connections import Connections
 from bot.runtime.decisions import DecisionStore
 from bot.runtime.keys import Keys
 from bot.runtime.locks import ConversationLocks
 from bot.runtime.outbox import Outbox
+from bot.runtime.schedules import ScheduleStore
 from bot.runtime.sessions import SessionStore
 from bot.runtime.stops import StopRequest, Stops
 from bot.wiring.compose import build_agent
 from bot.wiring.connection import redis_connection
-from bot.wiring.console_view import ConsoleAdapter, ConsoleView, Person, is_approval
-from bot.wiring.mcp_setup import build_toolbox
+from bot.wiring.console_schedules import ConsoleScheduler, ConsoleSchedules, ended
+from bot.wiring.console_view import (
+    LIST_ACTIONS,
+    ConsoleAdapter,
+    ConsoleView,
+    Person,
+    is_approval,
+)
+from bot.wiring.demo import BANNER as DEMO_BANNER
+from bot.wiring.demo import DemoModel
+from bot.wiring.mcp_setup import build_connections, build_toolbox
 from bot.wiring.memory_setup import open_memory
 from bot.wiring.models import build_chat_model
 
@@ -55,7 +67,9 @@ Parley has no language model to talk to. Configure one of, in {where}:
   • Anthropic: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL if you use a proxy), or
   • Ollama: run `ollama serve` at {host} (or set OLLAMA_HOST) and `ollama pull {model}`
     (or set OLLAMA_MODEL to a model you have pulled).
-Then run `{parley} doctor` to check."""
+Then run `{parley} doctor` to check. To see Parley work first, without a model:
+`{parley} console --demo` answers with a scripted stand-in."""
+NO_MODEL = 78  # EX_CONFIG: `make run` ends here without a make error (Makefile)
 
 NO = {"n", "no", "nope", "nah", "reject", "rejected", "don't", "dont", "stop", "cancel"}
 CTRL_C = "\x03"  # what `LineReader.readline` returns after Ctrl-C
@@ -115,30 +129,6 @@ def _hand_over(
     return True
 
 
-class ConsoleScheduler:
-    """Reminders for a terminal session: printed when due while the console runs."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self.tasks: set[asyncio.Task[None]] = set()
-
-    async def schedule_reminder(self, text: str, due_at: float, context: RunContext) -> str:
-        async def later() -> None:
-            await asyncio.sleep(max(0.0, due_at - time.time()))
-            print(f"\n⏰ Reminder: {text}", file=self.out, flush=True)
-
-        task = asyncio.create_task(later())
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return f"console-{len(self.tasks)}"
-
-    async def close(self) -> None:
-        for task in list(self.tasks):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-
 async def provider_problem(settings: Settings) -> str | None:
     checks = await asyncio.gather(check_anthropic(settings), check_ollama(settings))
     if any(check.status == "ok" for check in checks):
@@ -177,6 +167,24 @@ class Chat:
         line = await self.reader.readline()
         return line if line in (None, CTRL_C) else line.strip()
 
+    async def ask_or(self, prompt: str, due: asyncio.Queue[Inbound]) -> str | Inbound | None:
+        """As `ask`, unless one of Parley's own objectives (a schedule's slot) comes due first:
+        then that, on a line of its own; the prompt is shown again after it."""
+        print(prompt, end="", file=self.out, flush=True)
+        reading = asyncio.create_task(self.reader.readline())
+        waiting = asyncio.create_task(due.get())
+        await asyncio.wait({reading, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (reading, waiting):
+            task.cancel()  # neither loses what it got: a queue's get gives up cleanly
+        await asyncio.gather(reading, waiting, return_exceptions=True)
+        if not reading.cancelled():
+            if not waiting.cancelled():
+                due.put_nowait(waiting.result())  # both at once: the typed line first
+            line = reading.result()
+            return line if line in (None, CTRL_C) else line.strip()
+        self.say()
+        return waiting.result()
+
     def interrupt(self) -> None:
         if self.request is None or self.request.done():
             self.reader.interrupt()
@@ -208,6 +216,9 @@ def console_executor(
     agent: Agent,
     adapter: ConsoleAdapter,
     commands: Commands,
+    *,
+    schedules: ScheduleStore | None = None,
+    connections: Connections | None = None,
 ) -> Executor:
     """The workers' executor, on the console's adapter and without the inbox."""
     keys = Keys(settings.redis.key_prefix)
@@ -228,23 +239,32 @@ def console_executor(
             stream_first_show=streaming.first_show,
         ),
         max_message_chars=settings.agent.max_message_chars,
+        objectives=Objectives(store=schedules) if schedules is not None else None,
+        schedules=ScheduleCommands(store=schedules) if schedules is not None else None,
+        connections=ConnectionCommands(connections),
     )
 
 
 async def run_console(
-    settings: Settings, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout
+    settings: Settings,
+    stdin: TextIO = sys.stdin,
+    stdout: TextIO = sys.stdout,
+    *,
+    demo: bool = False,
 ) -> int:
-    problem = await provider_problem(settings)
+    problem = None if demo else await provider_problem(settings)
     if problem is not None:
         print(problem, file=stdout, flush=True)
-        return 2
+        return NO_MODEL
     chat = Chat(stdin, stdout)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, chat.interrupt)
     async with redis_connection(settings) as redis:
-        model = build_chat_model(settings, redis)
+        model: ChatModel = DemoModel() if demo else build_chat_model(settings, redis)
         memory = await open_memory(settings, redis)
-        scheduler = ConsoleScheduler(stdout)
+        person = Person(getpass.getuser())
+        schedules = ConsoleSchedules(redis, settings, person.conversation.thread_id or "")
+        scheduler = ConsoleScheduler(stdout, schedules.store)
         toolbox = build_toolbox(settings)
         if toolbox is not None:
             await toolbox.start()
@@ -252,7 +272,15 @@ async def run_console(
             settings, redis, model=model, memory=memory, scheduler=scheduler, tool_source=toolbox
         )
         adapter = ConsoleAdapter(view=ConsoleView(out=stdout))
-        executor = console_executor(settings, redis, agent, adapter, Commands(memory))
+        executor = console_executor(
+            settings,
+            redis,
+            agent,
+            adapter,
+            Commands(memory),
+            schedules=schedules.store,
+            connections=build_connections(settings, redis),
+        )
         stops = executor.stops = Stops(redis, Keys(settings.redis.key_prefix))
         locks = ConversationLocks(
             redis,
@@ -260,7 +288,6 @@ async def run_console(
             lease=settings.runtime.lock_lease,
             ttl=settings.runtime.session_ttl,
         )
-        person = Person(getpass.getuser())
 
         def stop() -> None:  # as a stop request would reach a worker's run
             request = StopRequest(
@@ -287,13 +314,18 @@ async def run_console(
             "Parley console — type a request, /memories, /forget N, /help; /quit to leave; "
             "Ctrl-C stops a request."
         )
+        if demo:
+            chat.say(DEMO_BANNER)
+        schedules.start()
         try:
             while True:
-                event = await next_event(chat, adapter, person)
+                event = await next_event(chat, adapter, person, schedules.due)
                 if event is None:
                     break
                 await chat.attempt(handle(event))
         finally:
+            if ending := await schedules.close():
+                chat.say(f"\n{ended(ending)}")
             await adapter.stop()
             loop.remove_signal_handler(signal.SIGINT)
             if toolbox is not None:
@@ -307,11 +339,21 @@ async def run_console(
     return 0
 
 
-async def next_event(chat: Chat, adapter: ConsoleAdapter, person: Person) -> Inbound | None:
-    """What the person does next: a line at the prompt, or the answer to what Parley asked;
-    None when they leave."""
+async def next_event(
+    chat: Chat, adapter: ConsoleAdapter, person: Person, due: asyncio.Queue[Inbound]
+) -> Inbound | None:
+    """What happens next: a line at the prompt, the answer to what Parley asked, a choice
+    from a list it showed, or a schedule's slot that came due; None when the person leaves."""
     waiting, adapter.waiting = adapter.waiting, None
-    if waiting is not None and waiting.decision_id is not None:
+    if waiting is not None and waiting.decision_id in LIST_ACTIONS:
+        choice = await chat.ask("a number, or Enter to go on> ")
+        if choice is None:
+            return None
+        if choice.isdigit() and 1 <= int(choice) <= len(waiting.buttons):
+            return person.presses(waiting.decision_id or "", waiting.buttons[int(choice) - 1].value)
+        if choice and choice != CTRL_C:
+            return person.says(choice)  # not a choice: a request of its own
+    elif waiting is not None and waiting.decision_id is not None:
         if is_approval(waiting):
             return await _approve(chat, person, waiting.decision_id)
         answer = await chat.ask("your answer> ")
@@ -323,8 +365,10 @@ async def next_event(chat: Chat, adapter: ConsoleAdapter, person: Person) -> Inb
             return person.presses(waiting.decision_id, waiting.buttons[int(answer) - 1].value)
         return person.says(answer)
     while True:
-        text = await chat.ask("\nyou> ")
-        if text in (None, CTRL_C, "/quit", "/exit"):
+        text = await chat.ask_or("\nyou> ", due)
+        if text is None or not isinstance(text, str):
+            return text  # the end of input, or a schedule's slot
+        if text in (CTRL_C, "/quit", "/exit"):
             return None
         if text:
             return person.says(text)

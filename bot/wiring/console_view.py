@@ -30,8 +30,10 @@ from adapters.base import (
     Platform,
 )
 from adapters.platform import ChatAdapter, LiveMessage
+from bot.conversation.connection_commands import CONNECTION_ACTION, STANDING_ACTION
 from bot.conversation.engine import STATUS_LINES
 from bot.conversation.render import APPROVE, MEMORY_ACTION
+from bot.conversation.schedule_commands import SCHEDULE_ACTION
 from bot.wiring.console_format import Printed, terminal_text
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -165,7 +167,13 @@ class ConsoleAdapter(ChatAdapter):
         await self.view.close()
 
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
-        if message.buttons and message.decision_id not in (None, MEMORY_ACTION):
+        if message.buttons and message.decision_id in LIST_ACTIONS:
+            # a list with buttons (schedules, accounts): numbered, chosen at the next prompt
+            self.waiting = message
+            options = [f"  {n}. {b.label}" for n, b in enumerate(message.buttons, 1)]
+            listing = self.view.text(message.text)
+            await self.view.say("\n".join([f"{self.view.prefix}{listing}", *options]))
+        elif message.buttons and message.decision_id not in (None, MEMORY_ACTION):
             self.waiting = message
             if is_approval(message):
                 await self.view.say(f"parley wants to:\n{self.view.text(message.text)}")
@@ -181,7 +189,8 @@ class ConsoleAdapter(ChatAdapter):
         return None  # the console echoed the decision where it was made
 
     async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
-        if alert:  # a toast only repeats what the console echoed
+        # a toast only repeats what the console echoed, but for a choice from a list
+        if alert or action.decision_id in LIST_ACTIONS:
             await self.view.say(f"{self.view.prefix}{text}")
 
     async def progress(self, conversation: ConversationKey, status: str | None) -> None:
@@ -201,6 +210,10 @@ class ConsoleAdapter(ChatAdapter):
         reply_to: str | None = None,
     ) -> ConsoleLive:
         return ConsoleLive(view=self.view, conversation=conversation)
+
+
+# The buttons under a list (/schedules, /connections), not under a question or a plan.
+LIST_ACTIONS = (SCHEDULE_ACTION, CONNECTION_ACTION, STANDING_ACTION)
 
 
 def is_approval(message: OutboundMessage) -> bool:

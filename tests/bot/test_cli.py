@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import pty
 import re
 import socket
 import subprocess
@@ -96,6 +97,42 @@ def test_make_run_with_a_malformed_json_setting_prints_one_line_of_parley(
         '4-6": [3.0, 15.0]}'
     ], result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_make_run_with_no_model_says_what_to_set_and_ends_without_a_make_error(
+    tmp_path: Path,
+) -> None:
+    """`make run` in a terminal, with no platform and no model: the console says what to set
+    (and how to try the demo), and make adds no error of its own."""
+    root = Path(__file__).resolve().parents[2]
+    ours = ("PARLEY_", "MAKE", "ANTHROPIC_", "OLLAMA_", "SLACK_", "TELEGRAM_", "REDIS_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
+    env |= {"OLLAMA_HOST": "http://127.0.0.1:9", "PARLEY_DATA_DIR": str(tmp_path)}
+    controller, terminal = pty.openpty()  # `parley run` opens the console only on a terminal
+    with subprocess.Popen(
+        ["make", "-s", "-C", str(root), "run"],
+        env=env,
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+    ) as make:
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # the terminal closed: make and parley have ended
+                break
+            if not chunk:
+                break
+            shown += chunk
+        code = make.wait(timeout=300)
+    os.close(controller)
+    out = shown.decode()
+    assert code == 0, out
+    assert "Parley has no language model to talk to" in out
+    assert "set ANTHROPIC_API_KEY" in out and "console --demo` answers" in out
+    assert "make: ***" not in out and "Traceback" not in out
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

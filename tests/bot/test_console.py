@@ -12,8 +12,10 @@ from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.ollama import FakeOllama
 
 
-async def start_console(env: dict[str, str], *, stderr: int) -> asyncio.subprocess.Process:
-    """`parley console` as its own process, with only `env` for settings."""
+async def start_console(
+    env: dict[str, str], *, stderr: int, demo: bool = False
+) -> asyncio.subprocess.Process:
+    """`parley console` (`--demo`) as its own process, with only `env` for settings."""
     base = {
         k: v
         for k, v in os.environ.items()
@@ -21,6 +23,7 @@ async def start_console(env: dict[str, str], *, stderr: int) -> asyncio.subproce
     }
     return await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "bot.cli", "--env-file", "/dev/null", "console"),
+        *(["--demo"] if demo else []),
         env={**base, **env},
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -82,8 +85,9 @@ async def test_no_reachable_provider_says_what_to_configure(redis_url: str) -> N
             {"REDIS_URL": redis_url, "OLLAMA_HOST": local.url, "OLLAMA_MODEL": "qwen2.5:7b"},
             ["hello"],
         )
-    assert code == 2
+    assert code == 78  # EX_CONFIG, which `make run` takes as an end without its own error
     assert "ANTHROPIC_API_KEY" in out and "ollama pull qwen2.5:7b" in out
+    assert "console --demo` answers with a scripted stand-in" in out
     # what a newcomer after `make run` can type: the settings file and this environment's parley
     assert "in .env (copy .env.example)" in out
     assert f"Then run `{Path(sys.executable).parent.relative_to(Path.cwd())}/parley doctor`" in out
