@@ -37,6 +37,9 @@ DELIVERIES = Counter(
     "parley_deliveries_total", "Outbound messages by platform and result", ["platform", "result"]
 )
 REMINDERS = Counter("parley_reminders_total", "Reminders by result", ["result"])
+DUE_UNREADABLE = Counter(
+    "parley_due_unreadable_total", "Due records dropped as unreadable, by kind", ["kind"]
+)
 FOLLOWED_TASKS = Gauge("parley_mcp_tasks_followed", "MCP tasks followed past their call")
 LIMITED = Counter("parley_limited_total", "Requests refused by a limit", ["limit"])
 SCHEDULES = Gauge("parley_schedules", "Schedules by state", ["state"])  # active, paused

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
-from pydantic import ValidationError
 
 from adapters.base import ConversationKey, OutboundMessage, mention
 from adapters.platform import ChatAdapter
@@ -30,9 +29,9 @@ from agent.observations import clean
 from agent.tools import ToolError
 from bot.ops import metrics
 from bot.ops.health import Health, repeat
+from bot.runtime.due import DueKeys, DueWork
 from bot.runtime.keys import Keys
 from bot.runtime.outbox import Outbox
-from bot.runtime.scheduler import CLAIM
 
 log = logging.getLogger(__name__)
 
@@ -80,17 +79,17 @@ class TaskFollowing:
         self.words = words
         self.poll = poll
         self.claim_for = claim_for
-        self._claim = redis.register_script(CLAIM)
+        due = DueKeys(due=keys.tasks_due, claimed=keys.tasks_claimed, record=keys.followed_task)
+        self.work = DueWork(
+            redis, due, FollowedTask, kind="followed MCP task", lease=claim_for, batch=BATCH
+        )
         self._away: set[str] = set()  # servers that could not be reached at the last try
         self.heartbeat = (health or Health()).register("mcp-tasks", every=poll + 30.0)
 
     async def follow(self, task: FollowedTask) -> None:
         key = _key(task)
         ttl = (task.ttl_ms / 1000 if task.ttl_ms else 0) + KEEP_AFTER_TTL
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self.keys.followed_task(key), task.model_dump_json(), px=int(ttl * 1000))
-            pipe.zadd(self.keys.tasks_due, {key: time.time() + interval(task.poll_ms)})
-            await pipe.execute()
+        await self.work.put(key, task, time.time() + interval(task.poll_ms), ttl)
         log.info("following MCP task %s of %s on %s", task.task_id, task.tool, task.server)
         try:
             await self._say(task, f"mcptask:{key}:later", self.words.later)
@@ -103,16 +102,10 @@ class TaskFollowing:
     async def poll_due(self, now: float | None = None) -> int:
         """Ask about every task due; the number that ended."""
         now = time.time() if now is None else now
-        claimed = await self._claim(
-            keys=[self.keys.tasks_due, self.keys.tasks_claimed],
-            args=[now, now + self.claim_for, BATCH],
-        )
         ended = 0
-        for raw in claimed:
-            key = raw.decode() if isinstance(raw, bytes) else raw
-            ended += await self._poll(key, now)
-        followed = await self.redis.zcard(self.keys.tasks_due)
-        metrics.FOLLOWED_TASKS.set(followed + await self.redis.zcard(self.keys.tasks_claimed))
+        for key, task in await self.work.claim(now):
+            ended += await self._poll(key, task, now)
+        metrics.FOLLOWED_TASKS.set(await self.work.count())
         return ended
 
     async def cancel(self, conversation_id: str, may_stop: Callable[[str], bool]) -> int:
@@ -120,7 +113,7 @@ class TaskFollowing:
         asking `may_stop` (the conversation's rule, given the requester's user id):
         `tasks/cancel`, then one sentence each. How many were stopped."""
         stopped = 0
-        for key, task in await self._followed():
+        for key, task in await self.work.every():
             if task.conversation_id != conversation_id or not may_stop(task.user_id):
                 continue
             try:
@@ -133,29 +126,7 @@ class TaskFollowing:
             stopped += 1
         return stopped
 
-    async def _followed(self) -> list[tuple[str, FollowedTask]]:
-        keys: list[str] = []
-        for name in (self.keys.tasks_due, self.keys.tasks_claimed):
-            members = await self.redis.zrange(name, 0, 999)
-            keys += [raw.decode() if isinstance(raw, bytes) else str(raw) for raw in members]
-        if not keys:
-            return []
-        records = await self.redis.mget([self.keys.followed_task(key) for key in keys])
-        return [
-            (key, task)
-            for key, raw in zip(keys, records, strict=True)
-            if (task := _read(key, raw)) is not None
-        ]
-
-    async def _poll(self, key: str, now: float) -> int:
-        raw = await self.redis.get(self.keys.followed_task(key))
-        if raw is None:  # ended meanwhile (cancelled, or told by another worker)
-            await self.redis.zrem(self.keys.tasks_claimed, key)
-            return 0
-        task = _read(key, raw)
-        if task is None:  # unreadable: it would fail every pass, so it goes
-            await self._forget(key)
-            return 0
+    async def _poll(self, key: str, task: FollowedTask, now: float) -> int:
         try:
             state = await self.servers.task_state(task.server, task.task_id)
             if state.status == "completed":
@@ -167,7 +138,7 @@ class TaskFollowing:
             if task.ttl_ms is not None and now > task.created_at + task.ttl_ms / 1000:
                 await self._end(key, task, self.words.gone)
                 return 1
-            await self._again(key, now + max(AWAY_RETRY, interval(task.poll_ms)))
+            await self.work.again(key, now + max(AWAY_RETRY, interval(task.poll_ms)))
             return 0
         except ToolError as exc:  # the server answered that it has no such task (any more)
             log.info("MCP task %s on %s is gone: %s", task.task_id, task.server, exc)
@@ -186,27 +157,14 @@ class TaskFollowing:
             said = self.words.failed if state.status == "failed" else self.words.cancelled
             await self._end(key, task, said, reason=_said(state.message or "no reason given"))
             return 1
-        await self._again(key, now + interval(_poll_ms(state, task)))
+        await self.work.again(key, now + interval(_poll_ms(state, task)))
         return 0
-
-    async def _again(self, key: str, at: float) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.zrem(self.keys.tasks_claimed, key)
-            pipe.zadd(self.keys.tasks_due, {key: at})
-            await pipe.execute()
 
     async def _end(self, key: str, task: FollowedTask, said: str, **words: str) -> None:
         """Tell the conversation (once: one outbox key per task), then forget the task."""
         await self._say(task, f"mcptask:{key}", said, **words)
-        await self._forget(key)
+        await self.work.done(key)
         log.info("MCP task %s of %s on %s ended", task.task_id, task.tool, task.server)
-
-    async def _forget(self, key: str) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.zrem(self.keys.tasks_claimed, key)
-            pipe.zrem(self.keys.tasks_due, key)
-            pipe.delete(self.keys.followed_task(key))
-            await pipe.execute()
 
     async def _say(self, task: FollowedTask, slot: str, said: str, **words: str) -> None:
         conversation = ConversationKey.parse(task.conversation_id)
@@ -221,16 +179,6 @@ class TaskFollowing:
             unreachable = self.words.private.format(who=who)
         message = OutboundMessage(text=text, private_to=task.private_to, unreachable=unreachable)
         await self.outbox.send(adapter, slot, conversation, message)
-
-
-def _read(key: str, raw: bytes | str | None) -> FollowedTask | None:
-    if raw is None:
-        return None
-    try:
-        return FollowedTask.model_validate_json(raw)
-    except ValidationError:
-        log.error("followed MCP task %s has an unreadable record; dropping it", key)
-        return None
 
 
 def _key(task: FollowedTask) -> str:

@@ -1,0 +1,154 @@
+"""Due work: records due at a time, claimed under a lease, dropped and reported when unreadable.
+
+Reminders and followed MCP tasks are the same thing underneath: a record in a key of its own
+and a member of a `due` sorted set scored by when it is next due. Claiming moves due members
+to a `claimed` set scored by the end of their lease, in one script; a worker that dies mid-way
+lets the lease run out and the member is due again, first. A record that is gone (done by
+another worker, expired) is let go of; one that cannot be read is dropped and reported once,
+since it would fail every pass and hold up the others.
+
+A feature keeps its own record type (a pydantic model) and says what a claimed record means;
+this module only knows members, times and leases.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel, ValidationError
+
+from bot.ops import metrics
+
+log = logging.getLogger(__name__)
+
+Record = TypeVar("Record", bound=BaseModel)
+
+# KEYS: due, claimed. ARGV: now, lease end, batch. A claim whose lease ran out (its worker
+# died) is due again first; then the due members move to `claimed` until the lease ends.
+CLAIM = """
+local stale = redis.call('zrangebyscore', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
+for _, id in ipairs(stale) do
+  redis.call('zrem', KEYS[2], id)
+  redis.call('zadd', KEYS[1], ARGV[1], id)
+end
+local due = redis.call('zrangebyscore', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
+for _, id in ipairs(due) do
+  redis.call('zrem', KEYS[1], id)
+  redis.call('zadd', KEYS[2], ARGV[2], id)
+end
+return due
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DueKeys:
+    """Where one kind of due work lives: its two sets and each member's record key."""
+
+    due: str
+    claimed: str
+    record: Callable[[str], str]
+
+
+class DueWork(Generic[Record]):
+    """One kind of due work (`kind` names it in logs and metrics), records of type `model`."""
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        keys: DueKeys,
+        model: type[Record],
+        *,
+        kind: str,
+        lease: float,
+        batch: int = 50,
+    ) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.model = model
+        self.kind = kind
+        self.lease = lease
+        self.batch = batch
+        self._claim = redis.register_script(CLAIM)
+
+    async def put(self, member: str, record: Record, at: float, ttl: float) -> None:
+        """Store `record` (kept `ttl` seconds) and make it due at `at`."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.keys.record(member), record.model_dump_json(), px=int(ttl * 1000))
+            pipe.zadd(self.keys.due, {member: at})
+            await pipe.execute()
+
+    async def claim(self, now: float) -> list[tuple[str, Record]]:
+        """Claim what is due by `now` for a lease; the readable records claimed, in order."""
+        members = [
+            _text(raw)
+            for raw in await self._claim(
+                keys=[self.keys.due, self.keys.claimed], args=[now, now + self.lease, self.batch]
+            )
+        ]
+        if not members:
+            return []
+        raws = await self.redis.mget([self.keys.record(member) for member in members])
+        claimed: list[tuple[str, Record]] = []
+        for member, raw in zip(members, raws, strict=True):
+            if raw is None:  # done meanwhile, or expired
+                await self.redis.zrem(self.keys.claimed, member)
+            elif (record := await self._read(member, raw)) is not None:
+                claimed.append((member, record))
+        return claimed
+
+    async def again(self, member: str, at: float) -> None:
+        """Let go of the claim; due again at `at`."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.zrem(self.keys.claimed, member)
+            pipe.zadd(self.keys.due, {member: at})
+            await pipe.execute()
+
+    async def done(self, member: str) -> None:
+        """Forget the member and its record, claimed or not."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.zrem(self.keys.claimed, member)
+            pipe.zrem(self.keys.due, member)
+            pipe.delete(self.keys.record(member))
+            await pipe.execute()
+
+    async def every(self, most: int = 1000) -> list[tuple[str, Record]]:
+        """The readable records, due or claimed (at most `most` of each)."""
+        members: list[str] = []
+        for name in (self.keys.due, self.keys.claimed):
+            found: list[bytes] = await self.redis.zrange(name, 0, most - 1)  # type: ignore[assignment]
+            members += [_text(raw) for raw in found]
+        if not members:
+            return []
+        raws = await self.redis.mget([self.keys.record(member) for member in members])
+        return [
+            (member, record)
+            for member, raw in zip(members, raws, strict=True)
+            if raw is not None and (record := await self._read(member, raw)) is not None
+        ]
+
+    async def count(self) -> int:
+        return int(await self.redis.zcard(self.keys.due)) + int(
+            await self.redis.zcard(self.keys.claimed)
+        )
+
+    async def _read(self, member: str, raw: bytes | str) -> Record | None:
+        try:
+            return self.model.model_validate_json(raw)
+        except ValidationError as exc:
+            log.error(
+                "%s %s has an unreadable record (%d errors); dropping it",
+                self.kind,
+                member,
+                exc.error_count(),
+            )
+            metrics.DUE_UNREADABLE.labels(self.kind).inc()
+            await self.done(member)
+            return None
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
