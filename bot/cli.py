@@ -46,12 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
         "memory", help="manage long-term memory", description="manage long-term memory"
     )
     memory_commands = memory.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
-    add_env_file(
-        memory_commands.add_parser(
-            "reindex",
-            help="rebuild the memory index for the configured embedding model",
-            description="rebuild the memory index for the configured embedding model",
-        )
+    reindex = memory_commands.add_parser(
+        "reindex",
+        help="move every memory to the configured embedder (PARLEY_EMBEDDER) while Parley runs",
+        description=(
+            "move every memory to the configured embedder (PARLEY_EMBEDDER) in a new index "
+            "beside the old one, while Parley runs; safe to interrupt and run again"
+        ),
+    )
+    add_env_file(reindex)
+    reindex.add_argument(
+        "--batch", type=int, default=64, help="memories embedded together (default 64)"
     )
     mcp = commands.add_parser(
         "mcp", help="MCP servers (PARLEY_MCP_CONFIG)", description="MCP servers (PARLEY_MCP_CONFIG)"
@@ -166,12 +171,18 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
 
 
 async def memory_command(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.ops.progress import ProgressLine
     from bot.wiring.connection import redis_connection
     from bot.wiring.memory_setup import reindex
 
+    progress = ProgressLine(sys.stderr)
     async with redis_connection(settings) as redis:
-        count = await reindex(settings, redis)
-    print(f"memory index rebuilt: {count} memories re-embedded")
+        count = await reindex(settings, redis, batch=max(1, args.batch), progress=progress.show)
+    progress.end()
+    print(
+        f"memory moved to {settings.memory.embedder}: {count} memories embedded, "
+        "the old index removed; start Parley with this PARLEY_EMBEDDER"
+    )
     return 0
 
 

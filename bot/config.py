@@ -23,6 +23,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
@@ -193,13 +194,23 @@ class McpSettings(_Section):
 
 
 class MemorySettings(_Section):
-    embedder: Literal["local", "ollama"] = Field("local", alias="PARLEY_EMBEDDER")
+    embedder: Literal["local", "multilingual", "ollama", "openai"] = Field(
+        "local", alias="PARLEY_EMBEDDER"
+    )
+    embed_url: str | None = Field(None, alias="PARLEY_EMBED_URL")
+    embed_model: str | None = Field(None, alias="PARLEY_EMBED_MODEL")
+    embed_api_key: SecretStr | None = Field(None, alias="PARLEY_EMBED_API_KEY")
+    embed_timeout: float = Field(10.0, alias="PARLEY_EMBED_TIMEOUT", gt=0)
     recall_k: int = Field(5, alias="PARLEY_RECALL_K", ge=1)
-    recall_max_distance: float = Field(0.85, alias="PARLEY_RECALL_MAX_DISTANCE", gt=0, le=2)
-    recall_margin: float = Field(0.125, alias="PARLEY_RECALL_MARGIN", ge=0, le=2)
+    # The distances below default to the embedder's own (memory.config.Tuning): unset, each
+    # model gets what bench_recall measured for it.
+    recall_max_distance: float | None = Field(None, alias="PARLEY_RECALL_MAX_DISTANCE", gt=0, le=2)
+    recall_margin: float | None = Field(None, alias="PARLEY_RECALL_MARGIN", ge=0, le=2)
     recall_recency_weight: float = Field(0.0, alias="PARLEY_RECALL_RECENCY_WEIGHT", ge=0, le=1)
-    recall_generic_distance: float = Field(0.4, alias="PARLEY_RECALL_GENERIC_DISTANCE", ge=0, le=2)
-    merge_distance: float = Field(0.1, alias="PARLEY_MEMORY_MERGE_DISTANCE", ge=0, le=2)
+    recall_generic_distance: float | None = Field(
+        None, alias="PARLEY_RECALL_GENERIC_DISTANCE", ge=0, le=2
+    )
+    merge_distance: float | None = Field(None, alias="PARLEY_MEMORY_MERGE_DISTANCE", ge=0, le=2)
     max_per_user: int = Field(1000, alias="PARLEY_MEMORY_MAX_PER_USER", ge=1)
     max_per_chat: int = Field(10_000, alias="PARLEY_MEMORY_MAX_PER_CHAT", ge=1)
     max_per_team: int = Field(100_000, alias="PARLEY_MEMORY_MAX_PER_TEAM", ge=1)
@@ -208,6 +219,12 @@ class MemorySettings(_Section):
         "auto", alias="PARLEY_MEMORY_HYBRID_POLICY"
     )
     extract: bool = Field(False, alias="PARLEY_MEMORY_EXTRACT")
+
+    @model_validator(mode="after")
+    def _openai_named(self) -> MemorySettings:
+        if self.embedder == "openai" and not (self.embed_url and self.embed_model):
+            raise ValueError("PARLEY_EMBEDDER=openai needs PARLEY_EMBED_URL and PARLEY_EMBED_MODEL")
+        return self
 
 
 class TelegramSettings(_Section):

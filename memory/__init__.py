@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from memory.config import MemoryConfig
-from memory.embedders import Embedder, EmbeddingModelError, local_embedder, ollama_embedder
+from memory.config import MemoryConfig, Tuning
+from memory.e5 import multilingual_embedder
+from memory.embedders import Embedder, EmbeddingModelError, local_embedder
+from memory.remote_embedders import EmbeddingServiceError, ollama_embedder, openai_embedder
 from memory.store import MemoryIndexMismatch, RedisMemoryStore
 
 
@@ -23,10 +25,14 @@ async def open_store(
 __all__ = [
     "Embedder",
     "EmbeddingModelError",
+    "EmbeddingServiceError",
     "MemoryConfig",
     "MemoryIndexMismatch",
     "RedisMemoryStore",
+    "Tuning",
     "local_embedder",
+    "multilingual_embedder",
     "ollama_embedder",
     "open_store",
+    "openai_embedder",
 ]

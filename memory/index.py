@@ -18,6 +18,8 @@ from redisvl.query import VectorQuery
 from redisvl.query.filter import Tag
 from redisvl.schema import IndexSchema
 
+from agent.protocols import MemoryRecord
+
 Algorithm = Literal["flat", "hnsw"]
 HybridPolicy = Literal["auto", "adhoc_bf", "batches"]
 
@@ -37,8 +39,13 @@ FIELDS = [
 ]
 
 
-def schema(prefix: str, dims: int, algorithm: Algorithm = "hnsw", name: str = "") -> IndexSchema:
-    vector: dict[str, Any] = {
+VECTOR = "embedding"  # the vector field of the first index; later ones name their own
+
+
+def schema(
+    prefix: str, dims: int, algorithm: Algorithm = "hnsw", name: str = "", vector: str = VECTOR
+) -> IndexSchema:
+    attrs: dict[str, Any] = {
         "dims": dims,
         "algorithm": algorithm,
         "distance_metric": "cosine",
@@ -47,7 +54,7 @@ def schema(prefix: str, dims: int, algorithm: Algorithm = "hnsw", name: str = ""
     if algorithm == "hnsw":
         # RediSearch's default candidate list (10) misses true neighbours under a filter;
         # a build list of 100 (default 200) halves indexing time (bench_memory).
-        vector.update(m=16, ef_construction=EF_CONSTRUCTION, ef_runtime=EF_RUNTIME)
+        attrs.update(m=16, ef_construction=EF_CONSTRUCTION, ef_runtime=EF_RUNTIME)
     return IndexSchema.from_dict(
         {
             "index": {
@@ -64,7 +71,7 @@ def schema(prefix: str, dims: int, algorithm: Algorithm = "hnsw", name: str = ""
                 {"name": "origin", "type": "tag"},
                 {"name": "created_at", "type": "numeric", "attrs": {"sortable": True}},
                 {"name": "last_used_at", "type": "numeric", "attrs": {"sortable": True}},
-                {"name": "embedding", "type": "vector", "attrs": vector},
+                {"name": vector, "type": "vector", "attrs": attrs},
             ],
         }
     )
@@ -87,6 +94,7 @@ async def nearest(
     policy: HybridPolicy = "auto",
     size: int | None = None,
     author: str | None = None,
+    vector_field: str = VECTOR,
 ) -> list[dict[str, Any]]:
     """The k memories of these scopes closest to the vector, with `vector_distance`; only
     `author`'s when given.
@@ -99,10 +107,26 @@ async def nearest(
     return await index.query(
         VectorQuery(
             vector=vector,
-            vector_field_name="embedding",
+            vector_field_name=vector_field,
             return_fields=FIELDS,
             filter_expression=within,
             num_results=k,
             hybrid_policy=None if chosen is None else chosen.upper(),
         )
+    )
+
+
+def record(doc: dict[str, Any], distance: float | None = None) -> MemoryRecord:
+    """A memory as the index returns it, as the agent sees it."""
+    return MemoryRecord(
+        id=str(doc["id"]).rsplit(":", 1)[-1],
+        text=str(doc["text"]),
+        kind=doc.get("kind") or "fact",  # type: ignore[arg-type]
+        scope=str(doc["scope"]),
+        author=str(doc.get("author") or ""),
+        source_conversation=str(doc.get("source") or ""),
+        created_at=float(doc.get("created_at") or 0),
+        last_used_at=float(doc.get("last_used_at") or 0),
+        distance=distance,
+        origin="extracted" if doc.get("origin") == "extracted" else "remembered",
     )

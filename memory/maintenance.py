@@ -1,17 +1,13 @@
-"""Rebuilding the memory index: for another embedding model or vector algorithm
-(`parley memory reindex`), or for a schema that gained a field since it was built."""
+"""Keeping the memory index in shape: a schema that gained a field since it was built, and
+waiting for RediSearch to finish indexing (moving to another embedder: memory/moving.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
-import numpy as np
 import redis.asyncio as aioredis
 from redisvl.index import AsyncSearchIndex
-
-from memory.counts import ScopeCounts, decode
-from memory.embedders import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -25,37 +21,6 @@ async def add_origin(redis: aioredis.Redis, index: AsyncSearchIndex) -> None:
     except aioredis.ResponseError as exc:
         if "duplicate" not in str(exc).lower():
             raise
-
-
-async def reindex(
-    index: AsyncSearchIndex, embedder: Embedder, counts: ScopeCounts, batch: int = 64
-) -> int:
-    """Rebuild the index for this embedder, re-embedding every memory; the documents
-    themselves are never deleted. They are found by scanning, since the index is gone."""
-    if await index.exists():
-        await index.delete(drop=False)
-    redis = counts.redis
-    keys = [decode(key) async for key in redis.scan_iter(match=counts.docs)]
-    total = 0
-    for start in range(0, len(keys), batch):
-        chunk = keys[start : start + batch]
-        async with redis.pipeline(transaction=False) as pipe:
-            for key in chunk:
-                pipe.hget(key, "text")
-            texts = await pipe.execute()
-        present = [(key, decode(text)) for key, text in zip(chunk, texts, strict=True) if text]
-        if not present:
-            continue
-        vectors = await embedder.embed_many([text for _, text in present])
-        await index.load(
-            [{"embedding": np.asarray(vector, dtype=np.float32).tobytes()} for vector in vectors],
-            keys=[key for key, _ in present],
-        )
-        total += len(present)
-    await index.create(overwrite=True)
-    await counts.recount()
-    await wait_indexed(index)
-    return total
 
 
 async def wait_indexed(index: AsyncSearchIndex, poll: float = 0.2) -> None:

@@ -3,9 +3,9 @@
 Each memory is a hash: text, kind, scope tag, author, source conversation, origin, created
 and last-used times, and its vector; memory/counts.py keeps how many each scope holds, and
 memory/recall_cache.py what recall keeps between calls (a non-empty scope's size, last-used
-times written together). The index remembers which embedding model and vector algorithm
-filled it; a different one at start is refused with the command that rebuilds it
-(`parley memory reindex`, memory/maintenance.py).
+times written together). The index remembers which embedder, dimension and vector algorithm
+filled it; a different one at start is refused with the command that moves every memory to
+it while Parley runs (`parley memory reindex`, memory/moving.py).
 
 Nothing someone asked Parley to remember is ever dropped to make room: a full scope refuses
 new memories (`MemoryFull`) until someone forgets some. Only memories that end-of-run
@@ -42,8 +42,20 @@ from memory.config import MemoryConfig
 from memory.counts import FULL, REPLACED, ScopeCounts, decode
 from memory.embedders import Embedder
 from memory.generic import GenericQuestions
-from memory.index import FIELDS, nearest, schema
-from memory.maintenance import add_origin, reindex
+from memory.index import FIELDS, nearest, record, schema
+from memory.maintenance import add_origin, wait_indexed
+from memory.moving import (
+    NOTE_WRITE,
+    Generation,
+    Keys,
+    Progress,
+    drain,
+    move,
+    read,
+    record_identity,
+    refusal,
+    same_space,
+)
 from memory.recall_cache import RecallCache
 
 log = logging.getLogger(__name__)
@@ -55,21 +67,6 @@ FIELDS_VERSION = "2"  # 2: the origin tag
 
 class MemoryIndexMismatch(RuntimeError):
     """The index was built with another embedding model, dimension or algorithm."""
-
-
-def _record(doc: dict[str, Any], distance: float | None = None) -> MemoryRecord:
-    return MemoryRecord(
-        id=str(doc["id"]).rsplit(":", 1)[-1],
-        text=str(doc["text"]),
-        kind=doc.get("kind") or "fact",  # type: ignore[arg-type]
-        scope=str(doc["scope"]),
-        author=str(doc.get("author") or ""),
-        source_conversation=str(doc.get("source") or ""),
-        created_at=float(doc.get("created_at") or 0),
-        last_used_at=float(doc.get("last_used_at") or 0),
-        distance=distance,
-        origin="extracted" if doc.get("origin") == "extracted" else "remembered",
-    )
 
 
 class RedisMemoryStore:
@@ -87,35 +84,51 @@ class RedisMemoryStore:
         self.embedder = embedder
         self.prefix = prefix
         self.config = config
-        self.index = AsyncSearchIndex(
-            schema(prefix, embedder.dims, config.algorithm), redis_client=redis
-        )
-        self.meta_key = f"{prefix}:memory:meta"
+        self.keys = Keys(prefix)
+        self.meta_key = self.keys.meta
+        self.generation = Generation.of(prefix, 0)
+        self.index = self.index_for(self.generation)
+        self._note = redis.register_script(NOTE_WRITE)
         self.counts = ScopeCounts(redis, prefix)
         self.generic = GenericQuestions(embedder, config.generic_distance)
         self.cache = RecallCache(redis, self.count)
 
-    def _identity(self) -> dict[Any, Any]:
+    def identity(self) -> dict[str, str]:
+        """What made the vectors: recorded with the index, compared at every start."""
         return {
             "model": self.embedder.model_id,
             "dims": str(self.embedder.dims),
             "algorithm": self.config.algorithm,
+            "embedder": self.embedder.name,
             "fields": FIELDS_VERSION,
         }
 
+    def index_for(self, generation: Generation) -> AsyncSearchIndex:
+        return AsyncSearchIndex(
+            schema(
+                self.prefix,
+                self.embedder.dims,
+                self.config.algorithm,
+                name=generation.index,
+                vector=generation.vector,
+            ),
+            redis_client=self.redis,
+        )
+
+    def use(self, generation: Generation) -> None:
+        self.generation = generation
+        self.index = self.index_for(generation)
+
     async def open(self) -> RedisMemoryStore:
         """Create the index if missing; refuse one built for another model or algorithm."""
-        meta = {decode(k): decode(v) for k, v in (await self.redis.hgetall(self.meta_key)).items()}
+        meta = await read(self.redis, self.meta_key)
+        wanted = self.identity()
         if meta:
             found = {**meta, "algorithm": meta.get("algorithm", "hnsw")}
-            wanted = self._identity()
-            if any(found.get(key) != wanted[key] for key in ("model", "dims", "algorithm")):
-                raise MemoryIndexMismatch(
-                    f"the memory index holds {found.get('model')} vectors ({found.get('dims')}-d, "
-                    f"{found['algorithm']}), but the configuration asks for "
-                    f"{wanted['model']} ({wanted['dims']}-d, {wanted['algorithm']}); "
-                    "run `parley memory reindex` to rebuild it"
-                )
+            if not same_space(found, wanted):
+                underway = await read(self.redis, self.keys.moving)
+                raise MemoryIndexMismatch(refusal(found, wanted, underway))
+        self.use(Generation.recorded(self.prefix, meta))
         if not await self.index.exists():
             try:
                 await self.index.create(overwrite=False)
@@ -126,7 +139,12 @@ class RedisMemoryStore:
             await add_origin(self.redis, self.index)
         if meta.get("fields") != FIELDS_VERSION:
             await self.counts.recount()  # counts arrived with this version
-        await self.redis.hset(self.meta_key, mapping=self._identity())
+        if not await record_identity(self.redis, self.keys, self.generation, wanted):
+            return await self.open()  # a move switched meanwhile: look again
+        # memories a process still on the old index wrote after a move switched
+        moving = await self.redis.exists(self.keys.moving)
+        if not moving and (stored := await drain(self, self.generation)):
+            log.info("memory: %d memories written on the old index embedded", stored)
         return self
 
     def _key(self, memory_id: str) -> str:
@@ -152,7 +170,7 @@ class RedisMemoryStore:
             return []
         if self.generic.phrased(query):
             return (await self._page(scopes, 0, k)).records
-        vector = await self.embedder.embed(query)
+        vector = await self.embedder.embed_query(query)
         if await self.generic.matches(vector):
             return (await self._page(scopes, 0, k)).records
         # A recency bonus can lift a farther memory into the top k; without one, k is enough.
@@ -179,7 +197,7 @@ class RedisMemoryStore:
                 continue
             age_days = max(0.0, now - float(doc.get("last_used_at") or 0)) / 86_400
             bonus = config.recency_weight * math.exp(-age_days / config.recency_days)
-            ranked.append((distance - bonus, _record(doc, distance)))
+            ranked.append((distance - bonus, record(doc, distance)))
         ranked.sort(key=lambda pair: pair[0])
         return [record for _, record in ranked[:k]]
 
@@ -193,7 +211,16 @@ class RedisMemoryStore:
     ) -> list[dict[str, Any]]:
         """The k memories of these scopes closest to the vector (`size`: how many they hold),
         only `author`'s when given."""
-        return await nearest(self.index, vector, scopes, k, self.config.hybrid_policy, size, author)
+        return await nearest(
+            self.index,
+            vector,
+            scopes,
+            k,
+            self.config.hybrid_policy,
+            size,
+            author,
+            self.generation.vector,
+        )
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -221,10 +248,10 @@ class RedisMemoryStore:
             "source": context.conversation_id,
             "created_at": now,
             "last_used_at": now,
-            "embedding": np.asarray(vector, dtype=np.float32).tobytes(),
+            self.generation.vector: np.asarray(vector, dtype=np.float32).tobytes(),
         }
         if closest and float(closest[0]["vector_distance"]) <= self.config.merge_distance:
-            existing = _record(closest[0])
+            existing = record(closest[0])
             memory_id = existing.id
             if existing.origin == "remembered":
                 origin = "remembered"  # asked for once: stays protected
@@ -240,6 +267,7 @@ class RedisMemoryStore:
             created_at = now
             mapping.update(id=memory_id, origin=origin)
             await self._insert(scope, mapping, origin)
+        await self.noted(self._key(memory_id))
         return MemoryRecord(
             id=memory_id,
             text=text,
@@ -306,7 +334,7 @@ class RedisMemoryStore:
         ).paging(offset, limit)
         found = await self.index.query(query)
         total = await self.count(scopes)
-        return MemoryPage(records=[_record(doc) for doc in found], total=total, offset=offset)
+        return MemoryPage(records=[record(doc) for doc in found], total=total, offset=offset)
 
     def _removable(self, context: RunContext) -> FilterExpression:
         """Visible here, and either private to this user or written by them."""
@@ -320,7 +348,7 @@ class RedisMemoryStore:
         doc = {name: decode(v) for name, v in zip(fields, values, strict=True) if v is not None}
         if not doc.get("scope") or not self._mine(context, doc["scope"], doc.get("author", "")):
             return None
-        return _record({**doc, "id": memory_id})
+        return record({**doc, "id": memory_id})
 
     @staticmethod
     def _mine(context: RunContext, scope: str, author: str) -> bool:
@@ -347,11 +375,19 @@ class RedisMemoryStore:
 
     # --- maintenance ------------------------------------------------------------------------
 
-    async def reindex(self, batch: int = 64) -> int:
-        """Rebuild the index for the configured embedder and algorithm, re-embedding every
-        memory; the documents themselves are never deleted."""
-        total = await reindex(self.index, self.embedder, self.counts, batch)
-        await self.redis.hset(self.meta_key, mapping=self._identity())
+    async def noted(self, key: str) -> None:
+        """A memory just written: noted for the index a move builds, or for the active one
+        when this process still writes to an index a move retired."""
+        await self._note(
+            keys=[self.meta_key, self.keys.moving, self.keys.dirty], args=[self.index.name, key]
+        )
+
+    async def reindex(self, batch: int = 64, progress: Progress | None = None) -> int:
+        """Move every memory to the configured embedder and algorithm in a new index beside
+        the active one (memory/moving.py), while Parley keeps running; the memories
+        themselves are never deleted. Returns how many were embedded."""
+        total = await move(self, batch, progress)
+        await wait_indexed(self.index)
         return total
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from bot.config import Settings
 from bot.ops.checks import CHECK_TIMEOUT, Check, CheckFn, check_http, check_redis
-from bot.ops.embedding_check import check_embeddings
+from bot.ops.embedding_check import check_embeddings, check_memory_index
 from bot.ops.invocation import parley_command, settings_hint
 from bot.ops.service_checks import check_anthropic, check_ollama, check_slack, check_telegram
 from bot.ops.trigger_check import check_triggers
@@ -26,6 +26,7 @@ CHECKS: list[CheckFn] = [
     check_telegram,
     check_triggers,
     check_embeddings,
+    check_memory_index,
 ]
 
 

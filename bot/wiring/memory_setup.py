@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import redis.asyncio as aioredis
 
@@ -14,9 +15,12 @@ from memory import (
     Embedder,
     MemoryConfig,
     RedisMemoryStore,
+    Tuning,
     local_embedder,
+    multilingual_embedder,
     ollama_embedder,
     open_store,
+    openai_embedder,
 )
 from memory.extract import Completion
 from memory.model_build import build, missing
@@ -25,8 +29,22 @@ log = logging.getLogger(__name__)
 
 
 async def build_embedder(settings: Settings) -> Embedder:
-    if settings.memory.embedder == "ollama":
-        return await ollama_embedder(settings.ollama.host, settings.ollama.embed_model)
+    """The embedder PARLEY_EMBEDDER names; a remote one answers a first call here."""
+    memory = settings.memory
+    if memory.embedder == "ollama":
+        return await ollama_embedder(
+            settings.ollama.host, settings.ollama.embed_model, call_timeout=memory.embed_timeout
+        )
+    if memory.embedder == "openai":
+        key = memory.embed_api_key
+        return await openai_embedder(
+            memory.embed_url or "",
+            memory.embed_model or "",
+            key.get_secret_value() if key else None,
+            call_timeout=memory.embed_timeout,
+        )
+    if memory.embedder == "multilingual":
+        return await asyncio.to_thread(multilingual_embedder)
     return await asyncio.to_thread(_local_embedder)
 
 
@@ -52,15 +70,20 @@ def completion(model: ChatModel) -> Completion:
     return complete
 
 
-def memory_config(settings: Settings) -> MemoryConfig:
+def memory_config(settings: Settings, tuning: Tuning) -> MemoryConfig:
+    """The embedder's own distances (`tuning`), with what the operator set instead."""
     memory = settings.memory
-    return MemoryConfig(
+    distances = {
+        "max_distance": memory.recall_max_distance,
+        "margin": memory.recall_margin,
+        "generic_distance": memory.recall_generic_distance,
+        "merge_distance": memory.merge_distance,
+    }
+    return MemoryConfig.tuned(
+        tuning,
+        **{name: value for name, value in distances.items() if value is not None},
         k=memory.recall_k,
-        max_distance=memory.recall_max_distance,
-        margin=memory.recall_margin,
         recency_weight=memory.recall_recency_weight,
-        generic_distance=memory.recall_generic_distance,
-        merge_distance=memory.merge_distance,
         max_per_user=memory.max_per_user,
         max_per_chat=memory.max_per_chat,
         max_per_team=memory.max_per_team,
@@ -72,20 +95,31 @@ def memory_config(settings: Settings) -> MemoryConfig:
 async def open_memory(
     settings: Settings, redis: aioredis.Redis, embedder: Embedder | None = None
 ) -> RedisMemoryStore:
+    embedder = embedder or await build_embedder(settings)
     return await open_store(
         redis,
-        embedder or await build_embedder(settings),
+        embedder,
         prefix=settings.redis.key_prefix,
-        config=memory_config(settings),
+        config=memory_config(settings, embedder.tuning),
     )
 
 
-async def reindex(settings: Settings, redis: aioredis.Redis) -> int:
+async def reindex(
+    settings: Settings,
+    redis: aioredis.Redis,
+    *,
+    batch: int = 64,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Move every memory to the configured embedder (memory/moving.py)."""
     embedder = await build_embedder(settings)
     store = RedisMemoryStore(
-        redis, embedder, prefix=settings.redis.key_prefix, config=memory_config(settings)
+        redis,
+        embedder,
+        prefix=settings.redis.key_prefix,
+        config=memory_config(settings, embedder.tuning),
     )
     try:
-        return await store.reindex()
+        return await store.reindex(batch, progress)
     finally:
         await embedder.close()

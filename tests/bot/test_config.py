@@ -146,8 +146,9 @@ def test_the_shipped_memory_settings_are_the_memory_defaults() -> None:
     """The recall-quality tests score `MemoryConfig()`; what ships is the settings' defaults."""
     from bot.wiring.memory_setup import memory_config
     from memory import MemoryConfig
+    from memory.config import MINILM
 
-    assert memory_config(Settings.load(env_file=None)) == MemoryConfig()
+    assert memory_config(Settings.load(env_file=None), MINILM) == MemoryConfig()
 
 
 @pytest.mark.parametrize(

@@ -124,3 +124,36 @@ def test_parley_doctor_also_checks_the_mcp_servers(
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if " mcp " in f" {line} ")
     assert line.startswith("fail") and "mcp.json" in line
+
+
+async def test_the_memory_index_shows_which_embedder_made_it(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot.ops.embedding_check import check_memory_index
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.hset(
+            "parley:memory:meta",
+            mapping={"model": "all-MiniLM-L6-v2", "dims": "384", "algorithm": "hnsw"},
+        )
+        client.hset("parley:memory:counts", mapping={"user:telegram:1": 3, "chat:slack:C1": 2})
+        same = await check_memory_index(settings_with(redis={"REDIS_URL": redis_url}))
+        assert same.status == "ok"
+        assert same.detail == "index built by all-MiniLM-L6-v2 (384-d, hnsw), 5 memories"
+        other = await check_memory_index(
+            settings_with(
+                redis={"REDIS_URL": redis_url}, memory={"PARLEY_EMBEDDER": "multilingual"}
+            )
+        )
+        assert other.status == "fail"
+        assert "PARLEY_EMBEDDER=multilingual uses multilingual-e5-small-q4" in other.detail
+        assert "memory reindex" in other.hint
+        client.hset("parley:memory:moving", mapping={"model": "x", "embedder": "multilingual"})
+        cut = await check_memory_index(settings_with(redis={"REDIS_URL": redis_url}))
+        assert cut.status == "warn" and "PARLEY_EMBEDDER=multilingual" in cut.hint
+    finally:
+        client.close()
+    await run_doctor(settings_with(redis={"REDIS_URL": redis_url}))
+    out = capsys.readouterr().out
+    assert any(" memory " in f" {line} " and "index built by" in line for line in out.splitlines())
