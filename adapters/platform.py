@@ -52,6 +52,11 @@ class ChatAdapter(Protocol):
     async def progress(self, conversation: ConversationKey, status: str | None) -> None:
         """Show that work is under way ("typing", a status line); None clears it."""
 
+    async def acting_in(self, conversation: ConversationKey) -> None:
+        """The calls that follow in this task are for `conversation` (Slack installed in
+        several workspaces sends them with that workspace's token); nothing by default."""
+        return None
+
     # --- capabilities, declared with the default of a platform that lacks them ---------------
 
     @property

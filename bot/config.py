@@ -246,6 +246,24 @@ class TelegramSettings(_Section):
     )
 
 
+# The bot scopes of deploy/slack-app-manifest.yaml, asked for by an OAuth install.
+SLACK_BOT_SCOPES = (
+    "app_mentions:read",
+    "channels:history",
+    "groups:history",
+    "im:history",
+    "mpim:history",
+    "chat:write",
+    "commands",
+    "usergroups:read",
+    "assistant:write",
+    "files:read",
+    "users:read",
+    "channels:read",
+    "groups:read",
+)
+
+
 class SlackSettings(_Section):
     bot_token: SecretStr | None = Field(None, alias="SLACK_BOT_TOKEN")
     signing_secret: SecretStr | None = Field(None, alias="SLACK_SIGNING_SECRET")
@@ -259,6 +277,18 @@ class SlackSettings(_Section):
     surface: Literal["agent", "assistant"] = Field("agent", alias="PARLEY_SLACK_SURFACE")
     # a history read's Retry-After up to this is waited; longer, the run goes on without it
     history_wait: float = Field(2.0, alias="PARLEY_SLACK_HISTORY_WAIT", ge=0, le=30)
+    # Set both: workspaces install Parley through OAuth v2 (/slack/install), one bot token
+    # each, kept encrypted in Redis (PARLEY_SECRET_KEY, PARLEY_PUBLIC_URL needed)
+    client_id: str | None = Field(None, alias="SLACK_CLIENT_ID")
+    client_secret: SecretStr | None = Field(None, alias="SLACK_CLIENT_SECRET")
+    scopes: CommaList = Field(
+        default_factory=lambda: list(SLACK_BOT_SCOPES), alias="PARLEY_SLACK_SCOPES"
+    )
+
+    @property
+    def installs(self) -> bool:
+        return bool(self.client_id and self.client_secret)
+
     suggested_prompts: CommaList = Field(
         default_factory=lambda: [
             "What can you do?",
@@ -422,7 +452,8 @@ class Settings(BaseModel):
     def chat_platforms(self) -> set[str]:
         """The chat platforms whose credentials are set: an adapter starts for each."""
         found = {"telegram"} if self.telegram.token is not None else set()
-        return found | ({"slack"} if self.slack.bot_token is not None else set())
+        slack = self.slack.bot_token is not None or self.slack.installs
+        return found | ({"slack"} if slack else set())
 
 
 def check_env_file(path: Path, *, required: bool = False) -> None:

@@ -17,16 +17,16 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
-from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
@@ -55,8 +55,10 @@ from adapters.slack.format import messages, streamed_markdown
 from adapters.slack.inbound import SlackInbound
 from adapters.slack.ingress import SlackIngress
 from adapters.slack.limits import HistoryLimits
+from adapters.slack.oauth import InstallEvents, Route, bolt_app, oauth_routes, oauth_settings
 from adapters.slack.plan_prompt import post_plan
 from adapters.slack.stream import SlackLive
+from adapters.slack.workspaces import Installations, RoutingClient, Workspaces
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,10 @@ class SlackAdapter(ChatAdapter):
     config: SlackConfig
     handler: InboundHandler | None = None
     sessions: SessionDirectory | None = None  # where agent sessions live, for every process
+    # with config.installs: where each workspace's installation (its token) is kept
+    installations: Installations | None = None
+    oauth_states: AsyncOAuthStateStore | None = None
+    workspaces: Workspaces | None = field(default=None, init=False)
     platform: Platform = "slack"
     addressing: Addressing = ADDRESSING
     client: AsyncWebClient = field(init=False)
@@ -87,20 +93,29 @@ class SlackAdapter(ChatAdapter):
     inbound: SlackInbound = field(init=False)
 
     def __post_init__(self) -> None:
-        self.client = AsyncWebClient(
-            token=self.config.bot_token,
+        bolt_client = self.client = AsyncWebClient(
+            token=self.config.bot_token or None,
             base_url=self.config.api_url,
             retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)],
         )
-        # history reads see Slack's 429 themselves (context.py): no SDK retry that sleeps
-        self._reads = AsyncWebClient(token=self.config.bot_token, base_url=self.config.api_url)
-        self._threads = ThreadReader(
-            client=self.client,
-            reads=self._reads,
-            limits=HistoryLimits(wait=self.config.history_wait),
+        # history reads see Slack's 429 themselves (limits.py): no SDK retry that sleeps
+        reads = self._reads = AsyncWebClient(
+            token=self.config.bot_token, base_url=self.config.api_url
         )
+        oauth = None
+        if self.config.installs:
+            assert self.installations is not None, "OAuth installs need an installation store"
+            self.workspaces = Workspaces(store=self.installations, api_url=self.config.api_url)
+            # every part sends with the workspace the current task works for (workspaces.py)
+            self.client = cast(AsyncWebClient, RoutingClient(self.workspaces))
+            reads = cast(AsyncWebClient, RoutingClient(self.workspaces, reads=True))
+            oauth = oauth_settings(self.config, self.installations, self.oauth_states)
+        limits = HistoryLimits(wait=self.config.history_wait)
+        self._threads = ThreadReader(client=self.client, reads=reads, limits=limits)
         self.api = ApiHealth(platform="Slack", degraded_after=self.config.degraded_after)
-        self.app = _bolt_app(self.client, self.config.signing_secret)
+        self.app = bolt_app(bolt_client, self.config.signing_secret, oauth)
+        if self.workspaces is not None:
+            InstallEvents(workspaces=self.workspaces).register(self.app)
         self.ingress = SlackIngress(app=self.app, signing_secret=self.config.signing_secret)
         self.assistant = AssistantThreads(
             client=self.client,
@@ -121,7 +136,7 @@ class SlackAdapter(ChatAdapter):
         self.inbound = SlackInbound(
             config=self.config,
             client=self.client,
-            bot_user_id=lambda: self.bot_user_id,
+            bot_user_id=self._me,
             accepting=self._accepting,
             hand_over=self.hand_over,
             direct=self.agent or self.assistant,
@@ -131,6 +146,11 @@ class SlackAdapter(ChatAdapter):
     # --- lifecycle --------------------------------------------------------------------------
 
     async def initialize(self) -> None:
+        if self.workspaces is not None:
+            if self.workspaces.session is None:
+                self.workspaces.opened(aiohttp.ClientSession())
+                self._reads.session = self.workspaces.session
+            return  # each workspace's identity comes with its installation
         if self.client.session is None:
             # one session for every Web API call: without it slack_sdk opens a connection per
             # call, which a streamed answer (start, appends, stop) pays several times over
@@ -156,6 +176,8 @@ class SlackAdapter(ChatAdapter):
 
     async def stop(self) -> None:
         await self.stop_receiving()
+        if self.workspaces is not None:
+            return await self.workspaces.close()
         session, self.client.session = self.client.session, None
         self._reads.session = None
         if session is not None:
@@ -163,7 +185,7 @@ class SlackAdapter(ChatAdapter):
 
     async def health(self) -> tuple[bool, str]:
         """Whether Slack is usable from here, and what was seen of it."""
-        if not self.bot_user_id:
+        if not self.bot_user_id and self.workspaces is None:
             return False, "not signed in yet (auth.test has not succeeded)"
         ok, trouble = self.api.status()
         if self.config.app_token:
@@ -184,6 +206,18 @@ class SlackAdapter(ChatAdapter):
     def _accepting(self) -> bool:
         return self.handler is not None
 
+    def _me(self) -> str | None:
+        """Parley's own user id in the current workspace."""
+        return self.workspaces.bot_user_id() if self.workspaces is not None else self.bot_user_id
+
+    async def acting_in(self, conversation: ConversationKey) -> None:
+        if self.workspaces is not None:
+            await self.workspaces.enter(conversation.team_id)
+
+    def oauth_routes(self) -> list[Route]:
+        """Add to Slack and Slack's redirect back, when installs go through OAuth."""
+        return oauth_routes(self.app)
+
     async def hand_over(self, event: Inbound) -> None:
         assert self.handler is not None
         await hand_over(self.handler, event, self.config.handover_timeout)
@@ -192,6 +226,7 @@ class SlackAdapter(ChatAdapter):
     # --- neutral events out -----------------------------------------------------------------
 
     async def send(self, conversation: ConversationKey, message: OutboundMessage) -> MessageRef:
+        await self.acting_in(conversation)
         ts = ""
         with delivery(self.api):
             parts = messages(message)
@@ -242,6 +277,7 @@ class SlackAdapter(ChatAdapter):
 
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
         fallback, blocks = messages(message)[0]
+        await self.acting_in(ref.conversation)
         with delivery(self.api):
             await self.client.chat_update(
                 channel=ref.conversation.chat_id, ts=ref.message_id, text=fallback, blocks=blocks
@@ -250,6 +286,7 @@ class SlackAdapter(ChatAdapter):
     async def notify(self, action: InboundAction, text: str, *, alert: bool = False) -> None:
         if not alert:
             return  # the edited message already shows the decision
+        await self.acting_in(action.conversation)
         await self.client.chat_postEphemeral(
             channel=action.conversation.chat_id,
             user=action.actor.user_id,
@@ -258,7 +295,8 @@ class SlackAdapter(ChatAdapter):
         )
 
     async def download(self, attachment: Attachment, limit: int) -> bytes:
-        return await download(self.config.bot_token, self.config.api_url, attachment, limit)
+        token = self.client.token or "" if self.workspaces is not None else self.config.bot_token
+        return await download(token, self.config.api_url, attachment, limit)
 
     async def thread_history(
         self, conversation: ConversationKey, before: str, after: str | None = None
@@ -266,13 +304,14 @@ class SlackAdapter(ChatAdapter):
         if conversation.thread_id is None:
             return []
         await self.initialize()  # a worker-only process has not asked who the bot is yet
+        await self.acting_in(conversation)
         return await self._threads.history(
-            conversation.chat_id, conversation.thread_id, before, self.bot_user_id, after=after
+            conversation.chat_id, conversation.thread_id, before, self._me(), after=after
         )
 
     async def channel_info(self, channel: str) -> ChannelInfo:
         await self.initialize()
-        info = await self._threads.channel_info(channel, self.bot_user_id)
+        info = await self._threads.channel_info(channel, self._me())
         config = self.config
         allowed = not (config.allowed_channels and info.id not in config.allowed_channels)
         if config.allowed_teams and not info.teams & set(config.allowed_teams):
@@ -281,7 +320,7 @@ class SlackAdapter(ChatAdapter):
 
     async def channel_history(self, channel_id: str, oldest: float) -> list[ContextMessage]:
         await self.initialize()
-        return await self._threads.channel_history(channel_id, oldest, self.bot_user_id)
+        return await self._threads.channel_history(channel_id, oldest, self._me())
 
     async def user_timezone(self, user_id: str) -> str | None:
         """The person's IANA zone from `users.info` (`tz`), from the record thread reading
@@ -327,6 +366,7 @@ class SlackAdapter(ChatAdapter):
         thread = conversation.thread_id or self.inbound.dm_threads.get(conversation.chat_id)
         if thread is None:
             return
+        await self.acting_in(conversation)
         try:
             await self.client.api_call(
                 "assistant.threads.setStatus",
@@ -354,32 +394,5 @@ class SlackAdapter(ChatAdapter):
     ) -> None:
         """The run's agent session follows it (agent surface only); `initiator`: who asked."""
         if self.agent is not None:
+            await self.acting_in(conversation)
             await self.agent.session_status(conversation, message_id, state, title, initiator)
-
-
-def _bolt_app(client: AsyncWebClient, signing_secret: str | None) -> AsyncApp:
-    """Bolt on our client. Bolt also reads SLACK_BOT_TOKEN and, finding both, warns that the
-    token is unused; it is the very token the client carries, so that one line is dropped."""
-    bolt_log = logging.getLogger("slack_bolt.AsyncApp")
-    known = _Dropping(warning_client_prioritized_and_token_skipped())
-    bolt_log.addFilter(known)
-    try:
-        return AsyncApp(
-            name="parley",  # unnamed, Bolt reads the caller's file off inspect.stack(): ~0.1 s
-            client=client,
-            signing_secret=signing_secret or "",
-            request_verification_enabled=False,  # done by the ingress, with a bounded log line
-            ignoring_self_events_enabled=True,
-            process_before_response=True,  # stored first, then acknowledged
-        )
-    finally:
-        bolt_log.removeFilter(known)
-
-
-class _Dropping(logging.Filter):
-    def __init__(self, message: str) -> None:
-        super().__init__()
-        self.message = message
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != self.message

@@ -26,6 +26,17 @@ class SlackConfig:
     # "agent": Slack's agent messaging (features.agent_view); "assistant": the older
     # Agents & AI Apps surface (features.assistant_view), for apps not migrated yet
     surface: Literal["agent", "assistant"] = "agent"
+    # Installed through OAuth v2 (one token per workspace): the app's credentials, the bot
+    # scopes it asks for and the public base URL of /slack/install and /slack/oauth_redirect
+    client_id: str | None = None
+    client_secret: str | None = None
+    scopes: tuple[str, ...] = ()
+    public_url: str | None = None
+
+    @property
+    def installs(self) -> bool:
+        """Whether workspaces install Parley through OAuth (no single bot token)."""
+        return bool(self.client_id and self.client_secret)
 
     def admits(self, team: str | None, channel: str | None, enterprise: str | None = None) -> bool:
         """Whether the allowlists let this team and channel reach Parley at all. A team on the

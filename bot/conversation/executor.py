@@ -122,6 +122,7 @@ class Executor:
         if adapter is None:
             log.error("no adapter for %s; dropping %s", event.conversation.platform, entry_id)
             return
+        await adapter.acting_in(event.conversation)
         reply = Reply(
             outbox=self.outbox,
             adapter=adapter,

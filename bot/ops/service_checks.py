@@ -85,7 +85,37 @@ async def check_ollama(settings: Settings) -> Check:
     return Check(name="ollama", status="ok", detail=f"reachable, model {wanted} available")
 
 
+def _check_slack_installs(settings: Settings) -> Check:
+    """OAuth installs: each workspace's token comes from its install, so only what the flow
+    needs is checked here."""
+    missing = [
+        name
+        for name, value in (
+            ("PARLEY_SECRET_KEY", settings.mcp.secret_key),
+            ("PARLEY_PUBLIC_URL", settings.mcp.public_url),
+            ("SLACK_SIGNING_SECRET", settings.slack.signing_secret),
+        )
+        if value is None
+    ]
+    if missing:
+        return Check(
+            name="slack",
+            status="fail",
+            detail=f"SLACK_CLIENT_ID / SLACK_CLIENT_SECRET are set but {', '.join(missing)} not",
+            hint="OAuth installs keep tokens encrypted and need Slack's redirect: README 'Connect Slack'",
+        )
+    base = (settings.mcp.public_url or "").rstrip("/")
+    return Check(
+        name="slack",
+        status="ok",
+        detail=f"installs through OAuth: add to a workspace at {base}/slack/install "
+        f"(redirect URL {base}/slack/oauth_redirect)",
+    )
+
+
 async def check_slack(settings: Settings) -> Check:
+    if settings.slack.installs:
+        return _check_slack_installs(settings)
     if settings.slack.bot_token is None:
         return Check(
             name="slack",

@@ -75,6 +75,18 @@ class Keys:
         """A platform agent session (its chat and thread) → its conversation's thread."""
         return f"{self.prefix}:agent-session:{session_id}"
 
+    def slack_install(self, which: str) -> str:
+        """A Slack installation (`team:<id>` or `org:<enterprise id>`), encrypted."""
+        return f"{self.prefix}:slack-install:{which}"
+
+    def slack_grid_team(self, team_id: str) -> str:
+        """The organisation of a workspace served by an org-wide install."""
+        return f"{self.prefix}:slack-grid-team:{team_id}"
+
+    def slack_oauth_state(self, state: str) -> str:
+        """An OAuth state of a Slack install under way, good once."""
+        return f"{self.prefix}:slack-oauth-state:{state}"
+
     def agent_session_created(self, session_id: str) -> str:
         """Set once a platform agent session was created (its title given): later runs in it
         leave the title alone."""

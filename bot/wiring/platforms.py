@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -87,14 +88,14 @@ class Platforms:
 
     def _slack(self):  # type: ignore[no-untyped-def]
         config = self.settings.slack
-        if config.bot_token is None:
+        if config.bot_token is None and not config.installs:
             return None
         from adapters.slack import SlackAdapter, SlackConfig
         from adapters.slack.config import MAX_TEXT as SLACK_MAX_TEXT
 
         adapter = SlackAdapter(
             config=SlackConfig(
-                bot_token=config.bot_token.get_secret_value(),
+                bot_token=config.bot_token.get_secret_value() if config.bot_token else "",
                 signing_secret=(
                     config.signing_secret.get_secret_value() if config.signing_secret else None
                 ),
@@ -111,20 +112,59 @@ class Platforms:
                 surface=config.surface,
                 history_wait=config.history_wait,
                 degraded_after=self.settings.http.platform_degraded_after,
+                **self._slack_installs(),
             ),
             handler=self.handler,
             sessions=RedisSessionDirectory(
                 self.redis, self.keys, ttl=self.settings.runtime.session_ttl
             ),
+            **self._slack_stores(),
         )
         self.adapters["slack"] = adapter
         return adapter
+
+    def _slack_installs(self) -> dict[str, Any]:
+        config = self.settings.slack
+        if not config.installs:
+            return {}
+        assert config.client_secret is not None
+        return {
+            "client_id": config.client_id,
+            "client_secret": config.client_secret.get_secret_value(),
+            "scopes": tuple(config.scopes),
+            "public_url": self.settings.mcp.public_url,
+        }
+
+    def _slack_stores(self) -> dict[str, Any]:
+        """With OAuth installs: the installation and state stores (slack_installs.py)."""
+        if not self.settings.slack.installs:
+            return {}
+        from bot.runtime.slack_installs import RedisInstallations, RedisOAuthStates
+
+        secret = self.settings.mcp.secret_key
+        if secret is None or not self.settings.mcp.public_url:
+            raise RuntimeError(
+                "SLACK_CLIENT_ID / SLACK_CLIENT_SECRET need PARLEY_SECRET_KEY (tokens are kept "
+                "encrypted) and PARLEY_PUBLIC_URL (Slack's redirect)"
+            )
+        return {
+            "installations": RedisInstallations(
+                self.redis,
+                self.keys,
+                secret_key=secret.get_secret_value(),
+                allowed_teams=self.settings.slack.allowed_teams,
+            ),
+            "oauth_states": RedisOAuthStates(self.redis, self.keys),
+        }
 
     def register_routes(self, http: HttpServer) -> None:
         if self.telegram is not None and self.settings.telegram.mode == "webhook":
             http.add_route(*self.telegram.webhook_route())
         if self.slack is not None and self.settings.slack.app_token is None:
             http.add_route(*self.slack.slack_route())
+        if self.slack is not None:
+            for route in self.slack.oauth_routes():  # Add to Slack, with OAuth installs
+                http.add_route(*route)
 
     async def start_receiving(self, stop: asyncio.Event) -> None:
         """Start each platform; one that cannot be reached now is tried again in the

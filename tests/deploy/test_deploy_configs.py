@@ -13,7 +13,7 @@ from jsonschema import Draft7Validator
 
 from agent.mcp import McpConfigError, load_config
 from bot.cli import COMMANDS
-from bot.config import all_variables
+from bot.config import SLACK_BOT_SCOPES, all_variables
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 VARIABLES = set(all_variables())
@@ -115,6 +115,11 @@ def test_slack_manifest_matches_what_the_adapter_uses() -> None:
     urls = [manifest["settings"]["event_subscriptions"]["request_url"]]
     urls.append(manifest["settings"]["interactivity"]["request_url"])
     assert all(url.endswith("/slack/events") for url in urls)
+    # an OAuth install asks for the manifest's scopes and comes back to the adapter's route
+    assert scopes == set(SLACK_BOT_SCOPES)
+    (redirect,) = manifest["oauth_config"]["redirect_urls"]
+    assert redirect.endswith("/slack/oauth_redirect")
+    assert {"app_uninstalled", "tokens_revoked"} <= events
 
 
 # Slack's published app manifest schema, version 1 (schemas/manifest.schema.1.0.0.json in

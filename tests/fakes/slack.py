@@ -31,12 +31,19 @@ conversations.history (`fake.history[channel]`, filtered by `oldest`), conversat
 downloads at `url_private` (`fake.add_file(data, name, mimetype)` returns the file object an
 event carries; a request without `Authorization: Bearer <fake.bot_token>` gets Slack's
 sign-in web page, as the real one does). `fake.posts`
-holds what the bot posted, edits applied. Helpers build signed Events API requests.
+holds what the bot posted, edits applied (each post's `token`: the bot token it was posted
+with). Helpers build signed Events API requests.
+
+Installs (OAuth v2): `fake.install(code, team=…, enterprise=…, token=…)` makes oauth.v2.access
+answer that code with a bot token for that workspace (or, with `team=None`, an org-wide
+install), and auth.test answer for that token as Slack would; `fake.revoke(token)` makes every
+call with it answer `token_revoked`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import hmac
 import itertools
@@ -50,6 +57,8 @@ from aiohttp import WSMsgType, web
 
 from tests.fakes.server import FakeServer, Recorded
 
+_token: contextvars.ContextVar[str] = contextvars.ContextVar("token", default="")
+_auth: contextvars.ContextVar[str] = contextvars.ContextVar("auth", default="")
 BOT_USER = "UBOT"
 TEAM = "T1"
 AGENT_STATUSES = ("processing", "active", "suspended", "closed")
@@ -78,6 +87,7 @@ class Post:
     )  # task_update: id → title, status
     plan: str | None = None  # the newest plan_update chunk's title
     display: str | None = None  # chat.startStream's task_display_mode (timeline, plan)
+    token: str = ""  # the bot token it was posted with
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
@@ -112,6 +122,9 @@ class FakeSlack(FakeServer):
         self.external_users: set[str] = set()
         self.deleted: list[Post] = []
         self.refusals: dict[str, list[str]] = {}
+        self.codes: dict[str, dict[str, Any]] = {}  # OAuth code -> oauth.v2.access answer
+        self.identities: dict[str, dict[str, Any]] = {}  # bot token -> auth.test answer
+        self.revoked: set[str] = set()
         self._sockets: list[web.WebSocketResponse] = []
         self._connected = asyncio.Event()
         self.add("POST", "/api/*", self._method)
@@ -167,6 +180,45 @@ class FakeSlack(FakeServer):
         data, mimetype = self.files[path]
         return web.Response(body=data, content_type=mimetype)
 
+    def install(
+        self, code: str, *, team: str | None, enterprise: str | None = None, token: str
+    ) -> None:
+        """oauth.v2.access answers `code` with a bot token for `team` (None: org-wide)."""
+        bot_user = f"UBOT{token[-4:].upper()}"
+        self.codes[code] = {
+            "ok": True,
+            "app_id": "A1",
+            "authed_user": {"id": "UADMIN"},
+            "scope": "app_mentions:read,chat:write",
+            "token_type": "bot",
+            "access_token": token,
+            "bot_user_id": bot_user,
+            "team": {"id": team, "name": f"Team {team}"} if team else None,
+            "enterprise": {"id": enterprise, "name": f"Org {enterprise}"} if enterprise else None,
+            "is_enterprise_install": team is None,
+        }
+        self.identities[token] = {
+            "ok": True,
+            "user_id": bot_user,
+            "bot_id": f"B{token[-4:].upper()}",
+            "team_id": team,
+            "enterprise_id": enterprise,
+            "is_enterprise_install": team is None,
+            "user": "parley",
+            "url": "https://acme.slack.com/",
+        }
+
+    def revoke(self, token: str) -> None:
+        self.revoked.add(token)
+
+    async def _m_oauth_v2_access(self, params: dict[str, Any]) -> dict[str, Any]:
+        # the app's credentials: HTTP Basic (as slack_sdk sends them) or in the form
+        basic = _auth.get().startswith("Basic ")
+        if not basic and not (params.get("client_id") and params.get("client_secret")):
+            return {"ok": False, "error": "invalid_client_id"}
+        answer = self.codes.pop(str(params.get("code")), None)  # a code is good once
+        return answer or {"ok": False, "error": "invalid_code"}
+
     def fail_next(self, method: str, *, retry_after: int) -> None:
         self.failures.setdefault(method, []).append(retry_after)
 
@@ -211,6 +263,12 @@ class FakeSlack(FakeServer):
             if isinstance(params.get(key), str):
                 params[key] = json.loads(params[key])
         recorded.body = params
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else ""
+        _token.set(token)
+        _auth.set(auth)
+        if token in self.revoked:
+            return web.json_response({"ok": False, "error": "token_revoked"})
         pending = self.failures.get(method)
         if pending:
             retry_after = pending.pop(0)
@@ -228,6 +286,9 @@ class FakeSlack(FakeServer):
         return web.json_response(await handler(params))
 
     async def _m_auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.identities:  # tokens from installs: each answers for its own workspace
+            known = self.identities.get(_token.get())
+            return known or {"ok": False, "error": "invalid_auth"}
         return {
             "ok": True,
             "user_id": BOT_USER,
@@ -248,6 +309,7 @@ class FakeSlack(FakeServer):
             text=str(params.get("text", "")),
             blocks=list(params.get("blocks") or []),
             thread_ts=params.get("thread_ts"),
+            token=_token.get(),
         )
         self.posts.append(post)
         return {
