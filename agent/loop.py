@@ -104,8 +104,10 @@ class Agent:
         on_progress: ProgressCallback | None = None,
         tool_source: ToolSource | None = None,
         deps: Mapping[type[Any], object] | None = None,
+        side_model: ChatModel | None = None,
     ) -> None:
         self.model = model
+        self.side_model = side_model or model  # side jobs: the running summary
         self.tools = tools
         self.tool_source = tool_source
         self.recall = recall if recall is not None else memory
@@ -300,7 +302,9 @@ class Agent:
                 )
 
             fitted = stops.window(window)
-            usage, calls = await fit(state, model=self.model, window=fitted, system_for=system_for)
+            usage, calls = await fit(
+                state, model=self.side_model, window=fitted, system_for=system_for
+            )
             self._account(state, trace, usage)
             trace.summaries += calls
 

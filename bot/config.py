@@ -106,6 +106,18 @@ class AnthropicSettings(_Section):
     # Sonnet 4.5 retires on 2026-11-30; 4.6 keeps its API behaviour (thinking off unless asked).
     model: str = Field("claude-sonnet-4-6", alias="ANTHROPIC_MODEL")
     max_tokens: int = Field(4096, alias="PARLEY_ANTHROPIC_MAX_TOKENS", gt=0)
+    # The current generation only (thinking always on, `agent/llm/catalog.py`): how hard it
+    # thinks (the API's default, high, costs latency a chat feels), and whether its progress
+    # notes come back (they feed the status line) or only their signatures.
+    effort: Literal["low", "medium", "high", "xhigh", "max"] = Field(
+        "medium", alias="PARLEY_ANTHROPIC_EFFORT"
+    )
+    thinking_display: Literal["summarized", "omitted"] = Field(
+        "summarized", alias="PARLEY_ANTHROPIC_THINKING_DISPLAY"
+    )
+    # A smaller model for side jobs (compaction summaries, memory extraction); unset: the
+    # chat model does them.
+    side_model: str | None = Field(None, alias="PARLEY_ANTHROPIC_SIDE_MODEL")
 
     _scheme = field_validator("base_url", mode="before")(
         _url("http", "https", example="https://api.anthropic.com")
@@ -118,6 +130,11 @@ class OllamaSettings(_Section):
     num_ctx: int = Field(16384, alias="PARLEY_OLLAMA_NUM_CTX", gt=0)
     timeout: float = Field(300.0, alias="PARLEY_OLLAMA_TIMEOUT", gt=0)
     embed_model: str = Field("all-minilm", alias="OLLAMA_EMBED_MODEL")
+    # Ollama's `think` for models that think (qwen3, gpt-oss, deepseek-r1, …): "true",
+    # "false", or a level ("low", "medium", "high", for gpt-oss); unset: the model's default.
+    think: Literal["true", "false", "low", "medium", "high"] | None = Field(
+        None, alias="PARLEY_OLLAMA_THINK"
+    )
 
 
 class LLMSettings(_Section):
@@ -127,15 +144,12 @@ class LLMSettings(_Section):
     breaker_cooldown: float = Field(30.0, alias="PARLEY_BREAKER_COOLDOWN", gt=0)
     breaker_max_cooldown: float = Field(600.0, alias="PARLEY_BREAKER_MAX_COOLDOWN", gt=0)
     breaker_auth_cooldown: float = Field(3600.0, alias="PARLEY_BREAKER_AUTH_COOLDOWN", gt=0)
-    # JSON: {"model": [input $/Mtok, output $/Mtok], ...}; unknown models cost 0. Cache
-    # reads bill at 0.1x and cache writes at 1.25x the input price, as Anthropic's do.
+    # JSON: {"model": [input $/Mtok, output $/Mtok], ...}, added to (and overriding) the
+    # built-in table of Claude models (`agent/llm/catalog.py`), so a new model's price needs
+    # no release; unknown models cost 0. Cache reads bill at 0.1x and cache writes at 1.25x
+    # the input price, as Anthropic's do.
     prices: dict[str, tuple[float, float]] = Field(
-        default_factory=lambda: {
-            "claude-sonnet-4-6": (3.0, 15.0),
-            "claude-sonnet-4-5": (3.0, 15.0),
-            "claude-haiku-4-5": (1.0, 5.0),
-            "claude-opus-4-5": (5.0, 25.0),
-        },
+        default_factory=dict,
         alias="PARLEY_LLM_PRICES",
         examples=['{"claude-sonnet-4-6": [3.0, 15.0]}'],
     )

@@ -4,6 +4,10 @@
 prompts (the system prompt with the memories first). Images go on a message's `images` only
 when the model says it has the "vision" capability (`/api/show`, asked once); otherwise the
 model is told plainly that it cannot see them.
+
+Models that think (qwen3, gpt-oss, deepseek-r1, …) return `message.thinking` apart from the
+content: it streams as `ThinkingDelta` (the status line's notes), never as the answer, and is
+not kept. `think` (`PARLEY_OLLAMA_THINK`) turns it on, off, or to a level.
 """
 
 from __future__ import annotations
@@ -18,7 +22,13 @@ import httpx
 import ollama
 
 from agent.llm.base import ProviderRejected, ProviderUnavailable, StreamCut
-from agent.llm.streaming import StreamEvent, StreamingModel, TextDelta, ToolUseStarted
+from agent.llm.streaming import (
+    StreamEvent,
+    StreamingModel,
+    TextDelta,
+    ThinkingDelta,
+    ToolUseStarted,
+)
 from agent.llm.tls import tls_context
 from agent.messages import (
     ChatRequest,
@@ -37,10 +47,19 @@ NO_VISION = "[The user attached an image{name}, but this local model cannot see 
 
 
 class OllamaModel(StreamingModel):
-    def __init__(self, *, host: str, model: str, num_ctx: int, timeout: float = 300.0) -> None:
+    def __init__(
+        self,
+        *,
+        host: str,
+        model: str,
+        num_ctx: int,
+        timeout: float = 300.0,
+        think: bool | str | None = None,
+    ) -> None:
         self.name = "ollama"
         self.model = model
         self.num_ctx = num_ctx
+        self.think = think  # Ollama's `think`; None: the model's own default
         self.client = ollama.AsyncClient(host=host, timeout=timeout, verify=tls_context())
         self._vision: bool | None = None
 
@@ -73,6 +92,8 @@ class OllamaModel(StreamingModel):
                 async for chunk in chunks:
                     data = chunk.model_dump()
                     message = data.get("message") or {}
+                    if message.get("thinking"):  # a thinking model's notes: never the answer
+                        yield ThinkingDelta(message["thinking"])
                     if message.get("content"):
                         text.append(message["content"])
                         yield TextDelta(message["content"])
@@ -100,6 +121,8 @@ class OllamaModel(StreamingModel):
             "messages": to_wire(request, vision=vision),
             "options": {"num_ctx": self.num_ctx, "num_predict": request.max_tokens},
         }
+        if self.think is not None:
+            kwargs["think"] = self.think
         if request.tools:
             kwargs["tools"] = [
                 {

@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, Mapping
 
 from agent.llm import metrics
 from agent.llm.base import ChatModel, LLMError, StreamCut
+from agent.llm.catalog import lookup
 from agent.llm.streaming import StreamEvent, StreamingModel, stream_of
 from agent.messages import ChatRequest, ChatResponse, Usage
 
@@ -17,9 +18,24 @@ log = logging.getLogger(__name__)
 PriceTable = Mapping[str, tuple[float, float]]  # model → ($ per Mtok input, $ per Mtok output)
 
 
+def prices_of(prices: PriceTable, model: str, usage: Usage) -> tuple[float, float]:
+    """$ per Mtok (input, output) for one call: the operator's table first, then the
+    built-in one for Claude models (with its price bands for long prompts)."""
+    if model in prices:
+        return prices[model]
+    known = lookup(model)
+    if known is None:
+        return 0.0, 0.0
+    prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+    for band in sorted(known.bands, key=lambda b: b.above, reverse=True):
+        if prompt > band.above:
+            return band.input, band.output
+    return known.input_price, known.output_price
+
+
 def estimate_cost(prices: PriceTable, model: str, usage: Usage) -> float:
     """Dollars for one call; cache reads bill at a tenth, cache writes at 1.25× input."""
-    input_price, output_price = prices.get(model, (0.0, 0.0))
+    input_price, output_price = prices_of(prices, model, usage)
     billed_input = (
         usage.input_tokens + 0.1 * usage.cache_read_tokens + 1.25 * usage.cache_write_tokens
     )

@@ -3,6 +3,9 @@ providers (Anthropic, Ollama) and the chat platforms (Slack, Telegram)."""
 
 from __future__ import annotations
 
+import datetime as dt
+
+from agent.llm.catalog import lookup
 from bot.config import Settings
 from bot.ops.checks import CHECK_TIMEOUT, Check
 
@@ -48,8 +51,32 @@ async def check_anthropic(settings: Settings) -> Check:
         )
     finally:
         await client.close()
-    return Check(
+    return model_lifecycle(settings.anthropic.model) or Check(
         name="anthropic", status="ok", detail=f"key accepted, model {settings.anthropic.model}"
+    )
+
+
+def model_lifecycle(model: str, today: dt.date | None = None) -> Check | None:
+    """A warning when the model is Legacy, deprecated or retired, naming its replacement."""
+    known = lookup(model)
+    if known is None:
+        return None
+    life = known.lifecycle(today)
+    if life not in ("legacy", "deprecated", "retired"):
+        return None
+    label = {"legacy": "Legacy", "deprecated": "deprecated", "retired": "retired"}[life]
+    detail = f"key accepted; {known.name} ({model}) is {label}"
+    if known.retires is not None:
+        verb = "retired on" if life == "retired" else "retires on"
+        detail += f" ({verb} {known.retires.isoformat()})"
+    successor = lookup(known.replacement)
+    hint = (
+        f"set ANTHROPIC_MODEL={known.replacement} ({successor.name})"
+        if successor is not None
+        else "set ANTHROPIC_MODEL to a current model"
+    )
+    return Check(
+        name="anthropic", status="fail" if life == "retired" else "warn", detail=detail, hint=hint
     )
 
 

@@ -53,6 +53,7 @@ def build_agent(
     redis: aioredis.Redis,
     *,
     model: ChatModel | None = None,
+    side_model: ChatModel | None = None,
     memory: MemoryStore | None = None,
     scheduler: Scheduler | None = None,
     tools: ToolRegistry | None = None,
@@ -62,6 +63,7 @@ def build_agent(
     return Agent(
         model or build_chat_model(settings, redis),
         tools or build_tools(settings, channels),
+        side_model=side_model,
         memory=memory,
         scheduler=scheduler,
         config=agent_config(settings),

@@ -26,20 +26,13 @@ def build_chat_model(settings: Settings, redis: aioredis.Redis) -> ChatModel:
             model=settings.ollama.model,
             num_ctx=settings.ollama.num_ctx,
             timeout=settings.ollama.timeout,
+            think=ollama_think(settings.ollama.think),
         ),
         llm.prices,
     )
     if settings.anthropic.api_key is None:
         return local
-    hosted = MeteredModel(
-        AnthropicModel(
-            api_key=settings.anthropic.api_key.get_secret_value(),
-            model=settings.anthropic.model,
-            base_url=settings.anthropic.base_url,
-            timeout=llm.timeout,
-        ),
-        llm.prices,
-    )
+    hosted = _claude(settings, settings.anthropic.model)
     breaker = redis_breaker(
         redis,
         breaker_key(settings),
@@ -56,6 +49,42 @@ def build_chat_model(settings: Settings, redis: aioredis.Redis) -> ChatModel:
     return FallbackModel(
         hosted, local, breaker, timeout=llm.timeout + 1.0, suspect_after=llm.suspect_after
     )
+
+
+def build_side_model(settings: Settings, chat: ChatModel) -> ChatModel:
+    """The model for side jobs (compaction summaries, memory extraction):
+    `PARLEY_ANTHROPIC_SIDE_MODEL` behind the chat model's own fallback and breaker (the same
+    provider, the same key), or the chat model itself."""
+    side = settings.anthropic.side_model
+    if not side or side == settings.anthropic.model or not isinstance(chat, FallbackModel):
+        return chat
+    return FallbackModel(
+        _claude(settings, side),
+        chat.fallback,
+        chat.breaker,
+        timeout=chat.timeout,
+        suspect_after=chat.suspect_after,
+    )
+
+
+def _claude(settings: Settings, model: str) -> MeteredModel:
+    anthropic = settings.anthropic
+    return MeteredModel(
+        AnthropicModel(
+            api_key=anthropic.api_key.get_secret_value() if anthropic.api_key else "",
+            model=model,
+            base_url=anthropic.base_url,
+            timeout=settings.llm.timeout,
+            effort=anthropic.effort,
+            display=anthropic.thinking_display,
+        ),
+        settings.llm.prices,
+    )
+
+
+def ollama_think(value: str | None) -> bool | str | None:
+    """`PARLEY_OLLAMA_THINK` as Ollama's `think`: a boolean, a level, or unset."""
+    return {"true": True, "false": False, None: None}.get(value, value)
 
 
 def breaker_key(settings: Settings) -> str:

@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 
 from adapters.base import OutboundMessage
 from agent.llm.base import ChatModel
+from agent.llm.fallback import FallbackModel
 from agent.llm.usage import close_model
 from agent.mcp.following import TaskPolling
 from agent.outcomes import Outcome
@@ -27,7 +28,7 @@ from bot.ops.health import Health
 from bot.ops.http import HttpServer
 from bot.wiring.compose import build_agent
 from bot.wiring.memory_setup import completion, open_memory
-from bot.wiring.models import breaker_readiness, build_chat_model
+from bot.wiring.models import breaker_readiness, build_chat_model, build_side_model
 from bot.wiring.platforms import Platforms
 from bot.wiring.runtime import Runtime, build_runtime
 from memory.extract import FactExtractor
@@ -41,9 +42,12 @@ class Work:
     model: ChatModel
     store: RedisMemoryStore
     runtime: Runtime
+    side: ChatModel | None = None  # the side jobs' model, when it is another one
 
     async def close(self) -> None:
         await close_model(self.model)
+        if isinstance(self.side, FallbackModel):  # its fallback is the chat model's, closed above
+            await close_model(self.side.primary)
         try:  # recall's last-used times noted since its last write
             await self.store.write_used()
         except Exception as exc:
@@ -64,6 +68,7 @@ async def build_work(
 ) -> Work:
     store = await open_memory(settings, redis)
     model = build_chat_model(settings, redis)
+    side = build_side_model(settings, model)
     if settings.anthropic.api_key is not None:
         http.add_check("breaker", breaker_readiness(settings, redis))
 
@@ -72,6 +77,7 @@ async def build_work(
             settings,
             redis,
             model=model,
+            side_model=side,
             memory=store,
             scheduler=scheduler,
             tool_source=tools,
@@ -80,7 +86,7 @@ async def build_work(
 
     after_run = None
     if settings.memory.extract:
-        extractor = FactExtractor(completion(model), store)
+        extractor = FactExtractor(completion(side), store)
 
         async def after_run(outcome: Outcome) -> OutboundMessage | None:
             state = outcome.state
@@ -99,4 +105,4 @@ async def build_work(
         health=health,
         mcp_tasks=tasks,
     )
-    return Work(model=model, store=store, runtime=runtime)
+    return Work(model=model, store=store, runtime=runtime, side=side if side is not model else None)

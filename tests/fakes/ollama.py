@@ -9,7 +9,9 @@ models in `fake.vision`. Chat items answer `/api/chat` in order; `embed` answers
 deterministic vectors of `dimensions` floats derived from each input's hash. Requests are
 recorded. A chat request with `"stream": true` gets newline-delimited JSON chunks (a few
 characters of content each, tool calls in the last content chunk, then a `done` chunk with
-the counts), as Ollama sends. `recorded(lines)` replays a recorded stream (`tests/fakes/cuts.py`); an
+the counts), as Ollama sends. A `thought(...)` item thinks first: its
+`message.thinking` comes apart from the content (streamed first), unless the request says
+`think: false`. `recorded(lines)` replays a recorded stream (`tests/fakes/cuts.py`); an
 item's `cut` (`Cut(at, how)`) ends its stream early, `done_reason` replaces "stop".
 """
 
@@ -20,7 +22,7 @@ import json
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
@@ -38,10 +40,20 @@ class ChatItem:
     cut: Cut | None = None  # the stream ends early, after `cut.at` lines
     done_reason: str = "stop"
     lines: tuple[dict[str, Any], ...] = ()  # for `recorded`: sent as they are
+    thinking: str = (
+        ""  # a thinking model's `message.thinking`, unless the request says think: false
+    )
 
 
 def reply(content: str) -> ChatItem:
     return ChatItem(content=content)
+
+
+def thought(thinking: str, then: ChatItem) -> ChatItem:
+    """`then`, from a model that thinks first (qwen3, deepseek-r1, gpt-oss)."""
+    return ChatItem(
+        content=then.content, tool_calls=then.tool_calls, thinking=thinking, done_reason="stop"
+    )
 
 
 def call(name: str, **arguments: Any) -> ChatItem:
@@ -96,9 +108,13 @@ class FakeOllama(FakeServer):
             item = item(body)
         if item.status != 200:
             return web.json_response({"error": item.error}, status=item.status)
+        if body.get("think") is False:
+            item = replace(item, thinking="")  # asked not to think: no thinking comes back
         if body.get("stream"):
             return await self._stream(request, model, item)
         message: dict[str, Any] = {"role": "assistant", "content": item.content}
+        if item.thinking:
+            message["thinking"] = item.thinking
         if item.tool_calls:
             message["tool_calls"] = item.tool_calls
         whole = web.json_response(
@@ -127,8 +143,12 @@ class FakeOllama(FakeServer):
             return {**line, "done": False, **extra}
 
         lines = list(item.lines)
+        if not item.lines:  # a thinking model's thinking streams first, apart from the content
+            for i in range(0, len(item.thinking), 8):
+                note = {"role": "assistant", "content": "", "thinking": item.thinking[i : i + 8]}
+                lines.append(chunk(note))
         pieces = [item.content[i : i + 8] for i in range(0, len(item.content), 8)] or [""]
-        for index, piece in enumerate([] if lines else pieces):
+        for index, piece in enumerate([] if item.lines else pieces):
             message: dict[str, Any] = {"role": "assistant", "content": piece}
             if index == len(pieces) - 1 and item.tool_calls:
                 message["tool_calls"] = item.tool_calls

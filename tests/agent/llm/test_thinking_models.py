@@ -295,3 +295,51 @@ async def test_another_requester_gets_no_thinking_or_memories_of_the_first(hoste
     assert isinstance(second, Finished)
     sent_now = str(hosted.message_calls[-1].body["messages"][:-1])
     assert "memory 1" not in sent_now and "'thinking'" not in sent_now
+
+
+async def test_side_jobs_use_the_smaller_model(hosted, made) -> None:
+    """Compaction summaries go to the side model (`PARLEY_ANTHROPIC_SIDE_MODEL`), the chat
+    to the chat model."""
+    steps = itertools.count()
+
+    def respond(body: dict) -> fa.Item:  # type: ignore[type-arg]
+        if "<transcript>" in str(body.get("messages")):
+            return fa.text("A summary of earlier turns.")
+        return fa.tool("lookup", city="X" * 600) if next(steps) < 6 else fa.text("Done.")
+
+    hosted.responder = respond
+    side = claude(hosted, made, "claude-haiku-5-5")
+    config = AgentConfig(context_tokens=3500, max_steps=10)
+    chat = agent(claude(hosted, made), config=config, side_model=side)
+    outcome = await chat.run("Look up a lot", CONTEXT)
+    accepted(hosted)
+    assert isinstance(outcome, Finished) and outcome.state.summary
+    models = {
+        ("summary" if "<transcript>" in str(c.body["messages"]) else "chat", c.body["model"])
+        for c in hosted.message_calls
+    }
+    assert models == {("summary", "claude-haiku-5-5"), ("chat", SONNET)}
+
+
+async def test_the_side_model_shares_the_chat_model_s_fallback_and_breaker(
+    monkeypatch, redis
+) -> None:
+    from bot.config import Settings
+    from bot.wiring.models import build_chat_model, build_side_model
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("ANTHROPIC_MODEL", SONNET)
+    assert build_side_model(Settings.load(env_file=None), chat := object()) is chat  # type: ignore[arg-type]
+    monkeypatch.setenv("PARLEY_ANTHROPIC_SIDE_MODEL", "claude-haiku-5-5")
+    settings = Settings.load(env_file=None)
+    main = build_chat_model(settings, redis)
+    side = build_side_model(settings, main)
+    try:
+        assert isinstance(main, FallbackModel) and isinstance(side, FallbackModel)
+        assert side.primary.inner.model == "claude-haiku-5-5"  # type: ignore[attr-defined]
+        assert side.fallback is main.fallback and side.breaker is main.breaker
+        assert main.primary.inner.effort == "medium"  # type: ignore[attr-defined]
+    finally:
+        await main.close()  # type: ignore[attr-defined]
+        if isinstance(side, FallbackModel):
+            await side.primary.close()  # type: ignore[attr-defined]
