@@ -22,18 +22,19 @@ CONTEXT = RunContext(conversation_id="c", platform="console", user_id="u", chat_
 
 
 @pytest.fixture
-async def qwen3() -> AsyncIterator[FakeOllama]:
+async def local() -> AsyncIterator[FakeOllama]:
+    """Ollama with a model that thinks (the slow tier knows this fixture by its name)."""
     async with FakeOllama(models=["qwen3:8b"]) as fake:
         yield fake
 
 
-def local(fake: FakeOllama, think: bool | str | None = None) -> OllamaModel:
+def ollama(fake: FakeOllama, think: bool | str | None = None) -> OllamaModel:
     return OllamaModel(host=fake.url, model="qwen3:8b", num_ctx=4096, think=think)
 
 
-async def test_thinking_streams_apart_from_the_answer(qwen3) -> None:
-    qwen3.script(fo.thought("The user greets me; greet back.", fo.reply("Hello there!")))
-    model = local(qwen3, think=True)
+async def test_thinking_streams_apart_from_the_answer(local) -> None:
+    local.script(fo.thought("The user greets me; greet back.", fo.reply("Hello there!")))
+    model = ollama(local, think=True)
     try:
         events = [
             e async for e in model.stream(ChatRequest(system="", messages=[Message.user("hi")]))
@@ -45,33 +46,33 @@ async def test_thinking_streams_apart_from_the_answer(qwen3) -> None:
     assert notes == "The user greets me; greet back." and text == "Hello there!"
     response = events[-1]
     assert isinstance(response, ChatResponse) and response.message.text == "Hello there!"
-    assert qwen3.calls("/api/chat")[-1].body["think"] is True
+    assert local.calls("/api/chat")[-1].body["think"] is True
 
 
-async def test_think_off_and_levels_are_sent_and_unset_is_not(qwen3) -> None:
+async def test_think_off_and_levels_are_sent_and_unset_is_not(local) -> None:
     for setting, sent in (("false", False), ("high", "high"), (None, None)):
-        qwen3.script(fo.thought("hmm", fo.reply("ok")))
-        model = local(qwen3, think=ollama_think(setting))
+        local.script(fo.thought("hmm", fo.reply("ok")))
+        model = ollama(local, think=ollama_think(setting))
         try:
             answer = await model.complete(ChatRequest(system="", messages=[Message.user("hi")]))
         finally:
             await model.close()
         assert answer.message.text == "ok"
-        body = qwen3.calls("/api/chat")[-1].body
+        body = local.calls("/api/chat")[-1].body
         assert body.get("think", None) == sent
 
 
-async def test_a_thinking_local_model_s_note_is_the_status_before_its_tool_call(qwen3) -> None:
+async def test_a_thinking_local_model_s_note_is_the_status_before_its_tool_call(local) -> None:
     events: list[ProgressEvent] = []
 
     async def watch(event: ProgressEvent) -> None:
         events.append(event)
 
-    qwen3.script(
+    local.script(
         fo.thought("I should compute this.", fo.call("calculator", expression="6*7")),
         fo.thought("It is 42.", fo.reply("6 × 7 = 42.")),
     )
-    model = local(qwen3, think=True)
+    model = ollama(local, think=True)
     try:
         outcome = await Agent(model, builtin_registry(), on_progress=watch).run("6*7?", CONTEXT)
     finally:
