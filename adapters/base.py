@@ -28,6 +28,7 @@ InboundKind = Literal[
     "bare_mention",
     "too_long",
     "not_allowed",
+    "pairing",
     "scheduled",
     "triggered",
     "opened",
@@ -132,7 +133,8 @@ class InboundMessage:
     # "non_text" nothing readable (e.g. a sticker or an unsupported file alone),
     # "bare_mention" Parley addressed with nothing else, "too_long" over the length limit
     # (`text` then holds the first max_message_chars characters, `length` the full length),
-    # "not_allowed" the sender is not on the allowlist. Parley's own objectives: "scheduled"
+    # "not_allowed" the sender is not on the allowlist, "pairing" not paired either (`args`:
+    # their pairing code, "" where none is given: outside a private chat). Parley's own objectives: "scheduled"
     # (a schedule's slot, `args` "late" when it starts late) and "triggered" (a webhook).
     # "opened": the person opened their conversation with Parley (Slack's Messages tab)
     # without writing. "connected": the person finished connecting an account (`args` names

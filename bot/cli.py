@@ -74,6 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     breaker.add_argument("action", nargs="?", choices=["show", "reset"], default="show")
     add_env_file(breaker)
+    pairing = commands.add_parser(
+        "pairing",
+        help="Telegram pairing: list codes and paired people, approve a code, revoke a person",
+        description="Telegram pairing (PARLEY_TELEGRAM_ACCESS=pairing): `list` the live codes "
+        "and the people paired, `approve CODE` lets its person talk to the bot, `revoke USER_ID`",
+    )
+    pairing.add_argument("action", nargs="?", choices=["list", "approve", "revoke"], default="list")
+    pairing.add_argument("value", nargs="?", default="", metavar="CODE|USER_ID")
+    add_env_file(pairing)
     return parser
 
 
@@ -149,6 +158,8 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
             return await breaker_command(args.action, settings)
         if command == "schedules":
             return await schedules_command(settings)
+        if command == "pairing":
+            return await pairing_command(args.action, args.value, settings)
         if command == "setup":
             return await setup_command(settings)
         if command == "console":
@@ -211,6 +222,35 @@ async def schedules_command(settings: Settings) -> int:
         found = await ScheduleStore(redis, Keys(settings.redis.key_prefix)).everything()
     for line in listed(found):
         print(line)
+    return 0
+
+
+async def pairing_command(action: str, value: str, settings: Settings) -> int:
+    from bot.runtime.keys import Keys
+    from bot.runtime.pairing import Pairings, access_line
+    from bot.wiring.connection import redis_connection
+
+    if action != "list" and not value:
+        print(f"parley: pairing {action} needs a {'code' if action == 'approve' else 'user id'}")
+        return 2
+    async with redis_connection(settings) as redis:
+        pairings = Pairings(redis, Keys(settings.redis.key_prefix))
+        if action == "approve":
+            request = await pairings.approve(value)
+            if request is None:
+                print(f"parley: no live pairing code {value} (expired, used, or mistyped)")
+                return 1
+            print(f"paired: {request.name} (Telegram user {request.user_id})")
+            return 0
+        if action == "revoke":
+            found = await pairings.revoke(value)
+            print(f"revoked: {value}" if found else f"{value} was not paired")
+            return 0 if found else 1
+        print(f"Telegram access: {access_line(settings)}")
+        for request in await pairings.pending():
+            print(f"code {request.code}  {request.name} (user {request.user_id})")
+        for user_id in await pairings.paired():
+            print(f"paired  user {user_id}")
     return 0
 
 

@@ -248,6 +248,8 @@ class TelegramSettings(_Section):
     webhook_url: str | None = Field(None, alias="PARLEY_TELEGRAM_WEBHOOK_URL")
     webhook_secret: SecretStr | None = Field(None, alias="PARLEY_TELEGRAM_WEBHOOK_SECRET")
     allowed_users: CommaList = Field(default_factory=list, alias="PARLEY_TELEGRAM_ALLOWED_USERS")
+    # pairing: anyone else gets a code the operator or an approver accepts; open: anyone
+    access: Literal["pairing", "open"] = Field("pairing", alias="PARLEY_TELEGRAM_ACCESS")
     poll_timeout: int = Field(30, alias="PARLEY_TELEGRAM_POLL_TIMEOUT", ge=0, le=50)
     ephemeral_prompts: bool = Field(True, alias="PARLEY_TELEGRAM_EPHEMERAL_PROMPTS")
 

@@ -62,6 +62,7 @@ from adapters.telegram.http import AiohttpRequest  # noqa: E402
 from adapters.telegram.inbound import COMMANDS, TelegramInbound  # noqa: E402
 from adapters.telegram.inbound import parse_update as parse  # noqa: E402
 from adapters.telegram.ingress import ALLOWED_UPDATES, MAX_RETRY_AFTER, TelegramIngress  # noqa: E402
+from adapters.telegram.pairing import Pairing, paired_after_all, pairing_offer  # noqa: E402
 from adapters.telegram.posting import edit_one, fitted, post, post_ephemeral  # noqa: E402
 from adapters.telegram.refs import Placed, by_target, read, write  # noqa: E402
 from adapters.telegram.stream import TelegramLive  # noqa: E402
@@ -77,6 +78,7 @@ def _thread(conversation: ConversationKey) -> int | None:
 class TelegramAdapter(ChatAdapter):
     config: TelegramConfig
     handler: InboundHandler | None = None
+    pairing: Pairing | None = None  # None: off the allowlist is simply not allowed
     platform: Platform = "telegram"
     bot: ExtBot[int] = field(init=False)
     inbound: TelegramInbound = field(init=False)
@@ -101,6 +103,7 @@ class TelegramAdapter(ChatAdapter):
         )
         self.inbound = TelegramInbound(
             allowed_users=self.config.allowed_users,
+            open_access=self.config.open_access,
             max_message_chars=self.config.max_message_chars,
             max_file_bytes=self.config.max_file_bytes,
         )
@@ -204,6 +207,8 @@ class TelegramAdapter(ChatAdapter):
         query = update.callback_query
         if query is not None:
             event = self.inbound.action(update.update_id, query)
+            if await self._paired(event):
+                event = self.inbound.action(update.update_id, query, paired=True)
             if event is None:
                 await self.bot.answer_callback_query(
                     query.id, "This button is no longer active.", show_alert=True
@@ -211,12 +216,16 @@ class TelegramAdapter(ChatAdapter):
                 return
         elif update.message is not None:
             event = self.inbound.message(update.update_id, update.message)
+            if await self._paired(event):
+                event = self.inbound.message(update.update_id, update.message, paired=True)
+            elif isinstance(event, InboundMessage) and event.kind == "not_allowed":
+                event = await self._pairing_offer(event)
         elif "stopped_message_generation" in update.api_kwargs:
             stopped = update.api_kwargs["stopped_message_generation"]
             event = self.inbound.stopped(update.update_id, stopped)
         if event is None or self.handler is None:
             return
-        if isinstance(event, InboundMessage) and event.kind == "not_allowed":
+        if isinstance(event, InboundMessage) and event.kind in ("not_allowed", "pairing"):
             if self.inbound.refused_before(event):
                 await self._acknowledge(query)
                 return
@@ -225,6 +234,12 @@ class TelegramAdapter(ChatAdapter):
             await self._acknowledge(query)
             return
         await self._hand_over(event)
+
+    async def _paired(self, event: Inbound | None) -> bool:
+        return await paired_after_all(self.pairing, event)
+
+    async def _pairing_offer(self, event: InboundMessage) -> InboundMessage:
+        return await pairing_offer(self.pairing, event)
 
     async def _hand_over(self, event: Inbound) -> None:
         assert self.handler is not None

@@ -15,6 +15,7 @@ class TelegramConfig:
     webhook_url: str | None = None
     webhook_secret: str | None = None
     allowed_users: tuple[str, ...] = ()
+    open_access: bool = False  # PARLEY_TELEGRAM_ACCESS=open: no allowlist lets anyone in
     max_message_chars: int = MAX_TEXT  # the Bot API's limit on a message's text
     poll_timeout: int = 30  # seconds of each long poll
     retries: int = 3  # attempts after a 429 RetryAfter

@@ -7,8 +7,8 @@ saw is its `kind`: `non_text` (an unreadable attachment alone), `bare_mention`, 
 (cut to the limit), `not_allowed` (a sender off the allowlist). The conversation engine
 decides what to say about each; this module says nothing.
 
-A sender off the allowlist is handed over once per conversation: repeats seen in this process
-are dropped here, so one person flooding cannot fill the inbox.
+A sender off the allowlist (and not paired: the adapter asks, `TelegramAdapter`) is handed
+over once per conversation and pairing code: repeats seen in this process are dropped here, so one person flooding cannot fill the inbox.
 """
 
 from __future__ import annotations
@@ -48,18 +48,19 @@ CONTENT = tuple(
     kind for kind in MessageAttachmentType if kind != MessageAttachmentType.SUCCESSFUL_PAYMENT
 ) + ("checklist",)
 MAX_TEXT = 4096  # characters: the longest text message Telegram lets anyone send
-REFUSALS_KEPT = 10_000  # (conversation, sender) pairs already handed over as not_allowed
+REFUSALS_KEPT = 10_000  # (conversation, sender, code) already handed over as not_allowed
 
 
 @dataclass(kw_only=True)
 class TelegramInbound:
     allowed_users: tuple[str, ...] = ()
+    open_access: bool = False  # without an allowlist: everyone (open), or nobody unpaired
     max_message_chars: int = MAX_TEXT
     max_file_bytes: int = 20 * 1024 * 1024
     me: User | None = None  # Parley itself, once getMe answered
     _allowed_ids: set[str] = field(default_factory=set, init=False)
     _allowed_names: set[str] = field(default_factory=set, init=False)
-    _refused: set[tuple[str, str]] = field(default_factory=set, init=False)
+    _refused: set[tuple[str, str, str]] = field(default_factory=set, init=False)
     refusals_dropped: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
@@ -71,13 +72,13 @@ class TelegramInbound:
 
     def allowed(self, sender_id: str, username: str | None) -> bool:
         if not self._allowed_ids and not self._allowed_names:
-            return True
+            return self.open_access
         name = (username or "").lower()
         return sender_id in self._allowed_ids or (bool(name) and name in self._allowed_names)
 
     def refused_before(self, event: InboundMessage) -> bool:
         """Whether this sender was already handed over as not allowed in this conversation."""
-        if (event.conversation.id, event.actor.user_id) not in self._refused:
+        if (event.conversation.id, event.actor.user_id, event.args) not in self._refused:
             return False
         self.refusals_dropped += 1
         return True
@@ -85,7 +86,7 @@ class TelegramInbound:
     def refusal_stored(self, event: InboundMessage) -> None:
         if len(self._refused) >= REFUSALS_KEPT:
             self._refused.clear()
-        self._refused.add((event.conversation.id, event.actor.user_id))
+        self._refused.add((event.conversation.id, event.actor.user_id, event.args))
         log.info(
             "Telegram sender %s is not on the allowlist; further messages from them in %s "
             "are dropped",
@@ -93,7 +94,9 @@ class TelegramInbound:
             event.conversation.id,
         )
 
-    def message(self, update_id: int, message: Message) -> InboundMessage | None:
+    def message(
+        self, update_id: int, message: Message, *, paired: bool = False
+    ) -> InboundMessage | None:
         """The event a message makes, or None if it is not for Parley."""
         sender = _sender(message)
         if sender is None:
@@ -118,7 +121,7 @@ class TelegramInbound:
             is_direct=direct,
             message_id=str(message.message_id),
         )
-        if not self.allowed(actor.user_id, username):
+        if not paired and not self.allowed(actor.user_id, username):
             return replace(event, kind="not_allowed")
         files = attachments_of(message, self.max_file_bytes)
         quoted, quoted_files = replied_to(message, self.me, self.max_file_bytes)
@@ -142,7 +145,9 @@ class TelegramInbound:
             forwarded_from=forwarded_from,
         )
 
-    def action(self, update_id: int, query: CallbackQuery) -> InboundAction | InboundMessage | None:
+    def action(
+        self, update_id: int, query: CallbackQuery, *, paired: bool = False
+    ) -> InboundAction | InboundMessage | None:
         """A button press; a not_allowed message for a presser off the allowlist; None if the
         button is not one of Parley's (any more)."""
         parsed = parse_callback_data(query.data or "")
@@ -152,7 +157,7 @@ class TelegramInbound:
         conversation = conversation_of(message)
         actor = _actor(query.from_user)
         direct = message.chat.type == ChatType.PRIVATE
-        if not self.allowed(actor.user_id, query.from_user.username):
+        if not paired and not self.allowed(actor.user_id, query.from_user.username):
             return InboundMessage(
                 event_id=f"tg:{update_id}",
                 conversation=conversation,

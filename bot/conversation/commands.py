@@ -35,6 +35,11 @@ from bot.conversation.texts import (
     NOT_ON_LIST,
     NOT_YOURS_TO_FORGET,
     NOTHING_REMEMBERED,
+    PAIRED,
+    PAIRING_APPROVERS_ONLY,
+    PAIRING_NOT_HERE,
+    PAIRING_UNKNOWN,
+    PAIRING_USAGE,
     REMEMBERED_MANY,
     REMEMBERED_ONE,
     SEE_MEMORIES,
@@ -44,6 +49,7 @@ from bot.conversation.texts import (
     WHERE_THREADS,
     WHICH_ONE,
 )
+from bot.runtime.pairing import Pairings, normalised
 from bot.runtime.sessions import Session
 
 log = logging.getLogger(__name__)
@@ -114,10 +120,14 @@ class Commands:
         memory: MemoryStore | None,
         usage: UsageText | None = None,
         lists: ShownLists | None = None,
+        pairings: Pairings | None = None,
+        approvers: frozenset[str] = frozenset(),
     ) -> None:
         self.memory = memory
         self.usage = usage
         self.lists = lists
+        self.pairings = pairings  # /pair: an approver accepts a pairing code
+        self.approvers = approvers
 
     async def handle(
         self,
@@ -135,11 +145,26 @@ class Commands:
         if command == "forget":
             text = await self._forget(context, event.args, addressing)
             return CommandResult(text=text, private=True)
+        if command == "pair":
+            return CommandResult(text=await self._pair(event), private=True)
         assert command == "status", f"not a command answered here: {command}"
         lines = [STATUS_TEXT[session.status]]
         if self.usage is not None:
             lines.append(await self.usage(event))
         return CommandResult(text="\n".join(lines), private=True)
+
+    async def _pair(self, event: InboundMessage) -> str:
+        if self.pairings is None or event.actor.platform != self.pairings.platform:
+            return PAIRING_NOT_HERE
+        if event.actor.user_id not in self.approvers:
+            return PAIRING_APPROVERS_ONLY
+        if not event.args.strip():
+            return PAIRING_USAGE
+        request = await self.pairings.approve(event.args)
+        if request is None:
+            return PAIRING_UNKNOWN.format(code=normalised(event.args))
+        log.info("pairing: %s admitted by %s", request.user_id, event.actor.user_id)
+        return PAIRED.format(name=request.name, user_id=request.user_id)
 
     async def reply(
         self,

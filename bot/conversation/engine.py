@@ -85,6 +85,14 @@ from bot.runtime.decisions import Status as DecisionStatus
 from bot.runtime.sessions import Resolution, Session
 
 NOT_ALLOWED = "Sorry — I'm a private assistant and can't help you here."
+PAIRING_CODE = (
+    "I don't know you yet. To talk with me, ask the person who runs me to accept your pairing "
+    "code {code} (valid for an hour): `parley pairing approve {code}` on the server, or "
+    "`/pair {code}` sent to me privately by an approver."
+)
+PAIRING_PRIVATELY = (
+    "I only talk with people I'm paired with. Message me privately for a pairing code."
+)
 TEXT_ONLY = (
     "I can read text, photos and files (images, PDFs, text files) — not this kind of message."
 )
@@ -121,7 +129,7 @@ LOST_TEXT = (
 STATUS_LINES = StatusLines(thinking="Thinking…", using="Using {tool}…")
 
 
-ANSWERED_HERE = ("memories", "forget", "status")  # read memory or usage: the Commands class
+ANSWERED_HERE = ("memories", "forget", "status", "pair")  # read memory or usage: the Commands class
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,6 +183,11 @@ def pending_id(session: Session, event: Inbound) -> str | None:
 def _message(
     session: Session, pending: Decision | None, event: InboundMessage, policy: Policy, entry: str
 ) -> list[Effect]:
+    if event.kind == "pairing":  # a code once per code; the way to one once per person
+        code = event.args
+        text = PAIRING_CODE.format(code=code) if code else PAIRING_PRIVATELY
+        slot = f"pairing:{event.actor.user_id}:{code}"
+        return [Send(message=OutboundMessage(text=text), slot=slot, per_conversation=True)]
     if event.kind == "not_allowed":
         slot = f"not-allowed:{event.actor.user_id}"
         return [Send(message=OutboundMessage(text=NOT_ALLOWED), slot=slot, per_conversation=True)]

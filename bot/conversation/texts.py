@@ -229,3 +229,10 @@ TASK_STOPPED = "⏹ Stopped {tool} on {server}."
 TASK_PRIVATE = (
     "A result I was waiting for is for {who} alone, and I can't write to them privately yet."
 )
+
+# /pair: an approver accepts a Telegram pairing code (bot/runtime/pairing.py)
+PAIRED = "Paired: {name} ({user_id}) can talk with me now."
+PAIRING_APPROVERS_ONLY = "Only an approver (PARLEY_APPROVERS) can accept a pairing code."
+PAIRING_NOT_HERE = "Pairing codes are for Telegram; accept them there or with `parley pairing`."
+PAIRING_UNKNOWN = "There is no live pairing code {code}: it may have expired or been used."
+PAIRING_USAGE = "Send /pair <code>, with the code the person was given."

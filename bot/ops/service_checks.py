@@ -230,6 +230,10 @@ async def check_telegram(settings: Settings) -> Check:
             detail=f"@{me.username}: webhook mode without PARLEY_TELEGRAM_WEBHOOK_URL",
             hint="set the public URL that reaches /telegram/webhook, or use polling",
         )
-    return Check(
-        name="telegram", status="ok", detail=f"bot @{me.username}, {settings.telegram.mode}"
-    )
+    from bot.runtime.pairing import access_line
+
+    detail = f"bot @{me.username}, {settings.telegram.mode}; {access_line(settings)}"
+    if settings.telegram.access == "open" and not settings.telegram.allowed_users:
+        hint = "anyone may use it; PARLEY_TELEGRAM_ACCESS=pairing lets in only those you accept"
+        return Check(name="telegram", status="warn", detail=detail, hint=hint)
+    return Check(name="telegram", status="ok", detail=detail)

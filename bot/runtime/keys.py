@@ -184,6 +184,19 @@ class Keys:
         """A person's standing approvals (bot/runtime/standing.py), a field each."""
         return f"{self.prefix}:standing:{platform}:{user_id}"
 
+    # --- Telegram pairing (bot/runtime/pairing.py) -------------------------------------
+    def paired(self, platform: str) -> str:
+        return f"{self.prefix}:paired:{platform}"
+
+    def pairing_code(self, code: str) -> str:
+        return f"{self.prefix}:pairing:code:{code}"
+
+    def pairing_pending(self, platform: str, user_id: str) -> str:
+        return f"{self.prefix}:pairing:user:{platform}:{user_id}"
+
+    def pairing_queue(self, platform: str) -> str:
+        return f"{self.prefix}:pairing:queue:{platform}"
+
 
 def backlog_member(entry_id: str) -> str:
     """An inbox entry as a backlog member: zero-padded, so lexical order is entry order."""
@@ -242,4 +255,6 @@ PATTERNS: dict[str, str] = {
     "oauth:state:*": "ttl",
     "oauth:refresh:*": "ttl",
     "standing:*": "ttl",
+    "paired:*": "retention: one set per platform, a member per paired person until revoked",
+    "pairing:*": "ttl",
 }

@@ -27,6 +27,7 @@ from bot.ops.http import HttpServer
 from bot.runtime.agent_sessions import RedisSessionDirectory
 from bot.runtime.keys import Keys
 from bot.runtime.leases import Lease
+from bot.runtime.pairing import Pairings, access_line
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class Platforms:
                     config.webhook_secret.get_secret_value() if config.webhook_secret else None
                 ),
                 allowed_users=tuple(config.allowed_users),
+                open_access=config.access == "open",
                 max_message_chars=self.settings.agent.max_message_chars or TELEGRAM_MAX_TEXT,
                 poll_timeout=config.poll_timeout,
                 max_file_bytes=int(self.settings.attachments.max_file_mb * 1024 * 1024),
@@ -82,7 +84,10 @@ class Platforms:
                 ephemeral_prompts=config.ephemeral_prompts,
             ),
             handler=self.handler,
+            pairing=Pairings(self.redis, self.keys) if config.access == "pairing" else None,
         )
+        if self.handler is not None:  # where it receives: say who may talk to it
+            log.info("Telegram access: %s", access_line(self.settings))
         self.adapters["telegram"] = adapter
         return adapter
 

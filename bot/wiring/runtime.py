@@ -46,6 +46,7 @@ from bot.runtime.journal import RedisToolJournal
 from bot.runtime.keys import Keys
 from bot.runtime.locks import ConversationLocks
 from bot.runtime.outbox import Outbox
+from bot.runtime.pairing import Pairings
 from bot.runtime.schedule_clock import ScheduleClock
 from bot.runtime.scheduler import ReminderScheduler
 from bot.runtime.schedules import Schedule, ScheduleStore
@@ -267,7 +268,13 @@ def build_runtime(
         sessions=sessions,
         decisions=decisions,
         outbox=outbox,
-        commands=Commands(memory, usage, ShownLists(redis, keys, ttl=runtime_settings.session_ttl)),
+        commands=Commands(
+            memory,
+            usage,
+            ShownLists(redis, keys, ttl=runtime_settings.session_ttl),
+            pairings=Pairings(redis, keys),
+            approvers=frozenset(settings.access.approvers),
+        ),
         runner=Runner(
             outbox=outbox,
             lines=STATUS_LINES,

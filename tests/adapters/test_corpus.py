@@ -365,6 +365,7 @@ async def telegram_bot(
 ) -> AsyncIterator[tuple[TelegramAdapter, str]]:
     adapter = TelegramAdapter(
         config=TelegramConfig(
+            open_access=True,
             token=fake.token,
             api_url=fake.url,
             poll_timeout=1,

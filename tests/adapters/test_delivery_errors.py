@@ -41,7 +41,9 @@ TO_ANA = ConversationKey(platform="telegram", chat_id=str(ANA))
 async def test_telegram_errors_map_to_the_tree(
     telegram: FakeTelegram, status: int, description: str, permanent: bool
 ) -> None:
-    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    adapter = TelegramAdapter(
+        config=TelegramConfig(open_access=True, token=telegram.token, api_url=telegram.url)
+    )
     try:
         telegram.answer_error("sendMessage", status, description)
         with pytest.raises(DeliveryError) as caught:
@@ -56,7 +58,9 @@ async def test_telegram_errors_map_to_the_tree(
 async def test_telegram_waits_out_a_short_retry_after_but_not_a_long_one(
     telegram: FakeTelegram,
 ) -> None:
-    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    adapter = TelegramAdapter(
+        config=TelegramConfig(open_access=True, token=telegram.token, api_url=telegram.url)
+    )
     try:
         telegram.fail_next("sendMessage", retry_after=3600)
         started = time.monotonic()
@@ -74,7 +78,9 @@ async def test_telegram_waits_out_a_short_retry_after_but_not_a_long_one(
 async def test_a_long_message_keeps_its_order_through_a_retry_after(
     telegram: FakeTelegram,
 ) -> None:
-    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    adapter = TelegramAdapter(
+        config=TelegramConfig(open_access=True, token=telegram.token, api_url=telegram.url)
+    )
     text = "\n\n".join(f"part {n}: " + "words " * 700 for n in range(3))
     try:
         telegram.fail_next("sendMessage", retry_after=1)
@@ -90,7 +96,9 @@ async def test_a_long_message_keeps_its_order_through_a_retry_after(
 async def test_a_streamed_message_is_finished_through_the_adapter(
     telegram: FakeTelegram,
 ) -> None:
-    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    adapter = TelegramAdapter(
+        config=TelegramConfig(open_access=True, token=telegram.token, api_url=telegram.url)
+    )
     group = ConversationKey(platform="telegram", chat_id=str(GROUP))
     try:
         live = TelegramLive(poster=adapter, conversation=group, draft=False)

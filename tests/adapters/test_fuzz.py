@@ -116,7 +116,7 @@ def telegram() -> Iterator[tuple[Harness, TelegramAdapter]]:
     fake = FakeTelegram()
     harness.run(fake.start())
     adapter = TelegramAdapter(
-        config=TelegramConfig(token=fake.token, api_url=fake.url, retries=0),
+        config=TelegramConfig(open_access=True, token=fake.token, api_url=fake.url, retries=0),
         handler=harness.handler,
     )
     harness.run(adapter.initialize())

@@ -28,7 +28,9 @@ ANA, BOB, GROUP = 42, 7, -100123
 
 def adapter_for(fake: FakeTelegram, **config: Any) -> TelegramAdapter:
     return TelegramAdapter(
-        config=TelegramConfig(token=fake.token, api_url=fake.url, poll_timeout=1, **config)
+        config=TelegramConfig(  # these tests talk as anyone, unless they say otherwise
+            token=fake.token, api_url=fake.url, poll_timeout=1, **{"open_access": True, **config}
+        )
     )
 
 

@@ -35,7 +35,7 @@ def forwarded_payloads() -> list[dict[str, Any]]:
 
 
 def test_every_kind_of_forward_names_who_wrote_it() -> None:
-    inbound = TelegramInbound()
+    inbound = TelegramInbound(open_access=True)
     authors = []
     for payload in forwarded_payloads():
         update = Update.de_json(payload, BOT)
@@ -56,14 +56,14 @@ def test_a_forwarded_command_is_not_the_senders_command() -> None:
     payload["message"] = {**payload["message"], "text": "/forget all"}
     update = Update.de_json(payload, BOT)
     assert update is not None and update.message is not None
-    event = TelegramInbound().message(update.update_id, update.message)
+    event = TelegramInbound(open_access=True).message(update.update_id, update.message)
     assert event is not None and event.command is None and event.text == "/forget all"
     assert event.forwarded_from == "First Name"
     plain = {**payload["message"]}
     plain.pop("forward_origin")
     update = Update.de_json({**payload, "message": plain}, BOT)
     assert update is not None and update.message is not None
-    own = TelegramInbound().message(update.update_id, update.message)
+    own = TelegramInbound(open_access=True).message(update.update_id, update.message)
     assert own is not None and own.command == "forget" and own.forwarded_from is None
 
 
@@ -73,7 +73,9 @@ async def test_the_model_is_told_a_forward_is_not_the_users_words(redis: aioredi
     model = ScriptedModel([turn(call("create_reminder", text=INJECTED, in_seconds=60))])
     async with FakeTelegram() as fake:
         adapter = TelegramAdapter(
-            config=TelegramConfig(token=fake.token, api_url=fake.url, poll_timeout=1)
+            config=TelegramConfig(
+                open_access=True, token=fake.token, api_url=fake.url, poll_timeout=1
+            )
         )
         async with running(redis, model, adapter=adapter) as harness:  # type: ignore[arg-type]
             adapter.handler = harness.runtime.inbox.submit
@@ -115,7 +117,7 @@ def test_a_reply_to_a_forward_quotes_its_real_author() -> None:
     reply_to["reply_to_message"] = forwarded
     update = Update.de_json({"update_id": 1, "message": reply_to}, BOT)
     assert update is not None and update.message is not None
-    event = TelegramInbound().message(update.update_id, update.message)
+    event = TelegramInbound(open_access=True).message(update.update_id, update.message)
     assert event is not None and event.forwarded_from is None  # her own words
     [quoted] = event.context
     assert quoted.text == INJECTED and quoted.author == "Mallory (forwarded by Telegram_Bots)"

@@ -29,7 +29,9 @@ ANSWER = OutboundMessage(text="The plan is to ship on Friday.")
 async def runtime(
     redis: aioredis.Redis, telegram: FakeTelegram
 ) -> AsyncIterator[tuple[Harness, TelegramAdapter]]:
-    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    adapter = TelegramAdapter(
+        config=TelegramConfig(open_access=True, token=telegram.token, api_url=telegram.url)
+    )
     await adapter.initialize()
     try:
         async with running(redis, ScriptedModel([]), adapter=adapter) as harness:  # type: ignore[arg-type]

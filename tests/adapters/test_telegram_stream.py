@@ -54,7 +54,9 @@ async def bot(
     **streaming: Any,
 ) -> AsyncIterator[tuple[Harness, TelegramAdapter]]:
     adapter = TelegramAdapter(
-        config=TelegramConfig(token=telegram.token, api_url=telegram.url, poll_timeout=1)
+        config=TelegramConfig(
+            open_access=True, token=telegram.token, api_url=telegram.url, poll_timeout=1
+        )
     )
     if model is None:
         model = AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url)
@@ -219,7 +221,9 @@ def delta(text: str) -> ProgressEvent:
 async def test_a_replay_after_a_crash_completes_the_half_message(
     redis: aioredis.Redis, telegram: FakeTelegram
 ) -> None:
-    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    adapter = TelegramAdapter(
+        config=TelegramConfig(open_access=True, token=telegram.token, api_url=telegram.url)
+    )
     await adapter.initialize()
     conversation = ConversationKey(platform="telegram", chat_id=str(GROUP))
     key = Keys("parley").outbox("entry-1:1")
@@ -264,7 +268,9 @@ async def test_a_replay_after_a_crash_completes_the_half_message(
 async def test_a_replay_that_ends_in_a_question_still_posts_the_question(
     redis: aioredis.Redis, telegram: FakeTelegram
 ) -> None:
-    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    adapter = TelegramAdapter(
+        config=TelegramConfig(open_access=True, token=telegram.token, api_url=telegram.url)
+    )
     await adapter.initialize()
     conversation = ConversationKey(platform="telegram", chat_id=str(GROUP))
     keys = Keys("parley")
@@ -315,7 +321,9 @@ async def test_an_answer_never_shown_claims_its_key_and_learns_it_in_one_call(
 ) -> None:
     # An entry taken from the backlog may have been tried before, so its key must be read;
     # a quick answer reads it as it claims it, with no GET of its own.
-    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    adapter = TelegramAdapter(
+        config=TelegramConfig(open_access=True, token=telegram.token, api_url=telegram.url)
+    )
     await adapter.initialize()
     conversation = ConversationKey(platform="telegram", chat_id=str(GROUP))
     keys = Keys("parley")
@@ -393,7 +401,9 @@ async def test_a_stalled_first_try_does_not_answer_after_the_run_that_took_it_ov
     entry again and answered. A, resuming, finishes a stream it began as the entry's first
     try (so it never read the key): it must post nothing, in a group or a private chat, with
     or without a half message shown before or after the takeover."""
-    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    adapter = TelegramAdapter(
+        config=TelegramConfig(open_access=True, token=telegram.token, api_url=telegram.url)
+    )
     await adapter.initialize()
     keys = Keys("parley")
 
@@ -458,7 +468,9 @@ async def test_a_stalled_run_that_ends_in_a_question_leaves_the_takeovers_answer
     """The stale run showed half an answer, stalled, and then (the model thinking again)
     ends in a question: it must not clear the key the run that took over answered under,
     or its question would go out under that key after the answer."""
-    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    adapter = TelegramAdapter(
+        config=TelegramConfig(open_access=True, token=telegram.token, api_url=telegram.url)
+    )
     await adapter.initialize()
     conversation = ConversationKey(platform="telegram", chat_id=str(GROUP))
     keys = Keys("parley")
@@ -490,7 +502,9 @@ async def test_a_run_cancelled_mid_send_by_its_lost_lock_is_not_answered_again(
     """The lock is found lost while the stale run's sendMessage is on its way (Telegram has
     it): the cancelled run lets the call end and records it, and the run that took the entry
     over posts nothing, rather than the key being let go and the answer posted twice."""
-    adapter = TelegramAdapter(config=TelegramConfig(token=telegram.token, api_url=telegram.url))
+    adapter = TelegramAdapter(
+        config=TelegramConfig(open_access=True, token=telegram.token, api_url=telegram.url)
+    )
     await adapter.initialize()
     keys = Keys("parley")
 

@@ -34,6 +34,7 @@ async def test_a_burst_of_webhook_posts_queues_every_update(
     client = redis_client(redis_url, config)
     adapter = TelegramAdapter(
         config=TelegramConfig(
+            open_access=True,
             token=telegram.token,
             api_url=telegram.url,
             mode="webhook",

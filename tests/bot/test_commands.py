@@ -17,7 +17,7 @@ from tests.bot.recording import message
 # What each adapter declares (Telegram before getMe knows its name; the console says nothing).
 ADDRESSING = {
     "slack": SLACK,
-    "telegram": TelegramAdapter(config=TelegramConfig(token="1:x")).addressing,
+    "telegram": TelegramAdapter(config=TelegramConfig(open_access=True, token="1:x")).addressing,
     "console": Addressing(),
 }
 

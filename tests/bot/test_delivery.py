@@ -72,7 +72,7 @@ async def bot(
     **config: float,
 ) -> AsyncIterator[Harness]:
     adapter = TelegramAdapter(
-        config=TelegramConfig(token=fake.token, api_url=fake.url, poll_timeout=1)
+        config=TelegramConfig(open_access=True, token=fake.token, api_url=fake.url, poll_timeout=1)
     )
     try:
         async with running(

@@ -89,6 +89,7 @@ async def test_a_worker_rides_out_a_redis_outage(
                 **base,
                 "REDIS_URL": private_redis.url,
                 "TELEGRAM_BOT_TOKEN": telegram.token,
+                "PARLEY_TELEGRAM_ACCESS": "open",  # these tests talk as anyone
                 "TELEGRAM_API_URL": telegram.url,
                 "ANTHROPIC_API_KEY": "sk-ant-test",
                 "ANTHROPIC_BASE_URL": hosted.url,

@@ -165,6 +165,7 @@ async def world(
             **base,
             "REDIS_URL": redis_url,
             "TELEGRAM_BOT_TOKEN": telegram.token,
+            "PARLEY_TELEGRAM_ACCESS": "open",  # these tests talk as anyone
             "TELEGRAM_API_URL": telegram.url,
             "PARLEY_TELEGRAM_POLL_TIMEOUT": "1",
             "ANTHROPIC_API_KEY": "sk-ant-test",

@@ -65,7 +65,7 @@ async def telegram_bot(
     redis: aioredis.Redis, fake: FakeTelegram, model: ScriptedModel, store: RedisMemoryStore
 ) -> AsyncIterator[Harness]:
     adapter = TelegramAdapter(
-        config=TelegramConfig(token=fake.token, api_url=fake.url, poll_timeout=1)
+        config=TelegramConfig(open_access=True, token=fake.token, api_url=fake.url, poll_timeout=1)
     )
     async with running(redis, model, adapter=adapter, memory=store) as harness:  # type: ignore[arg-type]
         adapter.handler = harness.runtime.inbox.submit
