@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 
 from adapters.base import Actor, ConversationKey, InboundMessage
 from bot.ops import metrics
-from bot.ops.health import Health, pause
+from bot.ops.health import Health, repeat
 from bot.runtime.inbox import STREAM_MAXLEN, encode
 from bot.runtime.keys import Keys
 from bot.runtime.schedules import Schedule, ScheduleStore
@@ -101,18 +101,13 @@ class ScheduleClock:
         self.heartbeat = (health or Health()).register("schedules", every=poll + 30.0)
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                while await self.start_due() >= BATCH and not stop.is_set():
-                    pass  # a full batch: more may be due
-                counts = await self.store.counts()
-            except Exception as exc:
-                await pause(stop, self.heartbeat.failed(exc))
-                continue
-            for state, count in counts.items():
+        async def one_pass() -> None:
+            while await self.start_due() >= BATCH and not stop.is_set():
+                pass  # a full batch: more may be due
+            for state, count in (await self.store.counts()).items():
                 metrics.SCHEDULES.labels(state).set(count)
-            self.heartbeat.beat()
-            await pause(stop, self.poll)
+
+        await repeat(stop, self.heartbeat, one_pass, self.poll)
 
     async def start_due(self, now: float | None = None) -> int:
         """Start the slots due by `now`; returns how many due schedules were looked at."""

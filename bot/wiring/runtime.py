@@ -37,7 +37,7 @@ from bot.conversation.shown import ShownLists
 from bot.conversation.voice import LONGEST as LONGEST_TRANSCRIPT
 from bot.conversation.voice import Transcriber, Voice
 from bot.ops import metrics
-from bot.ops.health import Health, Heartbeat, pause
+from bot.ops.health import Health, Heartbeat, repeat
 from bot.ops.shutdown import STILL_RUNNING, describe, settle
 from bot.runtime.decisions import DecisionStore
 from bot.runtime.followed_tasks import TaskFollowing, TaskWords
@@ -112,26 +112,19 @@ class Runtime:
 
     async def _redeliver(self, stop: asyncio.Event, heartbeat: Heartbeat) -> None:
         """Deliver parked replies once their platform answers again."""
-        while not stop.is_set():
-            try:
-                await self.outbox.redeliver(self.executor.adapters, self.executor.delivered)
-            except Exception as exc:  # Redis away, or one bad parked message: try again later
-                await pause(stop, heartbeat.failed(exc))
-                continue
-            heartbeat.beat()
-            await pause(stop, self.poll)
+
+        async def one_pass() -> None:
+            await self.outbox.redeliver(self.executor.adapters, self.executor.delivered)
+
+        await repeat(stop, heartbeat, one_pass, self.poll)
 
     async def _sample_gauges(self, stop: asyncio.Event, heartbeat: Heartbeat) -> None:
-        while not stop.is_set():
-            try:
-                for kind in ("question", "approval"):
-                    count = await self.decisions.count_pending(kind)
-                    metrics.PENDING_DECISIONS.labels(kind).set(count)
-            except Exception as exc:
-                await pause(stop, heartbeat.failed(exc))
-                continue
-            heartbeat.beat()
-            await pause(stop, GAUGE_EVERY)
+        async def one_pass() -> None:
+            for kind in ("question", "approval"):
+                count = await self.decisions.count_pending(kind)
+                metrics.PENDING_DECISIONS.labels(kind).set(count)
+
+        await repeat(stop, heartbeat, one_pass, GAUGE_EVERY)
 
 
 GAUGE_EVERY = 5.0  # seconds between two samples of the gauges
