@@ -19,6 +19,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 log = logging.getLogger(__name__)
 
 ReadinessCheck = Callable[[], Awaitable[tuple[bool, str]]]
+Route = tuple[str, str, Callable[[web.Request], Awaitable[Any]]]  # method, path, handler
 
 
 class PortInUse(Exception):

@@ -24,10 +24,11 @@ from bot.ops.invocation import parley_command
 from bot.ops.shutdown import Watchdog, leave_behind
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
-from bot.runtime.triggers import REPLAY_WINDOW, Hooks, deliverable_triggers
+from bot.runtime.triggers import deliverable_triggers
 from bot.wiring.connection import redis_connection
 from bot.wiring.mcp_setup import build_connections, build_toolbox, readiness, task_polling
 from bot.wiring.platforms import NO_PLATFORM, Platforms
+from bot.wiring.public import public_routes
 
 log = logging.getLogger(__name__)
 
@@ -104,17 +105,11 @@ async def run_role(
     gc_tuning.install()
     try:
         if gateway:
-            platforms.register_routes(http)
-            if triggers:
-                # a delivery id is kept at least as long as its signed timestamp passes
-                ttl = max(settings.runtime.dedup_ttl, REPLAY_WINDOW)
-                hooks = Hooks(triggers=triggers, submit=Inbox(redis, keys, dedup_ttl=ttl).submit)
-                http.add_route(*hooks.route())
-            if connections is not None:
-                from bot.runtime.oauth_callback import OAuthCallback  # loads the MCP SDK
-
-                callback = OAuthCallback(connections=connections, submit=inbox.submit)
-                http.add_route(*callback.route())
+            routes = public_routes(
+                settings, platforms, inbox, triggers=triggers, connections=connections
+            )
+            for route in routes:
+                http.add_route(*route)
         await http.start()  # every role serves /healthz, /readyz and /metrics
         if gateway:
             await platforms.start_receiving(stop)

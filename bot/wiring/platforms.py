@@ -23,7 +23,7 @@ from adapters.base import (
 from adapters.platform import ChatAdapter
 from bot.config import Settings
 from bot.ops.health import Backoff, Health, pause
-from bot.ops.http import HttpServer
+from bot.ops.http import HttpServer, Route
 from bot.runtime.agent_sessions import RedisSessionDirectory
 from bot.runtime.keys import Keys
 from bot.runtime.leases import Lease
@@ -162,14 +162,21 @@ class Platforms:
             "oauth_states": RedisOAuthStates(self.redis, self.keys),
         }
 
-    def register_routes(self, http: HttpServer) -> None:
+    def routes(self) -> list[Route]:
+        """The platforms' public routes: Telegram's webhook, Slack's events (not with Socket
+        Mode)."""
+        routes: list[Route] = []
         if self.telegram is not None and self.settings.telegram.mode == "webhook":
-            http.add_route(*self.telegram.webhook_route())
+            routes.append(self.telegram.webhook_route())
         if self.slack is not None and self.settings.slack.app_token is None:
-            http.add_route(*self.slack.slack_route())
+            routes.append(self.slack.slack_route())
         if self.slack is not None:
-            for route in self.slack.oauth_routes():  # Add to Slack, with OAuth installs
-                http.add_route(*route)
+            routes.extend(self.slack.oauth_routes())  # Add to Slack, with OAuth installs
+        return routes
+
+    def register_routes(self, http: HttpServer) -> None:
+        for route in self.routes():
+            http.add_route(*route)
 
     async def start_receiving(self, stop: asyncio.Event) -> None:
         """Start each platform; one that cannot be reached now is tried again in the
