@@ -70,6 +70,7 @@ class Transcribed:
     received: Received
     transcript: str = ""
     refusal: str | None = None
+    note: str | None = None  # nothing was heard but the message goes on (its caption)
 
 
 Event = Received | Admitted | Claimed | Ran | Transcribed

@@ -280,6 +280,9 @@ def _transcribed(
 ) -> list[Effect]:
     if heard.refusal is not None:
         return [_say(heard.refusal)]
+    if heard.note is not None:  # the audio unheard, its caption answered
+        going_on = _admitted(session, pending, Admitted(received=heard.received), policy)
+        return [_say(heard.note, slot="transcript"), *going_on]
     # Said back in one short line, so a misheard word can be put right.
     quote = heard.transcript if len(heard.transcript) <= QUOTED else heard.transcript[:QUOTED]
     line = HEARD.format(text=quote.replace("\n", " ") + ("…" if quote != heard.transcript else ""))

@@ -257,7 +257,10 @@ class Executor:
                 heard = await self.voice.hear(turn.event, reply.adapter)
                 turn.received = fx.Received(entry_id=received.entry_id, event=heard.event)
                 return fx.Transcribed(
-                    received=turn.received, transcript=heard.transcript, refusal=heard.refusal
+                    received=turn.received,
+                    transcript=heard.transcript,
+                    refusal=heard.refusal,
+                    note=heard.note,
                 )
             case fx.Settle(abandon=abandon):
                 if abandon is not None and session.state is not None:

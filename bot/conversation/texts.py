@@ -30,6 +30,10 @@ HUGE_IMAGE = (
 VOICE_NOT_SET_UP = (
     "Voice messages aren't set up here, so I can't listen to this one — please type it."
 )
+VOICE_CAPTION_ONLY = (
+    "Voice messages aren't set up here, so I didn't hear the audio itself — I'm answering "
+    "what you wrote with it."
+)
 VOICE_FAILED = "I couldn't transcribe that voice message just now — please try again, or type it."
 NOTHING_HEARD = "I couldn't make out any words in that voice message — could you type it?"
 VOICE_TOO_LARGE = "That voice message is too large for me ({size}; the limit is {limit} MB)."

@@ -28,6 +28,7 @@ from adapters.base import (
 from bot.conversation.audio_length import measured_seconds
 from bot.conversation.texts import (
     NOTHING_HEARD,
+    VOICE_CAPTION_ONLY,
     VOICE_FAILED,
     VOICE_NOT_SET_UP,
     VOICE_TOO_LARGE,
@@ -110,6 +111,7 @@ class Heard:
     event: InboundMessage
     transcript: str = ""
     refusal: str | None = None
+    note: str | None = None  # said before the answer: the caption is answered, not the audio
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,6 +129,8 @@ class Voice:
         spoken = [a for a in event.attachments if a.speech]
         rest = tuple(a for a in event.attachments if not a.speech)
         if self.transcriber is None:
+            if event.text.strip():  # a caption: answered, with one line saying what was not
+                return Heard(event=replace(event, attachments=rest), note=VOICE_CAPTION_ONLY)
             return Heard(event=event, refusal=VOICE_NOT_SET_UP)
         parts: list[str] = []
         for attachment in spoken:
