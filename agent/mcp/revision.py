@@ -6,11 +6,13 @@ A 2025-11-25 session starts with the `initialize` handshake; a 2026-07-28 one wi
 
 - questions mid-call: 2026-07-28 answers `input_required` with a `requestState` the server
   signs, so a question asked by a stdio server does not survive that server's restart (it
-  restarts with Parley); 2025-11-25 sends `elicitation/create` during the call, answered
-  "cancel" at once and asked in the chat, Parley keeping the answers itself, so it survives
-  a restart but the tool must be safe to call again (agent/mcp/elicitation.py);
+  restarts with Parley); 2025-11-25 sends `elicitation/create` during the call, which stays
+  open while the question waits in the chat (agent/mcp/open_calls.py), so that server hears
+  the person's answer, and a call whose question outlives it is made again only when safe;
 - tool-list changes: 2026-07-28 sends them on a `subscriptions/listen` stream, opened here
-  and handed to the session's handler as the 2025-11-25 notification would be;
+  only when the server advertises `tools.listChanged` and handed to the session's handler as
+  the 2025-11-25 notification would be; a server that refuses the stream is used without it
+  (its tool list is read again on reconnect only);
 - progress notifications: the same in both.
 """
 
@@ -24,7 +26,7 @@ from contextlib import AsyncExitStack
 
 import mcp.types as mt
 from mcp import ClientSession
-from mcp.client.subscriptions import listen
+from mcp.client.subscriptions import SubscriptionLost, listen
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -58,9 +60,22 @@ async def open_session(
     """Negotiate, and while `stack` is open hand a 2026-07-28 server's tool-list changes to
     `on_message` as the 2025-11-25 notification (which that revision sends on the session)."""
     version = await negotiate(session, config.protocol)
-    if is_modern(session):
-        await stack.enter_async_context(_tool_changes(session, on_message))
+    if is_modern(session) and announces_tool_changes(session):
+        try:
+            await stack.enter_async_context(_tool_changes(session, on_message))
+        except (MCPError, SubscriptionLost, TimeoutError) as exc:
+            log.warning(
+                "MCP server refused subscriptions/listen (%s); its tool list is not followed",
+                str(exc)[:200],
+            )
     return version
+
+
+def announces_tool_changes(session: ClientSession) -> bool:
+    """The server says it tells of tool-list changes (`capabilities.tools.listChanged`)."""
+    caps = session.server_capabilities
+    tools = caps.tools if caps is not None else None
+    return tools is not None and tools.list_changed is True
 
 
 @contextlib.asynccontextmanager
