@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from agent.messages import ToolResultBlock, ToolUseBlock
 from agent.observations import clean
 from agent.protocols import RunContext
-from agent.tools import ApprovalRequired, Tool, ToolError, tool
+from agent.tools import ApprovalRequired, InputRequired, QuestionRequired, Tool, ToolError, tool
 
 ASK_USER = "ask_user"
 PROPOSE_PLAN = "propose_plan"
@@ -84,6 +84,9 @@ class PendingQuestion(BaseModel):
     link_url: str | None = None
     # A tool's own question (`InputRequired`): the call, made again with the answer.
     call: ResumedCall | None = None
+    # The call that asked the requester to connect an account (`QuestionRequired`): made once
+    # they have, with their account (agent/connecting.py).
+    connect_call: ResumedCall | None = None
 
 
 class Retry(BaseModel):
@@ -262,3 +265,34 @@ def retry_of(pending: PendingPlan, uncertain: dict[str, Retry]) -> PendingPlan |
         steps=[step for step in pending.steps if step.call_id in uncertain],
         retries=uncertain,
     )
+
+
+def asked_question(
+    use: ToolUseBlock, asked: QuestionRequired | InputRequired, key: str | None = None
+) -> PendingQuestion:
+    """What the run waits on when a call asks the requester first."""
+    call = ResumedCall(tool=use.name, args=dict(use.input), key=key)
+    if isinstance(asked, InputRequired):  # answered by making the call again
+        call.resume = asked.resume
+        return PendingQuestion(
+            id=new_id(),
+            tool_use_id=use.id,
+            question=asked.question,
+            options=asked.options,
+            call=call,
+        )
+    return PendingQuestion(
+        id=asked.question_id,
+        tool_use_id=use.id,
+        question=asked.question,
+        link_label=asked.label,
+        link_url=asked.url,
+        connect_call=call,
+    )
+
+
+def plan_of(
+    use: ToolUseBlock, tool: Tool, context: RunContext, asked: ApprovalRequired | None = None
+) -> PendingPlan:
+    """One call put to the requester for approval."""
+    return PendingPlan(id=new_id(), steps=[step_for(use, tool, asked, context)])

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent import deferred, standing
+from agent.connecting import after_connect
 from agent.deferred import (
     ASK_USER,
     PROPOSE_PLAN,
@@ -27,8 +28,8 @@ from agent.deferred import (
     PendingPlan,
     PendingQuestion,
     PlanStep,
-    ResumedCall,
     Retry,
+    asked_question,
     new_id,
 )
 from agent.execution import ExecutionPolicy, check_call, error_result, execute, notify
@@ -99,7 +100,7 @@ class Actor:
                 calls.asked[use.id] = outcome
             elif isinstance(outcome, QuestionRequired | InputRequired):  # the requester first
                 if turn.question is None:
-                    turn.question = _asked(use, outcome)
+                    turn.question = asked_question(use, outcome)
                     self._record(use, "", "deferred")
                 else:
                     self._reply(turn, use, "Not run: waiting for the user first.", "skipped")
@@ -211,10 +212,13 @@ class Actor:
         if state.pending_question is not None and answer is not None:
             question, state.pending_question = state.pending_question, None
             state.last_user_text = answer
-            if question.call is None:
-                limit = self.policy.output_limit
-                state.close_turn([deferred.answered(question, answer, limit)])
-            elif (result := await self._answer_call(state, question, answer)) is not None:
+            if question.connect_call is not None:  # they may have connected: make the call
+                result = await after_connect(self, state, question, answer)
+            elif question.call is None:
+                result = deferred.answered(question, answer, self.policy.output_limit)
+            else:
+                result = await self._answer_call(state, question, answer)
+            if result is not None:
                 state.close_turn([result])
         elif state.pending_plan is not None and approved is not None:
             results, again = await self.settle_plan(state, approved=approved, reason=reason)
@@ -239,7 +243,7 @@ class Actor:
         except (ApprovalRequired, QuestionRequired, InputRequired) as asked:
             if isinstance(asked, ApprovalRequired):  # asked and answered already
                 return error_result(use.id, f"{call.tool} could not run.", self.policy.output_limit)
-            state.pending_question = _asked(use, asked, key=call.key)
+            state.pending_question = asked_question(use, asked, key=call.key)
             self._record(use, "", "deferred")
             return None
 
@@ -275,7 +279,7 @@ class Actor:
             try:
                 result = await self._run_once(state, use, retry)
             except InputRequired as asked:  # the server asks before it acts
-                state.pending_question = _asked(use, asked, key=retry.key)
+                state.pending_question = asked_question(use, asked, key=retry.key)
                 self._record(use, "", "deferred")
                 continue
             if result is None:
@@ -353,6 +357,12 @@ class Actor:
             log.warning("run %s: could not journal the end of %s", state.run_id, call)
         return result
 
+    async def run_call(self, use: ToolUseBlock, step: int) -> ToolResultBlock:
+        return await self._run(use, step)
+
+    def record_deferred(self, use: ToolUseBlock) -> None:
+        self._record(use, "", "deferred")
+
     def _check_proposal(self, use: ToolUseBlock) -> list[PlanStep] | str:
         checked = check_call(self.registry, use)
         if isinstance(checked, str):
@@ -376,24 +386,3 @@ class Actor:
         )
         call.observation, call.is_error, call.status = text, is_error, status  # type: ignore[assignment]
         self.trace.record_call(call)
-
-
-def _asked(
-    use: ToolUseBlock, asked: QuestionRequired | InputRequired, key: str | None = None
-) -> PendingQuestion:
-    if isinstance(asked, InputRequired):  # answered by making the call again
-        call = ResumedCall(tool=use.name, args=dict(use.input), resume=asked.resume, key=key)
-        return PendingQuestion(
-            id=new_id(),
-            tool_use_id=use.id,
-            question=asked.question,
-            options=asked.options,
-            call=call,
-        )
-    return PendingQuestion(
-        id=asked.question_id,
-        tool_use_id=use.id,
-        question=asked.question,
-        link_label=asked.label,
-        link_url=asked.url,
-    )

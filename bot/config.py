@@ -176,6 +176,8 @@ class McpSettings(_Section):
     start_timeout: float = Field(20.0, alias="PARLEY_MCP_START_TIMEOUT", gt=0)
     call_timeout: float = Field(60.0, alias="PARLEY_MCP_CALL_TIMEOUT", gt=0)
     retry_max: float = Field(300.0, alias="PARLEY_MCP_RETRY_MAX", gt=0)
+    # How long a 2025-11-25 server's call stays open while its question waits in the chat.
+    question_wait: float = Field(600.0, alias="PARLEY_MCP_QUESTION_WAIT", gt=0)
     # Per-user servers ("auth": "user"): the Fernet key that encrypts people's tokens at rest,
     # the public base URL of /oauth/callback, and how long a Connect link stays usable.
     secret_key: SecretStr | None = Field(None, alias="PARLEY_SECRET_KEY")

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -27,18 +28,16 @@ import httpx2
 import mcp.types as mt
 from mcp import ClientSession
 from mcp.client.session import IncomingMessage
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from agent.isolation import isolated
 from agent.mcp.config import McpConfig, ServerConfig, Timing
-from agent.mcp.elicitation import Answers, LiveQuestions, Progress, call_tool
+from agent.mcp.elicitation import Answers, Progress, call_tool, send_call
 from agent.mcp.following import Handoff
+from agent.mcp.open_calls import OpenCalls
 from agent.mcp.revision import open_session
-from agent.mcp.stderr import relayed_stderr
 from agent.mcp.tasks import allows_task, call_as_task, offers_tasks
 from agent.mcp.tools import McpTool, build_tools, list_all
+from agent.mcp.transport import transport
 from agent.mcp.user import Credentials, UserServer
 from agent.protocols import RunContext
 from agent.tools import Tool, ToolError, ToolSource
@@ -63,9 +62,9 @@ class McpServer:
         self.skipped: dict[str, str] = {}  # tools left out: name → why
         self.protocol: str | None = None  # the MCP revision the session speaks
         self._session: ClientSession | None = None
-        self._questions = LiveQuestions()
+        self._questions = OpenCalls(timing.question_wait)  # calls that may ask mid-call
         self._task_tools: set[str] = set()  # tools the server may run as MCP tasks
-        self._asks: dict[str, Any] = {"elicitation_callback": self._questions}
+        self._pinned: dict[str, tuple[bool, bool]] = {}  # approval classes as first listed
         self._task: asyncio.Task[None] | None = None
         self._signal = asyncio.Event()  # something for the supervisor to look at
         self._change = asyncio.Event()  # set (and replaced) whenever the state changes
@@ -107,6 +106,7 @@ class McpServer:
         """Close the session and let the transport stop the server; cancel if that hangs."""
         self._closing = True
         self._signal.set()
+        await self._questions.close()
         task, self._task = self._task, None
         if task is not None:
             try:
@@ -158,9 +158,15 @@ class McpServer:
             self._set_state("starting")
         async with AsyncExitStack() as stack:
             async with asyncio.timeout(self.timing.start_timeout):
-                read, write = await stack.enter_async_context(self._transport(stack))
+                reach = transport(self.name, self.config, self.timing, stack, self._refused)
+                read, write = await stack.enter_async_context(reach)
                 session = await stack.enter_async_context(
-                    ClientSession(read, write, message_handler=self._on_message, **self._asks)
+                    ClientSession(
+                        read,
+                        write,
+                        message_handler=self._on_message,
+                        elicitation_callback=self._questions,
+                    )
                 )
                 self.protocol = await open_session(stack, session, self.config, self._on_message)
                 await self._list_tools(session)
@@ -175,30 +181,8 @@ class McpServer:
             )
             await self._serve(session)
 
-    def _transport(self, stack: AsyncExitStack) -> Any:
-        config = self.config
-        if config.command is not None:
-            command, args = isolated(config.command, config.args)  # it cannot read Parley
-            params = StdioServerParameters(
-                command=command,
-                args=args,
-                env={**config.env} or None,
-                cwd=config.cwd,
-            )
-            return stdio_client(params, errlog=relayed_stderr(stack, self.name))
-        assert config.url is not None
-
-        async def note_refusal(response: httpx2.Response) -> None:
-            if response.status_code >= 400:
-                self._refusal = f"HTTP {response.status_code}"
-
-        client = httpx2.AsyncClient(
-            headers=config.headers,
-            timeout=httpx2.Timeout(self.timing.call_timeout, read=None),
-            event_hooks={"response": [note_refusal]},
-        )
-        stack.push_async_callback(client.aclose)
-        return streamable_http_client(config.url, http_client=client)
+    def _refused(self, status: str) -> None:
+        self._refusal = status
 
     async def _serve(self, session: ClientSession) -> None:
         while not self._closing:
@@ -234,6 +218,7 @@ class McpServer:
                 self.call,
                 timeout=self.config.timeout or self.timing.call_timeout,
                 reported=self.skipped,
+                pinned=self._pinned,
             )
 
     async def _on_message(self, message: IncomingMessage) -> None:
@@ -256,7 +241,8 @@ class McpServer:
         async def send(session: ClientSession) -> mt.CallToolResult | mt.InputRequiredResult:
             if tool in self._task_tools and answers is None and offers_tasks(session):
                 return await call_as_task(session, tool, args, progress, handoff)
-            return await call_tool(session, self._questions, tool, args, answers, progress)
+            on = partial(send_call, session, tool=tool, args=args)
+            return await call_tool(self._questions, on, answers, progress, tool)
 
         return await self.request(send)
 
@@ -321,7 +307,7 @@ class McpToolbox:
                     name,
                 )
                 continue
-            self.personal[name] = UserServer(name, wanted, credentials, timing.call_timeout)
+            self.personal[name] = UserServer(name, wanted, credentials, timing)
         self._reported: set[str] = set()  # collisions already logged
         for name, server in self.servers.items():
             if server.config.approval == "never":

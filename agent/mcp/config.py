@@ -55,6 +55,7 @@ class Timing:
     retry_max: float = 300.0
     ping_interval: float = 30.0
     stop_timeout: float = 10.0  # the SDK gives a stdio server 2 s after EOF, then 2 s after SIGTERM
+    question_wait: float = 600.0  # a 2025-11-25 call stays open this long for an answer
 
 
 class McpConfigError(ValueError):

@@ -1,30 +1,32 @@
 """An MCP server's questions during a tool call (elicitation), asked in the chat.
 
 The 2026-07-28 shape is used throughout: a call that needs input returns `input_required`;
-Parley raises `InputRequired` (the run waits as for any question, durably, nothing held
-open), and once the requester answers, makes the same call again with the responses and the
-server's `requestState`. A form is asked one field at a time: a boolean as Yes / No, an enum
-as one button per value, anything else as a typed reply; every question offers Decline, and
-an unanswered one (it expires) is simply never retried, which is what the specification asks
-of a client that stops. The server's name heads each question so it cannot pose as Parley.
-A field that asks for a secret, or a URL-mode request, is refused without asking anyone.
+Parley raises `InputRequired` (the run waits as for any question, durably), and once the
+requester answers, makes the same call again with the responses and the server's
+`requestState`. A 2025-11-25 server's question mid-call comes back in that shape too, naming
+the call, which stays open while the question waits (agent/mcp/open_calls.py): the answer goes
+to that very call. A form is asked one field at a time: a boolean as Yes / No, an enum as one
+button per value, anything else as a typed reply; a schema default (SEP-1034) is offered first
+as the suggested answer; every question offers Decline, and an unanswered one (it expires) is
+simply never retried, which is what the specification asks of a client that stops. The
+server's name heads each question so it cannot pose as Parley. A field that asks for a
+secret, or a URL-mode request, is refused without asking anyone.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import logging
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp.types as mt
 from mcp import ClientSession
-from mcp.client.session import ClientRequestContext
 from mcp.shared.dispatcher import ProgressFnT
 
+from agent.mcp.open_calls import AGAIN, OPEN, WAIT_META, OpenCall, OpenCalls, Result, fingerprint
+from agent.mcp.revision import is_modern
+from agent.mcp.secret_asks import asks_for_secret, secret_field
 from agent.observations import clean
 from agent.tools import InputRequired, ToolError
 
@@ -37,12 +39,6 @@ Progress = ProgressFnT  # the SDK's: (progress, total, message)
 YES, NO, DECLINE = "Yes", "No", "Decline"
 MAX_MESSAGE = 500  # characters of a server's question shown
 MAX_VALUES = 10  # enum values offered as buttons
-_SECRET = re.compile(
-    r"pass(word|phrase|code)?|\bpwd\b|secret|token|api[\s_-]?key|private[\s_-]?key|credential|"
-    r"\bpin\b|\botp\b|2fa|mfa|cvv|card[\s_-]?number|ssn|"
-    r"(verification|security|one[\s_-]?time|login|sign[\s_-]?in|auth\w*)[\s_-]?code",
-    re.IGNORECASE,
-)
 SECRET_REFUSED = (
     "{server} asked for a secret ({field}). Parley never collects passwords, tokens or keys "
     "in a chat for a server, so it refused and the call did not complete."
@@ -58,12 +54,15 @@ def question(server: str, result: mt.InputRequiredResult) -> InputRequired:
     """The first question of a server's `input_required` result, or ToolError when it asks
     for something Parley refuses (a secret, a link) or cannot show."""
     asks: list[dict[str, Any]] = []
+    prints: dict[str, str] = {}  # an open call's question: what identifies it if asked again
     for key, request in (result.input_requests or {}).items():
         if not isinstance(request, mt.ElicitRequest):
             raise ToolError(UNSUPPORTED.format(server=server, why=request.method))
         params = request.params
         if isinstance(params, mt.ElicitRequestURLParams):
             raise ToolError(URL_REFUSED.format(server=server))
+        if key.startswith(OPEN):
+            prints[key] = fingerprint(params)
         message = clean(params.message, MAX_MESSAGE)
         schema = params.requested_schema or {}
         required = set(schema.get("required") or [])
@@ -72,7 +71,10 @@ def question(server: str, result: mt.InputRequiredResult) -> InputRequired:
         if not schema.get("properties"):  # nothing to fill in: a plain confirmation
             asks.append({"key": key, "message": message, "field": None, "kind": "confirm"})
     resume: dict[str, Any] = {"server": server, "state": result.request_state, "asks": asks}
-    resume |= {"at": 0, "answers": {}}
+    resume |= {"at": 0, "answers": {}, "prints": prints}
+    wait = (result.meta or {}).get(WAIT_META)
+    if isinstance(wait, int | float) and prints:
+        resume["wait"] = float(wait)
     if (first := _next(resume)) is None:
         raise ToolError(UNSUPPORTED.format(server=server, why="an empty request"))
     return first
@@ -90,7 +92,7 @@ def _ask(
     # "Enter your password" is a request for a secret too. A button's value cannot be one.
     typed = not values and kind != "boolean"
     asked = [name, label, message] if typed else [name, label]
-    if any(_SECRET.search(text) for text in asked) or field.get("format") == "password":
+    if any(asks_for_secret(text) for text in asked) or secret_field(field, [name, label, message]):
         raise ToolError(SECRET_REFUSED.format(server=server, field=name))
     if values:
         kind = "enum"
@@ -104,7 +106,23 @@ def _ask(
         "kind": kind,
         "values": values[:MAX_VALUES],
         "required": required,
+        "default": _default(kind, field.get("default"), values),
     }
+
+
+def _default(kind: Any, value: Any, values: list[str]) -> str | None:
+    """A field's schema default (SEP-1034) as the answer that would give it, if it is one."""
+    if value is None or isinstance(value, dict | list):
+        return None
+    if kind == "boolean":
+        return (YES if value else NO) if isinstance(value, bool) else None
+    if values:
+        return str(value) if str(value) in values else None
+    if kind in ("number", "integer") and (
+        isinstance(value, bool) or not isinstance(value, int | float)
+    ):
+        return None
+    return clean(str(value), 200)
 
 
 def _next(resume: dict[str, Any]) -> InputRequired | None:
@@ -120,14 +138,26 @@ def _next(resume: dict[str, Any]) -> InputRequired | None:
     text = f"*{resume['server']}* (a connected tool, not Parley) asks: {ask['message']}"
     if ask["field"] and ask.get("label") and ask["label"] not in ask["message"]:
         text += f"\n{ask['label']}"
+    default = ask.get("default")
     if ask["kind"] in ("boolean", "confirm"):
         options = [YES, NO, DECLINE]
     elif ask["kind"] == "enum":
         options = [*ask["values"], DECLINE]
     else:
         text += "\n(Reply with your answer.)"
-        options = [DECLINE]
+        options = [DECLINE] if default is None else [default, DECLINE]
+    if default is not None:  # offered first, as the answer already chosen
+        options = [default, *(o for o in options if o != default)]
+        text += f"\nSuggested: {default}"
+    if (wait := resume.get("wait")) is not None:
+        text += f"\n(The call waits {_duration(wait)} for your answer.)"
     return InputRequired(text, options=options, resume=resume)
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds:.0f} seconds"
 
 
 def answered(resume: Mapping[str, Any]) -> Answers:
@@ -193,84 +223,62 @@ def _value(ask: Mapping[str, Any], reply: str) -> Any:
 
 
 async def call_tool(
-    session: ClientSession,
-    live: LiveQuestions,
-    tool: str,
-    args: dict[str, Any],
+    calls: OpenCalls,
+    send: Callable[[OpenCall, Answers | None], Awaitable[Result]],
     answers: Answers | None,
     progress: Progress | None = None,
-) -> mt.CallToolResult | mt.InputRequiredResult:
-    """Call a tool with the answers to its questions; a question asked mid-call (2025-11-25)
-    comes back as an `input_required` result, as a 2026-07-28 server would send it."""
+    tool: str = "",
+) -> Result:
+    """Call a tool with the answers to its questions, through `send` (which opens or uses
+    a session and calls `send_call`). 2026-07-28: the server's own `input_required` and
+    state. 2025-11-25: the call stays open while its question waits
+    (agent/mcp/open_calls.py); its answer goes to that open call, or, made again (see
+    `again`), to the same question asked by the new call. CallClosed: no such open call."""
     responses, state = answers if answers is not None else ({}, None)
+    if state is not None and state.startswith(OPEN):
+        response = responses.get(state)
+        if not isinstance(response, mt.ElicitResult):
+            response = mt.ElicitResult(action="cancel")
+        return await calls.answer(state.removeprefix(OPEN), response, progress)
     prepared: dict[str, mt.ElicitResult] = {}
-    if state is not None and state.startswith(LIVE):  # ours: answers given in earlier rounds
-        earlier = json.loads(state.removeprefix(LIVE))
+    if state is not None and state.startswith(AGAIN):
+        earlier = json.loads(state.removeprefix(AGAIN))
         prepared = {key: mt.ElicitResult.model_validate(v) for key, v in earlier.items()}
-        state = None
-    modern: mt.InputResponses = {}
-    for key, response in responses.items():
-        if key.startswith(LIVE) and isinstance(response, mt.ElicitResult):
-            prepared[key.removeprefix(LIVE)] = response
-        else:
-            modern[key] = response
-    with live.during(prepared) as heard:
-        result = await session.call_tool(
+        answers = None
+    return await calls.call(lambda call: send(call, answers), prepared, progress, tool)
+
+
+async def send_call(
+    session: ClientSession,
+    call: OpenCall,
+    answers: Answers | None,
+    *,
+    tool: str,
+    args: dict[str, Any],
+) -> Result:
+    """One `tools/call` on `session` for the open call `call`."""
+    call.session = session  # its server's questions are this call's
+    if is_modern(session):  # stateless: the server keeps nothing open
+        responses, state = answers if answers is not None else ({}, None)
+        return await session.call_tool(
             tool,
             args,
-            input_responses=modern or None,
+            input_responses=responses or None,
             request_state=state,
-            progress_callback=progress,
+            progress_callback=call.progress,
             allow_input_required=True,
         )
-    if not heard:
-        return result
-    given = {key: answer.model_dump(mode="json") for key, answer in prepared.items()}
-    return mt.InputRequiredResult(
-        input_requests={
-            LIVE + key: mt.ElicitRequest(params=params) for key, params in heard.items()
-        },
-        request_state=LIVE + json.dumps(given),
-    )
+    return await session.call_tool(tool, args, progress_callback=call.progress)
 
 
-LIVE = "live:"  # a 2025-11-25 question, asked mid-call: answered when the call is made again
-
-
-class LiveQuestions:
-    """The elicitation callback of one connection. A mid-call question cannot wait for a
-    person (a restart would lose the open call), so it is cancelled and noted for the calls
-    in flight; made again with the answer, the call gets it when the server asks the same
-    question. While several calls are in flight each hears the others' questions."""
-
-    def __init__(self) -> None:
-        self._calls: list[tuple[dict[str, mt.ElicitResult], dict[str, mt.ElicitRequestParams]]]
-        self._calls = []
-
-    @contextlib.contextmanager
-    def during(
-        self, prepared: dict[str, mt.ElicitResult]
-    ) -> Iterator[dict[str, mt.ElicitRequestParams]]:
-        heard: dict[str, mt.ElicitRequestParams] = {}
-        entry = (dict(prepared), heard)
-        self._calls.append(entry)
-        try:
-            yield heard
-        finally:
-            self._calls.remove(entry)
-
-    async def __call__(
-        self, context: ClientRequestContext, params: mt.ElicitRequestParams
-    ) -> mt.ElicitResult:
-        key = _fingerprint(params)
-        for prepared, _ in self._calls:
-            if key in prepared:
-                return prepared[key]
-        for _, heard in self._calls:
-            heard[key] = params
-        return mt.ElicitResult(action="cancel")
-
-
-def _fingerprint(params: mt.ElicitRequestParams) -> str:
-    shown = params.model_dump(mode="json", exclude={"meta"}, by_alias=True)
-    return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()[:16]
+def again(resume: Mapping[str, Any], answers: Answers) -> Answers:
+    """The answers for the same call made again, its open call being gone: each answer
+    given to the question it was given for, should the new call ask it."""
+    responses, _ = answers
+    prints = resume.get("prints") or {}
+    given = {
+        prints[key]: response.model_dump(mode="json", by_alias=True)
+        for key, response in responses.items()
+        if key in prints and isinstance(response, mt.ElicitResult)
+    }
+    return {}, AGAIN + json.dumps(given)

@@ -16,7 +16,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import mcp.types as mt
@@ -26,8 +26,9 @@ from jsonschema import validators
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from agent.mcp.config import Approval, ServerConfig
-from agent.mcp.elicitation import Answers, Progress, answered, question
+from agent.mcp.elicitation import Answers, Progress, again, answered, question
 from agent.mcp.following import FollowedTask, Handoff, TaskFollower
+from agent.mcp.open_calls import ENDED, RESTARTED, WAITED, CallClosed
 from agent.messages import ToolSpec
 from agent.observations import clean
 from agent.tools import Tool, ToolContext, ToolError
@@ -144,6 +145,11 @@ class McpTool(Tool):
         self.timeout = timeout
         # a side-effecting call is never repeated on its own: it may have happened
         self.retries = 0 if self.side_effects else None
+        # made again when the open call of its question is gone: only when that is safe
+        hints = remote.annotations
+        self.repeatable = hints is not None and (
+            hints.read_only_hint is True or hints.idempotent_hint is True
+        )
         self._describe = None
         self._context_param = None
         self.deps = {}  # nothing from the host: the server has what it needs
@@ -200,13 +206,39 @@ class McpTool(Tool):
         progress = _progress(self.server, context.progress) if context.progress else None
         checked = self.validate(args)
         handoff = self._handoff(context)
-        result = await self._caller(self.remote_name, checked, answers, progress, handoff)
+        try:
+            result = await self._caller(self.remote_name, checked, answers, progress, handoff)
+        except CallClosed as closed:  # the call that asked could not stay open
+            assert answers is not None and context.resume
+            if not self.repeatable:
+                raise ToolError(self._closed(closed, context.resume)) from None
+            log.info("MCP %s: the call that asked is gone (%s); made again", self.name, closed.why)
+            again_with = again(context.resume, answers)
+            result = await self._caller(self.remote_name, checked, again_with, progress, handoff)
         if isinstance(result, mt.InputRequiredResult):  # the server asks the requester first
             raise question(self.server, result)
         text = result_text(result)
         if result.is_error:
             raise ToolError(text or "the server reported an error")
         return text or "done"
+
+    def _closed(self, closed: CallClosed, resume: Mapping[str, Any]) -> str:
+        """What the model (and so the person) is told when an answer came too late for a
+        call that is not safe to make again."""
+        why = {
+            RESTARTED: "Parley restarted while the question waited, which ended the call",
+            WAITED: f"no answer came within {resume.get('wait', 0):.0f} seconds, so "
+            f"{self.server} was told the question was dismissed",
+            ENDED: f"{self.server} ended the call before the answer came",
+        }[closed.why]
+        text = f"The answer came too late for {self.remote_name}: {why}."
+        if closed.result is not None:
+            said = result_text(closed.result)[:500] or "nothing"
+            text += f" Without the answer, {self.server} replied: {said}"
+        return text + (
+            f" {self.remote_name} may change things, so Parley did not make the call again. "
+            "Tell the user, and ask whether to try again."
+        )
 
     def _handoff(self, context: ToolContext) -> Handoff | None:
         """A long task goes to the host's follower shortly before this call would time out;
@@ -258,9 +290,11 @@ def build_tools(
     *,
     timeout: float,
     reported: dict[str, str],
+    pinned: dict[str, tuple[bool, bool]] | None = None,
 ) -> tuple[list[McpTool], dict[str, str]]:
     """A server's listed tools as Parley tools, and those left out (name → why; a new reason
-    is logged, one in `reported` already was)."""
+    is logged, one in `reported` already was). `pinned`: each tool's approval class as first
+    listed, which a later listing may tighten and never loosen (see `pin`)."""
     tools: list[McpTool] = []
     skipped: dict[str, str] = {}
     for tool in listed:
@@ -284,8 +318,27 @@ def build_tools(
                     exc,
                 )
             continue
+        if pinned is not None:
+            pin(made, pinned)
         tools.append(made)
     return tools, skipped
+
+
+def pin(tool: McpTool, pinned: dict[str, tuple[bool, bool]]) -> None:
+    """Hold `tool` to its approval class as first listed (needs approval; safe to call
+    again): a server that relists a reviewed tool as read-only gets no run without approval
+    from it. Tightening is taken; loosening is refused and logged."""
+    first = pinned.setdefault(tool.remote_name, (tool.side_effects, tool.repeatable))
+    if first[0] and not tool.side_effects:
+        log.warning(
+            "MCP server %s: tool %s now says it is read-only; it did not when first listed, "
+            "so it still needs approval",
+            tool.server,
+            tool.remote_name,
+        )
+        tool.side_effects, tool.retries = True, 0
+    tool.repeatable = tool.repeatable and first[1]
+    pinned[tool.remote_name] = (tool.side_effects, tool.repeatable)
 
 
 def result_text(result: mt.CallToolResult) -> str:

@@ -12,6 +12,7 @@ Where tokens come from (stored, refreshed, encrypted) is the host's `Credentials
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -22,8 +23,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from agent.deferred import new_id
-from agent.mcp.config import ServerConfig
-from agent.mcp.elicitation import Answers, LiveQuestions, Progress, call_tool
+from agent.mcp.config import ServerConfig, Timing
+from agent.mcp.elicitation import Answers, Progress, call_tool, send_call
+from agent.mcp.open_calls import OpenCall, OpenCalls
 from agent.mcp.revision import negotiate
 from agent.mcp.tools import BadSchema, McpTool, list_all, tool_name
 from agent.protocols import RunContext
@@ -56,12 +58,19 @@ class UserServer:
     """One `"auth": "user"` server: its cached tool list and calls made as the requester."""
 
     def __init__(
-        self, name: str, config: ServerConfig, credentials: Credentials, call_timeout: float
+        self,
+        name: str,
+        config: ServerConfig,
+        credentials: Credentials,
+        timing: Timing,
     ) -> None:
         self.name = name
         self.config = config
         self.credentials = credentials
-        self.call_timeout = call_timeout
+        self.call_timeout = timing.call_timeout
+        # each call's session stays open while its question waits; the questions of a
+        # session are its one call's
+        self.calls = OpenCalls(timing.question_wait)
         self.listed: list[mt.Tool] = []  # from the latest listing any connected person made
         self.error: str | None = None
 
@@ -87,10 +96,12 @@ class UserServer:
             progress: Progress | None,
             handoff: Any = None,  # not followed: a per-user server's calls are ordinary ones
         ) -> mt.CallToolResult | mt.InputRequiredResult:
-            live = LiveQuestions()  # a session of its own: the questions are this call's
-            return await self._session(
-                token, lambda s: call_tool(s, live, tool, args, answers, progress), live
-            )
+
+            def on(call: OpenCall, given: Answers | None) -> Any:
+                use = partial(send_call, call=call, answers=given, tool=tool, args=args)
+                return self._session(token, use, self.calls)
+
+            return await call_tool(self.calls, on, answers, progress, tool)
 
         return self._made(lambda remote: self._tool(remote, caller))
 
@@ -132,7 +143,7 @@ class UserServer:
                 continue  # left out, as for any server
         return tools
 
-    async def _session(self, token: str, use: Any, live: LiveQuestions | None = None) -> Any:
+    async def _session(self, token: str, use: Any, calls: OpenCalls | None = None) -> Any:
         """Open a session as the token's owner, do one thing, close it."""
         assert self.config.url is not None
         headers = {**self.config.headers, "Authorization": f"Bearer {token}"}
@@ -142,7 +153,7 @@ class UserServer:
                     headers=headers, timeout=httpx2.Timeout(self.call_timeout, read=None)
                 ) as client,
                 streamable_http_client(self.config.url, http_client=client) as (read, write),
-                ClientSession(read, write, elicitation_callback=live) as session,
+                ClientSession(read, write, elicitation_callback=calls) as session,
             ):
                 await negotiate(session, self.config.protocol)
                 return await use(session)

@@ -32,6 +32,7 @@ def timing(settings: Settings) -> Timing:
         start_timeout=mcp.start_timeout,
         call_timeout=mcp.call_timeout,
         retry_max=mcp.retry_max,
+        question_wait=mcp.question_wait,
     )
 
 

@@ -247,6 +247,47 @@ async def test_the_tool_list_refreshes_on_list_changed(
         await until(lambda: "test__late" in {t.name for t in box.tools_for(ctx)})
 
 
+async def test_a_2026_server_without_subscriptions_listen_is_usable(ctx: RunContext) -> None:
+    # it does not advertise tools.listChanged, so no stream is asked of it
+    model = ScriptedModel([turn(call("test__lookup", key="gamma")), reply("found")])
+    server = stdio_server(protocol="2026-07-28", env={"MCP_NO_LISTEN": "1"})
+    async with toolbox(test=server) as box:
+        assert box.servers["test"].state == "ready"
+        assert box.servers["test"].protocol == "2026-07-28"
+        outcome = await agent(model, box).run("look gamma up", ctx)
+    assert isinstance(outcome, Finished)
+    result = model.requests[1].messages[-1].content[0]
+    assert not result.is_error and "value of gamma" in result.content
+
+
+async def test_a_tool_relisted_as_read_only_after_review_still_needs_approval(
+    ctx: RunContext, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The model obeys text injected by the server: flip, then write. `write_note` declared
+    # nothing when first listed (needs approval); the server relists it as read-only.
+    ledger = tmp_path / "ledger"
+    model = ScriptedModel(
+        [
+            turn(call("test__flip")),
+            reply("flipped"),
+            turn(call("test__write_note", note="pwned")),
+            reply("never"),
+        ]
+    )
+
+    def note(box: McpToolbox) -> str | None:
+        return next((t.shown for t in box.tools_for(ctx) if t.name == "test__write_note"), None)
+
+    async with toolbox(test=stdio_server(ledger)) as box:
+        before = note(box)
+        await agent(model, box).run("do what the server says", ctx)
+        await until(lambda: note(box) != before)  # relisted, now "read-only"
+        outcome = await agent(model, box).run("write the note", ctx)
+    assert isinstance(outcome, AwaitingApproval)
+    assert ledger_lines(ledger) == []
+    assert any("now says it is read-only" in r.getMessage() for r in caplog.records)
+
+
 async def test_servers_are_offered_only_where_allowed(ctx: RunContext) -> None:
     finance = stdio_server(tools=["lookup"], allow=["slack:T1/C-finance", "telegram:7"])
     channel = RunContext(

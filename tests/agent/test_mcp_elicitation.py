@@ -126,3 +126,95 @@ def test_a_link_to_open_is_refused() -> None:
 def test_a_long_question_is_cut() -> None:
     asked = question("crm", needs(q=form("x" * 5000, {"ok": {"type": "boolean"}})))
     assert len(asked.question) < 700  # cut, so a server cannot flood the chat
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Enter your p\u0430ssw\u043erd to continue.",  # Cyrillic a and o
+        "Enter your \u03bfne-time c\u03bfde",  # Greek omicron
+        "Type your pass\u200bword",  # a zero-width space inside the word
+        "Type your p a s s w o r d",
+        "Type your p4ssw0rd",
+        "Reply with the code we texted you",
+        "Enter the 6-digit code from the SMS",
+        "Geben Sie Ihren Bestätigungscode ein",
+        "Introduce tu contraseña",
+        "Entrez votre mot de passe",
+        "Digite sua senha",
+        "Введите пароль",
+        "Введите код подтверждения",
+        "请输入验证码",
+        "パスワードを入力してください",
+        "비밀번호를 입력하세요",
+        "Podaj hasło",
+        "Şifrenizi girin",
+        "Paste your API-Schlüssel here",
+    ],
+)
+def test_a_secret_asked_for_in_disguise_or_another_language_is_refused(message: str) -> None:
+    with pytest.raises(ToolError) as refused:
+        question("crm", needs(q=form(message, {"reply": {"type": "string"}})))
+    assert str(refused.value) == SECRET_REFUSED.format(server="crm", field="reply")
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        ("Enter the code", {"type": "string", "pattern": "^\\d{6}$"}),
+        ("Your PIN please", {"type": "integer", "minimum": 0, "maximum": 9999}),
+        ("Anything", {"type": "string", "writeOnly": True}),
+    ],
+)
+def test_a_field_shaped_like_a_secret_is_refused(message: str, field: dict[str, Any]) -> None:
+    with pytest.raises(ToolError):
+        question("crm", needs(q=form(message, {"value": field})))
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["What is your zip code?", "Which message should I pin to the channel?", "Which colour?"],
+)
+def test_ordinary_questions_are_still_asked(message: str) -> None:
+    field = {"type": "string", "pattern": "^\\d{5}$"} if "zip" in message else {"type": "string"}
+    asked = question("crm", needs(q=form(message, {"value": field})))
+    assert asked.options == ["Decline"]
+
+
+def test_a_schema_default_is_the_suggested_answer_offered_first() -> None:
+    asked = question(
+        "crm",
+        needs(
+            q=form(
+                "Book it",
+                {
+                    "room": {"type": "string", "enum": ["a", "b", "c"], "default": "b"},
+                    "seats": {"type": "integer", "default": 4},
+                    "quiet": {"type": "boolean", "default": False},
+                },
+            )
+        ),
+    )
+    assert asked.options == ["b", "a", "c", "Decline"] and "Suggested: b" in asked.question
+    with pytest.raises(InputRequired) as seats:
+        answer(asked, "b")
+    assert seats.value.options == ["4", "Decline"] and "Suggested: 4" in seats.value.question
+    with pytest.raises(InputRequired) as quiet:
+        answer(seats.value, "4")
+    assert quiet.value.options == ["No", "Yes", "Decline"]
+    responses, _ = answer(quiet.value, "No")
+    content = {"room": "b", "seats": 4, "quiet": False}
+    assert responses == {"q": mt.ElicitResult(action="accept", content=content)}
+
+
+def test_an_open_calls_question_says_how_long_it_waits() -> None:
+    result = mt.InputRequiredResult(
+        input_requests={"open:c1": form("Go on?", {"ok": {"type": "boolean"}})},
+        request_state="open:c1",
+        _meta={"parley/wait": 600},
+    )
+    asked = question("crm", result)
+    assert "(The call waits 10 minutes for your answer.)" in asked.question
+    responses, state = answer(asked, "Yes")
+    assert state == "open:c1"
+    assert responses == {"open:c1": mt.ElicitResult(action="accept", content={"ok": True})}

@@ -5,9 +5,9 @@ or a refusal reaches the server as the specification says."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -22,6 +22,7 @@ from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings
 from tests.bot.recording import Posted, RecordingAdapter, click, message
 from tests.fakes.mcp_process import stdio_server
+from tests.helpers import until
 
 pytestmark = pytest.mark.process
 
@@ -36,9 +37,10 @@ async def parley(
     model: ScriptedModel,
     server: ServerConfig | None = None,
     config: Settings | None = None,
+    timing: Timing = TIMING,
 ) -> AsyncIterator[Harness]:
     """One Parley process: the worker and its own connection to the MCP server."""
-    box = McpToolbox(McpConfig(mcpServers={"test": server or stdio_server()}), TIMING)
+    box = McpToolbox(McpConfig(mcpServers={"test": server or stdio_server()}), timing)
     await box.start()
     try:
         async with running(redis, model, tool_source=box.source(), config=config) as harness:
@@ -208,14 +210,142 @@ async def test_an_expired_question_is_never_answered_for_the_requester(
     ledger = tmp_path / "ledger"
     model = ScriptedModel([turn(call("test__pick_colour", item="mug")), reply("never")])
     config = settings(PARLEY_DECISION_TTL=0.5)
-    async with parley(redis, model, stdio_server(ledger), config) as harness:
+    timing = replace(TIMING, question_wait=0.5)
+    async with parley(redis, model, stdio_server(ledger), config, timing) as harness:
         await harness.submit(message(GROUP, "label the mug", direct=False))
         await harness.settle(within=60)
         question = asked(harness)
-        await asyncio.sleep(0.6)
+        await until(lambda: ledger.exists())
         await harness.submit(press(question, "red"))
         await harness.settle(within=30)
         assert "expired" in harness.adapter.notices[-1][1]
-        # the server heard "cancel" when it asked (2025-11-25) and was never called again
+        # the server heard "cancel" once the call's wait was over, and was never called again
         assert ledger.read_text().splitlines() == ["pick_colour mug: the user chose cancel"]
         assert len(model.requests) == 1
+
+
+OTHER = ConversationKey(platform="telegram", chat_id="-200")
+
+
+def purged(ledger: Path) -> list[str]:
+    return ledger.read_text().splitlines() if ledger.exists() else []
+
+
+async def approve_purge(harness: Harness, item: str) -> Posted:
+    """Ask for a purge, approve it, and give back the server's question it then asks."""
+    await harness.submit(message(GROUP, f"purge the {item}", direct=False))
+    await harness.settle(within=60)
+    await harness.submit(click(GROUP, asked(harness), "approve"))
+    await harness.settle(within=60)
+    question = asked(harness)
+    assert f"Really purge every {item}?" in question.message.text
+    assert "waits 10 minutes for your answer" in question.message.text  # it says how long
+    return question
+
+
+@pytest.mark.parametrize(("answer", "done"), [("No", []), ("Yes", ["purge logs"])])
+async def test_a_destructive_call_that_asks_hears_the_answer_on_the_same_call(
+    redis: aioredis.Redis, tmp_path: Path, answer: str, done: list[str]
+) -> None:
+    # The server acts unless told No: a question answered "cancel" at once would have purged
+    # before anyone was asked, and a Yes would then have purged a second time.
+    ledger = tmp_path / "ledger"
+    model = ScriptedModel([turn(call("test__purge", item="logs")), reply("Finished.")])
+    async with parley(redis, model, stdio_server(ledger)) as harness:
+        question = await approve_purge(harness, "logs")
+        assert purged(ledger) == []  # nothing happened while the question waits
+        await harness.submit(press(question, answer))
+        await harness.settle(within=60)
+        assert purged(ledger) == done  # once at most, on the server's own count
+        said = "purged logs" if done else "kept logs"
+        assert said in result_of(model, 1)
+        assert harness.adapter.texts(GROUP)[-1] == "Finished."
+
+
+async def test_a_destructive_call_left_unanswered_across_a_restart_is_not_made_again(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    model = ScriptedModel([turn(call("test__purge", item="cache")), reply("Told them.")])
+    async with parley(redis, model, stdio_server(ledger)) as harness:
+        question = await approve_purge(harness, "cache")
+    async with parley(redis, model, stdio_server(ledger)) as harness:
+        await harness.submit(press(question, "Yes"))
+        await harness.settle(within=60)
+        told = model.requests[1].messages[-1].content[0]
+        assert told.is_error and "Parley restarted" in told.content
+        assert "did not make the call again" in told.content
+        assert harness.adapter.texts(GROUP)[-1] == "Told them."
+    assert purged(ledger) == []  # the open call ended with Parley; nothing made it again
+
+
+async def test_a_destructive_call_whose_wait_ran_out_completes_at_most_once(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    model = ScriptedModel([turn(call("test__purge", item="tmp")), reply("Told them.")])
+    timing = replace(TIMING, question_wait=0.5)
+    async with parley(redis, model, stdio_server(ledger), timing=timing) as harness:
+        await harness.submit(message(GROUP, "purge the tmp", direct=False))
+        await harness.settle(within=60)
+        await harness.submit(click(GROUP, asked(harness), "approve"))
+        await harness.settle(within=60)
+        question = asked(harness)
+        await until(lambda: purged(ledger) == ["purge tmp"])  # "cancel": this server goes on
+        await harness.submit(press(question, "Yes"))
+        await harness.settle(within=60)
+        told = model.requests[1].messages[-1].content[0]
+        assert told.is_error and "was told the question was dismissed" in told.content
+        assert "purged tmp" in told.content  # what the server did is not hidden
+    assert purged(ledger) == ["purge tmp"]
+
+
+async def test_a_schema_default_is_offered_first_as_the_suggested_answer(
+    redis: aioredis.Redis,
+) -> None:
+    model = ScriptedModel([turn(call("test__pick_size", item="box")), reply("Sized.")])
+    async with parley(redis, model) as harness:
+        await harness.submit(message(GROUP, "size the box", direct=False))
+        await harness.settle(within=60)
+        question = asked(harness)
+        assert [b.label for b in question.message.buttons] == ["M", "S", "L", "Decline"]
+        assert "Suggested: M" in question.message.text
+        await harness.submit(press(question, "M"))
+        await harness.settle(within=60)
+        assert "box: size=M" in result_of(model, 1)
+
+
+async def test_a_shared_servers_question_goes_only_to_the_person_whose_call_asked(
+    redis: aioredis.Redis,
+) -> None:
+    # Ana's slow call is in flight on the shared server when Bo's call asks: the question is
+    # Bo's alone, and Ana's call goes on to its own result.
+    model = ScriptedModel(
+        [
+            turn(call("test__slow", seconds=1.5)),
+            turn(call("test__pick_colour", item="vase")),
+            reply("Slept."),
+            reply("Labelled."),
+        ]
+    )
+    box = McpToolbox(McpConfig(mcpServers={"test": stdio_server()}), TIMING)
+    await box.start()
+    calls = box.servers["test"]._questions
+    try:
+        async with running(redis, model, tool_source=box.source()) as harness:
+            await harness.submit(message(GROUP, "sleep a bit", direct=False))
+            await until(lambda: len(calls._calls) == 1)
+            bo = message(OTHER, "label the vase", user="77", name="Bo", direct=False)
+            await harness.submit(bo)
+            await harness.settle(within=60)
+            assert not [p for p in harness.adapter.in_conversation(GROUP) if p.message.buttons]
+            assert harness.adapter.texts(GROUP)[-1] == "Slept."
+            assert "slept" in result_of(model, 2)
+            question = asked(harness, OTHER)
+            assert "Which colour should the label be?" in question.message.text
+            await harness.submit(press(question, "red", user="77", name="Bo"))
+            await harness.settle(within=60)
+            assert "vase: colour=red" in result_of(model, 3)
+            assert harness.adapter.texts(OTHER)[-1] == "Labelled."
+    finally:
+        await box.stop()

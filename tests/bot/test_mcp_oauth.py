@@ -449,3 +449,58 @@ async def test_a_trigger_in_anas_name_never_acts_with_her_connected_account(
         assert not any(name.startswith("tracker__") for name in offered)
         assert len(connect_prompts := [p for p in harness.adapter.posted if p.message.buttons]) == 1
         assert connect_prompts[0].ref.conversation == ANA  # no new Connect link for the trigger
+
+
+async def test_after_connecting_the_call_asked_for_runs_as_that_person_whoever_connected_first(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    cy = dm("91")
+    model = ScriptedModel(
+        [
+            turn(call("tracker__connect")),  # Ana, first on a fresh server: the stand-in
+            turn(call("tracker__whoami")),
+            reply("You are alice."),
+            turn(call("tracker__whoami")),  # Bo: the cached tool, not connected yet
+            reply("You are bob."),  # made as Bo once he connected: its result, no re-asking
+            turn(call("tracker__file_ticket", title="chair")),  # Cy: it changes things
+            reply("Filed."),
+        ]
+    )
+    async with world(tmp_path) as w, parley(redis, w, model) as (harness, _):
+        await harness.submit(message(ANA, "who am I?"))
+        await harness.settle(within=60)
+        link = connect_prompt(harness, ANA).message.buttons[0].url
+        assert link is not None
+        await get(await w.auth.sign_in(link, login="alice"))
+        await harness.settle(within=60)
+        assert harness.adapter.texts(ANA)[-1] == "You are alice."
+
+        await harness.submit(message(BO, "who am I on the tracker?", user="77", name="Bo"))
+        await harness.settle(within=60)
+        link = connect_prompt(harness, BO).message.buttons[0].url
+        assert link is not None
+        await get(await w.auth.sign_in(link, login="bob"))
+        await harness.settle(within=60)
+        result = model.requests[4].messages[-1].content[0]
+        assert not result.is_error and "you are bob" in result.content
+        assert harness.adapter.texts(BO)[-1] == "You are bob."
+
+        await harness.submit(message(cy, "file a ticket about my chair", user="91", name="Cy"))
+        await harness.settle(within=60)
+        link = connect_prompt(harness, cy).message.buttons[0].url
+        assert link is not None
+        await get(await w.auth.sign_in(link, login="carol"))
+        await harness.settle(within=60)
+        approval = harness.adapter.in_conversation(cy)[-1]
+        assert [b.label for b in approval.message.buttons] == ["Approve", "Reject"]
+        assert ["file_ticket", "carol"] not in [line[:2] for line in ledger_lines(w.ledger)]
+        await harness.submit(click(cy, approval, "approve", user="91", name="Cy"))
+        await harness.settle(within=60)
+        filed = model.requests[6].messages[-1].content[0]
+        assert "ticket 'chair' filed by carol" in filed.content
+        assert harness.adapter.texts(cy)[-1] == "Filed."
+    assert [line[:2] for line in ledger_lines(w.ledger)] == [
+        ["whoami", "alice"],
+        ["whoami", "bob"],
+        ["file_ticket", "carol"],
+    ]
