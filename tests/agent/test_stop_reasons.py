@@ -16,6 +16,15 @@ from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.cuts import Cut, stream
 
+# every scenario once more against the current generation, in strict mode
+STRICT_TOO = True
+NOT_STRICT = {
+    "test_a_stream_broken_after_its_text_keeps_it_and_says_so": (
+        "cuts at fixed event positions; the current generation's streams start with a thinking "
+        "block, and tests/agent/llm/test_cuts.py cuts its recorded streams at every event"
+    ),
+}
+
 
 def stopped(text: str, reason: StopReason, *, cut_tool_call: bool = False) -> ChatResponse:
     return ChatResponse(
@@ -178,7 +187,8 @@ async def test_a_streamed_answer_cut_by_max_tokens_is_continued(
     assert isinstance(outcome, Finished) and outcome.answer == "Half an answer, finished."
     assert shown == outcome.answer  # the chat saw the pieces one after the other
     last = hosted.message_calls[-1].body["messages"]
-    assert last[-2]["content"][0]["text"] == "Half an"
+    texts = [block["text"] for block in last[-2]["content"] if block["type"] == "text"]
+    assert [text.rstrip() for text in texts] == ["Half an"]
 
 
 async def test_a_streamed_tool_call_cut_by_max_tokens_is_retried_not_a_model_error(

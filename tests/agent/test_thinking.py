@@ -9,6 +9,9 @@ from agent.outcomes import Finished
 from agent.protocols import ProgressEvent, RunContext
 from tests.fakes import anthropic as fa
 
+# every scenario once more against the current generation, in strict mode
+STRICT_TOO = True
+
 
 async def run(model: AnthropicModel, ctx: RunContext, config: AgentConfig = AgentConfig()):
     events: list[ProgressEvent] = []

@@ -396,7 +396,7 @@ class FakeAnthropic(FakeServer):
                     "content_block_delta",
                     {"type": "content_block_delta", "index": index, "delta": delta},
                 )
-            if item.kind == "broken":
+            if item.kind == "broken" and block["type"] != "thinking":  # after the answer's text
                 await send(
                     "error",
                     {

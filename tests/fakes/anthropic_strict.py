@@ -261,7 +261,10 @@ class StrictAPI:
             block = blocks[index]
             if block.get("type") == "tool_use":
                 raw = block.pop("_json", "")
-                block["input"] = json.loads(raw) if raw else {}
+                try:
+                    block["input"] = json.loads(raw) if raw else {}
+                except ValueError:  # a call the output limit cut: not part of the answer
+                    continue
             content.append(block)
         self.remember(content, body)
 

@@ -9,8 +9,12 @@ from tests.fakes.ollama import FakeOllama
 
 
 @pytest.fixture
-async def hosted() -> AsyncIterator[FakeAnthropic]:
+async def hosted(request: pytest.FixtureRequest) -> AsyncIterator[FakeAnthropic]:
+    """The fake Messages API; `hosted.model` is the Claude model the test's clients name (a
+    module with `STRICT_TOO = True` runs (`tests/agent/conftest.py`) each test once more on the current generation,
+    which the fake answers in strict mode: `tests/fakes/anthropic_strict.py`)."""
     async with FakeAnthropic() as fake:
+        fake.model = getattr(request, "param", fake.model)
         yield fake
 
 

@@ -31,6 +31,9 @@ from tests.fakes import ollama as fo
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.ollama import FakeOllama
 
+# every scenario once more against the current generation, in strict mode
+STRICT_TOO = True
+
 KEY = "parley:breaker:anthropic"
 CONTEXT = RunContext(conversation_id="c", platform="console", user_id="u", chat_id="c")
 
@@ -40,7 +43,7 @@ async def model(
     redis: aioredis.Redis, hosted: FakeAnthropic, local: FakeOllama
 ) -> AsyncIterator[FallbackModel]:
     made = FallbackModel(
-        AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url),
+        AnthropicModel(api_key="sk-ant-test", model=hosted.model, base_url=hosted.url),
         OllamaModel(host=local.url, model="qwen2.5:7b", num_ctx=4096),
         redis_breaker(redis, KEY, "anthropic", BreakerPolicy()),  # the service's defaults
         timeout=5.0,

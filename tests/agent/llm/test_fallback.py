@@ -26,6 +26,9 @@ from tests.fakes import ollama as fo
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.ollama import FakeOllama
 
+# every scenario once more against the current generation, in strict mode
+STRICT_TOO = True
+
 KEY = "parley:breaker:anthropic"
 POLICY = BreakerPolicy(failures=2, cooldown=30, max_cooldown=120, auth_cooldown=600)
 
@@ -56,7 +59,7 @@ def fallback(
 ) -> FallbackModel:
     model = FallbackModel(
         AnthropicModel(
-            api_key="sk-ant-test", model="claude-test", base_url=hosted.url, timeout=timeout
+            api_key="sk-ant-test", model=hosted.model, base_url=hosted.url, timeout=timeout
         ),
         OllamaModel(host=local.url, model="qwen2.5:7b", num_ctx=4096),
         redis_breaker(redis, KEY, "anthropic", policy),
