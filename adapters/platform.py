@@ -92,6 +92,12 @@ class ChatAdapter(Protocol):
         """Whether the platform says the person is gone (deactivated), not merely away."""
         return False
 
+    async def member_of(self, conversation: ConversationKey, user_id: str) -> bool | None:
+        """Whether the person (and Parley) are still in the chat, as the platform says now:
+        None when it cannot tell (an error, a member list too long to read). A platform
+        without members to ask (the console) says True."""
+        return True
+
     async def session_status(
         self,
         conversation: ConversationKey,

@@ -100,7 +100,7 @@ async def list_memories(ctx: ToolContext, page: int = 1) -> str:
 @tool(category="memory")
 async def forget(ctx: ToolContext, memory_id: str) -> str:
     """Forget one remembered thing, by the id shown in the list of things you remember.
-    A channel or team memory is forgotten only after the user approves.
+    It is forgotten only after the user approves.
 
     Args:
         memory_id: The id of the memory to forget.
@@ -110,9 +110,11 @@ async def forget(ctx: ToolContext, memory_id: str) -> str:
     found = await ctx.memory.removable(ctx.run, memory_id)
     if found is None:
         raise ToolError(f"No memory with id {memory_id!r} that this user wrote is visible here.")
-    if ctx.run.is_shared_scope(found.scope) and not ctx.approved:
-        # Others rely on it: dropping it is its author's decision, said with Approve, with the
-        # memory itself in the prompt (an id alone tells the approver nothing).
+    if not ctx.approved:
+        # Dropping what a person set up is their decision, whoever's text asked for it (a
+        # file, a thread, a trigger's body), said with Approve on a prompt that quotes the
+        # memory (an id alone tells them nothing). Only memories readable here are
+        # removable, so a private one is never quoted into a shared chat.
         raise ApprovalRequired(f"Forget the {found.scope_label} memory “{found.text}”")
     if not await ctx.memory.forget(ctx.run, memory_id):
         raise ToolError(f"Memory {memory_id!r} is already gone.")

@@ -45,6 +45,10 @@ class RunContext:
     # False when the run acts in the user's name without their asking (a trigger's owner):
     # its text is anyone's, so neither their standing approvals nor their own accounts hold.
     asked: bool = True
+    # True when nobody watches the run as it goes (a schedule's slot, a trigger): the person's
+    # "Always" approvals do not hold there; only what a schedule was granted when it was
+    # approved (`standing`) runs unasked.
+    unattended: bool = False
 
     @property
     def user_scope(self) -> str:
@@ -196,6 +200,11 @@ class ScheduleBook(Protocol):
 
     async def list_schedules(self, context: RunContext) -> list[ScheduleInfo]:
         """The schedules of the context's conversation."""
+        ...
+
+    async def cancellable(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
+        """The schedule, if the context's requester may cancel it (ScheduleRefused when it
+        is not there or not theirs to cancel); nothing changes."""
         ...
 
     async def cancel_schedule(self, schedule_id: str, context: RunContext) -> ScheduleInfo:

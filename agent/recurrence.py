@@ -19,6 +19,19 @@ from cronsim import CronSim, CronSimError
 _EVERY = re.compile(r"^\s*every\s+(\d+)\s+(second|minute|hour|day)s?\s*$", re.IGNORECASE)
 _UNIT = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}
 GAP_SAMPLES = 300  # successive cron slots looked at for the shortest gap
+HORIZON = 10 * 366 * 86_400.0  # seconds ahead a schedule must run within, and slots are sought
+NEVER = (
+    "{when!r} never runs: no date in the next ten years matches it (a day the month it names "
+    "does not have, like 31 February, or a weekday that month never has)."
+)
+# cronsim's terse reasons, said so a person can act on them
+_REASONS = {
+    "Bad day-of-month": "that day never comes (no month it names has it, like 31 February)",
+    "Bad day-of-week": "the weekday is not 0-7, MON-SUN, or one of their L/# forms",
+    "Bad month": "the month is not 1-12 or JAN-DEC",
+    "Bad hour": "the hour is not 0-23",
+    "Bad minute": "the minute is not 0-59",
+}
 
 
 class RecurrenceError(ValueError):
@@ -61,7 +74,8 @@ class Recurrence:
         try:
             CronSim(text, datetime.now(UTC))
         except CronSimError as exc:
-            raise RecurrenceError(f"{when!r} is not a valid cron expression: {exc}") from None
+            reason = _REASONS.get(str(exc), str(exc))
+            raise RecurrenceError(f"{when!r} is not a valid cron expression: {reason}.") from None
         return cls(when=text, cron=text)
 
     def next_after(self, moment: float, zone: tzinfo, anchor: float) -> float:
@@ -71,7 +85,10 @@ class Recurrence:
             return anchor + max(steps, 1) * self.every
         assert self.cron is not None
         start = datetime.fromtimestamp(int(moment), zone)
-        return next(CronSim(self.cron, start)).timestamp()
+        try:
+            return next(CronSim(self.cron, start)).timestamp()
+        except (OverflowError, StopIteration):  # searched past year 9999: it never runs again
+            raise RecurrenceError(NEVER.format(when=self.when)) from None
 
     def upcoming(self, moment: float, zone: tzinfo, anchor: float, count: int) -> list[float]:
         slots: list[float] = []
@@ -84,8 +101,21 @@ class Recurrence:
         """The least time between two slots (for cron: over the next few hundred slots)."""
         if self.every is not None:
             return float(self.every)
-        slots = self.upcoming(moment, zone, moment, GAP_SAMPLES)
-        return min(b - a for a, b in zip(slots, slots[1:], strict=False))
+        assert self.cron is not None
+        # slots within the horizon only: a date that comes once in decades would have the
+        # search walk day by day to year 9999 (seconds of CPU, then an OverflowError)
+        end = moment + HORIZON
+        slots: list[float] = []
+        try:
+            for slot in CronSim(self.cron, datetime.fromtimestamp(int(moment), zone)):
+                if slot.timestamp() > end or len(slots) == GAP_SAMPLES:
+                    break
+                slots.append(slot.timestamp())
+        except (OverflowError, StopIteration):
+            pass
+        if not slots:
+            raise RecurrenceError(NEVER.format(when=self.when))
+        return min((b - a for a, b in zip(slots, slots[1:], strict=False)), default=HORIZON)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -17,7 +17,7 @@ from typing import Any
 from agent.protocols import RunContext, ScheduleBook, ScheduleInfo, ScheduleRefused
 from agent.recurrence import RecurrenceError, check, local_time, zone_of
 from agent.standing import bound, permitted
-from agent.tools import Tool, ToolContext, ToolError, tool
+from agent.tools import ApprovalRequired, Tool, ToolContext, ToolError, tool
 
 DEFAULT_MIN_INTERVAL = 60.0
 # Tools a standing permission may never cover: a schedule must not make or drop schedules
@@ -130,16 +130,26 @@ def schedule_tools(min_interval: float = DEFAULT_MIN_INTERVAL) -> tuple[Tool, To
             return "No schedules in this conversation."
         return "\n".join(f"- {render(item)}" for item in found)
 
-    @tool(category="schedules", side_effects=False)
+    @tool(category="schedules")
     async def cancel_schedule(ctx: ToolContext, id: str) -> str:
         """Delete one of this conversation's schedules for good: no later run happens, not
-        even one already due. Use the id from list_schedules.
+        even one already due. Use the id from list_schedules. The user approves it first.
 
         Args:
             id: The schedule's id.
         """
+        book = _book(ctx)
         try:
-            gone = await _book(ctx).cancel_schedule(id.strip(), ctx.run)
+            found = await book.cancellable(id.strip(), ctx.run)
+            if not ctx.approved:
+                # What a person set up goes only with a yes, whoever's text asked (a trigger's
+                # body, a thread, a file): the prompt names the schedule, not just its id.
+                owner = found.owner_name or found.owner_id
+                raise ApprovalRequired(
+                    f"Cancel {owner}'s schedule {found.id} ({found.when}, {found.timezone}): "
+                    f"“{found.objective[:200]}”"
+                )
+            gone = await book.cancel_schedule(id.strip(), ctx.run)
         except ScheduleRefused as exc:
             raise ToolError(str(exc)) from None
         return f"Cancelled schedule {gone.id} ({gone.when}: {gone.objective[:80]})."

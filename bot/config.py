@@ -402,6 +402,10 @@ class VoiceSettings(_Section):
 class SchedulesSettings(_Section):
     # the shortest time between two runs of a schedule, cron expressions included
     min_interval: float = Field(60.0, alias="PARLEY_SCHEDULE_MIN_INTERVAL", gt=0)
+    # schedules one person may have, in every chat together (a chat holds at most 50)
+    per_owner: int = Field(20, alias="PARLEY_SCHEDULES_PER_OWNER", ge=1)
+    # days a schedule paused because its owner or its chat is gone is kept for a resume
+    orphan_days: float = Field(30.0, alias="PARLEY_SCHEDULE_ORPHAN_DAYS", gt=0)
     # JSON file: trigger name → secret, conversation, objective template (POST /hooks/<name>)
     triggers_config: Path | None = Field(None, alias="PARLEY_TRIGGERS_CONFIG")
 

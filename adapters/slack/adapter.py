@@ -55,6 +55,7 @@ from adapters.slack.format import messages, streamed_markdown
 from adapters.slack.inbound import SlackInbound
 from adapters.slack.ingress import SlackIngress
 from adapters.slack.limits import HistoryLimits
+from adapters.slack.membership import member_of
 from adapters.slack.oauth import InstallEvents, Route, bolt_app, oauth_routes, oauth_settings
 from adapters.slack.plan_prompt import post_plan
 from adapters.slack.stream import SlackLive
@@ -91,6 +92,7 @@ class SlackAdapter(ChatAdapter):
     assistant: AssistantThreads = field(init=False)
     agent: AgentSurface | None = field(default=None, init=False)
     inbound: SlackInbound = field(init=False)
+    member_of = member_of  # conversations.members and the allowlists (membership.py)
 
     def __post_init__(self) -> None:
         bolt_client = self.client = AsyncWebClient(

@@ -62,6 +62,7 @@ from adapters.telegram.http import AiohttpRequest  # noqa: E402
 from adapters.telegram.inbound import COMMANDS, TelegramInbound  # noqa: E402
 from adapters.telegram.inbound import parse_update as parse  # noqa: E402
 from adapters.telegram.ingress import ALLOWED_UPDATES, MAX_RETRY_AFTER, TelegramIngress  # noqa: E402
+from adapters.telegram.membership import member_of  # noqa: E402
 from adapters.telegram.pairing import Pairing, paired_after_all, pairing_offer  # noqa: E402
 from adapters.telegram.posting import edit_one, fitted, post, post_ephemeral  # noqa: E402
 from adapters.telegram.refs import Placed, by_target, read, write  # noqa: E402
@@ -88,6 +89,7 @@ class TelegramAdapter(ChatAdapter):
     _sender: AiohttpRequest = field(init=False)
     # "typing" fades after 5 s, so a run that still works shows it again this often
     progress_refresh: float = field(default=4.0, init=False)
+    member_of = member_of  # getChatMember (membership.py)
 
     def __post_init__(self) -> None:
         root = self.config.api_url.rstrip("/")

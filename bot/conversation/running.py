@@ -66,6 +66,7 @@ def run_context(event: Inbound) -> RunContext:
         is_direct=event.is_direct,
         user_name=event.actor.name,
         asked=not (isinstance(event, InboundMessage) and event.kind == "triggered"),
+        unattended=isinstance(event, InboundMessage) and event.kind in ("scheduled", "triggered"),
     )
 
 

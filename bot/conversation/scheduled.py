@@ -1,8 +1,10 @@
 """Parley's own objectives, checked when they run: a schedule's slot, a webhook trigger.
 
 A scheduled slot runs only while its schedule exists and is active (so cancelling stops a
-slot already queued), and only while its owner may still use Parley there: otherwise the
-schedule pauses and says so, once. What the model reads first — which schedule this is, that
+slot already queued), and only while its owner may still use Parley there, checked with the
+platform at every slot (the allowlists, the account, the chat's members): otherwise the
+schedule pauses and says so, once; when the platform cannot tell, the slot is skipped and
+said so. What the model reads first — which schedule this is, that
 it is late, the trigger's body as untrusted data — comes before the objective in the user's
 turn; the answer's first line says which schedule posted it.
 """
@@ -24,10 +26,12 @@ from bot.conversation.texts import (
     OWN_RUN_SKIPPED,
     OWNER_LEFT,
     OWNER_NOT_ALLOWED,
+    OWNER_NOT_MEMBER,
     PREFACE,
     SCHEDULE_HEADER,
     SCHEDULE_LATE,
     SCHEDULE_PAUSED,
+    SCHEDULE_UNCHECKED,
     TRIGGER_HEADER,
     TRIGGER_PREFACE,
 )
@@ -47,6 +51,9 @@ BODY_LIMIT = 16_000  # characters of a webhook body the model reads
 OwnerAllowed = Callable[[Schedule], bool]
 # Whether the platform says the owner left (a deactivated Slack account); False when unsure.
 OwnerLeft = Callable[[Schedule], Awaitable[bool]]
+# Whether the owner (and Parley) are still in the schedule's chat, as the platform says at
+# the slot (Slack's conversations.members, Telegram's getChatMember); None: it could not tell.
+OwnerMember = Callable[[Schedule], Awaitable[bool | None]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +73,7 @@ class Objectives:
     store: ScheduleStore
     owner_allowed: OwnerAllowed = lambda _found: True
     owner_left: OwnerLeft | None = None
+    owner_member: OwnerMember | None = None
 
     async def check(self, event: InboundMessage, addressing: Addressing = Addressing()) -> Verdict:
         if event.kind == "triggered":
@@ -83,11 +91,22 @@ class Objectives:
             )
             return Verdict(go=False)
         left = self.owner_left is not None and await self.owner_left(found)
-        if left or not self.owner_allowed(found):
-            why = OWNER_LEFT if left else OWNER_NOT_ALLOWED
-            await self.store.pause(found, note=f"its owner {why}")
+        allowed = not left and self.owner_allowed(found)
+        # checked at every slot, never assumed from when it was made: people leave chats
+        member = await self.owner_member(found) if allowed and self.owner_member else allowed
+        owner = found.owner_name or found.owner_id
+        if member is None:
+            metrics.SCHEDULE_RUNS.labels("skipped").inc()
+            log.info("slot %s of schedule %s not run: membership unknown", slot, schedule_id)
+            say = SCHEDULE_UNCHECKED.format(
+                id=found.id, objective=found.objective[:80], owner=owner
+            )
+            return Verdict(go=False, say=say)
+        if not member:
+            why = OWNER_LEFT if left else OWNER_NOT_ALLOWED if not allowed else OWNER_NOT_MEMBER
+            # kept a while for /schedules to show and resume, then gone (its chat may be too)
+            await self.store.pause(found, note=f"its owner {why}", orphaned=True)
             metrics.SCHEDULE_RUNS.labels("paused").inc()
-            owner = found.owner_name or found.owner_id
             say = SCHEDULE_PAUSED.format(
                 id=found.id,
                 objective=found.objective[:80],

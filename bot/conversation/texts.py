@@ -110,6 +110,11 @@ SCHEDULE_PAUSED = (
     "Resume it with {command} once that changes."
 )
 OWNER_LEFT, OWNER_NOT_ALLOWED = "has left the workspace", "may no longer use me here"  # {why}
+OWNER_NOT_MEMBER = "is no longer in this chat (or I am not)"  # {why}
+SCHEDULE_UNCHECKED = (
+    "I skipped a run of schedule {id} (“{objective}”): I could not check that {owner} is still "
+    "in this chat. I'll check again at its next time."
+)
 # what the model is told about an objective nobody just wrote
 PREFACE = (
     "This objective comes from a schedule (id {id}, “{when}”, time zone {zone}), not from a "

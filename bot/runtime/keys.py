@@ -163,6 +163,10 @@ class Keys:
         """A chat's schedules (`platform:team:chat`, every thread of it)."""
         return f"{self.prefix}:schedules:conv:{chat}"
 
+    def schedules_of(self, platform: str, owner_id: str) -> str:
+        """A person's schedules, in every chat (their cap)."""
+        return f"{self.prefix}:schedules:owner:{platform}:{owner_id}"
+
     def lease(self, name: str) -> str:
         return f"{self.prefix}:lease:{name}"
 
@@ -242,8 +246,14 @@ PATTERNS: dict[str, str] = {
     "{mcptasks}:claimed": "retention: members leave when their task ends or is dropped",
     "mcptask:*": "ttl",
     "lease:*": "ttl",
-    "schedule:*": "retention: until the schedule is cancelled or deleted",
-    "schedules:*": "retention: members leave when their schedule is cancelled or deleted",
+    "schedule:*": (
+        "retention: until the schedule is cancelled or deleted; TTL PARLEY_SCHEDULE_ORPHAN_DAYS "
+        "once paused because its owner or chat is gone"
+    ),
+    "schedules:*": (
+        "retention: members leave when their schedule is cancelled or deleted, or when a "
+        "listing meets an id whose record expired"
+    ),
     "breaker:*": "ttl",
     "usage:*": "ttl",
     "rate:*": "ttl",

@@ -19,6 +19,7 @@ import time
 import redis.asyncio as aioredis
 
 from adapters.base import Actor, ConversationKey, InboundMessage
+from agent.recurrence import RecurrenceError
 from bot.ops import metrics
 from bot.ops.health import Health, repeat
 from bot.runtime.inbox import STREAM_MAXLEN, encode
@@ -44,6 +45,7 @@ if score and tonumber(score) == tonumber(ARGV[2]) then redis.call('zrem', KEYS[1
 return 0
 """
 BATCH = 500  # due schedules read per round trip
+NEVER_AGAIN = "its times never come again"
 
 
 def event_id(schedule_id: str, slot: int) -> str:
@@ -127,6 +129,7 @@ class ScheduleClock:
         raws = await self.redis.mget([self.keys.schedule(i) for i in ids])
         queued_at = f"{time.time():.6f}"
         lateness: list[float | None] = []  # per script queued; None for a drop
+        ended: list[Schedule] = []
         async with self.redis.pipeline(transaction=False) as pipe:
             for schedule_id, (_, score), raw in zip(ids, due, raws, strict=True):
                 slot = int(score)
@@ -139,6 +142,9 @@ class ScheduleClock:
                 try:
                     found = Schedule.decode(raw)
                     upcoming = found.next_after(max(now, slot))
+                except RecurrenceError:  # it never runs again: paused, said in /schedules
+                    ended.append(Schedule.decode(raw))
+                    continue
                 except Exception:  # one unreadable record must not hold up the others
                     log.exception("schedule %s cannot be read; it stays where it is", schedule_id)
                     continue
@@ -162,6 +168,9 @@ class ScheduleClock:
                     client=pipe,
                 )
             results = await pipe.execute()
+        for found in ended:
+            log.warning("schedule %s never runs again (%s); paused", found.id, found.when)
+            await self.store.pause(found, note=NEVER_AGAIN)
         won = [late for late, ok in zip(lateness, results, strict=True) if ok and late is not None]
         for late in won:
             metrics.SCHEDULE_LATENESS.observe(max(late, 0.0))

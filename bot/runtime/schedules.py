@@ -1,9 +1,11 @@
 """Schedules: recurring objectives kept in Redis, each run as its owner in its conversation.
 
-A schedule is one JSON record (`schedule:<id>`), listed in `schedules:all` and in its
-conversation's set. An active one sits in the `due` sorted set scored by its next slot
-(epoch seconds); pausing takes it out (into `paused`), resuming puts it back at the first
-slot after now, deleting removes it everywhere. Starting due slots is `schedule_clock`'s job.
+A schedule is one JSON record (`schedule:<id>`), listed in `schedules:all`, in its
+conversation's set and in its owner's. An active one sits in the `due` sorted set scored by
+its next slot (epoch seconds); pausing takes it out (into `paused`), resuming puts it back at
+the first slot after now, deleting removes it everywhere. A schedule paused because its owner
+or its chat is gone expires after `orphan_ttl` unless resumed; a listing that meets an id
+whose record is gone takes it out of the sets. Starting due slots is `schedule_clock`'s job.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 
 State = Literal["active", "paused"]
 MAX_PER_CONVERSATION = 50
+ORPHAN_TTL = 30 * 86_400.0  # seconds a schedule paused for its owner's or chat's sake is kept
 
 
 @dataclass(kw_only=True)
@@ -92,11 +95,15 @@ class ScheduleStore:
         *,
         min_interval: float = 60.0,
         approvers: frozenset[str] = frozenset(),
+        per_owner: int = 20,
+        orphan_ttl: float = ORPHAN_TTL,
     ) -> None:
         self.redis = redis
         self.keys = keys
         self.min_interval = min_interval
         self.approvers = approvers
+        self.per_owner = per_owner
+        self.orphan_ttl = orphan_ttl
 
     # --- the agent's book -----------------------------------------------------------------
 
@@ -120,6 +127,11 @@ class ScheduleStore:
             raise ScheduleRefused(
                 f"This conversation has {count} schedules, the most it may have; cancel one first."
             )
+        owned = len(await self._owned(context.platform, context.user_id))
+        if owned >= self.per_owner:
+            raise ScheduleRefused(
+                f"You have {owned} schedules, the most one person may have; cancel one first."
+            )
         made = Schedule(
             id=uuid.uuid4().hex[:8],
             when=Recurrence.parse(when).when,
@@ -139,6 +151,7 @@ class ScheduleStore:
             pipe.set(self.keys.schedule(made.id), made.encode())
             pipe.sadd(self.keys.schedules_all, made.id)
             pipe.sadd(self.keys.schedules_in(chat_of(made.conversation_id)), made.id)
+            pipe.sadd(self.keys.schedules_of(made.platform, made.owner_id), made.id)
             pipe.zadd(self.keys.schedules_due, {made.id: first})
             await pipe.execute()
         log.info("schedule %s made in %s (%s)", made.id, made.conversation_id, made.when)
@@ -147,7 +160,15 @@ class ScheduleStore:
     async def list_schedules(self, context: RunContext) -> list[ScheduleInfo]:
         return [s.info(n) for s, n in await self.in_chat(context.conversation_id)]
 
+    async def cancellable(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
+        return (await self._cancellable(schedule_id, context)).info(None)
+
     async def cancel_schedule(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
+        found = await self._cancellable(schedule_id, context)
+        await self.delete(found)
+        return found.info(None)
+
+    async def _cancellable(self, schedule_id: str, context: RunContext) -> Schedule:
         found = await self.get(schedule_id)
         if found is None or not found.lives_in(context.conversation_id):
             raise ScheduleRefused(f"There is no schedule {schedule_id!r} in this conversation.")
@@ -155,8 +176,7 @@ class ScheduleStore:
             raise ScheduleRefused(
                 f"Only {found.owner_name or found.owner_id} or an approver may cancel it."
             )
-        await self.delete(found)
-        return found.info(None)
+        return found
 
     # --- records --------------------------------------------------------------------------
 
@@ -170,8 +190,9 @@ class ScheduleStore:
         raw = await self.redis.get(self.keys.schedule(schedule_id))
         return Schedule.decode(raw) if raw is not None else None
 
-    async def many(self, ids: list[str]) -> list[tuple[Schedule, float | None]]:
-        """Schedules by id (those that exist), each with its next slot (None when paused)."""
+    async def many(self, ids: list[str], *named_in: str) -> list[tuple[Schedule, float | None]]:
+        """Schedules by id (those that exist), each with its next slot (None when paused); an
+        id whose record is gone leaves the sets, `named_in` (the set it was read from) too."""
         if not ids:
             return []
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -180,22 +201,46 @@ class ScheduleStore:
                 pipe.zscore(self.keys.schedules_due, schedule_id)
             raws, *slots = await pipe.execute()
         found = [(Schedule.decode(raw), slot) for raw, slot in zip(raws, slots, strict=True) if raw]
+        if gone := [i for i, raw in zip(ids, raws, strict=True) if raw is None]:
+            await self._forget(gone, named_in)
         return sorted(found, key=lambda pair: pair[0].created_at)
+
+    async def _owned(self, platform: str, owner_id: str) -> list[str]:
+        """The ids of a person's schedules that still exist."""
+        key = self.keys.schedules_of(platform, owner_id)
+        ids = await self.redis.smembers(key)
+        return [s.id for s, _ in await self.many(sorted(_text(i) for i in ids), key)]
+
+    async def _forget(self, ids: list[str], named_in: tuple[str, ...]) -> None:
+        """Ids whose record expired (orphaned and never resumed) leave the sets naming them:
+        every-schedule ones here, a chat's or an owner's when it is the one read."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in named_in:
+                pipe.srem(key, *ids)
+            pipe.srem(self.keys.schedules_all, *ids)
+            pipe.srem(self.keys.schedules_paused, *ids)
+            pipe.zrem(self.keys.schedules_due, *ids)
+            await pipe.execute()
+        log.info("forgot %d schedule id(s) whose record expired", len(ids))
 
     async def in_chat(self, conversation_id: str) -> list[tuple[Schedule, float | None]]:
         """The schedules of the chat a conversation is in, its threads' included (a Slack
         channel's `/parley schedules` shows those made in its threads)."""
-        ids = await self.redis.smembers(self.keys.schedules_in(chat_of(conversation_id)))
-        return await self.many(sorted(_text(i) for i in ids))
+        key = self.keys.schedules_in(chat_of(conversation_id))
+        ids = await self.redis.smembers(key)
+        return await self.many(sorted(_text(i) for i in ids), key)
 
     async def everything(self) -> list[tuple[Schedule, float | None]]:
         ids = await self.redis.smembers(self.keys.schedules_all)
         return await self.many(sorted(_text(i) for i in ids))
 
-    async def pause(self, found: Schedule, note: str = "") -> Schedule:
+    async def pause(self, found: Schedule, note: str = "", *, orphaned: bool = False) -> Schedule:
+        """Take it off the clock. `orphaned`: its owner or chat is gone, so unless someone
+        resumes it within `orphan_ttl` it goes for good."""
         paused = replace(found, state="paused", note=note)
+        ttl = int(self.orphan_ttl * 1000) if orphaned else None
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self.keys.schedule(found.id), paused.encode(), xx=True)
+            pipe.set(self.keys.schedule(found.id), paused.encode(), xx=True, px=ttl)
             pipe.zrem(self.keys.schedules_due, found.id)
             pipe.sadd(self.keys.schedules_paused, found.id)
             await pipe.execute()
@@ -220,6 +265,7 @@ class ScheduleStore:
             pipe.srem(self.keys.schedules_paused, found.id)
             pipe.srem(self.keys.schedules_all, found.id)
             pipe.srem(self.keys.schedules_in(chat_of(found.conversation_id)), found.id)
+            pipe.srem(self.keys.schedules_of(found.platform, found.owner_id), found.id)
             await pipe.execute()
         log.info("schedule %s deleted", found.id)
 

@@ -6,7 +6,9 @@ digest of the tool as it was shown when approved (`Tool.standing_digest`), where
 `PARLEY_STANDING_APPROVAL_SCOPE=everywhere`) and when it ends (`PARLEY_STANDING_APPROVAL_TTL`
 after it was given). The hash expires with its newest approval. Only the requester's own
 approvals are ever read for their run, so one person's never covers another's request, and
-only for a run they asked for: a trigger acting in their name (`RunContext.asked`) is asked.
+only for a run they asked for and watch: a trigger acting in their name (`RunContext.asked`)
+and a schedule's slot (`RunContext.unattended`) are asked, a schedule's slot unless the
+schedule was approved with that tool (`allow_tools`).
 """
 
 from __future__ import annotations
@@ -90,7 +92,9 @@ class StandingStore:
         return granted
 
     async def covers(self, context: RunContext, tool: str, digest: str) -> bool:
-        if not context.asked:  # a trigger in their name: its body may say anything
+        if not context.asked or context.unattended:
+            # a trigger in their name (its body may say anything), or a schedule's slot:
+            # nobody watches those, so only what the schedule itself was granted holds
             return False
         key = self.keys.standing(context.platform, context.user_id)
         ids = [_id(where, tool) for where in self._places(context)]

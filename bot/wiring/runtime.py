@@ -13,9 +13,7 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
-from adapters.base import (
-    OutboundMessage,
-)
+from adapters.base import ConversationKey, OutboundMessage
 from adapters.platform import ChatAdapter
 from agent.loop import Agent
 from agent.mcp.following import TaskFollower, TaskPolling
@@ -162,6 +160,9 @@ class Scheduling:
     async def list_schedules(self, context: RunContext) -> list[ScheduleInfo]:
         return await self.book.list_schedules(context)
 
+    async def cancellable(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
+        return await self.book.cancellable(schedule_id, context)
+
     async def cancel_schedule(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
         return await self.book.cancel_schedule(schedule_id, context)
 
@@ -174,6 +175,25 @@ def owner_left(adapters: dict[str, ChatAdapter]) -> Callable[[Schedule], Awaitab
         return adapter is not None and await adapter.user_left(found.owner_id)
 
     return left
+
+
+def owner_member(
+    adapters: dict[str, ChatAdapter],
+) -> Callable[[Schedule], Awaitable[bool | None]]:
+    """Whether the owner and Parley are still in the schedule's chat, asked of its platform."""
+
+    async def member(found: Schedule) -> bool | None:
+        adapter = adapters.get(found.platform)
+        if adapter is None:
+            return None
+        where = ConversationKey.parse(found.conversation_id)
+        try:
+            return await adapter.member_of(where, found.owner_id)
+        except Exception:  # the platform could not say: the slot waits for the next one
+            log.warning("could not check the members of %s", where.id, exc_info=True)
+            return None
+
+    return member
 
 
 def owner_allowed(settings: Settings) -> Callable[[Schedule], bool]:
@@ -236,6 +256,8 @@ def build_runtime(
         keys,
         min_interval=settings.schedules.min_interval,
         approvers=frozenset(settings.access.approvers),
+        per_owner=settings.schedules.per_owner,
+        orphan_ttl=settings.schedules.orphan_days * 86_400,
     )
     clock = ScheduleClock(
         redis, keys, schedules, dedup_ttl=runtime_settings.dedup_ttl, poll=poll, health=health
@@ -298,6 +320,7 @@ def build_runtime(
             store=schedules,
             owner_allowed=owner_allowed(settings),
             owner_left=owner_left(adapters),
+            owner_member=owner_member(adapters),
         ),
         schedules=ScheduleCommands(store=schedules),
         connections=ConnectionCommands(build_connections(settings, redis), standing),

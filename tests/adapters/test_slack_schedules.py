@@ -1,5 +1,6 @@
 """A schedule made in Slack: the owner's time zone comes from `users.info` (`tz`), the prompt
-shows the next runs in it, and the schedule runs in the thread where it was made."""
+shows the next runs in it, and the schedule runs in the thread where it was made, while its
+owner is still in the channel (asked of `conversations.members` at every slot)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ async def test_a_slack_schedule_runs_in_the_owners_zone_and_its_thread(redis) ->
     async with ts.slack_bot(redis, model) as s:
         s.fake.users["UANA"] = "Ana"
         s.fake.zones["UANA"] = "America/New_York"
+        s.fake.members["CGEN"] = ["UANA", "UBOB", fs.BOT_USER]  # asked at every slot
         mention = fs.mention_event("UANA", "every weekday at 9 summarise #support")
         await s.event(mention)
         # the prompt arrives as a stream: wait for its text, not for its first (empty) piece
@@ -69,6 +71,36 @@ async def test_a_schedule_whose_owner_left_the_workspace_pauses_and_says_so(redi
         said = s.fake.in_channel("DANA")[2].body
         assert said.startswith(f"⏸ I paused schedule {made.id}") and "left the workspace" in said
         assert "`/parley schedules`" in said  # Slack's syntax, not Telegram's
+        paused = await s.harness.runtime.schedules.get(made.id)
+        assert paused is not None and paused.state == "paused"
+        assert len(model.requests) == 2  # the slot never reached the model
+
+
+async def test_a_schedule_whose_owner_left_the_channel_pauses_instead_of_running(redis) -> None:
+    """Attack: Ana made a schedule in #general, then left the channel (or was removed); the
+    slot must not go on acting in her name there. Slack is asked at the slot."""
+    model = ScriptedModel(
+        [turn(call("schedule", when="0 9 * * *", objective="post the numbers")), reply("Set.")]
+    )
+    async with ts.slack_bot(redis, model) as s:
+        s.fake.users["UANA"] = "Ana"
+        s.fake.members["CGEN"] = ["UANA", "UBOB", fs.BOT_USER]
+        await s.event(fs.mention_event("UANA", "every day at 9 post the numbers"))
+        await ts.until(lambda: any("this thread" in p.body for p in s.fake.in_channel("CGEN")))
+        prompt = s.fake.in_channel("CGEN")[0]
+        await s.form(fs.block_action(prompt, "Approve", user="UANA"))
+        await ts.until(lambda: len(s.fake.in_channel("CGEN")) == 2)
+        await s.harness.settle()
+        [(made, slot)] = await s.harness.runtime.schedules.everything()
+        assert slot is not None
+        s.fake.members["CGEN"] = ["UBOB", fs.BOT_USER]  # Ana left #general
+        await s.harness.runtime.clock.start_due(now=slot)
+        await ts.until(lambda: len(s.fake.in_channel("CGEN")) == 3)
+        await s.harness.settle()
+        said = s.fake.in_channel("CGEN")[2].body
+        assert (
+            said.startswith(f"⏸ I paused schedule {made.id}") and "no longer in this chat" in said
+        )
         paused = await s.harness.runtime.schedules.get(made.id)
         assert paused is not None and paused.state == "paused"
         assert len(model.requests) == 2  # the slot never reached the model

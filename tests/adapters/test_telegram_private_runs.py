@@ -1,6 +1,7 @@
 """Telegram, on python-telegram-bot against the fake Bot API with the real runtime: a run that
 read something for one person says everything after it to that person's private chat, and
-their presses there decide it."""
+their presses there decide it; a schedule's slot asks Telegram (getChatMember) whether its
+owner is still in the group before it runs."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import redis.asyncio as aioredis
 
 from agent import ApprovalRequired, builtin_registry
 from agent.messages import ChatRequest, ChatResponse, ToolResultBlock
+from agent.protocols import RunContext
 from agent.tools import ToolContext, tool
+from bot.runtime.schedules import Schedule
 from tests.adapters.test_telegram import ANA, BOB, GROUP, adapter_for, send_email
-from tests.adapters.test_telegram_private import ask, said_in_group
+from tests.adapters.test_telegram_private import ask, bot, said_in_group
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.fakes.telegram import FakeTelegram, Posted
@@ -98,3 +101,64 @@ async def test_after_a_private_read_the_question_and_approval_go_to_the_private_
         assert telegram.chat(ANA)[-1].text.endswith("Sent.")
     assert SALARY not in said_in_group(telegram)
     assert all(SALARY not in p.text for p in telegram.seen_by(GROUP, BOB))
+
+
+async def group_schedule(harness: Harness) -> Schedule:
+    ana = RunContext(
+        conversation_id=f"telegram:-:{GROUP}:-",
+        platform="telegram",
+        user_id=str(ANA),
+        chat_id=str(GROUP),
+        is_direct=False,
+        user_name="Ana",
+    )
+    store = harness.runtime.schedules
+    info = await store.create_schedule("every 10 minutes", "sum up the day", "UTC", (), ana)
+    found = await store.get(info.id)
+    assert found is not None
+    return found
+
+
+async def fire(harness: Harness, found: Schedule) -> None:
+    score = await harness.redis.zscore(harness.runtime.keys.schedules_due, found.id)
+    assert score is not None
+    await harness.runtime.clock.start_due(now=score + 1)
+    await harness.settle()
+
+
+async def test_a_schedule_whose_owner_left_the_group_pauses_instead_of_running(
+    redis: aioredis.Redis,
+) -> None:
+    """Attack: Ana made a schedule in the group, then left it (or was removed); the slot
+    must not run in her name there. Telegram is asked at the slot, not trusted from before."""
+    model = ScriptedModel([reply("The day, summed up.")])
+    async with FakeTelegram() as telegram, bot(redis, telegram, model) as (harness, _):
+        found = await group_schedule(harness)
+        telegram.members[GROUP] = {ANA: "left", BOB: "member"}
+        await fire(harness, found)
+        await until(lambda: len(telegram.chat(GROUP)) == 1)
+        paused = await harness.runtime.schedules.get(found.id)
+        assert paused is not None and paused.state == "paused"
+        assert "no longer in this chat" in telegram.chat(GROUP)[0].text
+        assert model.script  # the model was never asked
+        asked = telegram.method_calls("getChatMember")
+        assert [(c.body["chat_id"], c.body["user_id"]) for c in asked] == [(str(GROUP), str(ANA))]
+
+
+async def test_a_slot_runs_while_the_owner_is_a_member_and_waits_when_telegram_cannot_say(
+    redis: aioredis.Redis,
+) -> None:
+    model = ScriptedModel([reply("The day, summed up.")])
+    async with FakeTelegram() as telegram, bot(redis, telegram, model) as (harness, _):
+        found = await group_schedule(harness)
+        telegram.answer_error("getChatMember", 502, "Bad Gateway", times=5)
+        await fire(harness, found)
+        await until(lambda: len(telegram.chat(GROUP)) == 1)
+        assert "could not check" in telegram.chat(GROUP)[0].text
+        still = await harness.runtime.schedules.get(found.id)
+        assert still is not None and still.state == "active"  # only this slot was skipped
+        telegram.errors.clear()
+        telegram.members[GROUP] = {ANA: "administrator"}
+        await fire(harness, found)
+        await until(lambda: len(telegram.chat(GROUP)) == 2)
+        assert telegram.chat(GROUP)[1].text.endswith("The day, summed up.")

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 
 from adapters.base import ConversationKey
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
+from agent.protocols import RunContext
 from bot.config import Settings
 from bot.conversation.connection_commands import STANDING_ACTION
 from bot.conversation.texts import ALWAYS_TOAST
@@ -332,3 +333,28 @@ async def test_a_schedules_permission_holds_only_while_the_tool_is_unchanged(
         assert written(ledger) == ["write_note monday"]
         assert prompts(harness) == 1  # asked again, in this process
         assert "test__write_note" in prompt(harness).message.text
+
+
+async def test_a_schedules_slot_never_uses_its_owners_always_approval(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    # Ana's "Always" was given while she watched; a schedule's slot runs with nobody
+    # watching, so only what the schedule was approved with (`allow_tools`) runs unasked.
+    ledger = tmp_path / "ledger"
+    model = notes("a", "from the schedule")
+    async with parley(redis, model, server(ledger)) as harness:
+        await grant(harness, "note a")
+        ana = RunContext(
+            conversation_id=GROUP.id,
+            platform="telegram",
+            user_id="42",
+            chat_id=GROUP.chat_id,
+            is_direct=False,
+            user_name="Ana",
+        )
+        schedules = harness.runtime.schedules
+        await schedules.create_schedule("every 10 minutes", "write the note", "UTC", (), ana)
+        await fire_next(harness)
+        assert written(ledger) == ["write_note a"]  # the slot's call did not run unasked
+        assert prompts(harness) == 2  # it was put to Ana instead
+        assert RAN not in harness.adapter.texts(GROUP)

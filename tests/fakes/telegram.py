@@ -12,7 +12,7 @@
 Like the real Bot API, getUpdates keeps each update until a later call's offset confirms it
 (`fake.updates` holds the unconfirmed ones), so an update confirmed before it was stored is
 gone for good. It serves getMe, getUpdates (long poll honouring offset and timeout), setWebhook,
-deleteWebhook, setMyCommands, sendMessage, editMessageText, answerCallbackQuery and
+deleteWebhook, setMyCommands, getChatMember (`fake.members`), sendMessage, editMessageText, answerCallbackQuery and
 sendChatAction, editEphemeralMessageText, sendMessageDraft (private chats only; every draft text is kept in
 `fake.drafts[(chat_id, draft_id)]`; a draft sent with `can_stop` (Bot API 10.3) is in
 `fake.stoppable`, and `fake.stop_generation(chat_id, draft_id)` builds the
@@ -67,6 +67,42 @@ class Posted:
         return [b for row in self.reply_markup.get("inline_keyboard", []) for b in row]
 
 
+# The flags a ChatMember of each kind carries (Bot API 9): python-telegram-bot needs them all.
+_MEMBER_FLAGS = {
+    "administrator": [
+        "can_be_edited",
+        "is_anonymous",
+        "can_manage_chat",
+        "can_delete_messages",
+        "can_manage_video_chats",
+        "can_restrict_members",
+        "can_promote_members",
+        "can_change_info",
+        "can_invite_users",
+        "can_post_stories",
+        "can_edit_stories",
+        "can_delete_stories",
+    ],
+    "restricted": [
+        "is_member",
+        "can_change_info",
+        "can_invite_users",
+        "can_pin_messages",
+        "can_send_messages",
+        "can_send_polls",
+        "can_send_other_messages",
+        "can_add_web_page_previews",
+        "can_manage_topics",
+        "can_send_audios",
+        "can_send_documents",
+        "can_send_photos",
+        "can_send_videos",
+        "can_send_video_notes",
+        "can_send_voice_notes",
+    ],
+}
+
+
 class FakeTelegram(FakeServer):
     def __init__(self, token: str = "123456:TEST-token") -> None:
         super().__init__(name="telegram")
@@ -80,6 +116,9 @@ class FakeTelegram(FakeServer):
         self.deleted: list[Posted] = []
         # people who never opened a private chat with the bot: it may not write to them first
         self.unreachable: set[int] = set()
+        # getChatMember: a chat listed here knows only these members (status by user id);
+        # anyone else in it has "left". A chat not listed counts everyone as a member.
+        self.members: dict[int, dict[int, str]] = {}
         # Bot API 10.2 ephemeral messages; False plays an older server, which ignores the
         # unknown parameter and posts the message for everyone
         self.ephemeral = True
@@ -402,6 +441,21 @@ class FakeTelegram(FakeServer):
 
     async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
         return True
+
+    async def _m_getChatMember(self, params: dict[str, Any]) -> Any:
+        chat_id, user_id = int(params["chat_id"]), int(params["user_id"])
+        status = self.members.get(chat_id, {}).get(
+            user_id, "left" if chat_id in self.members else "member"
+        )
+        user = {"id": user_id, "is_bot": False, "first_name": f"user{user_id}"}
+        member: dict[str, Any] = {"status": status, "user": user}
+        if status in ("administrator", "restricted"):  # each kind's flags, all off
+            member |= dict.fromkeys(_MEMBER_FLAGS[status], False)
+        if status in ("kicked", "restricted"):
+            member["until_date"] = 0
+        if status == "creator":
+            member["is_anonymous"] = False
+        return member
 
     async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
         chat_id = int(params["chat_id"])

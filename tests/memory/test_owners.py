@@ -134,11 +134,11 @@ async def test_forgetting_in_a_shared_chat_waits_for_the_authors_yes(
     assert ana.id not in await in_channel(store)
 
 
-async def test_a_team_memory_is_forgotten_from_a_dm_only_with_approve(
+async def test_a_memory_is_forgotten_from_a_dm_only_with_approve_even_ones_own(
     redis: aioredis.Redis, store: RedisMemoryStore
 ) -> None:
-    """In a DM a forwarded text can drive the model too: a team memory needs Approve, while
-    a private one goes at once."""
+    """In a DM a forwarded text can drive the model too: a team memory and the person's own
+    private one both wait for Approve (what a person set up goes only with their yes)."""
     team = await store.remember("The deploy freeze starts on Thursday", ANA_DM, share="team")
     mine = await store.remember("My locker code is 4711", ANA_DM)
     model = ScriptedModel(
@@ -154,7 +154,8 @@ async def test_a_team_memory_is_forgotten_from_a_dm_only_with_approve(
         assert (
             prompt.message.buttons and "The deploy freeze starts on Thursday" in prompt.message.text
         )
-        assert [m.id for m in (await store.list_memories(ANA_DM)).records] == [team.id]
+        assert "My locker code is 4711" in prompt.message.text
+        assert (await store.list_memories(ANA_DM)).total == 2  # nothing gone before Approve
         await harness.submit(click(ANA_DM_KEY, prompt, "approve", user="UANA"))
         await harness.settle()
         assert harness.adapter.texts(ANA_DM_KEY)[-1] == "Forgotten."
