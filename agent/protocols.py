@@ -94,6 +94,8 @@ class MemoryRecord:
     last_used_at: float
     distance: float | None = None  # set by recall
     origin: Origin = "remembered"
+    author_name: str = ""  # as the platform named them when it was learned
+    corrected_at: float | None = None  # last corrected in place
 
     @property
     def scope_label(self) -> str:
@@ -148,6 +150,15 @@ class MemoryStore(Recall, Protocol):
     async def removable(self, context: RunContext, memory_id: str) -> MemoryRecord | None:
         """The memory with this id if this user may forget it here (visible here, and theirs
         or private to them), else None."""
+        ...
+
+    async def correct(self, context: RunContext, memory_id: str, text: str) -> MemoryRecord | None:
+        """Replace the text of a memory this user may forget here, keeping where and when it
+        was learned; None when there is no such memory."""
+        ...
+
+    async def used(self, context: RunContext) -> list[MemoryRecord]:
+        """The memories recall last gave this conversation (what led its last answer)."""
         ...
 
     async def forget(self, context: RunContext, memory_id: str | None = None) -> int:

@@ -36,6 +36,8 @@ FIELDS = [
     "origin",
     "created_at",
     "last_used_at",
+    "author_name",
+    "corrected_at",
 ]
 
 
@@ -129,4 +131,6 @@ def record(doc: dict[str, Any], distance: float | None = None) -> MemoryRecord:
         last_used_at=float(doc.get("last_used_at") or 0),
         distance=distance,
         origin="extracted" if doc.get("origin") == "extracted" else "remembered",
+        author_name=str(doc.get("author_name") or ""),
+        corrected_at=float(doc["corrected_at"]) if doc.get("corrected_at") else None,
     )

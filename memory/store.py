@@ -37,7 +37,7 @@ from agent.protocols import (
     RunContext,
     Share,
 )
-from memory import metrics
+from memory import metrics, provenance
 from memory.config import MemoryConfig
 from memory.counts import FULL, REPLACED, ScopeCounts, decode
 from memory.embedders import Embedder
@@ -177,6 +177,7 @@ class RedisMemoryStore:
         wanted = k * 2 if self.config.recency_weight else k
         chosen = self.rank(await self.nearest(vector, scopes, wanted, size), k, time.time())
         await self.cache.used({self._key(record.id): record.last_used_at for record in chosen})
+        await provenance.note_used(self.redis, self.prefix, context.conversation_id, chosen)
         return chosen
 
     async def write_used(self) -> None:
@@ -211,16 +212,8 @@ class RedisMemoryStore:
     ) -> list[dict[str, Any]]:
         """The k memories of these scopes closest to the vector (`size`: how many they hold),
         only `author`'s when given."""
-        return await nearest(
-            self.index,
-            vector,
-            scopes,
-            k,
-            self.config.hybrid_policy,
-            size,
-            author,
-            self.generation.vector,
-        )
+        policy, field = self.config.hybrid_policy, self.generation.vector
+        return await nearest(self.index, vector, scopes, k, policy, size, author, field)
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -248,6 +241,7 @@ class RedisMemoryStore:
             "source": context.conversation_id,
             "created_at": now,
             "last_used_at": now,
+            "author_name": context.user_name,
             self.generation.vector: np.asarray(vector, dtype=np.float32).tobytes(),
         }
         if closest and float(closest[0]["vector_distance"]) <= self.config.merge_distance:
@@ -375,6 +369,17 @@ class RedisMemoryStore:
 
     # --- maintenance ------------------------------------------------------------------------
 
+    async def embed_memory(self, text: str) -> dict[str, Any]:
+        """A memory's vector, under the field the active index reads."""
+        vector = await self.embedder.embed(text)
+        return {self.generation.vector: np.asarray(vector, dtype=np.float32).tobytes()}
+
+    async def correct(self, context: RunContext, memory_id: str, text: str) -> MemoryRecord | None:
+        return await provenance.correct(self, context, memory_id, text)
+
+    async def used(self, context: RunContext) -> list[MemoryRecord]:
+        return await provenance.used(self, context)
+
     async def noted(self, key: str) -> None:
         """A memory just written: noted for the index a move builds, or for the active one
         when this process still writes to an index a move retired."""
@@ -383,9 +388,8 @@ class RedisMemoryStore:
         )
 
     async def reindex(self, batch: int = 64, progress: Progress | None = None) -> int:
-        """Move every memory to the configured embedder and algorithm in a new index beside
-        the active one (memory/moving.py), while Parley keeps running; the memories
-        themselves are never deleted. Returns how many were embedded."""
+        """Move every memory to this embedder while Parley runs (memory/moving.py); how many
+        were embedded."""
         total = await move(self, batch, progress)
         await wait_indexed(self.index)
         return total

@@ -1,5 +1,5 @@
 """The chat commands: what /help says, and the commands that read memory or usage
-(/memories, /forget, /status, Forget buttons).
+(/memories, /forget, /correct, /why, /status, Forget buttons).
 
 The engine (engine.py) answers /help, /start, /cancel and unknown commands itself and hands
 the others over through its `Command` and `Forget` effects.
@@ -8,11 +8,13 @@ the others over through its `Command` and `Forget` effects.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from adapters.base import Addressing, Button, InboundAction, InboundMessage, OutboundMessage
 from agent.protocols import MemoryRecord, MemoryStore, RunContext
+from bot.conversation.provenance import learned
 from bot.conversation.render import MEMORY_ACTION
 from bot.conversation.shown import ShownList, ShownLists
 from bot.conversation.texts import (
@@ -20,6 +22,8 @@ from bot.conversation.texts import (
     BARE_DIRECT,
     BARE_GROUP,
     BARE_THREAD,
+    CORRECT_HOW,
+    CORRECTED,
     FORGET,
     FORGET_NUMBER,
     FORGOT_ALL,
@@ -33,8 +37,10 @@ from bot.conversation.texts import (
     NO_MEMORY_NUMBER,
     NO_PAGE,
     NOT_ON_LIST,
+    NOT_YOURS_TO_CORRECT,
     NOT_YOURS_TO_FORGET,
     NOTHING_REMEMBERED,
+    NOTHING_USED,
     PAIRED,
     PAIRING_APPROVERS_ONLY,
     PAIRING_NOT_HERE,
@@ -45,6 +51,7 @@ from bot.conversation.texts import (
     SEE_MEMORIES,
     STATUS_TEXT,
     UNKNOWN_COMMAND,
+    USED_HEAD,
     WHERE_GROUPS,
     WHERE_THREADS,
     WHICH_ONE,
@@ -147,6 +154,11 @@ class Commands:
             return CommandResult(text=text, private=True)
         if command == "pair":
             return CommandResult(text=await self._pair(event), private=True)
+        if command == "correct":
+            text = await self._correct(context, event.args, addressing)
+            return CommandResult(text=text, private=True)
+        if command == "why":
+            return CommandResult(text=await self._why(context), private=True)
         assert command == "status", f"not a command answered here: {command}"
         lines = [STATUS_TEXT[session.status]]
         if self.usage is not None:
@@ -195,8 +207,9 @@ class Commands:
         if not found.records:
             text = NOTHING_REMEMBERED if page == 1 else NO_PAGE.format(page=page)
             return CommandResult(text=text, private=True), shown
+        now = time.time()
         lines = [
-            f"{number}. {memory.text} ({memory.scope_label})"
+            f"{number}. {memory.text} ({memory.scope_label}) — {learned(memory, context, now)}"
             for number, memory in enumerate(found.records, offset + 1)
         ]
         more = (
@@ -274,19 +287,53 @@ class Commands:
         if not target.isdigit() or int(target) < 1:
             forget = addressing.shown("forget N"), addressing.shown("forget all")
             return WHICH_ONE.format(one=forget[0], see=see, all=forget[1])
-        index = int(target)
+        # the number means what the list on screen says
+        found = await self._numbered(context, int(target), see)
+        if isinstance(found, str):
+            return found
+        return await self._forget_one(context, *found)
+
+    async def _numbered(self, context: RunContext, index: int, see: str) -> tuple[str, str] | str:
+        """The memory (id, text) number `index` names (the list on screen, else the newest
+        first), or why there is none."""
+        assert self.memory is not None
         shown = (
             await self.lists.get(context.conversation_id, context.user_id) if self.lists else None
         )
-        if shown is not None:  # the number means what the list on screen says
+        if shown is not None:
             if index not in shown.entries:
                 return NOT_ON_LIST.format(index=index, see=see)
-            memory_id, text = shown.entries[index]
-            return await self._forget_one(context, memory_id, text)
+            return shown.entries[index]
         found = await self.memory.list_memories(context, offset=index - 1, limit=1)
         if not found.records:
             return NO_MEMORY_NUMBER.format(index=index, see=see)
-        return await self._forget_one(context, found.records[0].id, found.records[0].text)
+        return found.records[0].id, found.records[0].text
+
+    async def _correct(self, context: RunContext, args: str, addressing: Addressing) -> str:
+        see = SEE_MEMORIES.format(command=addressing.shown("memories"))
+        if self.memory is None:
+            return NO_MEMORY
+        number, _, text = args.strip().partition(" ")
+        if not number.isdigit() or int(number) < 1 or not text.strip():
+            return CORRECT_HOW.format(command=addressing.shown("correct N new words"), see=see)
+        found = await self._numbered(context, int(number), see)
+        if isinstance(found, str):
+            return found
+        memory_id, old = found
+        corrected = await self.memory.correct(context, memory_id, text)
+        if corrected is None:
+            return NOT_YOURS_TO_CORRECT
+        return CORRECTED.format(old=old, new=corrected.text)
+
+    async def _why(self, context: RunContext) -> str:
+        if self.memory is None:
+            return NO_MEMORY
+        used = await self.memory.used(context)
+        if not used:
+            return NOTHING_USED
+        now = time.time()
+        lines = [f"• {m.text} — {learned(m, context, now)}" for m in used]
+        return USED_HEAD + "\n".join(lines)
 
     async def _forget_one(self, context: RunContext, memory_id: str, text: str) -> str:
         assert self.memory is not None

@@ -129,7 +129,8 @@ LOST_TEXT = (
 STATUS_LINES = StatusLines(thinking="Thinking…", using="Using {tool}…")
 
 
-ANSWERED_HERE = ("memories", "forget", "status", "pair")  # read memory or usage: the Commands class
+# read memory or usage, or pair a person: the Commands class
+ANSWERED_HERE = ("memories", "forget", "correct", "why", "status", "pair")
 
 
 @dataclass(frozen=True, kw_only=True)

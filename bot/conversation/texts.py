@@ -44,7 +44,7 @@ VOICE_TOO_MUCH_TEXT = (
 VOICE_TOO_LONG = "That voice message is too long for me ({seconds} s; the limit is {limit} s)."
 
 
-# --- Commands: /help, a bare mention, /memories, /forget, /status (commands.py) -----------
+# --- Commands: /help, a bare mention, /memories, /forget, /correct, /why, /status -----------
 HELP = """I'm Parley. Tell me what you need and I'll work on it: I can use tools, I remember \
 what you tell me (ask me to remember something), and I always ask before I do anything \
 with side effects, like setting a reminder.{where}
@@ -52,6 +52,8 @@ with side effects, like setting a reminder.{where}
 Commands:
 • {p}memories — what I remember here ({p}memories 2 for the next page)
 • {p}forget N — forget memory number N; {p}forget all — forget everything you told me
+• {p}correct N new words — put memory number N right, keeping where it came from
+• {p}why — the memories I used for my last answer, and where I learned them
 • {p}cancel — stop what I'm doing or drop the pending question
 • {p}status — what I'm doing and your usage today
 • {p}schedules — this conversation's schedules, to pause, resume or delete
@@ -87,6 +89,11 @@ NOT_YOURS_TO_FORGET = "Only whoever told me that can make me forget it."
 FORGOTTEN_TEXT = "Forgotten: “{text}”"
 ALREADY_FORGOTTEN = "That memory is already gone, or isn't yours to forget."
 FORGOTTEN = "Forgotten."
+CORRECT_HOW = "Tell me the number and the new words: {command} ({see})."
+NOT_YOURS_TO_CORRECT = "Only whoever told me that can correct it; that one isn't yours."
+CORRECTED = "Corrected: “{old}” is now “{new}”."
+NOTHING_USED = "I didn't use any memory for my last answer here."
+USED_HEAD = "For my last answer here I used what I remember:\n"
 STATUS_TEXT = {
     "idle": "I'm not working on anything for you right now.",
     "running": "I'm working on your last request.",

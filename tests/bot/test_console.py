@@ -120,9 +120,12 @@ async def test_memories_and_forget_in_the_console(redis, redis_url: str) -> None
         )
     assert code == 0, out
     first, _, rest = out.partition("Forgotten:")
-    assert "1. I take the 8:10 train (private)\n2. My bike is a green Brompton (private)" in first
+    told = " — you told me in the console on "
+    assert "1. I take the 8:10 train (private)" + told in first
+    assert "\n2. My bike is a green Brompton (private)" + told in first
     assert "8:10 train" in rest.splitlines()[0]
     assert (
-        "1. My bike is a green Brompton (private)" in rest and "8:10" not in rest.split("\n", 1)[1]
+        "1. My bike is a green Brompton (private)" + told in rest
+        and "8:10" not in rest.split("\n", 1)[1]
     )
     assert len(hosted.message_calls) == 4  # the commands never reached the model

@@ -1,0 +1,128 @@
+"""People can see where a memory came from (/memories: who, where, when), correct it in
+place (/correct N new words, only its author), and ask which memories led the last answer
+(/why): through the in-process runtime on the real Redis and memory store, as a Slack
+channel and a Telegram private chat see it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis.asyncio as aioredis
+
+from adapters.base import ConversationKey
+from adapters.slack import ADDRESSING as SLACK
+from agent.protocols import RunContext
+from memory import Embedder, local_embedder, open_store
+from tests.agent.scripted import ScriptedModel, reply
+from tests.bot.harness import Harness, running
+from tests.bot.recording import RecordingAdapter, message
+
+LAUNCH = ConversationKey(platform="slack", chat_id="C0LAUNCH", team_id="T1")
+LENA_DM = ConversationKey(platform="telegram", chat_id="501")
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return local_embedder()
+
+
+def in_launch(user: str, name: str) -> RunContext:
+    return RunContext(
+        conversation_id=LAUNCH.id,
+        platform="slack",
+        user_id=user,
+        chat_id=LAUNCH.chat_id,
+        team_id="T1",
+        is_direct=False,
+        user_name=name,
+    )
+
+
+async def said(harness: Harness, conversation: ConversationKey, text: str, **who: str) -> str:
+    """What Parley answered to one message (a command when it starts with /)."""
+    command, _, args = text[1:].partition(" ") if text.startswith("/") else (None, "", "")
+    before = len(harness.adapter.posted)
+    await harness.submit(
+        message(conversation, text, command=command, args=args, direct=False, **who)
+        if conversation.platform == "slack"
+        else message(conversation, text, command=command, args=args, **who)
+    )
+    await harness.settle()
+    return "\n".join(p.message.text for p in harness.adapter.posted[before:])
+
+
+async def test_a_slack_channel_sees_who_said_what_where_and_when_and_only_the_author_corrects(
+    redis: aioredis.Redis, embedder: Embedder
+) -> None:
+    store = await open_store(redis, embedder)
+    await store.remember("The launch is on 3 December", in_launch("U1", "Ana"))
+    today = time.gmtime()
+    day = f"{today.tm_mday} {time.strftime('%b', today)}"
+    model = ScriptedModel([reply("The launch is on 5 December.")])
+    adapter = RecordingAdapter(platform="slack", addressing=SLACK)
+    async with running(redis, model, memory=store, adapter=adapter) as harness:
+        listed = await said(harness, LAUNCH, "/memories", user="U2", name="Ben")
+        assert (
+            f"1. The launch is on 3 December (channel) — Ana told me in <#C0LAUNCH> on {day}"
+            in listed
+        )
+        # Ben did not say it: he cannot change it
+        refused = await said(harness, LAUNCH, "/correct 1 The launch is cancelled", user="U2")
+        assert "isn't yours" in refused
+        fixed = await said(harness, LAUNCH, "/correct 1 The launch is on 5 December", user="U1")
+        assert (
+            fixed
+            == "Corrected: “The launch is on 3 December” is now “The launch is on 5 December”."
+        )
+        again = await said(harness, LAUNCH, "/memories", user="U1", name="Ana")
+        assert (
+            f"1. The launch is on 5 December (channel) — you told me in <#C0LAUNCH> on {day}, "
+            f"corrected on {day}" in again
+        )
+        # recall finds it by its new words, and /why names what the answer stood on
+        answer = await said(harness, LAUNCH, "when is the launch happening?", user="U2", name="Ben")
+        assert "5 December" in answer
+        system = model.turn_requests[-1].system
+        assert "The launch is on 5 December" in system and "3 December" not in system
+        why = await said(harness, LAUNCH, "/why", user="U2", name="Ben")
+        assert why == (
+            "For my last answer here I used what I remember:\n"
+            f"• The launch is on 5 December — Ana told me in <#C0LAUNCH> on {day}, "
+            f"corrected on {day}"
+        )
+        # forgotten: no longer listed as a reason
+        await said(harness, LAUNCH, "/forget 1", user="U1")
+        assert await said(harness, LAUNCH, "/why", user="U2") == (
+            "I didn't use any memory for my last answer here."
+        )
+
+
+async def test_a_telegram_private_chat_says_you_told_me_in_a_direct_message(
+    redis: aioredis.Redis, embedder: Embedder
+) -> None:
+    store = await open_store(redis, embedder)
+    lena = RunContext(
+        conversation_id=LENA_DM.id,
+        platform="telegram",
+        user_id="501",
+        chat_id="501",
+        user_name="Lena",
+    )
+    await store.remember("Lena's dentist is Dr. Keller", lena)
+    model = ScriptedModel([])
+    async with running(redis, model, memory=store) as harness:
+        listed = await said(harness, LENA_DM, "/memories", user="501", name="Lena")
+        assert (
+            "Lena's dentist is Dr. Keller (private) — you told me in a direct message on " in listed
+        )
+        usage = await said(harness, LENA_DM, "/correct 1", user="501")
+        assert (
+            usage == "Tell me the number and the new words: /correct N new words (see /memories)."
+        )
+        assert "isn't on the list" in await said(harness, LENA_DM, "/correct 7 x", user="501")
+        await said(harness, LENA_DM, "/correct 1 Lena's dentist is Dr. Kellner", user="501")
+        record = (await store.list_memories(lena)).records[0]
+        assert record.text == "Lena's dentist is Dr. Kellner" and record.corrected_at
+        found = await store.recall("who is Lena's dentist?", lena)
+        assert [m.text for m in found] == ["Lena's dentist is Dr. Kellner"]
