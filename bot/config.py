@@ -254,6 +254,7 @@ class TelegramSettings(_Section):
     access: Literal["pairing", "open"] = Field("pairing", alias="PARLEY_TELEGRAM_ACCESS")
     poll_timeout: int = Field(30, alias="PARLEY_TELEGRAM_POLL_TIMEOUT", ge=0, le=50)
     ephemeral_prompts: bool = Field(True, alias="PARLEY_TELEGRAM_EPHEMERAL_PROMPTS")
+    reoffer_after: float = Field(300.0, alias="PARLEY_TELEGRAM_REOFFER_AFTER", ge=0)
 
     _split = field_validator("allowed_users", mode="before")(_split_commas)
     _scheme = field_validator("api_url", mode="before")(

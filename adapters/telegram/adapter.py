@@ -66,6 +66,7 @@ from adapters.telegram.membership import member_of  # noqa: E402
 from adapters.telegram.pairing import Pairing, paired_after_all, pairing_offer  # noqa: E402
 from adapters.telegram.posting import edit_one, fitted, post, post_ephemeral  # noqa: E402
 from adapters.telegram.refs import Placed, by_target, read, write  # noqa: E402
+from adapters.telegram.reoffer import Reoffers  # noqa: E402
 from adapters.telegram.stream import TelegramLive  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ class TelegramAdapter(ChatAdapter):
     # "typing" fades after 5 s, so a run that still works shows it again this often
     progress_refresh: float = field(default=4.0, init=False)
     member_of = member_of  # getChatMember (membership.py)
+    reoffers: Reoffers = field(init=False)
 
     def __post_init__(self) -> None:
         root = self.config.api_url.rstrip("/")
@@ -118,6 +120,7 @@ class TelegramAdapter(ChatAdapter):
             process=self.process,
             request=poll_request,
         )
+        self.reoffers = Reoffers(after=self.config.reoffer_after, bot=self.bot, api=self.api)
 
     @property
     def me(self) -> User | None:
@@ -171,6 +174,7 @@ class TelegramAdapter(ChatAdapter):
         await self.ingress.stop_polling()
 
     async def stop(self) -> None:
+        await self.reoffers.close()
         await self.stop_polling()
         with contextlib.suppress(TelegramError, RuntimeError):
             await self.bot.shutdown()
@@ -271,7 +275,8 @@ class TelegramAdapter(ChatAdapter):
                 self.bot, self.api, conversation, parts[0], markup, receivers
             )
             if placed:
-                return MessageRef(conversation=conversation, message_id=write(placed))
+                ref = self.reoffers.watch(write(placed), conversation, parts[0], message, receivers)
+                return MessageRef(conversation=conversation, message_id=ref)
         return await self.send_parts(conversation, parts, markup, message.reply_to)
 
     async def _send_privately(
@@ -319,11 +324,12 @@ class TelegramAdapter(ChatAdapter):
         parts = self.html(message.text, message.allowed_mentions)
         markup = keyboard(message)
         failure: DeliveryError | None = None
-        for one in by_target(read(ref.message_id)):
+        for one in by_target(read(ref.message_id) + self.reoffers.settled(ref.message_id)):
             for placed, html in zip(one, fitted(parts, len(one)), strict=True):
                 try:
                     if html:
-                        buttons = markup if placed is one[-1] else None
+                        shown = self.reoffers.buttons(placed, message, ref.conversation, markup)
+                        buttons = shown if placed is one[-1] else None
                         await edit_one(self.bot, self.api, ref.conversation, placed, html, buttons)
                     else:
                         await self._take_back(ref.conversation, placed)

@@ -27,3 +27,6 @@ class TelegramConfig:
     max_file_bytes: int = 20 * 1024 * 1024  # photos: the largest size within this
     degraded_after: float = 60.0  # seconds of failing API calls before readiness says so
     ephemeral_prompts: bool = True  # a prompt's audience sees it alone in a group (Bot API 10.2)
+    # seconds an ephemeral prompt may go unanswered before it is offered again where it
+    # will arrive (reoffer.py); 0: never
+    reoffer_after: float = 300.0

@@ -27,7 +27,7 @@ from adapters.base import (
     InboundMessage,
     MessageRef,
 )
-from adapters.telegram.buttons import parse_callback_data
+from adapters.telegram.buttons import origin_of, parse_callback_data
 from adapters.telegram.files import attachments_of, forward_author, replied_to
 
 log = logging.getLogger(__name__)
@@ -167,13 +167,19 @@ class TelegramInbound:
                 kind="not_allowed",
             )
         decision_id, choice = parsed
+        pressed = MessageRef(conversation=conversation, message_id=str(message.message_id))
+        origin = origin_of(query.data or "")
+        if origin is not None and direct:  # a prompt re-offered privately: the group decides
+            chat, topic = origin
+            conversation = ConversationKey(platform="telegram", chat_id=chat, thread_id=topic)
+            direct = False
         return InboundAction(
             event_id=f"tg:{update_id}",
             conversation=conversation,
             actor=actor,
             decision_id=decision_id,
             choice=choice,
-            message=MessageRef(conversation=conversation, message_id=str(message.message_id)),
+            message=pressed,
             callback_id=query.id,
             is_direct=direct,
         )

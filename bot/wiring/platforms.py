@@ -82,6 +82,7 @@ class Platforms:
                 max_file_bytes=int(self.settings.attachments.max_file_mb * 1024 * 1024),
                 degraded_after=self.settings.http.platform_degraded_after,
                 ephemeral_prompts=config.ephemeral_prompts,
+                reoffer_after=config.reoffer_after,
             ),
             handler=self.handler,
             pairing=Pairings(self.redis, self.keys) if config.access == "pairing" else None,
