@@ -12,12 +12,9 @@ from __future__ import annotations
 import asyncio
 import getpass
 import logging
-import re
 import signal
 import sys
-import threading
-from collections.abc import Callable, Coroutine
-from typing import Any, TextIO
+from typing import TextIO
 
 import redis.asyncio as aioredis
 
@@ -29,8 +26,9 @@ from bot.conversation.commands import Commands
 from bot.conversation.connection_commands import ConnectionCommands
 from bot.conversation.engine import LOST_TEXT, STATUS_LINES
 from bot.conversation.executor import Executor
+from bot.conversation.limits import Limits
 from bot.conversation.render import APPROVE, REJECT
-from bot.conversation.running import Runner
+from bot.conversation.running import Charge, Runner
 from bot.conversation.schedule_commands import ScheduleCommands
 from bot.conversation.scheduled import Objectives
 from bot.conversation.yes_no import verdict
@@ -46,6 +44,7 @@ from bot.runtime.sessions import SessionStore
 from bot.runtime.stops import StopRequest, Stops
 from bot.wiring.compose import build_agent
 from bot.wiring.connection import redis_connection
+from bot.wiring.console_input import CTRL_C, Chat, yes_or_no
 from bot.wiring.console_schedules import ConsoleScheduler, ConsoleSchedules, ended
 from bot.wiring.console_view import (
     LIST_ACTIONS,
@@ -56,7 +55,7 @@ from bot.wiring.console_view import (
 )
 from bot.wiring.demo import BANNER as DEMO_BANNER
 from bot.wiring.demo import DemoModel
-from bot.wiring.mcp_setup import build_connections, build_toolbox
+from bot.wiring.mcp_setup import build_toolbox, personal_servers
 from bot.wiring.memory_setup import open_memory
 from bot.wiring.models import build_chat_model
 
@@ -69,64 +68,11 @@ Parley has no language model to talk to. Configure one of, in {where}:
     (or set OLLAMA_MODEL to a model you have pulled).
 Then run `{parley} doctor` to check. To see Parley work first, without a model:
 `{parley} console --demo` answers with a scripted stand-in."""
+PERSONAL_LEFT_OUT = (
+    "({servers}: MCP servers that act as the person who asked are left out here — their "
+    "sign-in comes back to Parley's service, not to the console; use them in Slack or Telegram.)"
+)
 NO_MODEL = 78  # EX_CONFIG: `make run` ends here without a make error (Makefile)
-
-NO = {"n", "no", "nope", "nah", "reject", "rejected", "don't", "dont", "stop", "cancel"}
-CTRL_C = "\x03"  # what `LineReader.readline` returns after Ctrl-C
-
-
-def yes_or_no(text: str) -> bool | None:
-    """True for a clear yes, False for a no (Enter, or a no with a reason), None otherwise.
-
-    A yes is read as in the chats (`yes_no.verdict`): "yes, but to Carol" is no yes.
-    """
-    if not text.strip():
-        return False
-    typed = verdict(text)
-    if typed is not None:
-        return typed
-    words = re.findall(r"[a-z']+", text.lower())
-    return False if words and words[0] in NO else None
-
-
-class LineReader:
-    """Lines from a text stream, read on a daemon thread so Ctrl-C never waits for Enter."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._lines: asyncio.Queue[str | None] = asyncio.Queue()
-        self._ended = False
-        loop = asyncio.get_running_loop()
-
-        def pump() -> None:
-            for line in iter(stream.readline, ""):
-                if not _hand_over(loop, self._lines, line):
-                    return
-            _hand_over(loop, self._lines, None)
-
-        threading.Thread(target=pump, name="console-input", daemon=True).start()
-
-    async def readline(self) -> str | None:
-        """The next line without its newline; None at the end of input; CTRL_C after Ctrl-C."""
-        if self._ended:
-            return None
-        line = await self._lines.get()
-        if line is None:
-            self._ended = True
-            return None
-        return line.rstrip("\n")
-
-    def interrupt(self) -> None:
-        self._lines.put_nowait(CTRL_C)
-
-
-def _hand_over(
-    loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | None], line: str | None
-) -> bool:
-    try:
-        loop.call_soon_threadsafe(lines.put_nowait, line)
-    except RuntimeError:  # the console has closed its loop
-        return False
-    return True
 
 
 async def provider_problem(settings: Settings) -> str | None:
@@ -143,73 +89,6 @@ async def provider_problem(settings: Settings) -> str | None:
     return f"{message}\n\nWhat I found:\n{details}"
 
 
-class Chat:
-    """The terminal side: what the person types, and Ctrl-C.
-
-    Ctrl-C while a request runs stops it as /cancel and the platforms' stop buttons do (at the
-    run's next step, saying what was stopped); a second Ctrl-C cancels it outright. At the
-    prompt Ctrl-C leaves.
-    """
-
-    def __init__(self, stdin: TextIO, stdout: TextIO) -> None:
-        self.out = stdout
-        self.reader = LineReader(stdin)
-        self.request: asyncio.Task[None] | None = None
-        self.on_stop: Callable[[], None] | None = None  # asks the running run to stop
-        self._stopping = False
-
-    def say(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
-
-    async def ask(self, prompt: str) -> str | None:
-        """A stripped line; None at the end of input; CTRL_C after Ctrl-C (never a typed line)."""
-        print(prompt, end="", file=self.out, flush=True)
-        line = await self.reader.readline()
-        return line if line in (None, CTRL_C) else line.strip()
-
-    async def ask_or(self, prompt: str, due: asyncio.Queue[Inbound]) -> str | Inbound | None:
-        """As `ask`, unless one of Parley's own objectives (a schedule's slot) comes due first:
-        then that, on a line of its own; the prompt is shown again after it."""
-        print(prompt, end="", file=self.out, flush=True)
-        reading = asyncio.create_task(self.reader.readline())
-        waiting = asyncio.create_task(due.get())
-        await asyncio.wait({reading, waiting}, return_when=asyncio.FIRST_COMPLETED)
-        for task in (reading, waiting):
-            task.cancel()  # neither loses what it got: a queue's get gives up cleanly
-        await asyncio.gather(reading, waiting, return_exceptions=True)
-        if not reading.cancelled():
-            if not waiting.cancelled():
-                due.put_nowait(waiting.result())  # both at once: the typed line first
-            line = reading.result()
-            return line if line in (None, CTRL_C) else line.strip()
-        self.say()
-        return waiting.result()
-
-    def interrupt(self) -> None:
-        if self.request is None or self.request.done():
-            self.reader.interrupt()
-        elif self.on_stop is not None and not self._stopping:
-            self._stopping = True
-            self.on_stop()
-        else:
-            self.request.cancel()
-
-    async def attempt(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run one request; Ctrl-C stops it, a second Ctrl-C cancels it."""
-        self._stopping = False
-        self.request = asyncio.create_task(work)
-        try:
-            await asyncio.wait({self.request})
-        finally:
-            task, self.request = self.request, None
-            if not task.done():
-                task.cancel()
-        if task.cancelled():
-            self.say("\n(cancelled)")
-            return
-        task.result()
-
-
 def console_executor(
     settings: Settings,
     redis: aioredis.Redis,
@@ -219,6 +98,7 @@ def console_executor(
     *,
     schedules: ScheduleStore | None = None,
     connections: Connections | None = None,
+    charge: Charge | None = None,
 ) -> Executor:
     """The workers' executor, on the console's adapter and without the inbox."""
     keys = Keys(settings.redis.key_prefix)
@@ -233,6 +113,7 @@ def console_executor(
         outbox=outbox,
         commands=commands,
         runner=Runner(
+            charge=charge,
             outbox=outbox,
             lines=STATUS_LINES,
             stream_interval=streaming.interval if streaming.enabled else None,
@@ -265,7 +146,9 @@ async def run_console(
         person = Person(getpass.getuser())
         schedules = ConsoleSchedules(redis, settings, person.conversation.thread_id or "")
         scheduler = ConsoleScheduler(stdout, schedules.store)
-        toolbox = build_toolbox(settings)
+        # the console's tokens count towards the day's budgets like the service's, for /status
+        limits = Limits(redis, Keys(settings.redis.key_prefix).prefix, settings.limits)
+        toolbox = build_toolbox(settings)  # no sign-in comes back here: no per-user servers
         if toolbox is not None:
             await toolbox.start()
         agent = build_agent(
@@ -277,9 +160,9 @@ async def run_console(
             redis,
             agent,
             adapter,
-            Commands(memory),
+            Commands(memory, limits.usage_text),
             schedules=schedules.store,
-            connections=build_connections(settings, redis),
+            charge=limits.charge_event,
         )
         stops = executor.stops = Stops(redis, Keys(settings.redis.key_prefix))
         locks = ConversationLocks(
@@ -316,6 +199,8 @@ async def run_console(
         )
         if demo:
             chat.say(DEMO_BANNER)
+        if personal := personal_servers(settings)[0]:
+            chat.say(PERSONAL_LEFT_OUT.format(servers=", ".join(personal)))
         schedules.start()
         try:
             while True:
@@ -331,6 +216,7 @@ async def run_console(
             if toolbox is not None:
                 await toolbox.stop()
             await scheduler.close()
+            await limits.flush_at_stop(within=2.0)
             await memory.embedder.close()
             close = getattr(model, "close", None)
             if close is not None:

@@ -4,9 +4,12 @@ line by line, against the fake Anthropic server (a model that answers by what it
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+from pathlib import Path
 from typing import Any
 
+from cryptography.fernet import Fernet
 from redis.asyncio import Redis
 
 from tests.bot.test_console import start_console
@@ -70,7 +73,13 @@ def answer(body: dict[str, Any]) -> fa.Item:
     return fa.text("Hi there!")
 
 
-async def test_every_command_help_offers_works_in_the_console(redis: Redis, redis_url: str) -> None:
+async def test_every_command_help_offers_works_in_the_console(
+    redis: Redis, redis_url: str, tmp_path: Path
+) -> None:
+    mcp = tmp_path / "mcp.json"  # a server each person signs in to: not for the console
+    mcp.write_text(
+        json.dumps({"mcpServers": {"tracker": {"url": "https://t.example/mcp", "auth": "user"}}})
+    )
     async with FakeAnthropic() as hosted, FakeOllama() as local:
         hosted.responder = answer
         process = await start_console(
@@ -80,11 +89,17 @@ async def test_every_command_help_offers_works_in_the_console(redis: Redis, redi
                 "ANTHROPIC_BASE_URL": hosted.url,
                 "OLLAMA_HOST": local.url,
                 "PARLEY_SCHEDULE_MIN_INTERVAL": "1",
+                "PARLEY_MCP_CONFIG": str(mcp),
+                "PARLEY_SECRET_KEY": Fernet.generate_key().decode(),
+                "PARLEY_PUBLIC_URL": "https://parley.example.com",
             },
             stderr=asyncio.subprocess.STDOUT,
         )
         console = Terminal(process)
-        await console.expect("you> ", START)
+        await console.expect(
+            "(tracker: MCP servers that act as the person who asked are left out", START
+        )
+        await console.expect("you> ")
         console.type("/help")
         await console.expect("Commands:")
         listing = await console.expect("you> ")
@@ -113,6 +128,7 @@ async def test_every_command_help_offers_works_in_the_console(redis: Redis, redi
 
         console.type("/status")
         await console.expect("I'm not working on anything for you right now.")
+        await console.expect("Today you've used ")  # the console's runs count too
         tried.add("status")
         console.type("/cancel")
         await console.expect("There's nothing to cancel.")
