@@ -297,7 +297,7 @@ class SlackAdapter(ChatAdapter):
         )
 
     async def download(self, attachment: Attachment, limit: int) -> bytes:
-        token = self.client.token or "" if self.workspaces is not None else self.config.bot_token
+        token = (self.client.token or "") if self.workspaces else self.config.bot_token
         return await download(token, self.config.api_url, attachment, limit)
 
     async def thread_history(
