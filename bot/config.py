@@ -236,6 +236,10 @@ class MemorySettings(_Section):
     )
     extract: bool = Field(False, alias="PARLEY_MEMORY_EXTRACT")
 
+    _scheme = field_validator("embed_url", mode="before")(
+        _url("http", "https", example="http://127.0.0.1:8000")
+    )
+
     @model_validator(mode="after")
     def _openai_named(self) -> MemorySettings:
         if self.embedder == "openai" and not (self.embed_url and self.embed_model):

@@ -205,3 +205,17 @@ def test_a_redis_url_with_a_password_is_refused_without_showing_it(
 def test_redis_urls_with_a_scheme_load(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("REDIS_URL", value)
     assert Settings.load(env_file=None).redis.url == value
+
+
+def test_every_url_setting_names_a_missing_scheme() -> None:
+    """A URL setting added later gets the same one line: `NAME: needs a scheme, e.g. …`."""
+    urls = [name for name in all_variables() if name.endswith("_URL")]
+    assert {"REDIS_URL", "ANTHROPIC_BASE_URL", "PARLEY_PUBLIC_URL"} <= set(urls)
+    for name in urls:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(name, "host.example:8080")
+            with pytest.raises(ConfigError) as caught:
+                Settings.load(env_file=None)
+        assert str(caught.value).startswith(
+            f"invalid configuration: {name}: needs a scheme, e.g. "
+        ), str(caught.value)
