@@ -3,8 +3,10 @@ sender declared (a Telegram client or a Slack file says what it likes).
 
 Ogg Opus (every Telegram voice note): the sum of the audio packets' durations, each read from
 its TOC byte (RFC 6716 §3.1), which is what a decoder will play whatever the pages' granule
-positions claim. WAV: the data chunk's bytes (those present) over the byte rate. Anything
-else, or a file these cannot read, is not measured (None); its declared duration stands.
+positions claim. WAV: the data chunk's bytes (those present) over the byte rate. MP4 / M4A
+(Telegram video notes, Slack clips): the longest track's sample table (`stts`: what a decoder
+plays) over its time scale, not the header's stated duration. Anything else, or a file these
+cannot read, is not measured (None); its declared duration stands.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ def measured_seconds(data: bytes, stop_after: float) -> float | None:
         return _opus_seconds(data, stop_after)
     if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
         return _wav_seconds(data)
+    if data[4:8] == b"ftyp":
+        return _mp4_seconds(data)
     return None
 
 
@@ -93,3 +97,61 @@ def _wav_seconds(data: bytes) -> float | None:
             return present / byte_rate if byte_rate else None
         at = body + size + (size & 1)
     return None
+
+
+MP4_CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl"}
+
+
+def _boxes(data: bytes, start: int, end: int) -> Iterator[tuple[bytes, int, int]]:
+    """(type, body start, body end) of each box between start and end."""
+    at = start
+    while at + 8 <= end:
+        size, kind = struct.unpack(">I4s", data[at : at + 8])
+        head = 8
+        if size == 1 and at + 16 <= end:
+            size, head = struct.unpack(">Q", data[at + 8 : at + 16])[0], 16
+        elif size == 0:
+            size = end - at
+        if size < head or at + size > end:
+            return
+        yield kind, at + head, at + size
+        at += size
+
+
+def _mp4_seconds(data: bytes) -> float | None:
+    longest: float | None = None
+    for kind, start, end in _boxes(data, 0, len(data)):
+        if kind != b"moov":
+            continue
+        for trak, t_start, t_end in _boxes(data, start, end):
+            if trak == b"trak":
+                seconds = _track_seconds(data, t_start, t_end)
+                if seconds is not None:
+                    longest = max(longest or 0.0, seconds)
+    return longest
+
+
+def _track_seconds(data: bytes, start: int, end: int) -> float | None:
+    """A track's played length: the sum of its `stts` sample durations over `mdhd`'s scale."""
+    scale, ticks = 0, None
+    stack = [(start, end)]
+    while stack:
+        begin, stop = stack.pop()
+        for kind, body, body_end in _boxes(data, begin, stop):
+            if kind in MP4_CONTAINERS:
+                stack.append((body, body_end))
+            elif kind == b"mdhd" and body_end - body >= 24:
+                version = data[body]
+                offset = body + (20 if version == 1 else 12)
+                scale = struct.unpack(">I", data[offset : offset + 4])[0]
+            elif kind == b"stts" and body_end - body >= 8:
+                count = struct.unpack(">I", data[body + 4 : body + 8])[0]
+                entries = min(count, (body_end - body - 8) // 8)
+                ticks = 0
+                for n in range(entries):
+                    at = body + 8 + 8 * n
+                    samples, delta = struct.unpack(">II", data[at : at + 8])
+                    ticks += samples * delta
+    if not scale or ticks is None:
+        return None
+    return ticks / scale

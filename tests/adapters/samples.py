@@ -87,3 +87,18 @@ def wav(seconds: float, rate: int = 16000) -> bytes:
     fmt = struct.pack("<HHIIHH", 1, 1, rate, rate * 2, 2, 16)
     chunks = b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data))
     return b"RIFF" + struct.pack("<I", 4 + len(chunks) + len(data)) + b"WAVE" + chunks + data
+
+
+def mp4(seconds: float, *, scale: int = 1000, stated: float = 4.0) -> bytes:
+    """An MP4 whose one track's sample table plays `seconds` (20 ms samples) while its
+    headers state `stated` seconds; no media data (only lengths are read from it)."""
+
+    def box(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", 8 + len(body)) + kind + body
+
+    samples, delta = round(seconds * scale / (scale // 50)), scale // 50
+    stts = box(b"stts", struct.pack(">IIII", 0, 1, samples, delta))
+    mdhd = box(b"mdhd", struct.pack(">IIIIIHH", 0, 0, 0, scale, int(stated * scale), 0, 0))
+    mvhd = box(b"mvhd", struct.pack(">IIIII", 0, 0, 0, scale, int(stated * scale)) + bytes(80))
+    track = box(b"trak", box(b"mdia", mdhd + box(b"minf", box(b"stbl", stts))))
+    return box(b"ftyp", b"M4A \x00\x00\x00\x00") + box(b"moov", mvhd + track)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.conversation.audio_length import measured_seconds
-from tests.adapters.samples import opus_ogg, wav
+from tests.adapters.samples import mp4, opus_ogg, wav
 
 
 def test_an_opus_voice_note_is_measured_by_its_packets_whatever_its_pages_claim() -> None:
@@ -21,9 +21,20 @@ def test_a_wav_file_is_measured_by_the_data_it_holds() -> None:
     assert measured_seconds(cut, 600) == pytest.approx(1.0)
 
 
+def test_an_mp4_is_measured_by_its_sample_table_not_its_stated_duration() -> None:
+    assert measured_seconds(mp4(12.5), 600) == pytest.approx(12.5)
+    assert measured_seconds(mp4(700, stated=4), 600) == pytest.approx(700)  # the header lies
+
+
 @pytest.mark.parametrize(
     "data",
-    [b"", b"ID3\x04" + b"\x01" * 64, b"OggS\x00\x02" + bytes(range(256)) * 4, b"RIFF\x00"],
+    [
+        b"",
+        b"ID3\x04" + b"\x01" * 64,
+        b"\x00\x00\x00\x18ftypmp42" + b"\x02" * 900,
+        b"OggS\x00\x02" + bytes(range(256)) * 4,
+        b"RIFF\x00",
+    ],
 )
 def test_what_cannot_be_measured_is_not_guessed(data: bytes) -> None:
     assert measured_seconds(data, 600) is None

@@ -21,7 +21,7 @@ from bot.conversation.texts import VOICE_FAILED as FAILED
 from bot.conversation.texts import VOICE_NOT_SET_UP as NOT_SET_UP
 from bot.runtime.inbox import decode
 from bot.runtime.locks import ConversationLocks
-from tests.adapters.samples import opus_ogg
+from tests.adapters.samples import mp4, opus_ogg
 from tests.adapters.test_corpus_findings import corpus
 from tests.adapters.test_slack import slack_bot
 from tests.adapters.test_telegram import ANA, BOB, GROUP, bot, until
@@ -228,6 +228,32 @@ async def test_a_voice_note_longer_than_it_declares_is_refused_unheard(
     [refusal] = [p.text for p in telegram.chat(ANA)]
     assert refusal.startswith("That voice message is too long for me (6")
     assert refusal.endswith("the limit is 600 s).")
+    assert not api.uploads and not model.turn_requests
+
+
+async def test_an_audio_file_whose_header_understates_its_length_is_refused_unheard(
+    redis, api: FakeTranscriber
+) -> None:
+    model = ScriptedModel([reply("never")])
+    api.text = SAID
+    async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
+        data = mp4(700, stated=4)
+        file_id = telegram.add_file(data, path="music/file_2.m4a")
+        audio = {
+            "audio": {
+                "duration": 4,
+                "mime_type": "audio/mp4",
+                "file_id": file_id,
+                "file_unique_id": "um",
+                "file_size": len(data),
+            }
+        }
+        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=audio))
+        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        await harness.settle()
+    assert [p.text for p in telegram.chat(ANA)] == [
+        "That voice message is too long for me (700 s; the limit is 600 s)."
+    ]
     assert not api.uploads and not model.turn_requests
 
 
