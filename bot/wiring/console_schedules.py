@@ -66,6 +66,10 @@ class ConsoleScheduler:
         assert self.book is not None
         return await self.book.list_schedules(context)
 
+    async def cancellable(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
+        assert self.book is not None
+        return await self.book.cancellable(schedule_id, context)
+
     async def cancel_schedule(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
         assert self.book is not None
         return await self.book.cancel_schedule(schedule_id, context)
