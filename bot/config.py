@@ -103,8 +103,9 @@ class RedisSettings(_Section):
 class AnthropicSettings(_Section):
     api_key: SecretStr | None = Field(None, alias="ANTHROPIC_API_KEY")
     base_url: str | None = Field(None, alias="ANTHROPIC_BASE_URL")
-    # Sonnet 4.5 retires on 2026-11-30; 4.6 keeps its API behaviour (thinking off unless asked).
-    model: str = Field("claude-sonnet-4-6", alias="ANTHROPIC_MODEL")
+    # The current Sonnet (thinking always on, `agent/llm/binding.py`); 4.x models keep their
+    # API behaviour (Sonnet 4.6 is Legacy, 4.5 retires on 2026-11-30: `parley doctor` says so).
+    model: str = Field("claude-sonnet-5-5", alias="ANTHROPIC_MODEL")
     max_tokens: int = Field(4096, alias="PARLEY_ANTHROPIC_MAX_TOKENS", gt=0)
     # The current generation only (thinking always on, `agent/llm/catalog.py`): how hard it
     # thinks (the API's default, high, costs latency a chat feels), and whether its progress
