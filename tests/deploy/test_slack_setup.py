@@ -69,3 +69,11 @@ def test_the_slash_commands_hint_names_every_command_help_offers() -> None:
     hinted = {part.split()[0] for part in command["usage_hint"].split(" | ")}
     assert offered == hinted, offered ^ hinted
     assert {"schedules", "connections"} <= set(re.findall(r"\w+", command["description"]))
+
+
+def test_the_readme_lists_every_command_telegram_offers() -> None:
+    from adapters.telegram.inbound import COMMANDS
+
+    section = README[README.index("## Connect Telegram") : README.index("## Connect Slack")]
+    listed = section[section.index("Commands: ") :].split(".\n", 1)[0]
+    assert set(re.findall(r"`/(\w+)", listed)) == set(COMMANDS)
