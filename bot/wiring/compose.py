@@ -9,6 +9,7 @@ import redis.asyncio as aioredis
 from agent.builtin_tools import builtin_registry
 from agent.channels import ChannelReader, read_channel_tool
 from agent.llm.base import ChatModel
+from agent.llm.catalog import lookup, token_factor
 from agent.loop import Agent, AgentConfig
 from agent.protocols import MemoryStore, Scheduler
 from agent.tools import ToolRegistry, ToolSource
@@ -20,11 +21,19 @@ log = logging.getLogger(__name__)
 
 def agent_config(settings: Settings) -> AgentConfig:
     agent = settings.agent
+    # Budgets and windows are set in the tokens of 4.x; the current generation's tokenizer
+    # counts about 30% more for the same text, so a run keeps the same room in real tokens,
+    # and the window (estimated at 4.x's rate) shrinks to hold as many real tokens.
+    factor = token_factor(settings.anthropic.model) if settings.anthropic.api_key else 1.0
+    known = lookup(settings.anthropic.model) if settings.anthropic.api_key else None
+    window = (
+        agent.context_tokens if known is None else min(agent.context_tokens, known.context_window)
+    )
     return AgentConfig(
         max_steps=agent.max_steps,
-        token_budget=agent.run_token_budget,
+        token_budget=round(agent.run_token_budget * factor),
         deadline=agent.run_deadline,
-        context_tokens=agent.context_tokens,
+        context_tokens=round(window / factor),
         tool_timeout=agent.tool_timeout,
         tool_retries=agent.tool_retries,
         tool_output_limit=agent.tool_output_limit,

@@ -59,3 +59,20 @@ def test_effort_display_side_model_and_ollama_think_are_settings(monkeypatch) ->
     assert settings.anthropic.thinking_display == "omitted"
     assert settings.anthropic.side_model == "claude-haiku-5-5"
     assert settings.ollama.think == "false"
+
+
+def test_budgets_and_the_window_follow_the_new_tokenizer(monkeypatch) -> None:
+    """The current generation counts about 30% more tokens for the same text: a run's token
+    budget grows by that much, and the window Parley estimates at 4.x's rate shrinks so the
+    real tokens stay within PARLEY_CONTEXT_TOKENS."""
+    from bot.wiring.compose import agent_config
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("PARLEY_RUN_TOKEN_BUDGET", "100000")
+    monkeypatch.setenv("PARLEY_CONTEXT_TOKENS", "26000")
+    monkeypatch.setenv("ANTHROPIC_MODEL", "claude-sonnet-5-5")
+    current = agent_config(Settings.load(env_file=None))
+    assert (current.token_budget, current.context_tokens) == (130_000, 20_000)
+    monkeypatch.setenv("ANTHROPIC_MODEL", "claude-sonnet-4-6")
+    older = agent_config(Settings.load(env_file=None))
+    assert (older.token_budget, older.context_tokens) == (100_000, 26_000)
