@@ -343,3 +343,30 @@ async def test_the_side_model_shares_the_chat_model_s_fallback_and_breaker(
         await main.close()  # type: ignore[attr-defined]
         if isinstance(side, FallbackModel):
             await side.primary.close()  # type: ignore[attr-defined]
+
+
+async def test_a_run_stopped_midway_then_the_next_objective(hosted, made) -> None:
+    """/cancel or a stop button between steps: the history keeps the stopped run's turns,
+    and the next objective's request is still one the current generation accepts."""
+    import asyncio
+
+    stop = asyncio.Event()
+
+    @tool
+    async def slow_lookup(city: str) -> str:
+        """Look a city up (the person presses stop meanwhile)."""
+        stop.set()
+        return f"{city}: 2 million"
+
+    registry = tools()
+    registry.register(slow_lookup)
+    hosted.script(fa.tool("slow_lookup", thought="Looking it up.", city="Lyon"))
+    model = claude(hosted, made)
+    stopped = await Agent(model, registry, recall=ChangingRecall()).run("Lyon?", CONTEXT, stop=stop)
+    assert getattr(stopped, "reason", None) == "stopped"
+    hosted.script(fa.text("Nice is smaller."))
+    after = await Agent(model, registry, recall=ChangingRecall()).run(
+        "And Nice?", CONTEXT, history=stopped.state
+    )
+    accepted(hosted)
+    assert isinstance(after, Finished) and after.answer == "Nice is smaller."
