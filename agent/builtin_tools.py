@@ -33,6 +33,8 @@ def _remembers_for_others(args: dict[str, Any], run: RunContext) -> bool:
 
 
 def _describe_remember(args: dict[str, Any]) -> str:
+    if args.get("kind") == "instruction":
+        return f"Follow in every run in this chat from now on: “{args.get('text', '')}”"
     where = {"team": "the whole team", "chat": "this chat", "private": "only you"}.get(
         str(args.get("share")), ""
     )
@@ -54,10 +56,14 @@ async def remember(
             direct chat, everyone here in a shared one); "private" (only this user, in
             their own direct chats), "chat" (everyone in this chat) or "team" (everyone in
             the team). A chat or team memory waits for the user's approval.
-        kind: "fact", "preference" or "episode".
+        kind: "fact", "preference" or "episode"; or "instruction" for a standing
+            instruction every later run in this conversation follows ("remember for this
+            channel: answer in Spanish"), kept for this conversation whatever `share` says.
     """
     if ctx.memory is None:
         raise ToolError("Memory is unavailable right now; tell the user you cannot remember it.")
+    if kind == "instruction":  # the conversation's own: a channel's, or the person's in a DM
+        share = None
     try:
         record = await ctx.memory.remember(text, ctx.run, kind=kind, share=share)
     except MemoryFull as full:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-MemoryKind = Literal["fact", "preference", "episode"]
+MemoryKind = Literal["fact", "preference", "episode", "instruction"]
 Share = Literal["private", "chat", "team"]
 # "remembered": someone asked for it, so it is kept until someone forgets it; "extracted":
 # picked by end-of-run extraction, which may make room by dropping its own older picks.
@@ -155,6 +155,10 @@ class MemoryStore(Recall, Protocol):
     async def correct(self, context: RunContext, memory_id: str, text: str) -> MemoryRecord | None:
         """Replace the text of a memory this user may forget here, keeping where and when it
         was learned; None when there is no such memory."""
+        ...
+
+    async def instructions(self, context: RunContext) -> list[MemoryRecord]:
+        """The standing instructions every run in this conversation follows, oldest first."""
         ...
 
     async def used(self, context: RunContext) -> list[MemoryRecord]:

@@ -11,7 +11,8 @@ and BATCHES above (RediSearch's own pick kept ADHOC_BF for a 20k scope in a 25k 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+from typing import Any, Literal, Protocol
 
 from redisvl.index import AsyncSearchIndex
 from redisvl.query import VectorQuery
@@ -134,3 +135,34 @@ def record(doc: dict[str, Any], distance: float | None = None) -> MemoryRecord:
         author_name=str(doc.get("author_name") or ""),
         corrected_at=float(doc["corrected_at"]) if doc.get("corrected_at") else None,
     )
+
+
+class Cutoffs(Protocol):
+    """Recall's cutoffs (memory.config.MemoryConfig)."""
+
+    @property
+    def max_distance(self) -> float: ...
+    @property
+    def margin(self) -> float: ...
+    @property
+    def recency_weight(self) -> float: ...
+    @property
+    def recency_days(self) -> float: ...
+
+
+def rank(found: list[dict[str, Any]], k: int, now: float, config: Cutoffs) -> list[MemoryRecord]:
+    """Cut what is too far (absolutely, or relative to the best match), then order by
+    distance with a small bonus for recent use."""
+    distances = [float(doc["vector_distance"]) for doc in found]
+    if not distances:
+        return []
+    cutoff = min(config.max_distance, min(distances) + config.margin)
+    ranked = []
+    for doc, distance in zip(found, distances, strict=True):
+        if distance > cutoff:
+            continue
+        age_days = max(0.0, now - float(doc.get("last_used_at") or 0)) / 86_400
+        bonus = config.recency_weight * math.exp(-age_days / config.recency_days)
+        ranked.append((distance - bonus, record(doc, distance)))
+    ranked.sort(key=lambda pair: pair[0])
+    return [memory for _, memory in ranked[:k]]

@@ -15,7 +15,6 @@ extraction picked by itself may be evicted, and only to make room for another su
 from __future__ import annotations
 
 import logging
-import math
 import time
 import uuid
 from typing import Any
@@ -37,12 +36,12 @@ from agent.protocols import (
     RunContext,
     Share,
 )
-from memory import metrics, provenance
+from memory import instructions, metrics, provenance
 from memory.config import MemoryConfig
 from memory.counts import FULL, REPLACED, ScopeCounts, decode
 from memory.embedders import Embedder
 from memory.generic import GenericQuestions
-from memory.index import FIELDS, nearest, record, schema
+from memory.index import FIELDS, nearest, rank, record, schema
 from memory.maintenance import add_origin, wait_indexed
 from memory.moving import (
     NOTE_WRITE,
@@ -159,8 +158,15 @@ class RedisMemoryStore:
     async def recall(
         self, query: str, context: RunContext, k: int | None = None
     ) -> list[MemoryRecord]:
-        """The memories relevant to `query`; for a generic question ("what do you know about
-        me?") the newest ones, since such a question is close to none in particular."""
+        """This conversation's standing instructions, then the memories relevant to `query`;
+        for a generic question ("what do you know about me?") the newest ones."""
+        standing = await instructions.standing(self, context)
+        found = await self._relevant(query, context, k)
+        return standing + [m for m in found if m.kind != "instruction"]
+
+    async def _relevant(
+        self, query: str, context: RunContext, k: int | None = None
+    ) -> list[MemoryRecord]:
         k = k or self.config.k
         scopes = context.readable_scopes()
         # Most conversations start with nothing to remember: counting is far cheaper than
@@ -185,22 +191,7 @@ class RedisMemoryStore:
         await self.cache.write_used()
 
     def rank(self, found: list[dict[str, Any]], k: int, now: float) -> list[MemoryRecord]:
-        """Cut what is too far (absolutely, or relative to the best match), then order by
-        distance with a small bonus for recent use."""
-        config = self.config
-        distances = [float(doc["vector_distance"]) for doc in found]
-        if not distances:
-            return []
-        cutoff = min(config.max_distance, min(distances) + config.margin)
-        ranked = []
-        for doc, distance in zip(found, distances, strict=True):
-            if distance > cutoff:
-                continue
-            age_days = max(0.0, now - float(doc.get("last_used_at") or 0)) / 86_400
-            bonus = config.recency_weight * math.exp(-age_days / config.recency_days)
-            ranked.append((distance - bonus, record(doc, distance)))
-        ranked.sort(key=lambda pair: pair[0])
-        return [record for _, record in ranked[:k]]
+        return rank(found, k, now, self.config)
 
     async def nearest(
         self,
@@ -379,6 +370,9 @@ class RedisMemoryStore:
 
     async def used(self, context: RunContext) -> list[MemoryRecord]:
         return await provenance.used(self, context)
+
+    async def instructions(self, context: RunContext) -> list[MemoryRecord]:
+        return await instructions.standing(self, context)
 
     async def noted(self, key: str) -> None:
         """A memory just written: noted for the index a move builds, or for the active one

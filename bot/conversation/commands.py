@@ -30,9 +30,12 @@ from bot.conversation.texts import (
     FORGOTTEN,
     FORGOTTEN_TEXT,
     HELP,
+    INSTRUCTIONS_FOOT,
+    INSTRUCTIONS_HEAD,
     MEMORIES_FOOT,
     MEMORIES_HEAD,
     MORE_MEMORIES,
+    NO_INSTRUCTIONS,
     NO_MEMORY,
     NO_MEMORY_NUMBER,
     NO_PAGE,
@@ -159,6 +162,11 @@ class Commands:
             return CommandResult(text=text, private=True)
         if command == "why":
             return CommandResult(text=await self._why(context), private=True)
+        if command == "instructions":
+            result, shown = await self._instructions(context, addressing)
+            if self.lists is not None and shown is not None:
+                await self.lists.save(context.conversation_id, context.user_id, shown)
+            return result
         assert command == "status", f"not a command answered here: {command}"
         lines = [STATUS_TEXT[session.status]]
         if self.usage is not None:
@@ -324,6 +332,25 @@ class Commands:
         if corrected is None:
             return NOT_YOURS_TO_CORRECT
         return CORRECTED.format(old=old, new=corrected.text)
+
+    async def _instructions(
+        self, context: RunContext, addressing: Addressing
+    ) -> tuple[CommandResult, ShownList | None]:
+        """This conversation's standing instructions, numbered for /forget like /memories."""
+        if self.memory is None:
+            return CommandResult(text=NO_MEMORY, private=True), None
+        standing = await self.memory.instructions(context)
+        shown = ShownList(page=1, entries={n: (m.id, m.text) for n, m in enumerate(standing, 1)})
+        if not standing:
+            return CommandResult(text=NO_INSTRUCTIONS, private=True), shown
+        now = time.time()
+        lines = [f"{n}. {m.text} — {learned(m, context, now)}" for n, m in enumerate(standing, 1)]
+        foot = INSTRUCTIONS_FOOT.format(one=addressing.shown("forget N"))
+        buttons = tuple(
+            Button(label=FORGET_NUMBER.format(n=n), value=m.id) for n, m in enumerate(standing, 1)
+        )
+        text = INSTRUCTIONS_HEAD + "\n".join(lines) + foot
+        return CommandResult(text=text, private=True, buttons=buttons), shown
 
     async def _why(self, context: RunContext) -> str:
         if self.memory is None:

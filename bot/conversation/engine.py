@@ -130,7 +130,7 @@ STATUS_LINES = StatusLines(thinking="Thinking…", using="Using {tool}…")
 
 
 # read memory or usage, or pair a person: the Commands class
-ANSWERED_HERE = ("memories", "forget", "correct", "why", "status", "pair")
+ANSWERED_HERE = ("memories", "forget", "correct", "why", "instructions", "status", "pair")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -54,6 +54,8 @@ Commands:
 • {p}forget N — forget memory number N; {p}forget all — forget everything you told me
 • {p}correct N new words — put memory number N right, keeping where it came from
 • {p}why — the memories I used for my last answer, and where I learned them
+• {p}instructions — what I was asked to do in every conversation here ("remember for this \
+channel: answer in Spanish"), to remove one
 • {p}cancel — stop what I'm doing or drop the pending question
 • {p}status — what I'm doing and your usage today
 • {p}schedules — this conversation's schedules, to pause, resume or delete
@@ -92,6 +94,9 @@ FORGOTTEN = "Forgotten."
 CORRECT_HOW = "Tell me the number and the new words: {command} ({see})."
 NOT_YOURS_TO_CORRECT = "Only whoever told me that can correct it; that one isn't yours."
 CORRECTED = "Corrected: “{old}” is now “{new}”."
+NO_INSTRUCTIONS = "No standing instructions here. Say “remember for this chat: …” to give me one."
+INSTRUCTIONS_HEAD = "Here's what I do in every conversation here, as I was asked:\n"
+INSTRUCTIONS_FOOT = "\n\nPress Forget or say {one} to remove one."
 NOTHING_USED = "I didn't use any memory for my last answer here."
 USED_HEAD = "For my last answer here I used what I remember:\n"
 STATUS_TEXT = {
