@@ -30,6 +30,7 @@ from mcp import ClientSession
 from mcp.client.session import IncomingMessage
 from mcp.shared.exceptions import MCPError
 
+import agent.mcp.task_extension as task_extension
 from agent.mcp.config import McpConfig, ServerConfig, Timing
 from agent.mcp.elicitation import Answers, Progress, call_tool, send_call
 from agent.mcp.following import Handoff
@@ -166,6 +167,7 @@ class McpServer:
                         write,
                         message_handler=self._on_message,
                         elicitation_callback=self._questions,
+                        **task_extension.session_options(),
                     )
                 )
                 self.protocol = await open_session(stack, session, self.config, self._on_message)
@@ -241,6 +243,8 @@ class McpServer:
         async def send(session: ClientSession) -> mt.CallToolResult | mt.InputRequiredResult:
             if tool in self._task_tools and answers is None and offers_tasks(session):
                 return await call_as_task(session, tool, args, progress, handoff)
+            if answers is None and task_extension.offers_extension(session):
+                return await task_extension.call(session, tool, args, progress, handoff)
             on = partial(send_call, session, tool=tool, args=args)
             return await call_tool(self._questions, on, answers, progress, tool)
 

@@ -8,8 +8,15 @@ and hand nothing off, so only shared ones are asked.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
+import mcp.types as mt
+from mcp import ClientSession
+
+import agent.mcp.task_extension as extension
 from agent.mcp.client import McpServer, McpToolbox
 from agent.mcp.following import TaskState
+from agent.mcp.revision import is_modern
 from agent.mcp.tasks import cancel_task, task_payload, task_state
 from agent.mcp.tools import result_text
 from agent.tools import ToolError
@@ -26,11 +33,20 @@ class ServerTasks:
         return server
 
     async def task_state(self, server: str, task_id: str) -> TaskState:
-        return await self._server(server).request(lambda s: task_state(s, task_id))
+        def ask(s: ClientSession) -> Awaitable[TaskState]:
+            return (extension.task_state if is_modern(s) else task_state)(s, task_id)
+
+        return await self._server(server).request(ask)
 
     async def task_result(self, server: str, task_id: str) -> tuple[str, bool]:
-        result = await self._server(server).request(lambda s: task_payload(s, task_id))
+        def ask(s: ClientSession) -> Awaitable[mt.CallToolResult]:
+            return (extension.task_result if is_modern(s) else task_payload)(s, task_id)
+
+        result = await self._server(server).request(ask)
         return result_text(result), bool(result.is_error)
 
     async def cancel_task(self, server: str, task_id: str) -> None:
-        await self._server(server).request(lambda s: cancel_task(s, task_id))
+        def ask(s: ClientSession) -> Awaitable[None]:
+            return (extension.cancel_task if is_modern(s) else cancel_task)(s, task_id)
+
+        await self._server(server).request(ask)

@@ -142,6 +142,24 @@ async def test_a_task_slower_than_its_call_is_posted_in_the_thread_once_later(
     assert ledger_lines(ledger) == ["task long_job"]  # not cancelled, not called again
 
 
+async def test_a_2026_task_slower_than_its_call_is_followed_to_its_inline_result(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    # the tasks extension: the follower polls tasks/get, whose last answer carries the result
+    ledger = tmp_path / "ledger"
+    model = job(seconds=2.5)
+    adapter = RecordingAdapter()
+    server = stdio_server(ledger, env={"MCP_TASKS": "1"}, timeout=1, protocol="2026-07-28")
+    async with toolbox(server) as box, parley(redis, model, box, adapter) as harness:
+        await harness.submit(message(GROUP, "run the job", direct=False))
+        await harness.settle(within=60)
+        assert HANDED_OFF in str(model.requests[1].messages[-1].content[0].content)
+        await eventually(lambda: bool(said(adapter, FINISHED)))
+        await quiet(redis, harness)
+    assert len(said(adapter, FINISHED)) == 1 and "job done after 2.5s" in said(adapter, FINISHED)[0]
+    assert ledger_lines(ledger) == ["task long_job"]
+
+
 async def test_a_restart_while_following_keeps_following_and_posts_once(
     redis: aioredis.Redis, tmp_path: Path
 ) -> None:

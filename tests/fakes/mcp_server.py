@@ -93,7 +93,14 @@ def _task_call(name: str, args: dict[str, Any]) -> Any:
 TASKS = TaskServer(_task_call, lambda line: _ledger(line)) if os.environ.get("MCP_TASKS") else None
 server = MangledServer(
     "parley-test",
-    **({"extensions": [TasksExtension(TASKS)], "middleware": [TASKS.middleware]} if TASKS else {}),
+    **(
+        {
+            "extensions": [TasksExtension(TASKS)],
+            "middleware": [TASKS.middleware],
+        }
+        if TASKS
+        else {}
+    ),
     # MCP_NO_LISTEN: a 2026-07-28 server without `subscriptions/listen` (no tools.listChanged)
     **({"subscriptions": False} if os.environ.get("MCP_NO_LISTEN") else {}),
 )

@@ -24,7 +24,10 @@ from typing import Any
 
 import mcp_types as T
 from mcp.server.extension import Extension, MethodBinding
+from mcp.server.mcpserver.server import require_client_extension
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
 
 POLL_MS = 100
 TTL_MS = int(os.environ.get("MCP_TASK_TTL_MS", "600000"))
@@ -139,15 +142,73 @@ class TaskServer:
         return task.wire(params.task_id)
 
 
+class _Update(T.RequestParams):
+    task_id: str = Field(alias="taskId")
+    input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
+
+
 class TasksExtension(Extension):
-    identifier = "io.parley-test/tasks"
+    """Tasks in both revisions. 2025-11-25: `tasks/get`, `tasks/result`, `tasks/cancel` as
+    above. 2026-07-28, the tasks extension (SEP-2663): a `tools/call` of a task tool from a
+    client that declared the extension is answered with a flat `resultType: "task"`, one that
+    did not gets -32021; `tasks/get` carries the result inline, `tasks/update` and
+    `tasks/cancel` are acknowledged with an empty result; there is no `tasks/result`."""
+
+    identifier = "io.modelcontextprotocol/tasks"
 
     def __init__(self, tasks: TaskServer) -> None:
         self._tasks = tasks
 
+    async def intercept_tool_call(self, params: Any, ctx: Any, call_next: Any) -> Any:
+        if not _modern_wire(ctx) or params.name not in TASK_TOOLS:
+            return await call_next(ctx)
+        require_client_extension(ctx, self.identifier)
+        task_id = uuid.uuid4().hex
+        task = self._tasks.tasks[task_id] = _Task(params.name, dict(params.arguments or {}))
+        self._tasks._ledger(f"task {task.tool}")
+        self._tasks._start(task_id, task)
+        return {"resultType": "task", **_modern(task.wire(task_id))}
+
+    async def get(self, ctx: Any, params: T.GetTaskRequestParams) -> dict[str, Any]:
+        if not _modern_wire(ctx):
+            return await self._tasks.get(ctx, params)
+        task = self._tasks._task(params.task_id)
+        shown = _modern(task.wire(params.task_id))
+        if task.status == "completed" or (task.status == "failed" and task.result):
+            shown |= {"status": "completed", "result": task.result}  # a tool's own error
+        elif task.status == "failed":
+            shown["error"] = {"code": T.INTERNAL_ERROR, "message": task.message or "failed"}
+        return {"resultType": "complete", **shown}
+
+    async def result(self, ctx: Any, params: T.GetTaskPayloadRequestParams) -> Any:
+        if _modern_wire(ctx):  # gone from the extension
+            raise MCPError(code=T.METHOD_NOT_FOUND, message="Method not found")
+        return await self._tasks.result(ctx, params)
+
+    async def update(self, ctx: Any, params: _Update) -> dict[str, Any]:
+        if not _modern_wire(ctx):
+            raise MCPError(code=T.METHOD_NOT_FOUND, message="Method not found")
+        self._tasks._task(params.task_id)
+        return {"resultType": "complete"}
+
+    async def cancel(self, ctx: Any, params: T.CancelTaskRequestParams) -> dict[str, Any]:
+        answer = await self._tasks.cancel(ctx, params)
+        return {"resultType": "complete"} if _modern_wire(ctx) else answer
+
     def methods(self) -> Sequence[MethodBinding]:
         return (
-            MethodBinding("tasks/get", T.GetTaskRequestParams, self._tasks.get),
-            MethodBinding("tasks/result", T.GetTaskPayloadRequestParams, self._tasks.result),
-            MethodBinding("tasks/cancel", T.CancelTaskRequestParams, self._tasks.cancel),
+            MethodBinding("tasks/get", T.GetTaskRequestParams, self.get),
+            MethodBinding("tasks/result", T.GetTaskPayloadRequestParams, self.result),
+            MethodBinding("tasks/update", _Update, self.update),
+            MethodBinding("tasks/cancel", T.CancelTaskRequestParams, self.cancel),
         )
+
+
+def _modern_wire(ctx: Any) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _modern(wire: dict[str, Any]) -> dict[str, Any]:
+    """A 2025-11-25 task as the extension names its fields (`ttlMs`, `pollIntervalMs`)."""
+    shown = {k: v for k, v in wire.items() if k not in ("ttl", "pollInterval")}
+    return shown | {"ttlMs": wire["ttl"], "pollIntervalMs": wire["pollInterval"]}
