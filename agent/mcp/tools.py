@@ -7,6 +7,8 @@ is not valid JSON Schema raises `BadSchema`: such a tool is left out (a provider
 whole request that offers it). A schema is the server's, so not trusted: its `pattern`s are
 matched with a time limit (a backtracking pattern would hold the event loop), and one that
 fails in use (a `$ref` to nothing) is an invalid-arguments observation for that tool only.
+A `$ref` resolves inside the schema only: checking arguments never fetches anything (a
+network `$ref` would be a request to an address the server chose, before any approval).
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ import mcp.types as mt
 import regex
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
+from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
+from referencing import Registry
+from referencing.exceptions import NoSuchResource
 
 from agent.mcp.config import Approval, ServerConfig
 from agent.mcp.elicitation import Answers, Progress, again, answered, question
@@ -115,6 +120,14 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
         yield schema_errors.ValidationError(f"does not match {pattern!r}")
 
 
+def _never_fetched(uri: str) -> Any:
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+
+# the meta-schemas, and nothing else: a reference outside the schema stays unresolved
+LOCAL_ONLY = SPECIFICATIONS.combine(Registry(retrieve=_never_fetched))  # type: ignore[call-arg]
+
+
 class BadSchema(Exception):
     """A tool's inputSchema is not valid JSON Schema; the message says where."""
 
@@ -166,7 +179,7 @@ class McpTool(Tool):
             raise BadSchema(f"{where}: {str(exc.message)[:120]}") from None
         except Exception as exc:  # too deep to check, say
             raise BadSchema(f"the top level: cannot be checked ({type(exc).__name__})") from None
-        self._validator = validators.extend(cls, {"pattern": _pattern})(schema)
+        self._validator = validators.extend(cls, {"pattern": _pattern})(schema, registry=LOCAL_ONLY)
         self._spec = ToolSpec(name=self.name, description=self.description, input_schema=schema)
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -6,12 +6,15 @@ is offered are bound to that run's requester. The server's tool list is cached f
 first listing a connected person's run made, so someone who has not connected yet is offered
 the same tools; calling one asks them to connect (`QuestionRequired`, a **Connect <server>**
 button) instead of running. With no list yet, one stand-in tool, `<server>__connect`, does.
-Where tokens come from (stored, refreshed, encrypted) is the host's `Credentials`.
+A call the server refuses (401, or 403 `insufficient_scope`) asks again, handing the host the
+server's challenge (`Refusal`). Where tokens come from (stored, refreshed, encrypted) is the
+host's `Credentials`.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
@@ -40,17 +43,36 @@ CONNECT = (
 STAND_IN = "connect"
 
 
+@dataclass(frozen=True, kw_only=True)
+class Refusal:
+    """A server's 401 or 403 to a request made with someone's token."""
+
+    status: int
+    www_authenticate: str = ""
+
+
+class Refused(Exception):
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(f"HTTP {refusal.status}")
+        self.refusal = refusal
+
+
 class Credentials(Protocol):
     """The host's store of people's tokens and its way of asking them to connect."""
 
     async def token(self, server: str, run: RunContext) -> str | None:
         """The requester's access token for `server`, refreshed if close to expiry; None
-        when they have not connected (or can no longer be refreshed)."""
+        when they have not connected (or can no longer be refreshed); ConnectionError when
+        it needs refreshing and the sign-in is away."""
         ...
 
-    async def connect_link(self, server: str, run: RunContext, question_id: str) -> str:
+    async def connect_link(
+        self, server: str, run: RunContext, question_id: str, refusal: Refusal | None = None
+    ) -> str:
         """An authorization URL bound to this person, this conversation and the question
-        the run will wait on; raises ConnectionError when the server's sign-in is away."""
+        the run will wait on (`refusal`: what the server answered their token with); raises
+        ConnectionError when the server's sign-in is away, ToolError when it cannot be
+        asked (again)."""
         ...
 
 
@@ -77,13 +99,19 @@ class UserServer:
     async def tools_for(self, run: RunContext) -> list[Tool]:
         if not run.asked:  # a trigger in someone's name never acts with their own account
             return []
-        token = await self.credentials.token(self.name, run)
+        try:
+            token = await self.credentials.token(self.name, run)
+        except ConnectionError as exc:  # connected, but the token cannot be renewed now
+            away = _away(str(exc))
+            return self._made(lambda remote: self._tool(remote, away))
         if token is None:
             return self._connect_first()
         if not self.listed:
             try:
                 self.listed = await self._session(token, list_all)
                 self.error = None
+            except Refused as refused:
+                return self._connect_first(refused.refusal)
             except (ConnectionError, ToolError) as exc:
                 self.error = str(exc)
                 log.warning("MCP server %s: could not list its tools (%s)", self.name, exc)
@@ -101,7 +129,10 @@ class UserServer:
                 use = partial(send_call, call=call, answers=given, tool=tool, args=args)
                 return self._session(token, use, self.calls)
 
-            return await call_tool(self.calls, on, answers, progress, tool)
+            try:
+                return await call_tool(self.calls, on, answers, progress, tool)
+            except Refused as refused:  # the token is refused, or too narrow: ask again
+                raise await self.ask_to_connect(run, refused.refusal) from None
 
         return self._made(lambda remote: self._tool(remote, caller))
 
@@ -121,7 +152,23 @@ class UserServer:
         remotes = [tool.name for tool in self.listed if self.config.offers(tool.name)]
         return [(tool_name(self.name, remote), remote) for remote in remotes or [STAND_IN]]
 
-    def _connect_first(self) -> list[Tool]:
+    async def ask_to_connect(
+        self, run: RunContext, refusal: Refusal | None = None
+    ) -> QuestionRequired:
+        """The question that sends the requester a Connect link and makes the run wait."""
+        question_id = new_id()
+        try:
+            url = await self.credentials.connect_link(self.name, run, question_id, refusal)
+        except ConnectionError:
+            raise ToolError(f"{self.name}'s sign-in cannot be reached right now") from None
+        return QuestionRequired(
+            CONNECT.format(server=self.name),
+            question_id=question_id,
+            label=f"Connect {self.name}",
+            url=url,
+        )
+
+    def _connect_first(self, refusal: Refusal | None = None) -> list[Tool]:
         if not self.listed:
             stand_in = mt.Tool(
                 name=STAND_IN,
@@ -129,8 +176,8 @@ class UserServer:
                 f"to connect it; {self.name}'s tools are offered once they have.",
                 input_schema={"type": "object", "properties": {}},
             )
-            return [ConnectFirst(self, stand_in)]
-        return self._made(lambda remote: ConnectFirst(self, remote))
+            return [ConnectFirst(self, stand_in, refusal)]
+        return self._made(lambda remote: ConnectFirst(self, remote, refusal))
 
     def _made(self, make: Any) -> list[Tool]:
         tools: list[Tool] = []
@@ -147,10 +194,19 @@ class UserServer:
         """Open a session as the token's owner, do one thing, close it."""
         assert self.config.url is not None
         headers = {**self.config.headers, "Authorization": f"Bearer {token}"}
+        refused: list[Refusal] = []
+
+        async def note(response: httpx2.Response) -> None:
+            if response.status_code in (401, 403):
+                challenge = response.headers.get("www-authenticate", "")
+                refused.append(Refusal(status=response.status_code, www_authenticate=challenge))
+
         try:
             async with (
                 httpx2.AsyncClient(
-                    headers=headers, timeout=httpx2.Timeout(self.call_timeout, read=None)
+                    headers=headers,
+                    timeout=httpx2.Timeout(self.call_timeout, read=None),
+                    event_hooks={"response": [note]},
                 ) as client,
                 streamable_http_client(self.config.url, http_client=client) as (read, write),
                 ClientSession(read, write, elicitation_callback=calls) as session,
@@ -158,12 +214,18 @@ class UserServer:
                 await negotiate(session, self.config.protocol)
                 return await use(session)
         except MCPError as exc:
+            if refused:
+                raise Refused(refused[-1]) from None
             if exc.code != mt.CONNECTION_CLOSED:
                 raise ToolError(f"the server answered: {exc.message}") from None
             raise ConnectionError(f"MCP server {self.name} went away") from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, httpx2.TransportError):
+            if refused:
+                raise Refused(refused[-1]) from None
             raise ConnectionError(f"MCP server {self.name} is not available") from None
         except BaseExceptionGroup as group:  # the SDK's task group wraps a refused request
+            if refused:
+                raise Refused(refused[-1]) from None
             raise ConnectionError(f"MCP server {self.name} is not available") from group
 
 
@@ -173,25 +235,23 @@ class ConnectFirst(McpTool):
     Read-only whatever its annotations say: it changes nothing, and the real call is made
     (and approved, if it needs approval) once they have connected."""
 
-    def __init__(self, server: UserServer, remote: mt.Tool) -> None:
+    def __init__(self, server: UserServer, remote: mt.Tool, refusal: Refusal | None = None) -> None:
         super().__init__(server=server.name, remote=remote, caller=_never)
         self.side_effects = False
         self.retries = 0
         self._server = server
+        self._refusal = refusal
 
     async def __call__(self, args: dict[str, Any], context: ToolContext) -> Any:
-        question_id = new_id()
-        try:
-            url = await self._server.credentials.connect_link(
-                self._server.name, context.run, question_id
-            )
-        except ConnectionError:
-            raise ToolError(f"{self._server.name}'s sign-in cannot be reached right now") from None
-        name = self._server.name
-        raise QuestionRequired(
-            CONNECT.format(server=name), question_id=question_id, label=f"Connect {name}", url=url
-        )
+        raise await self._server.ask_to_connect(context.run, self._refusal)
 
 
 async def _never(tool: str, args: dict[str, Any], *_: Any, **__: Any) -> mt.CallToolResult:
     raise ToolError("not connected")
+
+
+def _away(reason: str) -> Any:
+    async def caller(tool: str, args: dict[str, Any], *_: Any, **__: Any) -> mt.CallToolResult:
+        raise ConnectionError(reason)
+
+    return caller

@@ -1,13 +1,19 @@
 """People's connected accounts for `"auth": "user"` MCP servers, kept in Redis.
 
-Everything secret is encrypted with `PARLEY_SECRET_KEY` (a Fernet key) before it reaches
-Redis: tokens (`oauth:token:<server>:<platform>:<user>`, until disconnected), each server's
-registration (`oauth:client:<server>`), and pending sign-ins (`oauth:state:<sha256 of the
+Everything secret is encrypted with `PARLEY_SECRET_KEY` (Fernet keys, the first encrypts and
+any decrypts, so a key can be rotated) before it reaches Redis: tokens
+(`oauth:token:<server>:<platform>:<user>`, until disconnected), Parley's registration at each
+authorization server (`oauth:registration:<sha256 of the issuer>`), what each server's last
+discovery found (`oauth:client:<server>`), and pending sign-ins (`oauth:state:<sha256 of the
 state>`, expiring after `PARLEY_CONNECT_TTL`, taken with GETDEL so a state works once).
 A pending sign-in names the person, the conversation and the question the run waits on; the
 callback (`callback.py`) checks it and hands the conversation a `connected` event, which
-resumes the run there. Tokens are refreshed when they have less than `REFRESH_EARLY`
-seconds left; a refresh the server refuses forgets them, so the person is asked again.
+resumes the run there. Every sign-in discovers the server's authorization server afresh, so
+a server that moved is followed (and registered with anew). Tokens are refreshed when they
+have less than `REFRESH_EARLY` seconds left; only a refresh answered `invalid_grant` forgets
+them (revoking them where the server can), anything else is tried again later. A server that
+wants more scope (403 `insufficient_scope`) gets a new sign-in for what was granted plus what
+it asks, at most `MAX_STEP_UPS` times an hour per person and server.
 """
 
 from __future__ import annotations
@@ -20,10 +26,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from cryptography.fernet import Fernet, InvalidToken
+import httpx2
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from mcp.client.auth.utils import union_scopes
 from redis.asyncio import Redis
 
 from agent.mcp import ServerConfig
+from agent.mcp.user import Refusal
+from agent.outbound import Guard, trusted_hosts
 from agent.protocols import RunContext
 from agent.tools import ToolError
 from bot.runtime import oauth
@@ -33,6 +43,14 @@ log = logging.getLogger(__name__)
 
 REFRESH_EARLY = 120.0  # seconds before expiry a token is refreshed
 CALLBACK_PATH = "/oauth/callback"
+METADATA_PATH = "/client-metadata.json"  # Parley's Client ID Metadata Document
+MAX_STEP_UPS = 2  # sign-ins for more scope per person and server within STEP_UP_WINDOW
+STEP_UP_WINDOW = 3600
+
+
+def fernet(keys: str) -> MultiFernet:
+    """`PARLEY_SECRET_KEY`: comma-separated Fernet keys, the first one current."""
+    return MultiFernet([Fernet(key.strip().encode()) for key in keys.split(",") if key.strip()])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,13 +80,21 @@ class Connections:
         secret_key: str,
         public_url: str,
         connect_ttl: float,
+        trusted: str | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.redis = redis
         self.keys = keys
         self.servers = dict(servers)
-        self.fernet = Fernet(secret_key.encode())
+        self.fernet = fernet(secret_key)
         self.redirect_uri = public_url.rstrip("/") + CALLBACK_PATH
+        self.metadata_url = public_url.rstrip("/") + METADATA_PATH
         self.connect_ttl = connect_ttl
+        # PARLEY_TRUSTED_HOSTS, and each server's own host: addresses used as given
+        base = (guard or Guard()).with_trusted(trusted_hosts(trusted))
+        self.guards = {
+            name: base.with_trusted([config.url or ""]) for name, config in self.servers.items()
+        }
 
     # --- Credentials ---------------------------------------------------------------------------
 
@@ -92,27 +118,55 @@ class Connections:
             return tokens.access_token if tokens is not None else None
         try:
             client = await self.client(server)
-            fresh = await oauth.refresh(client, tokens)
-        except oauth.OAuthError as exc:
-            log.info(
-                "MCP server %s: a refresh was refused (%s); asking to connect again", server, exc
-            )
-            await self.disconnect(server, run.platform, run.user_id)
-            return None
-        except ConnectionError:  # try again next time; the old token may still do
-            expired = (tokens.expires_at or 0) <= time.time()
-            return None if expired else tokens.access_token
+            fresh = await oauth.refresh(client, tokens, self.guards[server])
+        except (oauth.OAuthError, ConnectionError) as exc:
+            if isinstance(exc, oauth.OAuthError) and exc.code == "invalid_grant":
+                log.info(
+                    "MCP server %s: the grant is gone (%s); asking to connect again", server, exc
+                )
+                await self.disconnect(server, run.platform, run.user_id, revoke=True)
+                return None
+            # kept: a server error or an outage is no reason to make the person sign in again
+            log.warning("MCP server %s: a refresh failed (%s); trying again later", server, exc)
+            if (tokens.expires_at or 0) <= time.time():
+                raise ConnectionError(f"{server}'s sign-in is not answering") from None
+            return tokens.access_token
         await self.store(server, run.platform, run.user_id, fresh)
         return fresh.access_token
 
-    async def connect_link(self, server: str, run: RunContext, question_id: str) -> str:
+    async def connect_link(
+        self,
+        server: str,
+        run: RunContext,
+        question_id: str,
+        refusal: Refusal | None = None,
+    ) -> str:
+        """A sign-in link; `refusal` is what the server answered a call with (401: the
+        token is refused; 403 insufficient_scope: it wants more scope)."""
+        challenge = (
+            oauth.Challenge.of(
+                httpx2.Response(
+                    refusal.status, headers={"WWW-Authenticate": refusal.www_authenticate}
+                )
+            )
+            if refusal is not None
+            else None
+        )
+        scope: str | None = None
+        if challenge is not None and challenge.insufficient_scope:
+            scope = await self._step_up(server, run, challenge)
+        elif challenge is not None:  # refused: worthless, and the server may have moved
+            await self.redis.delete(self.keys.oauth_token(server, run.platform, run.user_id))
         try:
-            client = await self.client(server)
+            client = await self._discovered(server, challenge)
         except oauth.OAuthError as exc:
             log.warning("MCP server %s: cannot start a sign-in (%s)", server, exc)
             raise ToolError(f"{server}'s sign-in is not working right now") from None
+        if scope is not None:
+            client = client.model_copy(update={"scope": union_scopes(scope, client.scope)})
+            await self._keep_client(server, client)
         state = secrets.token_urlsafe(32)
-        authorization = oauth.authorization(client, self.redirect_uri, state)
+        authorization = oauth.authorization(client, self.redirect_uri, state, client.scope)
         pending = Pending(
             server=server,
             platform=run.platform,
@@ -130,17 +184,76 @@ class Connections:
         )
         return authorization.url
 
+    async def _step_up(self, server: str, run: RunContext, challenge: oauth.Challenge) -> str:
+        """The scope to ask for: what was granted plus what the server asks; bounded, and
+        refused when the server asks for what it was already granted."""
+        tokens = await self._tokens(server, run.platform, run.user_id)
+        held = tokens.scope if tokens is not None else None
+        wanted = set((challenge.scope or "").split())
+        if not wanted or wanted <= set((held or "").split()):
+            raise ToolError(f"{server} refuses the access it was granted")
+        key = self.keys.oauth_step_up(server, run.platform, run.user_id)
+        count = await self.redis.incr(key)
+        if count == 1:
+            await self.redis.expire(key, STEP_UP_WINDOW)
+        if count > MAX_STEP_UPS:
+            raise ToolError(f"{server} keeps asking for more access; ask its administrator")
+        return union_scopes(held, challenge.scope) or ""
+
+    async def finish(self, server: str, verifier: str, query: Mapping[str, str]) -> oauth.Tokens:
+        """The tokens of an authorization response (`iss` checked, the code exchanged)."""
+        client = await self.client(server)
+        code = oauth.check_response(client, query)
+        return await oauth.exchange(client, code, verifier, self.redirect_uri, self.guards[server])
+
+    def client_metadata(self) -> str:
+        """Parley's Client ID Metadata Document, served at `metadata_url`."""
+        document = oauth.client_metadata(self.redirect_uri).model_dump(
+            mode="json", exclude_none=True
+        )
+        return json.dumps({"client_id": self.metadata_url, **document})
+
     # --- the store -----------------------------------------------------------------------------
 
     async def client(self, server: str) -> oauth.Client:
-        """The server's registration, made once and kept (encrypted: it may hold a secret)."""
-        key = self.keys.oauth_client(server)
-        raw = await self.redis.get(key)
+        """What the server's latest sign-in discovered (discovering it when nothing is kept)."""
+        raw = await self.redis.get(self.keys.oauth_client(server))
         if raw is not None and (opened := self._open(raw)) is not None:
-            return oauth.Client.model_validate_json(opened)
-        client = await oauth.register(self.servers[server], self.redirect_uri)
-        await self.redis.set(key, self._seal(client.model_dump_json()))
+            client = oauth.Client.model_validate_json(opened)
+            if client.issuer:  # kept before registrations were bound to issuers: rediscover
+                return client
+        return await self._discovered(server)
+
+    async def _discovered(
+        self, server: str, challenge: oauth.Challenge | None = None
+    ) -> oauth.Client:
+        config, guard = self.servers[server], self.guards[server]
+        found = await oauth.discover(config, guard, challenge)
+        registration = await self._registration(server, found)
+        client = oauth.client_for(found, registration)
+        await self._keep_client(server, client)
         return client
+
+    async def _registration(self, server: str, found: oauth.Discovery) -> oauth.Registration:
+        """Parley's client at the discovered issuer: registered once per issuer and kept
+        (encrypted: it may hold a secret); the operator's `client_id` is never kept."""
+        config = self.servers[server]
+        key = self.keys.oauth_registration(_digest(found.issuer))
+        if config.client_id is None:
+            raw = await self.redis.get(key)
+            if raw is not None and (opened := self._open(raw)) is not None:
+                kept = oauth.Registration.model_validate_json(opened)
+                if kept.issuer == found.issuer:
+                    return kept
+        made = await oauth.register(
+            config, found, self.guards[server], self.redirect_uri, self.metadata_url
+        )
+        if config.client_id is None and made.client_id != self.metadata_url:
+            await self.redis.set(key, self._seal(made.model_dump_json()))
+        return made
+
+    async def _keep_client(self, server: str, client: oauth.Client) -> None:
+        await self.redis.set(self.keys.oauth_client(server), self._seal(client.model_dump_json()))
 
     async def take_pending(self, state: str) -> Pending | None:
         """The sign-in `state` started, once: a second use, or a forged state, finds None."""
@@ -161,10 +274,38 @@ class Connections:
         gone = bool(await self.redis.delete(self.keys.oauth_token(server, platform, user_id)))
         if tokens is not None:
             try:
-                await oauth.revoke(await self.client(server), tokens)
+                await oauth.revoke(await self.client(server), tokens, self.guards[server])
             except (oauth.OAuthError, ConnectionError) as exc:
                 log.warning("MCP server %s: could not revoke a token (%s)", server, exc)
         return gone
+
+    async def remove_person(self, platform: str, user_id: str) -> list[str]:
+        """Someone who no longer uses Parley: every grant of theirs is revoked (where the
+        server can) and forgotten; the servers it was for."""
+        removed: list[str] = []
+        for server in self.servers:
+            if await self.disconnect(server, platform, user_id, revoke=True):
+                removed.append(server)
+        return removed
+
+    async def rekey(self) -> tuple[int, int]:
+        """Everything sealed, sealed again with the first of `PARLEY_SECRET_KEY`'s keys (after
+        a new key was put first): (re-encrypted, unreadable with any key and left alone)."""
+        done = unreadable = 0
+        async for key in self.redis.scan_iter(match=f"{self.keys.prefix}:oauth:*", count=500):
+            if (await self.redis.type(key)) not in (b"string", "string"):
+                continue  # the refresh locks and step-up counters hold nothing sealed
+            raw = await self.redis.get(key)
+            if raw is None:
+                continue
+            try:
+                sealed = self.fernet.rotate(raw if isinstance(raw, bytes) else raw.encode())
+            except InvalidToken:
+                unreadable += 1
+                continue
+            if await self.redis.set(key, sealed, keepttl=True, xx=True):
+                done += 1
+        return done, unreadable
 
     async def connected(self, platform: str, user_id: str) -> list[str]:
         """The servers this person has connected."""

@@ -184,6 +184,14 @@ class Keys:
     def oauth_state(self, digest: str) -> str:
         return f"{self.prefix}:oauth:state:{digest}"
 
+    def oauth_registration(self, digest: str) -> str:
+        """Parley's client at one authorization server (the issuer's SHA-256)."""
+        return f"{self.prefix}:oauth:registration:{digest}"
+
+    def oauth_step_up(self, server: str, platform: str, user_id: str) -> str:
+        """How many sign-ins for more scope a person was sent lately (bounded)."""
+        return f"{self.prefix}:oauth:stepup:{server}:{platform}:{user_id}"
+
     def standing(self, platform: str, user_id: str) -> str:
         """A person's standing approvals (bot/runtime/standing.py), a field each."""
         return f"{self.prefix}:standing:{platform}:{user_id}"
@@ -264,6 +272,8 @@ PATTERNS: dict[str, str] = {
     "oauth:client:*": "retention: one per configured per-user server",
     "oauth:state:*": "ttl",
     "oauth:refresh:*": "ttl",
+    "oauth:registration:*": "retention: one per authorization server a configured server uses",
+    "oauth:stepup:*": "ttl",
     "standing:*": "ttl",
     "paired:*": "retention: one set per platform, a member per paired person until revoked",
     "pairing:*": "ttl",

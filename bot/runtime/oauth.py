@@ -1,59 +1,100 @@
-"""MCP authorization, client side: discovery, registration, PKCE, code exchange, refresh.
+"""MCP authorization, client side: the sign-in cut into steps (PKCE, code exchange, refresh,
+revocation) whose state lives in Redis (`connections.py`).
 
 The `mcp` SDK's `OAuthClientProvider` runs the whole flow inside one HTTP request and waits
 in-process for the browser to come back; Parley's callback may arrive at another process
-(or after a restart), so the flow is cut into steps whose state lives in Redis
-(`connections.py`). The steps use the SDK's own discovery URL builders, metadata models,
-registration request and PKCE parameters; only the glue is here.
+(or after a restart), so the flow is cut into steps. Discovery and registration are
+`oauth_discovery.py`; the steps use the SDK's own validators, metadata models and PKCE
+parameters; only the glue is here. Every request goes through the outbound guard.
 
 Errors::
 
     OAuthError     the server's sign-in refused or answered nonsense; the message says which
-    ConnectionError (builtin) the server or its authorization server could not be reached
+                   (`code` "invalid_grant": the grant is gone, the tokens are worthless)
+    ConnectionError (builtin) the server or its authorization server could not be reached,
+                   or answered with a server error: try again later
 """
 
 from __future__ import annotations
 
+import base64
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import httpx2
-from mcp.client.auth import OAuthRegistrationError
+from mcp.client.auth import OAuthFlowError
 from mcp.client.auth.oauth2 import PKCEParameters
-from mcp.client.auth.utils import (
-    build_oauth_authorization_server_metadata_discovery_urls,
-    build_protected_resource_metadata_discovery_urls,
-    create_client_registration_request,
-    create_oauth_metadata_request,
-    extract_resource_metadata_from_www_auth,
-    handle_auth_metadata_response,
-    handle_protected_resource_response,
-    handle_registration_response,
+from mcp.client.auth.utils import validate_authorization_response_iss
+from mcp.shared.auth import OAuthMetadata, OAuthToken
+from pydantic import BaseModel, ValidationError
+
+from agent.outbound import SECONDS, AddressRefused, Guard
+from bot.runtime.oauth_discovery import (
+    AuthMethod,
+    Challenge,
+    Discovery,
+    OAuthError,
+    Registration,
+    client_metadata,
+    discover,
+    register,
 )
-from mcp.shared.auth import OAuthClientMetadata, OAuthToken
-from pydantic import AnyUrl, BaseModel, ValidationError
 
-from agent.mcp import ServerConfig
+__all__ = [
+    "TIMEOUT",
+    "Authorization",
+    "Challenge",
+    "Client",
+    "OAuthError",
+    "Registration",
+    "Tokens",
+    "authorization",
+    "check_response",
+    "client_for",
+    "client_metadata",
+    "discover",
+    "exchange",
+    "refresh",
+    "register",
+    "revoke",
+]
 
-TIMEOUT = 15.0  # seconds for one request to a server's sign-in
-_PROBE = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
-
-
-class OAuthError(Exception):
-    """The authorization server refused, or answered something unusable."""
+TIMEOUT = SECONDS  # seconds for one request to a server's sign-in
 
 
 class Client(BaseModel):
     """How Parley talks to one server's authorization server (cached per server)."""
 
     resource: str
+    issuer: str = ""
     authorization_endpoint: str
     token_endpoint: str
     client_id: str
     client_secret: str | None = None
+    auth_method: AuthMethod = "none"
     scope: str | None = None
     revocation_endpoint: str | None = None
+    iss_supported: bool = False  # the server promised `iss` on its redirect (RFC 9207)
+
+
+def client_for(found: Discovery, registration: Registration) -> Client:
+    metadata = found.metadata
+    return Client(
+        resource=found.resource,
+        issuer=found.issuer,
+        authorization_endpoint=str(metadata.authorization_endpoint),
+        token_endpoint=str(metadata.token_endpoint),
+        client_id=registration.client_id,
+        client_secret=registration.client_secret,
+        auth_method=registration.auth_method,
+        scope=found.scope,
+        revocation_endpoint=str(metadata.revocation_endpoint)
+        if metadata.revocation_endpoint
+        else None,
+        iss_supported=bool(metadata.authorization_response_iss_parameter_supported),
+    )
 
 
 class Tokens(BaseModel):
@@ -63,13 +104,16 @@ class Tokens(BaseModel):
     scope: str | None = None
 
     @classmethod
-    def of(cls, token: OAuthToken, now: float, previous: Tokens | None = None) -> Tokens:
+    def of(
+        cls, token: OAuthToken, now: float, previous: Tokens | None = None, asked: str | None = None
+    ) -> Tokens:
         return cls(
             access_token=token.access_token,
             # a refresh that returns no new refresh token keeps the old one (RFC 6749 §6)
             refresh_token=token.refresh_token or (previous.refresh_token if previous else None),
             expires_at=now + token.expires_in if token.expires_in else None,
-            scope=token.scope,
+            # no scope in the answer: what was asked for (or held before) was granted (§5.1)
+            scope=token.scope or asked or (previous.scope if previous else None),
         )
 
 
@@ -79,81 +123,9 @@ class Authorization:
     verifier: str
 
 
-def http() -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(timeout=TIMEOUT, follow_redirects=False)
-
-
-async def register(server: ServerConfig, redirect_uri: str) -> Client:
-    """Discover the server's authorization server and register Parley with it (or use the
-    configured `client_id`)."""
-    assert server.url is not None
-    try:
-        async with http() as client:
-            probe = await client.post(
-                server.url,
-                json=_PROBE,
-                headers={"Accept": "application/json, text/event-stream"},
-            )
-            hint = (
-                extract_resource_metadata_from_www_auth(probe) if probe.status_code == 401 else None
-            )
-            resource = None
-            for url in build_protected_resource_metadata_discovery_urls(hint, server.url):
-                resource = await handle_protected_resource_response(
-                    await client.send(create_oauth_metadata_request(url))
-                )
-                if resource is not None:
-                    break
-            issuer = str(resource.authorization_servers[0]) if resource else None
-            metadata = None
-            for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, server.url):
-                go_on, metadata = await handle_auth_metadata_response(
-                    await client.send(create_oauth_metadata_request(url))
-                )
-                if metadata is not None or not go_on:
-                    break
-            if metadata is None:
-                raise OAuthError("no authorization server metadata")
-            if "S256" not in (metadata.code_challenge_methods_supported or ["S256"]):
-                raise OAuthError("the authorization server does not support PKCE S256")
-            scope = server.scope or (
-                " ".join(resource.scopes_supported)
-                if resource and resource.scopes_supported
-                else None
-            )
-            client_id, secret = server.client_id, server.client_secret
-            if client_id is None:
-                wanted = OAuthClientMetadata(
-                    redirect_uris=[AnyUrl(redirect_uri)],
-                    client_name="Parley",
-                    grant_types=["authorization_code", "refresh_token"],
-                    response_types=["code"],
-                    token_endpoint_auth_method="none",
-                    scope=scope,
-                )
-                request = create_client_registration_request(metadata, wanted, str(metadata.issuer))
-                registered = await handle_registration_response(await client.send(request))
-                client_id, secret = registered.client_id, registered.client_secret
-            if client_id is None:
-                raise OAuthError("the registration gave no client_id")
-    except httpx2.TransportError as exc:
-        raise ConnectionError(f"sign-in unreachable ({type(exc).__name__})") from None
-    except (OAuthRegistrationError, ValidationError) as exc:
-        raise OAuthError(f"registration refused: {str(exc)[:200]}") from None
-    return Client(
-        resource=str(resource.resource) if resource else server.url,
-        authorization_endpoint=str(metadata.authorization_endpoint),
-        token_endpoint=str(metadata.token_endpoint),
-        client_id=client_id,
-        client_secret=secret,
-        scope=scope,
-        revocation_endpoint=str(metadata.revocation_endpoint)
-        if metadata.revocation_endpoint
-        else None,
-    )
-
-
-def authorization(client: Client, redirect_uri: str, state: str) -> Authorization:
+def authorization(
+    client: Client, redirect_uri: str, state: str, scope: str | None
+) -> Authorization:
     pkce = PKCEParameters.generate()
     params = {
         "response_type": "code",
@@ -164,32 +136,54 @@ def authorization(client: Client, redirect_uri: str, state: str) -> Authorizatio
         "code_challenge_method": "S256",
         "resource": client.resource,  # RFC 8707: the token is for this server only
     }
-    if client.scope:
-        params["scope"] = client.scope
+    if scope:
+        params["scope"] = scope
+        if "offline_access" in scope.split():
+            params["prompt"] = "consent"  # OIDC asks for it with offline_access
     join = "&" if "?" in client.authorization_endpoint else "?"
     return Authorization(
         url=f"{client.authorization_endpoint}{join}{urlencode(params)}", verifier=pkce.code_verifier
     )
 
 
-async def exchange(client: Client, code: str, verifier: str, redirect_uri: str) -> Tokens:
+def check_response(client: Client, query: Mapping[str, str]) -> str:
+    """The code of an authorization response that came from the server it was sent to
+    (RFC 9207 `iss`, compared as a string); OAuthError otherwise."""
+    expected = OAuthMetadata.model_construct(
+        issuer=client.issuer,
+        authorization_response_iss_parameter_supported=client.iss_supported,
+    )
+    try:
+        validate_authorization_response_iss(query.get("iss"), expected)
+    except OAuthFlowError:
+        raise OAuthError("the sign-in came back from another authorization server") from None
+    code = query.get("code")
+    if not code:
+        raise OAuthError("the sign-in came back without a code")
+    return code
+
+
+async def exchange(
+    client: Client, code: str, verifier: str, redirect_uri: str, guard: Guard
+) -> Tokens:
     form = {
         "grant_type": "authorization_code",
         "code": code,
         "redirect_uri": redirect_uri,
         "code_verifier": verifier,
     }
-    return Tokens.of(await _token_request(client, form), time.time())
+    token = await _token_request(client, form, guard)
+    return Tokens.of(token, time.time(), asked=client.scope)
 
 
-async def refresh(client: Client, tokens: Tokens) -> Tokens:
+async def refresh(client: Client, tokens: Tokens, guard: Guard) -> Tokens:
     if tokens.refresh_token is None:
-        raise OAuthError("no refresh token")
+        raise OAuthError("no refresh token", code="invalid_grant")
     form = {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token}
-    return Tokens.of(await _token_request(client, form), time.time(), tokens)
+    return Tokens.of(await _token_request(client, form, guard), time.time(), tokens)
 
 
-async def revoke(client: Client, tokens: Tokens) -> None:
+async def revoke(client: Client, tokens: Tokens, guard: Guard) -> None:
     """Tell the server a token is no longer wanted (RFC 7009), where it has the endpoint:
     the refresh token (which ends the grant) or else the access token."""
     if client.revocation_endpoint is None:
@@ -199,34 +193,47 @@ async def revoke(client: Client, tokens: Tokens) -> None:
         if tokens.refresh_token
         else (tokens.access_token, "access_token")
     )
-    form = {"token": token, "token_type_hint": hint, "client_id": client.client_id}
-    if client.client_secret:
-        form["client_secret"] = client.client_secret
+    form, headers = _authenticated(client, {"token": token, "token_type_hint": hint})
     try:
-        async with http() as session:
-            response = await session.post(client.revocation_endpoint, data=form)
+        async with guard.client() as session:
+            response = await session.post(client.revocation_endpoint, data=form, headers=headers)
     except httpx2.TransportError as exc:
         raise ConnectionError(f"revocation endpoint unreachable ({type(exc).__name__})") from None
+    except AddressRefused as exc:
+        raise OAuthError(f"revocation endpoint refused: {exc}") from None
     if response.status_code != 200:
         raise OAuthError(f"revocation refused ({response.status_code})")
 
 
-async def _token_request(client: Client, form: dict[str, str]) -> OAuthToken:
-    form = {**form, "client_id": client.client_id, "resource": client.resource}
-    if client.client_secret:
+def _authenticated(client: Client, form: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The form and headers that authenticate Parley the way its registration says."""
+    form = {**form, "client_id": client.client_id}
+    if client.client_secret and client.auth_method == "client_secret_basic":
+        pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
+        return form, {"Authorization": f"Basic {base64.b64encode(pair.encode()).decode()}"}
+    if client.client_secret and client.auth_method == "client_secret_post":
         form["client_secret"] = client.client_secret
+    return form, {}
+
+
+async def _token_request(client: Client, form: dict[str, str], guard: Guard) -> OAuthToken:
+    form, headers = _authenticated(client, {**form, "resource": client.resource})
     try:
-        async with http() as session:
-            response = await session.post(client.token_endpoint, data=form)
+        async with guard.client() as session:
+            response = await session.post(client.token_endpoint, data=form, headers=headers)
     except httpx2.TransportError as exc:
         raise ConnectionError(f"token endpoint unreachable ({type(exc).__name__})") from None
+    except AddressRefused as exc:
+        raise OAuthError(f"token endpoint refused: {exc}") from None
     if response.status_code != 200:
         # the error code only: a body may echo what was sent
         try:
             error = str(response.json().get("error", ""))[:60]
-        except ValueError:
+        except (ValueError, AttributeError):
             error = ""
-        raise OAuthError(f"token request refused ({response.status_code} {error})".strip())
+        if response.status_code >= 500 or response.status_code == 429:
+            raise ConnectionError(f"token endpoint unavailable ({response.status_code})")
+        raise OAuthError(f"token request refused ({response.status_code} {error})".strip(), error)
     try:
         return OAuthToken.model_validate_json(response.content)
     except ValidationError:

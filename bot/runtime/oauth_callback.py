@@ -18,7 +18,7 @@ from aiohttp import web
 
 from adapters.base import Actor, ConversationKey, HandoverFailed, InboundMessage
 from bot.runtime import oauth
-from bot.runtime.connections import CALLBACK_PATH, Connections
+from bot.runtime.connections import CALLBACK_PATH, METADATA_PATH, Connections
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,15 @@ class OAuthCallback:
     def route(self) -> tuple[str, str, Callable[[web.Request], Awaitable[web.Response]]]:
         return "GET", CALLBACK_PATH, self.handle
 
+    def metadata_route(self) -> tuple[str, str, Callable[[web.Request], Awaitable[web.Response]]]:
+        """Parley's Client ID Metadata Document: its client_id where a server accepts one."""
+        return "GET", METADATA_PATH, self.metadata
+
+    async def metadata(self, request: web.Request) -> web.Response:
+        return web.Response(
+            text=self.connections.client_metadata(), content_type="application/json"
+        )
+
     async def handle(self, request: web.Request) -> web.Response:
         state = request.query.get("state", "")
         if not state or len(state) > 200:
@@ -48,10 +57,7 @@ class OAuthCallback:
             log.info("MCP server %s: the sign-in was not granted", pending.server)
             return _page(400, f"{name} did not grant access. Ask me again to retry.")
         try:
-            client = await self.connections.client(pending.server)
-            tokens = await oauth.exchange(
-                client, request.query["code"], pending.verifier, self.connections.redirect_uri
-            )
+            tokens = await self.connections.finish(pending.server, pending.verifier, request.query)
         except (oauth.OAuthError, ConnectionError) as exc:
             log.warning("MCP server %s: code exchange failed (%s)", pending.server, exc)
             return _page(502, f"{name} did not complete the sign-in. Ask me again.")

@@ -82,6 +82,7 @@ def build_connections(
         secret_key=mcp.secret_key.get_secret_value(),
         public_url=mcp.public_url,
         connect_ttl=mcp.connect_ttl,
+        trusted=mcp.trusted_hosts,
     )
 
 
@@ -151,7 +152,9 @@ async def check_mcp(settings: Settings) -> Check:
         if personal:
             callback = f"{(settings.mcp.public_url or '').rstrip('/')}/oauth/callback"
             detail = f"{summary(toolbox)}, {tools} tools; each user connects their own account "
-            detail += f"for {', '.join(personal)} (callback {callback})"
+            detail += f"for {', '.join(personal)} (callback {callback}"
+            trusted = settings.mcp.trusted_hosts.strip()
+            detail += f"; trusted hosts: {trusted})" if trusted else ")"
             if all(s.state == "ready" and not s.skipped for s in servers) and not clashes:
                 return Check(name="mcp", status="ok", detail=detail)
         if all(s.state == "ready" and not s.skipped for s in servers) and not clashes:

@@ -27,7 +27,8 @@ def public_routes(
     connections: Connections | None,
 ) -> list[Route]:
     """Slack's events and Telegram's webhook (as configured), `/hooks/{name}` with triggers,
-    and `/oauth/callback` when people connect their own accounts."""
+    and `/oauth/callback` (with Parley's Client ID Metadata Document,
+    `/client-metadata.json`) when people connect their own accounts."""
     routes = platforms.routes()
     if triggers:
         # a delivery id is kept at least as long as its signed timestamp passes
@@ -37,5 +38,6 @@ def public_routes(
     if connections is not None:
         from bot.runtime.oauth_callback import OAuthCallback  # loads the MCP SDK
 
-        routes.append(OAuthCallback(connections=connections, submit=inbox.submit).route())
+        callback = OAuthCallback(connections=connections, submit=inbox.submit)
+        routes += [callback.route(), callback.metadata_route()]
     return routes

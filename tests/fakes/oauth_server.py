@@ -9,7 +9,12 @@ only (the person is named by `login`, standing in for a login form: it answers a
 the redirect), `/token` for `authorization_code` (checks the verifier, the client and the
 redirect URI) and `refresh_token` (rotating), `/introspect` (RFC 7662) for the MCP server,
 and `/revoke` (RFC 7009). `expires_in` sets the lifetime of the access tokens it issues;
-`revoke_refresh_tokens()` makes every refresh token unusable.
+`revoke_refresh_tokens()` makes every refresh token unusable. `auth_methods` are the token
+endpoint authentication methods it supports (a client registered for a secret method gets a
+secret, and the token endpoint wants it that way, nothing else); `iss` adds RFC 9207's `iss`
+to the redirect (and says so in the metadata); `cimd` accepts an https URL as client_id
+(Client ID Metadata Documents); `claimed_issuer` is the issuer its metadata names (its own
+URL by default); `token_status` makes the token endpoint answer that status instead.
 """
 
 from __future__ import annotations
@@ -45,6 +50,12 @@ class OAuthServer(FakeServer):
     access: dict[str, Grant] = field(default_factory=dict)
     refresh: dict[str, Grant] = field(default_factory=dict)
     issued: list[tuple[str, str]] = field(default_factory=list)  # (grant type, login)
+    auth_methods: list[str] = field(default_factory=lambda: ["none"])
+    secrets: dict[str, tuple[str, str]] = field(default_factory=dict)  # id → (secret, method)
+    iss: bool = False
+    cimd: bool = False
+    claimed_issuer: str | None = None
+    token_status: int | None = None
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
@@ -70,7 +81,7 @@ class OAuthServer(FakeServer):
     async def _metadata(self, recorded: Recorded, request: web.Request) -> web.Response:
         return json_response(
             {
-                "issuer": self.url,
+                "issuer": self.claimed_issuer or self.url,
                 "authorization_endpoint": f"{self.url}/authorize",
                 "token_endpoint": f"{self.url}/token",
                 "registration_endpoint": f"{self.url}/register",
@@ -79,7 +90,9 @@ class OAuthServer(FakeServer):
                 "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],
                 "code_challenge_methods_supported": ["S256"],
-                "token_endpoint_auth_methods_supported": ["none"],
+                "token_endpoint_auth_methods_supported": self.auth_methods,
+                "authorization_response_iss_parameter_supported": self.iss,
+                "client_id_metadata_document_supported": self.cimd,
             }
         )
 
@@ -87,22 +100,39 @@ class OAuthServer(FakeServer):
         body = recorded.body
         client_id = f"client-{next(self._ids)}"
         self.clients[client_id] = list(body["redirect_uris"])
-        return json_response({**body, "client_id": client_id}, status=201)
+        method = body.get("token_endpoint_auth_method", "client_secret_basic")
+        if method not in self.auth_methods:
+            return json_response({"error": "invalid_client_metadata"}, status=400)
+        answer = {**body, "client_id": client_id, "token_endpoint_auth_method": method}
+        if method != "none":
+            answer["client_secret"] = secret = f"secret-{client_id}"
+            self.secrets[client_id] = (secret, method)
+        return json_response(answer, status=201)
 
     async def _authorize(self, recorded: Recorded, request: web.Request) -> web.Response:
         q = recorded.query
         redirect = q.get("redirect_uri", "")
-        if q.get("client_id") not in self.clients or redirect not in self.clients[q["client_id"]]:
+        client_id = q.get("client_id", "")
+        if self.cimd and client_id.startswith("https://"):  # a metadata document's URL
+            self.clients.setdefault(client_id, [redirect])
+        if client_id not in self.clients or redirect not in self.clients[client_id]:
             return json_response({"error": "invalid_client"}, status=400)
         if q.get("code_challenge_method") != "S256" or not q.get("code_challenge"):
             return json_response({"error": "invalid_request"}, status=400)
         code = f"code-{next(self._ids)}"
         self.codes[code] = {**q}
-        target = f"{redirect}?{urlencode({'code': code, 'state': q.get('state', '')})}"
+        back = {"code": code, "state": q.get("state", "")}
+        if self.iss:
+            back["iss"] = self.claimed_issuer or self.url
+        target = f"{redirect}?{urlencode(back)}"
         raise web.HTTPFound(target)
 
     async def _token(self, recorded: Recorded, request: web.Request) -> web.Response:
-        form = recorded.body or {}
+        form = dict(recorded.body or {})
+        if self.token_status is not None:
+            return json_response({"error": "temporarily_unavailable"}, status=self.token_status)
+        if not self._authenticated(recorded, form):
+            return json_response({"error": "invalid_client"}, status=401)
         kind = form.get("grant_type")
         if kind == "authorization_code":
             asked = self.codes.pop(form.get("code", ""), None)
@@ -140,6 +170,18 @@ class OAuthServer(FakeServer):
                 "refresh_token": refresh,
             }
         )
+
+    def _authenticated(self, recorded: Recorded, form: dict[str, str]) -> bool:
+        """A client with a secret authenticates the way it registered, and only that way."""
+        basic = recorded.headers.get("Authorization", "")
+        if basic.startswith("Basic "):
+            client_id, _, secret = base64.b64decode(basic[6:]).decode().partition(":")
+            form.setdefault("client_id", client_id)
+            return self.secrets.get(client_id) == (secret, "client_secret_basic")
+        kept = self.secrets.get(form.get("client_id", ""))
+        if kept is None:
+            return "client_secret" not in form
+        return kept == (form.get("client_secret"), "client_secret_post")
 
     async def _revoke(self, recorded: Recorded, request: web.Request) -> web.Response:
         """RFC 7009: revoking a refresh token ends its grant, access tokens included."""
