@@ -400,7 +400,9 @@ class NobodyConnected:
     async def token(self, server: str, run: RunContext) -> str | None:
         return None
 
-    async def connect_link(self, server: str, run: RunContext, question_id: str) -> str:
+    async def connect_link(
+        self, server: str, run: RunContext, question_id: str, refusal: object = None
+    ) -> str:
         raise ConnectionError("not in this test")
 
 
