@@ -212,8 +212,8 @@ class McpSettings(_Section):
                 raw = b""
             if len(raw) != 32:
                 raise ValueError(
-                    "must be Fernet keys: each 32 bytes in URL-safe base64 (44 characters), "
-                    "comma-separated, the current one first"
+                    "must be a Fernet key: 32 bytes in URL-safe base64 (44 characters); "
+                    "several when rotating, comma-separated, the current one first"
                 )
         return value
 

@@ -219,9 +219,7 @@ class Connections:
         """What the server's latest sign-in discovered (discovering it when nothing is kept)."""
         raw = await self.redis.get(self.keys.oauth_client(server))
         if raw is not None and (opened := self._open(raw)) is not None:
-            client = oauth.Client.model_validate_json(opened)
-            if client.issuer:  # kept before registrations were bound to issuers: rediscover
-                return client
+            return oauth.Client.model_validate_json(opened)
         return await self._discovered(server)
 
     async def _discovered(
