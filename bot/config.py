@@ -187,6 +187,8 @@ class McpSettings(_Section):
     # Hosts that addresses a third party names (MCP metadata, registration and token
     # endpoints) may point to although they are loopback or private (agent/outbound.py).
     trusted_hosts: str = Field("", alias="PARLEY_TRUSTED_HOSTS")
+    # Seconds a connected account is kept without being used (default 90 days).
+    connection_idle: float = Field(90 * 86_400.0, alias="PARLEY_CONNECTION_IDLE", gt=0)
     # "Always for this tool" on servers with "standing": true: how long it lasts (seconds,
     # default 30 days) and whether it holds in the chat it was given in or everywhere.
     standing_ttl: float = Field(30 * 86_400.0, alias="PARLEY_STANDING_APPROVAL_TTL", gt=0)

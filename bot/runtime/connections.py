@@ -2,7 +2,8 @@
 
 Everything secret is encrypted with `PARLEY_SECRET_KEY` (Fernet keys, the first encrypts and
 any decrypts, so a key can be rotated) before it reaches Redis: tokens
-(`oauth:token:<server>:<platform>:<user>`, until disconnected), Parley's registration at each
+(`oauth:token:<server>:<platform>:<user>`, until disconnected or unused for
+`PARLEY_CONNECTION_IDLE`), Parley's registration at each
 authorization server (`oauth:registration:<sha256 of the issuer>`), what each server's last
 discovery found (`oauth:client:<server>`), and pending sign-ins (`oauth:state:<sha256 of the
 state>`, expiring after `PARLEY_CONNECT_TTL`, taken with GETDEL so a state works once).
@@ -82,6 +83,7 @@ class Connections:
         connect_ttl: float,
         trusted: str | None = None,
         guard: Guard | None = None,
+        idle: float = 90 * 86_400.0,
     ) -> None:
         self.redis = redis
         self.keys = keys
@@ -90,6 +92,7 @@ class Connections:
         self.redirect_uri = public_url.rstrip("/") + CALLBACK_PATH
         self.metadata_url = public_url.rstrip("/") + METADATA_PATH
         self.connect_ttl = connect_ttl
+        self.idle = idle  # seconds a connection is kept unused
         # PARLEY_TRUSTED_HOSTS, and each server's own host: addresses used as given
         base = (guard or Guard()).with_trusted(trusted_hosts(trusted))
         self.guards = {
@@ -100,6 +103,10 @@ class Connections:
 
     async def token(self, server: str, run: RunContext) -> str | None:
         tokens = await self._tokens(server, run.platform, run.user_id)
+        if tokens is not None:  # in use: kept for another idle period
+            await self.redis.expire(
+                self.keys.oauth_token(server, run.platform, run.user_id), int(self.idle)
+            )
         if tokens is None or _fresh(tokens):
             return tokens.access_token if tokens is not None else None
         # one refresh at a time per person and server: refresh tokens rotate, so a second
@@ -261,7 +268,7 @@ class Connections:
 
     async def store(self, server: str, platform: str, user_id: str, tokens: oauth.Tokens) -> None:
         key = self.keys.oauth_token(server, platform, user_id)
-        await self.redis.set(key, self._seal(tokens.model_dump_json()))
+        await self.redis.set(key, self._seal(tokens.model_dump_json()), ex=int(self.idle))
 
     async def disconnect(
         self, server: str, platform: str, user_id: str, *, revoke: bool = False

@@ -268,7 +268,7 @@ PATTERNS: dict[str, str] = {
     "memory:doc:*": "retention: PARLEY_MEMORY_MAX_PER_USER / _CHAT / _TEAM per scope",
     "memory:meta": "retention: one key",
     "memory:counts": "retention: one hash, a field per scope",
-    "oauth:token:*": "retention: until the person disconnects or a refresh is refused",
+    "oauth:token:*": "ttl",
     "oauth:client:*": "retention: one per configured per-user server",
     "oauth:state:*": "ttl",
     "oauth:refresh:*": "ttl",

@@ -83,6 +83,7 @@ def build_connections(
         public_url=mcp.public_url,
         connect_ttl=mcp.connect_ttl,
         trusted=mcp.trusted_hosts,
+        idle=mcp.connection_idle,
     )
 
 

@@ -351,3 +351,22 @@ async def test_removing_a_person_revokes_and_forgets_their_accounts(
         assert await c.remove_person("telegram", "42") == ["tracker"]
         assert tokens.access_token not in auth.access  # the grant ended at the server
         assert await c.connected("telegram", "42") == []
+
+
+async def test_a_connection_nobody_uses_expires(redis: aioredis.Redis) -> None:
+    async with world() as (auth, resource):
+        c = Connections(
+            redis,
+            Keys(),
+            servers={"tracker": ServerConfig(url=f"{resource.url}/mcp", auth="user")},
+            secret_key=KEY,
+            public_url="http://127.0.0.1:9",
+            connect_ttl=600,
+            idle=1000,
+        )
+        await sign_in(auth, c, await c.connect_link("tracker", ANA, "q1"))
+        key = Keys().oauth_token("tracker", "telegram", "42")
+        assert 0 < await redis.ttl(key) <= 1000
+        await redis.expire(key, 10)
+        assert await c.token("tracker", ANA)  # a use keeps it another idle period
+        assert await redis.ttl(key) > 10
