@@ -24,6 +24,9 @@ pytestmark = pytest.mark.process
         ["memory", "reindex"],
         ["mcp"],
         ["mcp", "list"],
+        ["connections"],
+        ["connections", "rekey"],
+        ["connections", "remove"],
     ],
 )
 def test_every_command_has_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -293,3 +296,54 @@ def test_a_trigger_that_could_never_be_delivered_stops_the_service_naming_it(
     assert main(["--env-file", str(env), "gateway"]) == 2
     err = capsys.readouterr().err
     assert "trigger 'ci' posts to slack:T1/C2, but Slack is not configured" in err
+
+
+def test_connections_rekey_and_remove(
+    redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+    import json
+
+    import redis.asyncio as aioredis
+    from cryptography.fernet import Fernet
+
+    from agent.mcp import ServerConfig
+    from bot.runtime import oauth
+    from bot.runtime.connections import Connections
+    from bot.runtime.keys import Keys
+
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    server = ServerConfig(url="http://127.0.0.1:1/mcp", auth="user")
+    mcp = tmp_path / "mcp.json"
+    mcp.write_text(json.dumps({"mcpServers": {"tracker": server.model_dump(exclude_none=True)}}))
+    env = tmp_path / ".env"
+    settings = (
+        f"REDIS_URL={redis_url}\nPARLEY_MCP_CONFIG={mcp}\nPARLEY_PUBLIC_URL=https://p.example\n"
+    )
+
+    async def with_key(key: str, work: object) -> object:
+        redis = aioredis.Redis.from_url(redis_url)
+        c = Connections(
+            redis,
+            Keys(),
+            servers={"tracker": server},
+            secret_key=key,
+            public_url="https://p.example",
+            connect_ttl=60,
+        )
+        try:
+            return await work(c)  # type: ignore[operator]
+        finally:
+            await redis.aclose()
+
+    tokens = oauth.Tokens(access_token="at-1", refresh_token="rt-1")
+    asyncio.run(with_key(old, lambda c: c.store("tracker", "telegram", "42", tokens)))
+    env.write_text(settings + f"PARLEY_SECRET_KEY={new},{old}\n")
+    assert main(["--env-file", str(env), "connections", "rekey"]) == 0
+    assert "re-encrypted 1 records" in capsys.readouterr().out
+    opened = asyncio.run(with_key(new, lambda c: c._tokens("tracker", "telegram", "42")))
+    assert opened == tokens  # the new key alone opens it now
+    env.write_text(settings + f"PARLEY_SECRET_KEY={new}\n")
+    assert main(["--env-file", str(env), "connections", "remove", "telegram", "42"]) == 0
+    assert "revoked and removed: tracker" in capsys.readouterr().out
+    assert asyncio.run(with_key(new, lambda c: c.connected("telegram", "42"))) == []
