@@ -17,6 +17,7 @@ import redis as syncredis
 import redis.asyncio as aioredis
 
 from bot.ops.embedded_redis import EmbeddedRedis
+from tests.fakes.telegram import FakeTelegram
 
 pytest_plugins = ["tests.tiers", "tests.parallel"]
 
@@ -86,3 +87,10 @@ async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    """The fake Telegram Bot API (`tests/fakes/telegram.py`), one per test."""
+    async with FakeTelegram() as fake:
+        yield fake

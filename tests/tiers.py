@@ -25,7 +25,7 @@ SERVER_FIXTURES = frozenset(
         "redis_server",
         "external_redis",
         "redis_url",
-        "telegram",  # tests/adapters/conftest.py: the fake Bot API
+        "telegram",  # tests/conftest.py: the fake Bot API
         "hosted",  # tests/agent/llm/conftest.py: the fake Anthropic API
         "local",  # tests/agent/llm/conftest.py: the fake Ollama API
     }

@@ -38,12 +38,6 @@ ANA = 42
 CONVERSATION = f"telegram:-:{ANA}:-"
 
 
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
 def with_email() -> tuple[ToolRegistry, list[str]]:
     sent: list[str] = []
 

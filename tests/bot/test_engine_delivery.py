@@ -3,8 +3,6 @@ strands the conversation: it settles, is stored, and the next message is answere
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 import redis.asyncio as aioredis
 
@@ -14,12 +12,6 @@ from tests.bot.harness import running
 from tests.bot.recording import RecordingAdapter, dm, message
 from tests.bot.test_delivery import ANA, CONVERSATION, bot, texts, until
 from tests.fakes.telegram import FakeTelegram
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
 
-import pytest
 import redis.asyncio as aioredis
 
 from agent.messages import ImageBlock, ToolResultBlock
@@ -14,12 +12,6 @@ from tests.adapters.test_telegram import ANA, bot
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.fakes.telegram import FakeTelegram
 from tests.helpers import until
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
 
 
 async def test_a_photo_answering_a_question_reaches_the_model_as_image_bytes(

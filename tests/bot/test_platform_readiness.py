@@ -26,12 +26,6 @@ from tests.fakes.telegram import FakeTelegram
 from tests.private_redis import private_redis
 
 
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
 class Readyz:
     """`/readyz` as a probe sees it: the status and the platforms' detail; `checks` keeps the
     last answer's every check."""

@@ -56,12 +56,6 @@ async def store(tmp_path: Path) -> AsyncIterator[tuple[PrivateRedis, aioredis.Re
             await client.aclose()
 
 
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
 def tools():  # type: ignore[no-untyped-def]
     registry = builtin_registry()
     registry.register(ship)

@@ -46,12 +46,6 @@ PERIODIC = {
 }
 
 
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
 async def test_a_new_run_stores_its_session_only_once_it_is_over(
     redis: aioredis.Redis, redis_url: str
 ) -> None:
