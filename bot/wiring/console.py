@@ -14,7 +14,7 @@ import getpass
 import logging
 import signal
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import redis.asyncio as aioredis
 
@@ -34,7 +34,6 @@ from bot.conversation.scheduled import Objectives
 from bot.conversation.yes_no import verdict
 from bot.ops.invocation import parley_command, source_checkout
 from bot.ops.service_checks import check_anthropic, check_ollama
-from bot.runtime.connections import Connections
 from bot.runtime.decisions import DecisionStore
 from bot.runtime.keys import Keys
 from bot.runtime.locks import ConversationLocks
@@ -58,6 +57,9 @@ from bot.wiring.demo import DemoModel
 from bot.wiring.mcp_setup import build_toolbox, personal_servers
 from bot.wiring.memory_setup import open_memory
 from bot.wiring.models import build_chat_model
+
+if TYPE_CHECKING:  # the OAuth code loads the MCP SDK; only per-user servers need it
+    from bot.runtime.connections import Connections
 
 log = logging.getLogger(__name__)
 
