@@ -26,6 +26,7 @@ GATEWAY_USES = {
     "TELEGRAM_BOT_TOKEN",
     "PARLEY_TELEGRAM_WEBHOOK_SECRET",
     "PARLEY_SECRET_KEY",  # /oauth/callback stores a person's tokens encrypted
+    "SLACK_CLIENT_SECRET",  # /slack/oauth_redirect exchanges an install's code
     "PARLEY_TRIGGERS_CONFIG",  # the triggers' file (its own Secret): /hooks verifies deliveries
     "REDIS_PASSWORD",
 }
