@@ -13,6 +13,7 @@ is removed with the fix).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -86,35 +87,56 @@ _RUNS: dict[tuple[str, str], Outcome] = {}
 def run_suite(tmp: Path, redis_url: str) -> dict[tuple[str, str], Outcome]:
     """Every scenario of both revisions, run once per test session, WORKERS at a time (the
     suite's own `--requirements` starts them all at once, which a busy machine cannot bear
-    within a scenario's time limit)."""
+    within a scenario's time limit). Under xdist `tmp` is shared by the workers: the first to
+    take its lock runs the suite, the others wait and read its outcome (each running it cost
+    a whole run per worker)."""
     if not _RUNS:
-        env = {**os.environ, "PARLEY_CONFORMANCE_REDIS": redis_url}
-        started = time.monotonic()
-
-        def run(revision: str, scenario: str) -> None:
-            out = tmp / revision
-            subprocess.run(
-                [str(NODE), str(SUITE / "dist" / "index.js"), "client"]
-                + ["--command", f"{sys.executable} -m tests.conformance.driver {revision}"]
-                + ["--scenario", scenario, "--spec-version", revision, "--output-dir", str(out)]
-                + ["--timeout", str(SCENARIO_TIMEOUT * 1000)],
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=SCENARIO_TIMEOUT + 30,
-                check=False,  # its exit status counts every failure; each test judges its own
-            )
-
-        every = [(r, s) for r in REVISIONS for s in scenarios(r, listed=False)]
-        with ThreadPoolExecutor(WORKERS) as pool:
-            list(pool.map(lambda pair: run(*pair), every))
+        tmp.mkdir(parents=True, exist_ok=True)
+        with open(tmp / "lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if not (tmp / "done").exists():
+                    _run_every(tmp, redis_url)
+                    (tmp / "done").touch()
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
         for revision in REVISIONS:
             for scenario, outcome in outcomes(tmp / revision).items():
                 _RUNS[revision, scenario] = outcome
-        print(f"conformance, {len(every)} runs: {time.monotonic() - started:.1f} s")
     return _RUNS
+
+
+def _run_every(tmp: Path, redis_url: str) -> None:
+    env = {**os.environ, "PARLEY_CONFORMANCE_REDIS": redis_url}
+    started = time.monotonic()
+
+    def run(revision: str, scenario: str) -> None:
+        out = tmp / revision
+        subprocess.run(
+            [str(NODE), str(SUITE / "dist" / "index.js"), "client"]
+            + ["--command", f"{sys.executable} -m tests.conformance.driver {revision}"]
+            + ["--scenario", scenario, "--spec-version", revision, "--output-dir", str(out)]
+            + ["--timeout", str(SCENARIO_TIMEOUT * 1000)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=SCENARIO_TIMEOUT + 30,
+            check=False,  # its exit status counts every failure; each test judges its own
+        )
+
+    every = [(r, s) for r in REVISIONS for s in scenarios(r, listed=False)]
+    with ThreadPoolExecutor(WORKERS) as pool:
+        list(pool.map(lambda pair: run(*pair), every))
+    print(f"conformance, {len(every)} runs: {time.monotonic() - started:.1f} s")
+
+
+def shared_temp(factory: pytest.TempPathFactory) -> Path:
+    """This session's temporary folder, the one all xdist workers share (each has its own
+    below it); without xdist, the session's own."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 def outcomes(out: Path) -> dict[str, Outcome]:
@@ -146,7 +168,7 @@ def test_conformance_scenario(
         why = expected_failures()[revision, scenario]
         assert why.startswith("extension:"), f"{scenario}: only extensions go unrun ({why})"
         return
-    ran = run_suite(tmp_path_factory.getbasetemp() / "conformance", redis_url)
+    ran = run_suite(shared_temp(tmp_path_factory) / "conformance", redis_url)
     assert (revision, scenario) in ran, f"{scenario} did not run"
     outcome = ran[revision, scenario]
     why = expected_failures().get((revision, scenario))
