@@ -24,7 +24,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 log = logging.getLogger(__name__)
 
-CACHE_SECONDS = 60.0  # a token found is reused this long (an uninstall forgets it at once)
+# a token found is reused this long; an uninstall or a revoked token anywhere forgets it at the
+# next lookup in every process (`removals`: one counter read per lookup, no token read)
+CACHE_SECONDS = 60.0
 # the current task's workspace: its bot token and Parley's user id there
 _current: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
     "slack_workspace", default=None
@@ -46,6 +48,8 @@ class Installations(Protocol):
 
     async def note_team(self, enterprise_id: str, team_id: str) -> None: ...
 
+    async def removals(self) -> int: ...
+
 
 @dataclass(kw_only=True)
 class Workspaces:
@@ -57,6 +61,7 @@ class Workspaces:
     # team -> when it was looked up, its token and Parley's user id there
     _found: dict[str, tuple[float, str, str | None]] = field(default_factory=dict)
     _noted: set[tuple[str, str]] = field(default_factory=set)
+    _removals: int = 0  # the store's count of removals when `_found` was last trusted
 
     def client(self, token: str, *, reads: bool = False) -> AsyncWebClient:
         client = self._clients.get((token, reads))
@@ -96,6 +101,7 @@ class Workspaces:
         _current.set((token or "", bot_user_id))
 
     async def _lookup(self, team_id: str) -> tuple[str, str | None]:
+        await self._forget_removed()
         cached = self._found.get(team_id)
         if cached is not None and time.monotonic() - cached[0] < CACHE_SECONDS:
             return cached[1], cached[2]
@@ -109,7 +115,10 @@ class Workspaces:
 
     async def note(self, enterprise_id: str | None, team_id: str | None) -> None:
         """An event of an org-wide install came from `team_id`: remember its organisation."""
-        if not enterprise_id or not team_id or (enterprise_id, team_id) in self._noted:
+        if not enterprise_id or not team_id:
+            return
+        await self._forget_removed()
+        if (enterprise_id, team_id) in self._noted:
             return
         await self.store.note_team(enterprise_id, team_id)
         self._noted.add((enterprise_id, team_id))
@@ -119,6 +128,15 @@ class Workspaces:
         await self.store.async_delete_all(enterprise_id=enterprise_id, team_id=team_id)
         self._found.clear()
         self._noted.clear()
+
+    async def _forget_removed(self) -> None:
+        """An installation was removed since (by this process or another): forget every
+        token and link cached, which may belong to it."""
+        removals = await self.store.removals()
+        if removals != self._removals:
+            self._found.clear()
+            self._noted.clear()
+            self._removals = removals
 
     def current(self, *, reads: bool = False) -> AsyncWebClient:
         found = _current.get()

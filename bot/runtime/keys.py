@@ -83,6 +83,12 @@ class Keys:
         """The organisation of a workspace served by an org-wide install."""
         return f"{self.prefix}:slack-grid-team:{team_id}"
 
+    @property
+    def slack_installs_removed(self) -> str:
+        """A counter raised by every removal of a Slack installation: each process's cached
+        tokens are stale once it moves."""
+        return f"{self.prefix}:slack-installs-removed"
+
     def slack_oauth_state(self, state: str) -> str:
         """An OAuth state of a Slack install under way, good once."""
         return f"{self.prefix}:slack-oauth-state:{state}"

@@ -6,7 +6,8 @@ accounts: no token is ever in Redis in plain text. A workspace install lives und
 id, an org-wide (Enterprise Grid) install under its enterprise id; a workspace of an org-wide
 install is found through the enterprise the gateway saw its events come with (`note_team`),
 since a conversation names only its workspace. Uninstalling (`app_uninstalled`) or a revoked
-bot token (`tokens_revoked`) deletes the installation and that link. An install from a
+bot token (`tokens_revoked`) deletes the installation and that link, and raises a counter
+(`removals`) by which every process knows its cached tokens are stale. An install from a
 workspace or organisation not on `PARLEY_SLACK_ALLOWED_TEAMS` is refused.
 
 An OAuth state is a random value kept for `state_ttl` seconds and good once (GETDEL).
@@ -130,9 +131,16 @@ class RedisInstallations(AsyncInstallationStore):
         keys = [self._key(enterprise_id, team_id, org)]
         if team_id is not None:
             keys.append(self.keys.slack_grid_team(team_id))
-        removed = await self.redis.delete(*keys)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(*keys)
+            pipe.incr(self.keys.slack_installs_removed)
+            removed, _ = await pipe.execute()
         if removed:
             log.info("Slack installation removed for %s", team_id or enterprise_id)
+
+    async def removals(self) -> int:
+        """How many removals there have been: tokens cached before the last one are stale."""
+        return int(await self.redis.get(self.keys.slack_installs_removed) or 0)
 
     # --- inside -------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import pytest
 import redis.asyncio as aioredis
 from cryptography.fernet import Fernet
 
+from adapters.base import ConversationKey, DeliveryError, OutboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
 from agent.builtin_tools import builtin_registry
 from bot.config import Settings
@@ -211,3 +212,56 @@ async def test_a_state_is_good_once_and_a_forged_one_is_refused(redis) -> None:
         )
         assert forged.status == 401 and "Something Went Wrong" in await forged.text()
         assert [k async for k in redis.scan_iter("parley:slack-install:*")] == []
+
+
+async def test_an_uninstall_reaches_the_token_a_worker_process_cached(redis) -> None:
+    """The gateway and the workers are separate processes: a worker's cached token for a
+    workspace (kept up to a minute) is forgotten at its next lookup once the gateway saw the
+    app uninstalled there, or the token revoked; the other workspace's keeps serving."""
+    async with installable(redis, ScriptedModel([])) as s:
+        s.fake.install("code-one", team="T1ONE", token="xoxb-one-1111")
+        s.fake.install("code-two", team="T2TWO", token="xoxb-two-2222")
+        for code in ("code-one", "code-two"):
+            assert (await s.install(code)).status == 200
+        # a worker: its own adapter and store objects on the same Redis, sending only
+        worker = SlackAdapter(
+            config=SlackConfig(
+                bot_token="",
+                api_url=s.fake.api_url,
+                client_id="111.222",
+                client_secret="oauth-client-secret",
+                public_url=PUBLIC,
+            ),
+            installations=RedisInstallations(redis, Keys(), secret_key=KEY),
+        )
+        one = ConversationKey(platform="slack", chat_id="CT1ONE", team_id="T1ONE")
+        two = ConversationKey(platform="slack", chat_id="CT2TWO", team_id="T2TWO")
+        try:
+            await worker.send(one, OutboundMessage(text="before"))
+            await worker.send(two, OutboundMessage(text="two, before"))
+            uninstalled = fs.event_callback({"type": "app_uninstalled"}, team="T1ONE")
+            assert await s.event(uninstalled) == 200
+            assert await redis.get("parley:slack-install:team:T1ONE") is None
+            with contextlib.suppress(DeliveryError):  # no token for T1ONE any more
+                await worker.send(one, OutboundMessage(text="after"))
+            await worker.send(two, OutboundMessage(text="two, after"))
+
+            s.fake.revoke("xoxb-two-2222")  # then workspace two revokes its token
+            revoked = fs.event_callback(
+                {"type": "tokens_revoked", "tokens": {"oauth": [], "bot": ["UBOT2222"]}},
+                team="T2TWO",
+            )
+            assert await s.event(revoked) == 200
+            with contextlib.suppress(DeliveryError):
+                await worker.send(two, OutboundMessage(text="two, revoked"))
+        finally:
+            await worker.stop()
+    used = [
+        (c.body.get("text"), c.headers.get("Authorization", ""))
+        for c in s.fake.method_calls("chat.postMessage")
+    ]
+    assert used[:2] == [("before", "Bearer xoxb-one-1111"), ("two, before", "Bearer xoxb-two-2222")]
+    after_one = [auth for text, auth in used if text == "after"]
+    assert "Bearer xoxb-one-1111" not in after_one  # the uninstalled workspace's token: unused
+    assert ("two, after", "Bearer xoxb-two-2222") in used  # the other workspace: served
+    assert "Bearer xoxb-two-2222" not in [auth for text, auth in used if text == "two, revoked"]
