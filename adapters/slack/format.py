@@ -62,9 +62,10 @@ def quiet_broadcasts(text: str, allowed: frozenset[str]) -> str:
 def streamed_markdown(markdown: str, allowed: frozenset[str], *, final: bool) -> str:
     """The model's Markdown as a chat stream may carry it, with the same mention rule as
     posts. Unless `final`, an end that may still grow into a mention (`<!chan`, `@her`) is
-    held back, so what is sent never has to change when the rest arrives."""
+    held back, so what is sent never has to change when the rest arrives; so is trailing
+    whitespace, which the final answer may not have (it is trimmed)."""
     if not final:
-        markdown = _UNFINISHED.sub("", markdown)
+        markdown = _UNFINISHED.sub("", markdown).rstrip()
     tokens = _SPECIAL.sub(lambda m: quiet(m.group(0), allowed), markdown)
     return quiet_broadcasts(tokens, allowed)
 

@@ -4,6 +4,8 @@ stopStream, an edit that replaces a stream, or the thread's status line."""
 
 from __future__ import annotations
 
+import asyncio
+
 from adapters.slack.format import streamed_markdown
 from tests.adapters.test_slack_stream import finished, slack_bot, until
 from tests.fakes import anthropic as fa
@@ -99,3 +101,25 @@ async def test_model_links_in_a_post_never_unfurl(redis) -> None:
         (post,) = s.fake.method_calls("chat.postMessage")
         assert post.body["unfurl_links"] in (False, "0", "false")
         assert post.body["unfurl_media"] in (False, "0", "false")
+
+
+async def test_a_stream_cut_after_spaces_ends_without_replacing_the_message(redis) -> None:
+    # Every delta ends with a space and the final answer is trimmed. The last delta comes
+    # after a pause longer than the stream interval, so it is shown at once: a stream that
+    # sent its space could not end on the answer and would be replaced by a chat.update.
+    answer = "One two six ten " * 20
+    last = len(answer) // 4 - 1
+
+    async def gate(n: int) -> None:
+        await asyncio.sleep(0.3 if n == last else 0.02)
+
+    async with slack_bot(redis) as s:
+        s.hosted.script(fa.streamed(answer, chunk=4, gate=gate))
+        await s.event(fs.mention_event("UANA", "count"))
+        await until(lambda: finished(s.fake))
+        await s.harness.settle()
+        (post,) = s.fake.in_channel("CGEN")
+        assert len(post.appends) >= 2, "the answer streamed"
+        assert "".join(stream_texts(s.fake)) == post.text
+        assert not s.fake.method_calls("chat.update")
+        assert streamed_markdown("Done. \n", frozenset(), final=False) == "Done."
