@@ -4,9 +4,12 @@ It keeps its data (AOF, flushed on a clean stop) and its port across a restart, 
 that knew it reconnect to the same data once it is back:
 
     async with private_redis(tmp_path) as server:
-        client = aioredis.Redis.from_url(server.url)
-        await server.down()      # clients now get connection errors
-        await server.up()        # same port, same data
+        client = server.client()  # the service's own client, with its retry
+        await server.down()       # clients now get connection errors
+        await server.up()         # same port, same data
+
+A bare client has no retry: the first command on each connection a restart left stale fails
+once more after Redis is back, so a loop would log a second degradation no service sees.
 """
 
 from __future__ import annotations
@@ -16,7 +19,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import redis.asyncio as aioredis
+
+from bot.config import Settings
 from bot.ops.embedded_redis import EmbeddedRedis
+from bot.wiring.connection import redis_client
 
 
 class PrivateRedis:
@@ -32,6 +39,10 @@ class PrivateRedis:
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> aioredis.Redis:
+        """A client built as the service builds its own."""
+        return redis_client(self.url, Settings.load(env_file=None))
 
     async def up(self) -> None:
         assert self._server is None and self._started.is_set()

@@ -133,7 +133,7 @@ async def test_the_session_directory_rides_out_a_redis_outage(tmp_path: Path) ->
     dm = ConversationKey(platform="slack", chat_id="DANA", team_id="T1")
     in_thread = ConversationKey(platform="slack", chat_id="DANA", thread_id="9.1", team_id="T1")
     async with private_redis(tmp_path) as server:
-        client = aioredis.Redis.from_url(server.url, socket_timeout=1)
+        client = server.client()
         directory = RedisSessionDirectory(client, Keys(), ttl=60)
         try:
             await directory.began(dm, "1.1")

@@ -132,7 +132,7 @@ async def test_redis_away_at_start_then_back_with_an_old_state(tmp_path: Path, f
     left is dropped at the next call, not believed."""
     hosted, local = fakes
     async with private_redis(tmp_path) as server:
-        redis = aioredis.Redis.from_url(server.url)
+        redis = server.client()
         try:
             old = settings_for(server.url, hosted, local, key="sk-ant-old", model="claude-test")
             hosted.script(fa.error(401))

@@ -86,7 +86,7 @@ async def test_the_lease_outlives_a_redis_outage(
         events.append("lost")
 
     async with private_redis(tmp_path) as server:
-        client = aioredis.Redis.from_url(server.url)
+        client = server.client()
         health = Health()
         lease = Lease(client, "parley:lease:test", ttl=2.0, retry=0.2, health=health)
         stop = asyncio.Event()

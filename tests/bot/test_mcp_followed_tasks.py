@@ -230,7 +230,7 @@ async def test_redis_going_away_while_followed_loses_nothing(
     model = job(seconds=2)
     caplog.set_level(logging.INFO, logger="bot.ops.health")
     async with private_redis(tmp_path / "redis") as server:
-        redis = aioredis.Redis.from_url(server.url)
+        redis = server.client()
         try:
             async with (
                 toolbox(tasks_server(ledger)) as box,

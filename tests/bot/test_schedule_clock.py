@@ -121,7 +121,7 @@ async def test_many_clocks_racing_start_each_due_slot_once(redis: aioredis.Redis
 @pytest.mark.network
 async def test_the_loop_rides_out_redis_going_away(tmp_path: Path) -> None:
     async with private_redis(tmp_path) as server:
-        redis = aioredis.Redis.from_url(server.url)
+        redis = server.client()
         keys = Keys()
         store = ScheduleStore(redis, keys, min_interval=1)
         health = Health()

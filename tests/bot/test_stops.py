@@ -92,8 +92,8 @@ async def test_the_listener_comes_back_after_redis_does_and_reads_what_it_missed
     tmp_path: Path,
 ) -> None:
     async with private_redis(tmp_path) as server:
-        client = aioredis.Redis.from_url(server.url)
-        other = aioredis.Redis.from_url(server.url)
+        client = server.client()
+        other = server.client()
         try:
             async with listening(client) as (stops, health):
                 with stops.watching(CONVERSATION, "10-0", lambda r: True) as watch:

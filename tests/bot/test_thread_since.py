@@ -194,7 +194,7 @@ async def test_a_mark_redis_could_not_take_fails_the_gathering_and_the_retry_kee
     # Redis away while the mark is written: the error escapes (so the worker retries the
     # entry, instead of a run that lost its place in the thread); once back, the retry marks.
     async with private_redis(tmp_path / "redis") as server:
-        client = aioredis.Redis.from_url(server.url)
+        client = server.client()
         try:
             marks = ThreadMarks(client, Keys(), ttl=60)
             gatherer = Gatherer(marks=marks)

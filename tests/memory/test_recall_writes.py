@@ -109,7 +109,7 @@ async def test_last_used_times_noted_while_redis_is_away_are_written_once_it_is_
     tmp_path: Path, embedder: Embedder
 ) -> None:
     async with private_redis(tmp_path / "redis") as server:
-        client = aioredis.Redis.from_url(server.url)
+        client = server.client()
         try:
             store = await open_store(client, embedder)
             peanuts = await store.remember("I'm allergic to peanuts", ANA_DM)
