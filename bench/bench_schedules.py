@@ -23,9 +23,9 @@ import redis.asyncio as aioredis
 
 from bench.bench_service import free_port, measure, service_env, start, wait_http
 from bench.support import bench_line, throwaway_redis
+from bot.features.schedules.store import Schedule
 from bot.runtime.inbox import decode
 from bot.runtime.keys import Keys
-from bot.runtime.schedules import Schedule
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram

@@ -261,8 +261,8 @@ async def connections_command(args: argparse.Namespace, settings: Settings) -> i
 
 
 async def schedules_command(settings: Settings) -> int:
+    from bot.features.schedules.store import ScheduleStore, listed
     from bot.runtime.keys import Keys
-    from bot.runtime.schedules import ScheduleStore, listed
     from bot.wiring.connection import redis_connection
 
     async with redis_connection(settings) as redis:

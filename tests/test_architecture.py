@@ -22,6 +22,14 @@ LOOK_AT_LINES = 400
 # types. Both are plain data and protocols (checked below), so they pull in no agent logic.
 AGENT_FOR_MEMORY = ("agent.protocols", "agent.messages")
 
+# A feature's parts that speak in the chat (its commands, what its runs check first): these
+# may use bot.conversation; the feature's store and loop sit below it.
+FEATURE_CHAT = (
+    "bot.features.schedules.commands",
+    "bot.features.schedules.runs",
+    "bot.features.connections.commands",
+)
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -51,8 +59,19 @@ RULES = [
         forbidden=("bot.conversation", "bot.wiring", "bot.cli"),
     ),
     Rule(
-        name="conversation sits below wiring",
-        source=("bot.conversation",),
+        name="runtime sits below the features",
+        source=("bot.runtime",),
+        forbidden=("bot.features",),
+    ),
+    Rule(
+        name="a feature's store and loop sit below conversation",
+        source=("bot.features",),
+        forbidden=("bot.conversation",),
+        exempt=FEATURE_CHAT,
+    ),
+    Rule(
+        name="conversation and features sit below wiring",
+        source=("bot.conversation", "bot.features"),
         forbidden=("bot.wiring", "bot.cli"),
     ),
     Rule(
@@ -184,7 +203,15 @@ def test_every_rule_can_fail() -> None:
         "adapters only translate": ("adapters.base", "agent.protocols"),
         "memory uses agent's protocols only": ("memory.store", "agent.loop"),
         "runtime and ops sit below conversation and wiring": ("bot.ops.http", "bot.wiring.app"),
-        "conversation sits below wiring": ("bot.conversation.commands", "bot.wiring.runtime"),
+        "runtime sits below the features": ("bot.runtime.worker", "bot.features.standing"),
+        "a feature's store and loop sit below conversation": (
+            "bot.features.schedules.store",
+            "bot.conversation.texts",
+        ),
+        "conversation and features sit below wiring": (
+            "bot.features.schedules.console",
+            "bot.wiring.runtime",
+        ),
         "only wiring and the CLI compose": ("bot.runtime.worker", "bot.wiring.runtime"),
         "memory's view of agent is plain data": ("agent.messages", "agent.loop"),
     }
@@ -196,6 +223,9 @@ def test_every_rule_can_fail() -> None:
         ("bot.wiring.app", "bot.wiring.runtime"),
         ("bot.cli", "bot.wiring.app"),
         ("bot.conversation.commands", "bot.runtime.keys"),
+        ("bot.features.schedules.commands", "bot.conversation.texts"),
+        ("bot.conversation.engine", "bot.features.schedules.runs"),
+        ("bot.features.reminders", "bot.runtime.outbox"),
         ("bot.wiring.app", "adapters.slack"),
     }
     for rule in RULES:

@@ -53,7 +53,7 @@ MAX_REMEMBERED = 10_000  # sessions and contexts remembered per process; oldest 
 
 
 class SessionDirectory(Protocol):
-    """Where agent sessions live, shared by every process (bot/runtime/agent_sessions.py)."""
+    """Where agent sessions live, shared by every process (bot/features/agent_sessions.py)."""
 
     async def began(self, conversation: ConversationKey, session_ts: str) -> None: ...
 

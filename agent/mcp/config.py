@@ -91,7 +91,7 @@ class ServerConfig(BaseModel):
     client_secret: str | None = None
     scope: str | None = None
     # True: the approval prompt for this server's tools offers **Always for this tool**
-    # (a standing approval, bot/runtime/standing.py).
+    # (a standing approval, bot/features/standing.py).
     standing: bool = False
     protocol: Revision = "2025-11-25"
 

@@ -4,7 +4,7 @@ Only the requester gives one, for themselves: an approver's press for someone el
 refused (Approve still runs it that once), and a press on a prompt that offered no such
 button is not understood. Once given, it is said in the chat, and so is every later call it
 lets run without asking — nothing runs unseen. The executor stores it as the run resumes
-(bot/runtime/standing.py).
+(bot/features/standing.py).
 """
 
 from __future__ import annotations

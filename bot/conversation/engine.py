@@ -32,7 +32,6 @@ from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
 from bot.conversation import always, connect_privately, privately
 from bot.conversation.commands import bare_mention_line, help_text, unknown_command
 from bot.conversation.connected import connected
-from bot.conversation.connection_commands import CONNECTION_ACTION, STANDING_ACTION
 from bot.conversation.effects import (
     Admit,
     Admitted,
@@ -75,11 +74,12 @@ from bot.conversation.render import (
     stale_click_text,
 )
 from bot.conversation.running import StatusLines
-from bot.conversation.schedule_commands import SCHEDULE_ACTION
-from bot.conversation.scheduled import OWN_KINDS, own_objective
 from bot.conversation.stopping import late_stop
 from bot.conversation.texts import NOT_ITS_MESSAGE, UNKNOWN_BUTTON
 from bot.conversation.yes_no import verdict
+from bot.features.connections.commands import CONNECTION_ACTION, STANDING_ACTION
+from bot.features.schedules.commands import SCHEDULE_ACTION
+from bot.features.schedules.runs import OWN_KINDS, own_objective
 from bot.runtime.decisions import Decision, decision_id_for
 from bot.runtime.decisions import Status as DecisionStatus
 from bot.runtime.sessions import Resolution, Session

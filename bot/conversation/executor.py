@@ -38,7 +38,6 @@ from agent.messages import ContentBlock
 from agent.protocols import RunContext
 from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
-from bot.conversation.connection_commands import ConnectionCommands
 from bot.conversation.engine import ERROR_TEXT, INTERRUPTED_CALL, Policy, decide, pending_id
 from bot.conversation.permissions import may_act
 from bot.conversation.privately import handed_over
@@ -52,19 +51,20 @@ from bot.conversation.running import (
     run_context,
     session_ended,
 )
-from bot.conversation.schedule_commands import ScheduleCommands
-from bot.conversation.scheduled import Objectives, checked, counted, headed
 from bot.conversation.states import Move, advance
 from bot.conversation.stopping import Stoppable, stopped, watching
 from bot.conversation.voice import Voice
+from bot.features.connections.commands import ConnectionCommands
+from bot.features.followed_tasks import TaskFollowing
+from bot.features.schedules.commands import ScheduleCommands
+from bot.features.schedules.runs import Objectives, checked, counted, headed
+from bot.features.standing import StandingStore
 from bot.ops.health import redis_away
 from bot.ops.logs import log_context
 from bot.runtime.decisions import Decision, DecisionStore
-from bot.runtime.followed_tasks import TaskFollowing
 from bot.runtime.holding import Holding, PendingWrites
 from bot.runtime.outbox import Outbox
 from bot.runtime.sessions import Session, SessionStore
-from bot.runtime.standing import StandingStore
 from bot.runtime.stops import Stops
 
 log = logging.getLogger(__name__)

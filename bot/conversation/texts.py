@@ -116,7 +116,7 @@ ALREADY_DONE = "That had already finished, so there was nothing left to stop."
 CONNECTED_LATER = "Your account is connected now. Ask me again whenever you like."
 
 
-# --- Schedules and triggers posting in the chat (scheduled.py) ----------------------------
+# --- Schedules and triggers posting in the chat (bot/features/schedules/runs.py) -----------
 SCHEDULE_PAUSED = (
     "⏸ I paused schedule {id} (“{objective}”): {owner} {why}. "
     "Resume it with {command} once that changes."
@@ -175,7 +175,7 @@ ALWAYS_GRANTED = (
 ALWAYS_RAN = "Ran {tools} under {who}'s standing approval ({command} lists and revokes it)."
 
 
-# --- /connections (connection_commands.py) ------------------------------------------------
+# --- /connections (bot/features/connections/commands.py) --------------------------------
 NONE_CONFIGURED = "No tool here needs your own account."
 NONE_CONNECTED = "You haven't connected any accounts. I'll ask when a tool needs one."
 STANDING_HEAD = "Tools I run for you without asking (your standing approvals):"
@@ -195,7 +195,7 @@ CONNECT_UNREACHABLE = (
 )
 
 
-# --- /schedules (schedule_commands.py) ----------------------------------------------------
+# --- /schedules (bot/features/schedules/commands.py) ------------------------------------
 NO_SCHEDULES = "No schedules here. Ask me for one, e.g. “every weekday at 9 …”."
 SCHEDULE_NOT_YOURS = "Only {owner} or an approver can change this schedule."
 SCHEDULE_GONE = "That schedule no longer exists."
@@ -236,11 +236,11 @@ STOPPED_DONE = "Done before the stop: {calls}."
 STOPPED_NOT_RUN = "Not done: {calls}."
 
 
-# --- Reminders (bot/runtime/scheduler.py, which is handed it) -------------------------------
+# --- Reminders (bot/features/reminders.py, which is handed it) ---------------------------
 REMINDER = "⏰ Reminder for {who}: {text}"
 
 
-# --- MCP tasks followed past their call (bot/runtime/followed_tasks.py) ---------------------
+# --- MCP tasks followed past their call (bot/features/followed_tasks.py) ------------------
 TASK_LATER = "⏳ {tool} on {server} is taking a while; I'll post its result here when it's done."
 TASK_FINISHED = "✅ {tool} on {server} finished:\n{result}"
 TASK_FAILED = "❌ {tool} on {server} failed: {reason}"

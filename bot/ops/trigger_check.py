@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bot.config import ConfigError, Settings
+from bot.features.triggers import deliverable_triggers
 from bot.ops.checks import Check
-from bot.runtime.triggers import deliverable_triggers
 
 
 async def check_triggers(settings: Settings) -> Check:

@@ -176,7 +176,7 @@ class Keys:
     def lease(self, name: str) -> str:
         return f"{self.prefix}:lease:{name}"
 
-    # --- per-user MCP servers (bot/runtime/connections.py) --------------------------------------
+    # --- per-user MCP servers (bot/features/connections/store.py) -----------------------------
     def oauth_token(self, server: str, platform: str, user_id: str) -> str:
         return f"{self.prefix}:oauth:token:{server}:{platform}:{user_id}"
 
@@ -199,7 +199,7 @@ class Keys:
         return f"{self.prefix}:oauth:stepup:{server}:{platform}:{user_id}"
 
     def standing(self, platform: str, user_id: str) -> str:
-        """A person's standing approvals (bot/runtime/standing.py), a field each."""
+        """A person's standing approvals (bot/features/standing.py), a field each."""
         return f"{self.prefix}:standing:{platform}:{user_id}"
 
     # --- Telegram pairing (bot/runtime/pairing.py) -------------------------------------

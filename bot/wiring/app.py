@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 
 from bot.config import Settings
 from bot.conversation.limits import Limits
+from bot.features.triggers import deliverable_triggers
 from bot.ops.gc_tuning import GcTuning
 from bot.ops.health import REDIS_DOWN, Health
 from bot.ops.http import HttpServer
@@ -24,7 +25,6 @@ from bot.ops.invocation import parley_command
 from bot.ops.shutdown import Watchdog, leave_behind
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
-from bot.runtime.triggers import deliverable_triggers
 from bot.wiring.connection import redis_connection
 from bot.wiring.mcp_setup import build_connections, build_toolbox, readiness, task_polling
 from bot.wiring.platforms import NO_PLATFORM, Platforms

@@ -23,28 +23,28 @@ from agent.llm.base import ChatModel
 from agent.loop import Agent
 from bot.config import Settings
 from bot.conversation.commands import Commands
-from bot.conversation.connection_commands import ConnectionCommands
 from bot.conversation.engine import LOST_TEXT, STATUS_LINES
 from bot.conversation.executor import Executor
 from bot.conversation.limits import Limits
 from bot.conversation.render import APPROVE, REJECT
 from bot.conversation.running import Charge, Runner
-from bot.conversation.schedule_commands import ScheduleCommands
-from bot.conversation.scheduled import Objectives
 from bot.conversation.yes_no import verdict
+from bot.features.connections.commands import ConnectionCommands
+from bot.features.schedules.commands import ScheduleCommands
+from bot.features.schedules.console import ConsoleScheduler, ConsoleSchedules, ended
+from bot.features.schedules.runs import Objectives
+from bot.features.schedules.store import ScheduleStore
 from bot.ops.invocation import parley_command, source_checkout
 from bot.ops.service_checks import check_anthropic, check_ollama
 from bot.runtime.decisions import DecisionStore
 from bot.runtime.keys import Keys
 from bot.runtime.locks import ConversationLocks
 from bot.runtime.outbox import Outbox
-from bot.runtime.schedules import ScheduleStore
 from bot.runtime.sessions import SessionStore
 from bot.runtime.stops import StopRequest, Stops
 from bot.wiring.compose import build_agent
 from bot.wiring.connection import redis_connection
 from bot.wiring.console_input import CTRL_C, Chat, yes_or_no
-from bot.wiring.console_schedules import ConsoleScheduler, ConsoleSchedules, ended
 from bot.wiring.console_view import (
     LIST_ACTIONS,
     ConsoleAdapter,
@@ -59,7 +59,7 @@ from bot.wiring.memory_setup import open_memory
 from bot.wiring.models import build_chat_model
 
 if TYPE_CHECKING:  # the OAuth code loads the MCP SDK; only per-user servers need it
-    from bot.runtime.connections import Connections
+    from bot.features.connections.store import Connections
 
 log = logging.getLogger(__name__)
 

@@ -30,10 +30,10 @@ from adapters.base import (
     Platform,
 )
 from adapters.platform import ChatAdapter, LiveMessage
-from bot.conversation.connection_commands import CONNECTION_ACTION, STANDING_ACTION
 from bot.conversation.engine import STATUS_LINES
 from bot.conversation.render import APPROVE, MEMORY_ACTION
-from bot.conversation.schedule_commands import SCHEDULE_ACTION
+from bot.features.connections.commands import CONNECTION_ACTION, STANDING_ACTION
+from bot.features.schedules.commands import SCHEDULE_ACTION
 from bot.wiring.console_format import Printed, terminal_text
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"

@@ -19,7 +19,7 @@ from bot.runtime.keys import Keys
 if TYPE_CHECKING:
     from agent.mcp import McpToolbox, Timing
     from agent.mcp.following import TaskPolling
-    from bot.runtime.connections import Connections
+    from bot.features.connections.store import Connections
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def build_connections(
     mcp = settings.mcp
     if not personal or mcp.secret_key is None or mcp.public_url is None:
         return None
-    from bot.runtime.connections import Connections
+    from bot.features.connections.store import Connections
 
     return Connections(
         redis,

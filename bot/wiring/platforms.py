@@ -22,9 +22,9 @@ from adapters.base import (
 )
 from adapters.platform import ChatAdapter
 from bot.config import Settings
+from bot.features.agent_sessions import RedisSessionDirectory
 from bot.ops.health import Backoff, Health, pause
 from bot.ops.http import HttpServer, Route
-from bot.runtime.agent_sessions import RedisSessionDirectory
 from bot.runtime.keys import Keys
 from bot.runtime.leases import Lease
 from bot.runtime.pairing import Pairings, access_line

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
+from bot.features.triggers import REPLAY_WINDOW, Hooks, Trigger
 from bot.ops.http import Route
 from bot.runtime.inbox import Inbox
-from bot.runtime.triggers import REPLAY_WINDOW, Hooks, Trigger
 
 if TYPE_CHECKING:
-    from bot.runtime.connections import Connections
+    from bot.features.connections.store import Connections
     from bot.wiring.platforms import Platforms
 
 
@@ -36,7 +36,7 @@ def public_routes(
         dedup = Inbox(inbox.redis, inbox.keys, dedup_ttl=ttl)
         routes.append(Hooks(triggers=dict(triggers), submit=dedup.submit).route())
     if connections is not None:
-        from bot.runtime.oauth_callback import OAuthCallback  # loads the MCP SDK
+        from bot.features.connections.callback import OAuthCallback  # loads the MCP SDK
 
         callback = OAuthCallback(connections=connections, submit=inbox.submit)
         routes += [callback.route(), callback.metadata_route()]

@@ -23,33 +23,33 @@ from bot.config import Settings
 from bot.conversation import texts
 from bot.conversation.attachments import Gatherer, ThreadMarks
 from bot.conversation.commands import Commands, UsageText
-from bot.conversation.connection_commands import ConnectionCommands
 from bot.conversation.engine import LOST_TEXT, STATUS_LINES
 from bot.conversation.executor import Executor
 from bot.conversation.images import ImageDecoder
 from bot.conversation.pdf_process import PdfReader
 from bot.conversation.running import Admission, Charge, Runner
-from bot.conversation.schedule_commands import ScheduleCommands
-from bot.conversation.scheduled import Objectives
 from bot.conversation.shown import ShownLists
 from bot.conversation.voice import LONGEST as LONGEST_TRANSCRIPT
 from bot.conversation.voice import Transcriber, Voice
+from bot.features.connections.commands import ConnectionCommands
+from bot.features.followed_tasks import TaskFollowing, TaskWords
+from bot.features.reminders import ReminderScheduler
+from bot.features.schedules.clock import ScheduleClock
+from bot.features.schedules.commands import ScheduleCommands
+from bot.features.schedules.runs import Objectives
+from bot.features.schedules.store import Schedule, ScheduleStore
+from bot.features.standing import StandingStore
 from bot.ops import metrics
 from bot.ops.health import Health, Heartbeat, repeat
 from bot.ops.shutdown import STILL_RUNNING, describe, settle
 from bot.runtime.decisions import DecisionStore
-from bot.runtime.followed_tasks import TaskFollowing, TaskWords
 from bot.runtime.inbox import Inbox
 from bot.runtime.journal import RedisToolJournal
 from bot.runtime.keys import Keys
 from bot.runtime.locks import ConversationLocks
 from bot.runtime.outbox import Outbox
 from bot.runtime.pairing import Pairings
-from bot.runtime.schedule_clock import ScheduleClock
-from bot.runtime.scheduler import ReminderScheduler
-from bot.runtime.schedules import Schedule, ScheduleStore
 from bot.runtime.sessions import SessionStore
-from bot.runtime.standing import StandingStore
 from bot.runtime.stops import Stops
 from bot.runtime.worker import Worker
 from bot.wiring.mcp_setup import build_connections

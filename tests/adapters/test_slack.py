@@ -21,8 +21,8 @@ from agent.protocols import MemoryStore
 from agent.tools import Tool, tool
 from bot.config import Settings
 from bot.conversation.channels import Channels
+from bot.features.agent_sessions import RedisSessionDirectory
 from bot.ops.http import HttpServer
-from bot.runtime.agent_sessions import RedisSessionDirectory
 from bot.runtime.keys import Keys
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running

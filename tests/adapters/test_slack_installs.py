@@ -21,8 +21,8 @@ from adapters.base import ConversationKey, DeliveryError, OutboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
 from agent.builtin_tools import builtin_registry
 from bot.config import Settings
+from bot.features.agent_sessions import RedisSessionDirectory
 from bot.ops.http import HttpServer
-from bot.runtime.agent_sessions import RedisSessionDirectory
 from bot.runtime.keys import Keys
 from bot.runtime.slack_installs import RedisInstallations, RedisOAuthStates
 from tests.agent.scripted import ScriptedModel, reply

@@ -1,7 +1,7 @@
 """Slack agent sessions that outlive a process: a top-level DM run resumed by a press or a typed
 answer goes on in the session that asked, and the native stop reaches a run through a gateway
 that never saw it start (another replica, or one restarted since). Where each session lives is
-in Redis (`bot/runtime/agent_sessions.py`)."""
+in Redis (`bot/features/agent_sessions.py`)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import redis.asyncio as aioredis
 
 from adapters.base import ConversationKey
 from adapters.slack import SlackAdapter, SlackConfig
+from bot.features.agent_sessions import RedisSessionDirectory
 from bot.ops.http import HttpServer
-from bot.runtime.agent_sessions import RedisSessionDirectory
 from bot.runtime.keys import Keys
 from tests.adapters.test_slack import SECRET, Slack, slack_bot, until
 from tests.agent.scripted import ScriptedModel, call, reply, turn

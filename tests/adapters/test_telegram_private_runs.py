@@ -14,7 +14,7 @@ from agent import ApprovalRequired, builtin_registry
 from agent.messages import ChatRequest, ChatResponse, ToolResultBlock
 from agent.protocols import RunContext
 from agent.tools import ToolContext, tool
-from bot.runtime.schedules import Schedule
+from bot.features.schedules.store import Schedule
 from tests.adapters.test_telegram import ANA, BOB, GROUP, adapter_for, send_email
 from tests.adapters.test_telegram_private import ask, bot, said_in_group
 from tests.agent.scripted import ScriptedModel, call, reply, turn

@@ -238,8 +238,8 @@ def test_schedules_lists_every_schedule_for_an_operator(
     import redis.asyncio as aioredis
 
     from agent.protocols import RunContext
+    from bot.features.schedules.store import ScheduleStore
     from bot.runtime.keys import Keys
-    from bot.runtime.schedules import ScheduleStore
 
     async def make() -> str:
         client = aioredis.Redis.from_url(redis_url)
@@ -308,8 +308,8 @@ def test_connections_rekey_and_remove(
     from cryptography.fernet import Fernet
 
     from agent.mcp import ServerConfig
-    from bot.runtime import oauth
-    from bot.runtime.connections import Connections
+    from bot.features.connections import oauth
+    from bot.features.connections.store import Connections
     from bot.runtime.keys import Keys
 
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()

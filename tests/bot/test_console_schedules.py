@@ -7,9 +7,9 @@ import inspect
 import io
 
 from agent.protocols import ScheduleBook
+from bot.features.schedules.console import ConsoleScheduler, ended
+from bot.features.schedules.store import ScheduleStore
 from bot.runtime.keys import Keys
-from bot.runtime.schedules import ScheduleStore
-from bot.wiring.console_schedules import ConsoleScheduler, ended
 
 
 def test_the_console_scheduler_offers_every_method_of_the_schedule_book() -> None:

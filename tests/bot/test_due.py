@@ -10,10 +10,10 @@ import redis.asyncio as aioredis
 
 from agent.protocols import RunContext
 from bot.conversation import texts
+from bot.features.reminders import ReminderScheduler
 from bot.ops import metrics
 from bot.runtime.keys import Keys
 from bot.runtime.outbox import Outbox
-from bot.runtime.scheduler import ReminderScheduler
 from tests.bot.recording import RecordingAdapter
 
 KEYS = Keys()

@@ -15,11 +15,11 @@ import pytest
 
 from adapters.base import Actor, ConversationKey, InboundAction, InboundKind, InboundMessage
 from bot.conversation import effects as fx
-from bot.conversation.connection_commands import CONNECTION_ACTION
 from bot.conversation.engine import pending_id
 from bot.conversation.executor import Executor
 from bot.conversation.render import MEMORY_ACTION
-from bot.conversation.schedule_commands import SCHEDULE_ACTION
+from bot.features.connections.commands import CONNECTION_ACTION
+from bot.features.schedules.commands import SCHEDULE_ACTION
 from bot.runtime.sessions import Session
 
 GROUP = ConversationKey(platform="slack", chat_id="C1", team_id="T1")
@@ -103,7 +103,7 @@ SENTENCES = ("bot/conversation/engine.py", "bot/conversation/texts.py")
 SAYS_ITS_OWN = {
     # below the conversation layer (it cannot import texts.py): the sign-in's web page, read
     # in a browser, and the connected event's text, which the model reads as the person's
-    "bot/runtime/oauth_callback.py",
+    "bot/features/connections/callback.py",
 }
 SAYS_NOTHING = sorted(
     str(path.relative_to(ROOT))
@@ -172,7 +172,9 @@ def test_the_sentence_finder_sees_what_it_should(tmp_path: Path) -> None:
         "Forgotten.",
         "⌛ Expired {} times.",
     ]
-    assert "This sign-in link is not valid." in sentences_in(ROOT / "bot/runtime/oauth_callback.py")
+    assert "This sign-in link is not valid." in sentences_in(
+        ROOT / "bot/features/connections/callback.py"
+    )
     assert "bot/conversation/commands.py" in SAYS_NOTHING
     assert "bot/runtime/streaming.py" in SAYS_NOTHING
     assert len(sentences_in(ROOT / "bot/conversation/texts.py")) > 40

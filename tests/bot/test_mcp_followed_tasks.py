@@ -207,7 +207,7 @@ async def test_the_server_going_away_and_coming_back_while_followed(
     server = tasks_server(ledger, MCP_TASK_DIR=str(kept), MCP_PIDFILE=str(pids))
     adapter = RecordingAdapter()
     model = job(seconds=2)
-    caplog.set_level(logging.INFO, logger="bot.runtime.followed_tasks")
+    caplog.set_level(logging.INFO, logger="bot.features.followed_tasks")
     async with toolbox(server) as box, parley(redis, model, box, adapter) as harness:
         await harness.submit(message(GROUP, "run the job", direct=False))
         await harness.settle(within=60)
@@ -217,7 +217,7 @@ async def test_the_server_going_away_and_coming_back_while_followed(
         await quiet(redis, harness)
     assert len(said(adapter, FINISHED)) == 1
     assert len(pids.read_text().split()) == 2  # it was started again, and followed there
-    lines = [r.getMessage() for r in caplog.records if r.name == "bot.runtime.followed_tasks"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "bot.features.followed_tasks"]
     assert len([line for line in lines if "wait for it to come back" in line]) == 1
     assert len([line for line in lines if "is back" in line]) == 1
 

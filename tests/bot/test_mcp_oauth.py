@@ -28,12 +28,12 @@ from bot.config import ConfigError, Settings
 from bot.conversation.engine import WAIT_FOR_REQUESTER
 from bot.conversation.texts import CONNECT_SENT as SENT
 from bot.conversation.texts import CONNECT_UNREACHABLE as UNREACHABLE
+from bot.features.connections import oauth
+from bot.features.connections.callback import OAuthCallback
+from bot.features.connections.store import Connections
+from bot.features.triggers import Trigger, objective_event
 from bot.ops.http import HttpServer
-from bot.runtime import oauth
-from bot.runtime.connections import Connections
 from bot.runtime.keys import Keys
-from bot.runtime.oauth_callback import OAuthCallback
-from bot.runtime.triggers import Trigger, objective_event
 from bot.wiring.mcp_setup import check_mcp
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running

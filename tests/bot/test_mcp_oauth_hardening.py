@@ -24,8 +24,8 @@ from agent.mcp import ServerConfig
 from agent.mcp.user import Refusal
 from agent.protocols import RunContext
 from agent.tools import ToolError
-from bot.runtime import oauth
-from bot.runtime.connections import MAX_STEP_UPS, Connections
+from bot.features.connections import oauth
+from bot.features.connections.store import MAX_STEP_UPS, Connections
 from bot.runtime.keys import Keys
 from tests.fakes.oauth_server import OAuthServer, query_of
 from tests.fakes.server import FakeServer, Recorded, json_response

@@ -13,11 +13,11 @@ import redis.asyncio as aioredis
 
 from agent.protocols import RunContext
 from agent.recurrence import Recurrence, RecurrenceError, check, zone_of
+from bot.features.schedules.clock import ScheduleClock
+from bot.features.schedules.store import ScheduleStore
 from bot.ops.health import Health
 from bot.runtime.inbox import decode
 from bot.runtime.keys import Keys
-from bot.runtime.schedule_clock import ScheduleClock
-from bot.runtime.schedules import ScheduleStore
 from tests.private_redis import private_redis
 
 BERLIN = ZoneInfo("Europe/Berlin")

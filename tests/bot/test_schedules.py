@@ -20,10 +20,10 @@ from agent.messages import ChatRequest, ChatResponse, TextBlock
 from agent.protocols import RunContext, ScheduleRefused
 from agent.tools import ToolRegistry, tool
 from bot.config import Settings
-from bot.runtime.schedule_clock import ScheduleClock, objective_event
-from bot.runtime.schedules import Schedule, chat_of
-from bot.runtime.triggers import Trigger
-from bot.runtime.triggers import objective_event as trigger_event
+from bot.features.schedules.clock import ScheduleClock, objective_event
+from bot.features.schedules.store import Schedule, chat_of
+from bot.features.triggers import Trigger
+from bot.features.triggers import objective_event as trigger_event
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.bot.recording import click, dm, message

@@ -18,9 +18,9 @@ from adapters.base import ConversationKey
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.protocols import RunContext
 from bot.config import Settings
-from bot.conversation.connection_commands import STANDING_ACTION
 from bot.conversation.texts import ALWAYS_TOAST
-from bot.runtime.triggers import Trigger, objective_event
+from bot.features.connections.commands import STANDING_ACTION
+from bot.features.triggers import Trigger, objective_event
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings
 from tests.bot.recording import Posted, click, message

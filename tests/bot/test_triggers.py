@@ -21,9 +21,7 @@ from prometheus_client import REGISTRY
 from adapters.base import ConversationKey
 from agent.protocols import RunContext
 from bot.config import ConfigError
-from bot.ops.http import HttpServer
-from bot.ops.trigger_check import check_triggers
-from bot.runtime.triggers import (
+from bot.features.triggers import (
     Hooks,
     Trigger,
     deliverable_triggers,
@@ -31,6 +29,8 @@ from bot.runtime.triggers import (
     objective_event,
     signature_of,
 )
+from bot.ops.http import HttpServer
+from bot.ops.trigger_check import check_triggers
 from memory import local_embedder, open_store
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running

@@ -34,10 +34,10 @@ from agent.deps import ToolContext
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.protocols import RunContext
 from agent.tools import QuestionRequired, Tool, ToolError
+from bot.features.connections.callback import OAuthCallback
+from bot.features.connections.store import Connections
 from bot.ops.http import HttpServer
-from bot.runtime.connections import Connections
 from bot.runtime.keys import Keys
-from bot.runtime.oauth_callback import OAuthCallback
 from tests.helpers import free_port
 
 log = logging.getLogger("conformance")

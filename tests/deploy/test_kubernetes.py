@@ -322,7 +322,7 @@ def test_the_model_pull_uses_the_workers_model() -> None:
 
 
 def test_the_gateway_mounts_the_triggers_file_from_its_own_secret() -> None:
-    from bot.runtime.triggers import load_triggers
+    from bot.features.triggers import load_triggers
 
     example = load(K8S / "triggers-secret.example.yaml")[0]
     data = example["stringData"]

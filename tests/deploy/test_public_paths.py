@@ -15,10 +15,10 @@ import redis.asyncio as aioredis
 from cryptography.fernet import Fernet
 
 from bot.config import Settings
+from bot.features.triggers import deliverable_triggers
 from bot.ops.http import HttpServer
 from bot.runtime.inbox import Inbox
 from bot.runtime.keys import Keys
-from bot.runtime.triggers import deliverable_triggers
 from bot.wiring import app
 from bot.wiring.mcp_setup import build_connections
 from bot.wiring.platforms import Platforms

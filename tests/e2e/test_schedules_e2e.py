@@ -100,7 +100,7 @@ async def test_a_trigger_through_a_real_gateway_starts_one_objective(
 
     import aiohttp
 
-    from bot.runtime.triggers import signature_of
+    from bot.features.triggers import signature_of
     from tests.e2e.test_processes import free_port
 
     cluster, telegram, _ = world

@@ -20,11 +20,11 @@ import redis.asyncio as aioredis
 
 from adapters.base import Actor, ConversationKey, InboundMessage
 from agent.recurrence import RecurrenceError
+from bot.features.schedules.store import Schedule, ScheduleStore
 from bot.ops import metrics
 from bot.ops.health import Health, repeat
 from bot.runtime.inbox import STREAM_MAXLEN, encode
 from bot.runtime.keys import Keys
-from bot.runtime.schedules import Schedule, ScheduleStore
 
 log = logging.getLogger(__name__)
 

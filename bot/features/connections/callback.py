@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from adapters.base import Actor, ConversationKey, HandoverFailed, InboundMessage
-from bot.runtime import oauth
-from bot.runtime.connections import CALLBACK_PATH, METADATA_PATH, Connections
+from bot.features.connections import oauth
+from bot.features.connections.store import CALLBACK_PATH, METADATA_PATH, Connections
 
 log = logging.getLogger(__name__)
 

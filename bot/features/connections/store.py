@@ -37,7 +37,7 @@ from agent.mcp.user import Refusal
 from agent.outbound import Guard, trusted_hosts
 from agent.protocols import RunContext
 from agent.tools import ToolError
-from bot.runtime import oauth
+from bot.features.connections import oauth
 from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)

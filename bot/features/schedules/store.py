@@ -5,7 +5,7 @@ conversation's set and in its owner's. An active one sits in the `due` sorted se
 its next slot (epoch seconds); pausing takes it out (into `paused`), resuming puts it back at
 the first slot after now, deleting removes it everywhere. A schedule paused because its owner
 or its chat is gone expires after `orphan_ttl` unless resumed; a listing that meets an id
-whose record is gone takes it out of the sets. Starting due slots is `schedule_clock`'s job.
+whose record is gone takes it out of the sets. Starting due slots is `clock.py`'s job.
 """
 
 from __future__ import annotations

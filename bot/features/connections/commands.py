@@ -19,11 +19,11 @@ from bot.conversation.texts import (
     REVOKED,
     STANDING_HEAD,
 )
-from bot.runtime.schedules import chat_of
+from bot.features.schedules.store import chat_of
 
 if TYPE_CHECKING:
-    from bot.runtime.connections import Connections
-    from bot.runtime.standing import Standing, StandingStore
+    from bot.features.connections.store import Connections
+    from bot.features.standing import Standing, StandingStore
 
 CONNECTION_ACTION = "conn"  # the decision id Disconnect buttons carry; the value is the server
 STANDING_ACTION = "stand"  # the decision id Revoke buttons carry; the value is the approval's id

@@ -4,7 +4,7 @@ revocation) whose state lives in Redis (`connections.py`).
 The `mcp` SDK's `OAuthClientProvider` runs the whole flow inside one HTTP request and waits
 in-process for the browser to come back; Parley's callback may arrive at another process
 (or after a restart), so the flow is cut into steps. Discovery and registration are
-`oauth_discovery.py`; the steps use the SDK's own validators, metadata models and PKCE
+`discovery.py`; the steps use the SDK's own validators, metadata models and PKCE
 parameters; only the glue is here. Every request goes through the outbound guard.
 
 Errors::
@@ -31,7 +31,7 @@ from mcp.shared.auth import OAuthMetadata, OAuthToken
 from pydantic import BaseModel, ValidationError
 
 from agent.outbound import SECONDS, AddressRefused, Guard
-from bot.runtime.oauth_discovery import (
+from bot.features.connections.discovery import (
     AuthMethod,
     Challenge,
     Discovery,

@@ -22,11 +22,11 @@ import redis.asyncio as aioredis
 from adapters.base import Inbound
 from agent.protocols import RunContext, ScheduleInfo
 from bot.config import Settings
+from bot.features.schedules.clock import ScheduleClock
+from bot.features.schedules.store import ScheduleStore
 from bot.ops.health import pause
 from bot.runtime.inbox import decode_entry
 from bot.runtime.keys import Keys
-from bot.runtime.schedule_clock import ScheduleClock
-from bot.runtime.schedules import ScheduleStore
 
 log = logging.getLogger(__name__)
 

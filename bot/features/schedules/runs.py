@@ -35,9 +35,9 @@ from bot.conversation.texts import (
     TRIGGER_HEADER,
     TRIGGER_PREFACE,
 )
+from bot.features.schedules.clock import slot_of
+from bot.features.schedules.store import Schedule, ScheduleStore
 from bot.ops import metrics
-from bot.runtime.schedule_clock import slot_of
-from bot.runtime.schedules import Schedule, ScheduleStore
 from bot.runtime.sessions import Session
 
 log = logging.getLogger(__name__)

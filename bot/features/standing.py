@@ -24,8 +24,8 @@ from typing import Any, Literal
 from redis.asyncio import Redis
 
 from agent.protocols import RunContext
+from bot.features.schedules.store import chat_of
 from bot.runtime.keys import Keys
-from bot.runtime.schedules import chat_of
 
 log = logging.getLogger(__name__)
 

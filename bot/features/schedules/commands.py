@@ -17,7 +17,7 @@ from bot.conversation.texts import (
     SCHEDULE_GONE,
     SCHEDULE_NOT_YOURS,
 )
-from bot.runtime.schedules import Schedule, ScheduleStore
+from bot.features.schedules.store import Schedule, ScheduleStore
 
 log = logging.getLogger(__name__)
 
