@@ -174,7 +174,6 @@ class TelegramAdapter(ChatAdapter):
         await self.ingress.stop_polling()
 
     async def stop(self) -> None:
-        await self.reoffers.close()
         await self.stop_polling()
         with contextlib.suppress(TelegramError, RuntimeError):
             await self.bot.shutdown()
@@ -275,7 +274,8 @@ class TelegramAdapter(ChatAdapter):
                 self.bot, self.api, conversation, parts[0], markup, receivers
             )
             if placed:
-                ref = self.reoffers.watch(write(placed), conversation, parts[0], message, receivers)
+                ref = write(placed)
+                await self.reoffers.watch(ref, conversation, parts[0], message, receivers)
                 return MessageRef(conversation=conversation, message_id=ref)
         return await self.send_parts(conversation, parts, markup, message.reply_to)
 
@@ -324,7 +324,7 @@ class TelegramAdapter(ChatAdapter):
         parts = self.html(message.text, message.allowed_mentions)
         markup = keyboard(message)
         failure: DeliveryError | None = None
-        for one in by_target(read(ref.message_id) + self.reoffers.settled(ref.message_id)):
+        for one in by_target(read(ref.message_id) + await self.reoffers.settled(ref.message_id)):
             for placed, html in zip(one, fitted(parts, len(one)), strict=True):
                 try:
                     if html:

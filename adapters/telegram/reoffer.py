@@ -1,23 +1,27 @@
 """A prompt sent ephemerally that nobody answered is offered again where it will arrive.
 
 Telegram does not promise to deliver an ephemeral message to a person who is offline, so a
-question or an approval sent only that way could wait for ever. When such a prompt has not
-been edited (answered, decided, expired) within `after` seconds, each receiver gets a copy in
-their private chat with Parley, whose buttons decide in the group (`buttons.ELSEWHERE_PREFIX`);
-a receiver Parley may not write to privately (they never started it) gets it posted visibly
-in the group instead, where the conversation's rules let only them press it. The copies join
-the prompt's later edits. Kept in the process that sent the prompt: a restart forgets a
-pending re-offer, and the prompt then stays as it was.
+question or an approval sent only that way could wait for ever. When such a prompt is sent,
+its offer (`Offer`: the text, the buttons, who it is for) is kept as due work in `after`
+seconds (`OfferStore`, bot/runtime/reoffers.py: in Redis, so a restart forgets nothing); an
+edit of the prompt (answered, decided, expired) cancels it. When it comes due, whichever
+process claims it calls `offer`: each receiver gets a copy in their private chat with Parley,
+whose buttons decide in the group (`buttons.ELSEWHERE_PREFIX`); a receiver Parley may not
+write to privately (they never started it) gets it posted visibly in the group instead, where
+the conversation's rules let only them press it. Each receiver is offered a copy once (a
+claim taken over after a crash skips who already had theirs); the copies are kept with the
+store and join the prompt's later edits.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+from pydantic import BaseModel
 from telegram import InlineKeyboardMarkup
 from telegram.ext import ExtBot
 
@@ -29,7 +33,36 @@ from adapters.telegram.refs import Placed
 
 log = logging.getLogger(__name__)
 
-KEPT = 1_000  # prompts whose copies are remembered for their edits; oldest forgotten first
+
+class Offer(BaseModel):
+    """An ephemeral prompt to offer again, as the store keeps it until it is due."""
+
+    ref: str  # the prompt's message id (refs.py): what its edits name
+    conversation: str  # ConversationKey.id of the group
+    html: str
+    receivers: list[int]  # the people the prompt is for (its audience); nobody else
+    private_buttons: dict[str, Any] | None  # naming the group; None: no room in 64 bytes
+    group_buttons: dict[str, Any] | None
+
+
+class OfferStore(Protocol):
+    """Where offers wait (bot/runtime/reoffers.py)."""
+
+    async def put(self, offer: Offer, at: float) -> None:
+        """Keep `offer`, due at `at`."""
+        ...
+
+    async def settle(self, ref: str) -> list[Placed]:
+        """The prompt `ref` was edited: no offer any more; the copies already made."""
+        ...
+
+    async def first(self, ref: str, person: int) -> bool:
+        """True once per prompt and person: whether this one may offer them a copy."""
+        ...
+
+    async def made(self, ref: str, placed: list[Placed]) -> None:
+        """Remember copies of the prompt `ref`, for its later edits."""
+        ...
 
 
 @dataclass(kw_only=True)
@@ -37,11 +70,10 @@ class Reoffers:
     after: float  # seconds; 0: never
     bot: ExtBot[int]
     api: ApiHealth
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # injectable: tests need no wait
-    _waiting: dict[str, asyncio.Task[None]] = field(default_factory=dict)
-    copies: dict[str, list[Placed]] = field(default_factory=dict)  # prompt ref -> its copies
+    store: OfferStore | None = None  # None: no re-offers (nowhere durable to keep them)
+    clock: Callable[[], float] = time.time
 
-    def watch(
+    async def watch(
         self,
         ref: str,
         conversation: ConversationKey,
@@ -50,19 +82,36 @@ class Reoffers:
         receivers: list[int],
     ) -> str:
         """Offer the prompt `ref` again unless it is settled within `after` seconds; `ref`."""
-        if self.after <= 0:
+        if self.after <= 0 or self.store is None:
             return ref
-        task = asyncio.create_task(self._later(ref, conversation, html, message, receivers))
-        self._waiting[ref] = task
-        task.add_done_callback(lambda _: self._waiting.pop(ref, None))
+        try:
+            private: InlineKeyboardMarkup | None = keyboard(message, origin(conversation))
+        except ValueError:  # the group's id leaves no room in Telegram's 64 bytes of data
+            private = None
+        group = keyboard(message)
+        offer = Offer(
+            ref=ref,
+            conversation=conversation.id,
+            html=html,
+            receivers=receivers,
+            private_buttons=private.to_dict() if private is not None else None,
+            group_buttons=group.to_dict() if group is not None else None,
+        )
+        try:
+            await self.store.put(offer, self.clock() + self.after)
+        except Exception as exc:  # the prompt is out; only its second chance is lost
+            log.warning("an ephemeral prompt will not be re-offered (%s)", type(exc).__name__)
         return ref
 
-    def settled(self, ref: str) -> list[Placed]:
+    async def settled(self, ref: str) -> list[Placed]:
         """The prompt was edited (answered, decided, expired): no re-offer; its copies, to edit."""
-        task = self._waiting.pop(ref, None)
-        if task is not None:
-            task.cancel()
-        return self.copies.get(ref, [])
+        if self.store is None:
+            return []
+        try:
+            return await self.store.settle(ref)
+        except Exception as exc:  # the prompt itself is edited all the same
+            log.warning("a re-offered prompt's copies not found (%s)", type(exc).__name__)
+            return []
 
     def buttons(
         self,
@@ -79,29 +128,21 @@ class Reoffers:
         except ValueError:  # no room for the group: the copy keeps no buttons
             return None
 
-    async def close(self) -> None:
-        tasks = list(self._waiting.values())
-        self._waiting.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _later(
-        self,
-        ref: str,
-        conversation: ConversationKey,
-        html: str,
-        message: OutboundMessage,
-        receivers: list[int],
-    ) -> None:
-        await self.sleep(self.after)
-        placed: list[Placed] = []
+    async def offer(self, offer: Offer) -> int:
+        """Offer the due prompt again to each receiver not offered it yet; the copies made.
+        A store failure escapes (the claim comes due again); a send failure does not."""
+        assert self.store is not None, "offers come from a store"
+        conversation = ConversationKey.parse(offer.conversation)
+        private = _markup(offer.private_buttons)
+        made = 0
         unreachable: list[int] = []
-        for person in receivers:
+        for person in dict.fromkeys(offer.receivers):
+            if not await self.store.first(offer.ref, person):
+                continue  # offered already, by a claim before this one
             try:
-                ids = await self._privately(person, conversation, html, message)
+                if offer.private_buttons is None and offer.group_buttons is not None:
+                    raise Undeliverable("no room for the group in the buttons")
+                ids = await post(self.bot, self.api, person, None, [offer.html], private)
             except Undeliverable as exc:
                 log.info("prompt not re-offered privately to %s (%s)", person, exc.reason)
                 unreachable.append(person)
@@ -109,26 +150,22 @@ class Reoffers:
             except DeliveryError as exc:
                 log.warning("prompt not re-offered to %s (%s)", person, exc.reason)
                 continue
-            placed += [Placed(message_id=i, private_to=person) for i in ids]
+            await self.store.made(offer.ref, [Placed(message_id=i, private_to=person) for i in ids])
+            made += len(ids)
         if unreachable:
             try:
                 chat, topic = int(conversation.chat_id), conversation.thread_id
                 topic_id = int(topic) if topic else None
-                ids = await post(self.bot, self.api, chat, topic_id, [html], keyboard(message))
-                placed += [Placed(message_id=i) for i in ids]
+                markup = _markup(offer.group_buttons)
+                ids = await post(self.bot, self.api, chat, topic_id, [offer.html], markup)
             except DeliveryError as exc:
                 log.warning("prompt not re-offered in %s (%s)", conversation.id, exc.reason)
-        log.info("an unanswered ephemeral prompt re-offered (%d copies)", len(placed))
-        self.copies[ref] = placed
-        while len(self.copies) > KEPT:
-            del self.copies[next(iter(self.copies))]
+            else:
+                await self.store.made(offer.ref, [Placed(message_id=i) for i in ids])
+                made += len(ids)
+        log.info("an unanswered ephemeral prompt re-offered (%d copies)", made)
+        return made
 
-    async def _privately(
-        self, person: int, conversation: ConversationKey, html: str, message: OutboundMessage
-    ) -> list[int]:
-        """The prompt in `person`'s private chat; its buttons decide in the group."""
-        try:
-            markup = keyboard(message, origin(conversation))
-        except ValueError:  # the group's id leaves no room in Telegram's 64 bytes of data
-            raise Undeliverable("no room for the group in the buttons") from None
-        return await post(self.bot, self.api, person, None, [html], markup)
+
+def _markup(data: dict[str, Any] | None) -> InlineKeyboardMarkup | None:
+    return InlineKeyboardMarkup.de_json(data, None) if data else None

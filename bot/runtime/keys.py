@@ -136,6 +136,19 @@ class Keys:
         return f"{self.prefix}:reminder:{reminder_id}"
 
     @property
+    def reoffers_due(self) -> str:
+        """Unanswered ephemeral prompts (Telegram) by when to offer them again."""
+        return f"{self.prefix}:{{reoffers}}:due"
+
+    @property
+    def reoffers_claimed(self) -> str:
+        return f"{self.prefix}:{{reoffers}}:claimed"
+
+    def reoffer(self, member: str) -> str:
+        """A prompt's offer; `:copies` the copies made of it, `:sent` whom they went to."""
+        return f"{self.prefix}:reoffer:{member}"
+
+    @property
     def tasks_due(self) -> str:
         """Followed MCP tasks by their next `tasks/get`."""
         return f"{self.prefix}:{{mcptasks}}:due"

@@ -127,6 +127,9 @@ async def run_role(
             with contextlib.suppress(*REDIS_DOWN):
                 await work.runtime.worker.ensure_group()
             worker_task = asyncio.create_task(work.runtime.run(stop))
+            if platforms.offers is not None:  # Telegram prompts to offer again (reoffers.py)
+                offering = asyncio.create_task(platforms.offers.run(stop))
+                health.watch(platforms.offers.watched(health), offering)
         log.info("Parley is running (%s); press Ctrl-C to stop", role)
         await stop.wait()
         log.info("stopping: no new work; finishing what is in flight")
@@ -134,6 +137,8 @@ async def run_role(
             await platforms.stop_receiving()
         if work is not None:
             await worker_task
+            if platforms.offers is not None:
+                await offering
     finally:
         await http.stop()
         await platforms.close()

@@ -56,6 +56,7 @@ class Platforms:
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop_lease = asyncio.Event()
         self._polling_lease: Lease | None = None
+        self.offers: Any = None  # PromptOffers: Telegram's prompts to offer again (reoffers.py)
         self.telegram = self._telegram()
         self.slack = self._slack()
 
@@ -65,6 +66,10 @@ class Platforms:
             return None
         from adapters.telegram import TelegramAdapter, TelegramConfig
         from adapters.telegram.inbound import MAX_TEXT as TELEGRAM_MAX_TEXT
+        from bot.runtime.reoffers import PromptOffers
+
+        if config.reoffer_after > 0:
+            self.offers = PromptOffers(self.redis, self.keys)
 
         adapter = TelegramAdapter(
             config=TelegramConfig(
@@ -87,6 +92,9 @@ class Platforms:
             handler=self.handler,
             pairing=Pairings(self.redis, self.keys) if config.access == "pairing" else None,
         )
+        if self.offers is not None:  # kept in Redis; a worker's loop has this adapter send them
+            adapter.reoffers.store = self.offers
+            self.offers.deliver = adapter.reoffers.offer
         if self.handler is not None:  # where it receives: say who may talk to it
             log.info("Telegram access: %s", access_line(self.settings))
         self.adapters["telegram"] = adapter

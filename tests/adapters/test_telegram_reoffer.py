@@ -1,65 +1,100 @@
 """An ephemeral prompt nobody pressed is offered again where it will arrive: in each
 receiver's private chat (its buttons decide in the group), or visibly in the group for one
-Parley may not write to first. The wait is an injected clock, not a sleep. The real runtime,
-python-telegram-bot against the fake Bot API."""
+Parley may not write to first. The offer is due work in Redis (bot/runtime/reoffers.py), so a
+restart, a Redis outage or a second worker neither loses nor doubles it; the time is passed
+in, not waited for. The real runtime, python-telegram-bot against the fake Bot API."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
 
-from adapters.telegram import TelegramAdapter
-from tests.adapters.test_telegram import ANA, GROUP, SENT, until
-from tests.adapters.test_telegram_private import CARA, ask, bot
+from adapters.base import Button, ConversationKey, OutboundMessage
+from adapters.telegram import TelegramAdapter, TelegramConfig
+from agent.builtin_tools import builtin_registry
+from bot.config import Settings
+from bot.ops import metrics
+from bot.ops.health import Health
+from bot.runtime.keys import Keys
+from bot.runtime.reoffers import PromptOffers
+from bot.wiring.platforms import Platforms
+from tests.adapters.test_telegram import ANA, BOB, GROUP, SENT, send_email, until
+from tests.adapters.test_telegram_private import CARA, ask
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness
+from tests.bot.harness import Harness, running
 from tests.fakes.telegram import FakeTelegram
+from tests.private_redis import private_redis
+
+AFTER = 300.0  # PARLEY_TELEGRAM_REOFFER_AFTER's default
 
 
-class Clock:
-    """Stands in for the re-offer's wait: it ends when the test says the time has come."""
-
-    def __init__(self) -> None:
-        self.due = asyncio.Event()
-        self.waited: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.waited.append(seconds)
-        await self.due.wait()
+def telegram_adapter(telegram: FakeTelegram, offers: PromptOffers) -> TelegramAdapter:
+    """A process's Telegram adapter, keeping its prompts' offers in `offers`."""
+    adapter = TelegramAdapter(
+        config=TelegramConfig(
+            token=telegram.token, api_url=telegram.url, poll_timeout=1, open_access=True
+        ),
+    )
+    adapter.reoffers.store = offers  # as bot/wiring/platforms.py does
+    offers.deliver = adapter.reoffers.offer
+    return adapter
 
 
 @contextlib.asynccontextmanager
-async def emailing(
-    redis: aioredis.Redis,
-) -> AsyncIterator[tuple[FakeTelegram, Harness, TelegramAdapter, Clock]]:
+async def parley(
+    redis: aioredis.Redis, telegram: FakeTelegram, model: ScriptedModel
+) -> AsyncIterator[tuple[Harness, TelegramAdapter, PromptOffers]]:
+    """One Parley process in a group where Cara is an approver: new objects each time, on the
+    same Redis and the same Telegram."""
+    offers = PromptOffers(redis, Keys())
+    adapter = telegram_adapter(telegram, offers)
+    registry = builtin_registry()
+    registry.register(send_email)
+    config = Settings.load(
+        env_file=None,
+        runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
+        access={"PARLEY_APPROVERS": f"{CARA}"},
+    )
+    async with running(redis, model, adapter=adapter, tools=registry, config=config) as harness:  # type: ignore[arg-type]
+        adapter.handler = harness.runtime.inbox.submit
+        await adapter.start()
+        await adapter.start_polling()
+        try:
+            yield harness, adapter, offers
+        finally:
+            await adapter.stop()
+
+
+def emailing() -> ScriptedModel:
     SENT.clear()
-    model = ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Sent.")])
-    clock = Clock()
-    async with (
-        FakeTelegram() as telegram,
-        bot(redis, telegram, model, approvers=f"{CARA}") as (harness, adapter),
-    ):
-        adapter.reoffers.sleep = clock.sleep
-        yield telegram, harness, adapter, clock
+    return ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Sent.")])
+
+
+async def prompted(telegram: FakeTelegram, harness: Harness) -> None:
+    """Ana asks to email Bo: the approval goes ephemerally to her and to Cara."""
+    ask(telegram, "email Bo")
+    await until(lambda: len(telegram.chat(GROUP)) == 2)
+    await harness.settle()
+    assert [p.receiver for p in telegram.chat(GROUP)] == [ANA, CARA]
 
 
 async def test_an_ephemeral_prompt_never_pressed_is_offered_where_it_will_arrive(
     redis: aioredis.Redis,
 ) -> None:
-    async with emailing(redis) as (telegram, harness, adapter, clock):
+    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, offers):
         telegram.unreachable.add(CARA)  # Cara never started a private chat with Parley
-        ask(telegram, "email Bo")
-        await until(lambda: len(telegram.chat(GROUP)) == 2)
-        await harness.settle()
-        assert clock.waited == [adapter.config.reoffer_after]
-        assert [p.receiver for p in telegram.chat(GROUP)] == [ANA, CARA]
+        await prompted(telegram, h)
+        assert await offers.offer_due(time.time() + AFTER - 5) == 0  # not yet
 
-        clock.due.set()  # nobody pressed within the time
-        await until(lambda: len(telegram.chat(ANA)) == 1 and len(telegram.chat(GROUP)) == 3)
+        assert await offers.offer_due(time.time() + AFTER + 1) == 1  # nobody pressed in time
         (private,) = telegram.chat(ANA)
+        assert len(telegram.chat(GROUP)) == 3
         visible = telegram.chat(GROUP)[2]
         assert visible.receiver is None and "bo@example.com" in visible.text
         assert private.text == visible.text
@@ -68,7 +103,7 @@ async def test_an_ephemeral_prompt_never_pressed_is_offered_where_it_will_arrive
         # Ana approves in her own chat: the group's request goes on, in the group
         telegram.click(private, "Approve", user_id=ANA)
         await until(lambda: any(p.text == "Sent." for p in telegram.chat(GROUP)))
-        await harness.settle()
+        await h.settle()
     assert SENT == ["bo@example.com"]
     # every copy shows the decision and has no buttons left
     for copy in (*telegram.chat(GROUP)[:3], private):
@@ -77,34 +112,179 @@ async def test_an_ephemeral_prompt_never_pressed_is_offered_where_it_will_arrive
 
 
 async def test_a_prompt_answered_in_time_is_not_offered_again(redis: aioredis.Redis) -> None:
-    async with emailing(redis) as (telegram, harness, _, clock):
-        ask(telegram, "email Bo")
-        await until(lambda: len(telegram.chat(GROUP)) == 2)
-        await harness.settle()
+    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, offers):
+        await prompted(telegram, h)
+        assert await offers.work.count() == 1
         for_cara = telegram.chat(GROUP)[1]
         telegram.click(for_cara, "Approve", user_id=CARA, name="Cara", chat_type="supergroup")
         await until(lambda: any(p.text == "Sent." for p in telegram.chat(GROUP)))
-        await harness.settle()
-        clock.due.set()
-        await asyncio.sleep(0)  # a cancelled wait has nothing left to run
-        await harness.settle()
+        await h.settle()
+        assert await offers.work.count() == 0  # the answer cancelled the offer
+        assert await offers.offer_due(time.time() + AFTER + 1) == 0
         posts = [p.text for p in telegram.chat(GROUP)]
     assert SENT == ["bo@example.com"]
     assert telegram.chat(ANA) == [] and telegram.chat(CARA) == []
     assert posts[2:] == ["Sent."]
 
 
-async def test_a_press_from_a_copy_by_someone_else_is_refused(redis: aioredis.Redis) -> None:
-    """Break it: Bob cannot approve through a copy's group-naming buttons either."""
-    async with emailing(redis) as (telegram, harness, _, clock):
-        ask(telegram, "email Bo")
-        await until(lambda: len(telegram.chat(GROUP)) == 2)
-        await harness.settle()
-        clock.due.set()
-        await until(lambda: len(telegram.chat(ANA)) == 1 and len(telegram.chat(CARA)) == 1)
+async def test_a_restart_before_the_due_time_loses_nothing_and_doubles_nothing(
+    redis: aioredis.Redis,
+) -> None:
+    """The process that sent the prompt stops; a new one (new adapter, runtime and store on
+    the same Redis) offers it again when it is due, once, and the press from the copy decides."""
+    model = emailing()
+    async with FakeTelegram() as telegram:
+        async with parley(redis, telegram, model) as (h, _, _):
+            await prompted(telegram, h)
+        assert telegram.chat(ANA) == [] and telegram.chat(CARA) == []
+
+        async with parley(redis, telegram, model) as (h, _, offers):
+            assert await offers.offer_due(time.time() + AFTER + 1) == 1
+            assert await offers.offer_due(time.time() + AFTER + 60) == 0  # once
+            (for_ana,), (for_cara,) = telegram.chat(ANA), telegram.chat(CARA)
+            assert "bo@example.com" in for_ana.text and for_cara.text == for_ana.text
+            telegram.click(for_cara, "Approve", user_id=CARA, name="Cara")
+            await until(lambda: any(p.text == "Sent." for p in telegram.chat(GROUP)))
+            await h.settle()
+    assert SENT == ["bo@example.com"]
+    # the copies made after the restart join the prompt's edit too
+    for copy in (*telegram.chat(GROUP)[:2], for_ana, for_cara):
+        assert "Approved by Cara" in copy.text and copy.buttons == [], copy
+
+
+async def test_two_workers_offer_a_due_prompt_once(redis: aioredis.Redis) -> None:
+    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, first):
+        await prompted(telegram, h)
+        second = PromptOffers(redis, Keys())
+        other = telegram_adapter(telegram, second)  # another worker: it only sends
+        try:
+            due = time.time() + AFTER + 1
+            counts = await asyncio.gather(first.offer_due(due), second.offer_due(due))
+            assert sorted(counts) == [0, 1]
+        finally:
+            await other.stop()
+    assert len(telegram.chat(ANA)) == 1 and len(telegram.chat(CARA)) == 1
+    assert all(p.receiver is not None for p in telegram.chat(GROUP))  # nothing shown to all
+
+
+async def test_a_worker_dying_after_the_copies_went_out_does_not_double_them(
+    redis: aioredis.Redis,
+) -> None:
+    """It sent the copies and died before saying so: its lease runs out, another worker
+    claims the offer again, and nobody gets a second copy."""
+    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, first):
+        await prompted(telegram, h)
+        second = PromptOffers(redis, Keys())
+        other = telegram_adapter(telegram, second)
+        try:
+            due = time.time() + AFTER + 1
+            ((_, offer),) = await first.work.claim(due)
+            assert first.deliver is not None
+            await first.deliver(offer)  # ... and the worker dies here
+            assert len(telegram.chat(ANA)) == 1 and len(telegram.chat(CARA)) == 1
+            assert await second.offer_due(due + 1) == 0  # still under the first one's lease
+            assert await second.offer_due(due + first.work.lease + 1) == 1
+            assert await first.work.count() == 0
+        finally:
+            await other.stop()
+    assert len(telegram.chat(ANA)) == 1 and len(telegram.chat(CARA)) == 1
+
+
+async def test_the_copy_goes_only_to_the_people_the_prompt_is_for(redis: aioredis.Redis) -> None:
+    """Break it: Bob is in the group but the prompt is not his; he gets no copy, and a press
+    from Ana's copy by Bob is refused."""
+    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, offers):
+        await prompted(telegram, h)
+        ((_, offer),) = await offers.work.every()
+        assert offer.receivers == [ANA, CARA]
+        assert await offers.offer_due(time.time() + AFTER + 1) == 1
+        assert telegram.chat(BOB) == []
+        assert [p.receiver for p in telegram.chat(GROUP)] == [ANA, CARA]  # no visible copy
         (private,) = telegram.chat(ANA)
-        telegram.click(private, "Approve", user_id=7, name="Bob")
+        telegram.click(private, "Approve", user_id=BOB, name="Bob")
         await until(lambda: len(telegram.method_calls("answerCallbackQuery")) == 1)
-        await harness.settle()
+        await h.settle()
         refusal = telegram.method_calls("answerCallbackQuery")[0].body["text"]
     assert "Only Ana" in refusal and SENT == []
+
+
+async def test_an_unreadable_offer_is_dropped_and_counted_and_the_others_go_out(
+    redis: aioredis.Redis,
+) -> None:
+    """Break it: a record no one can read (a bad write, an older shape) fails no pass."""
+    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, offers):
+        await prompted(telegram, h)
+        await redis.set("parley:reoffer:garbage", b'{"ref": 12, "receivers": "all"}')
+        await redis.zadd("parley:{reoffers}:due", {"garbage": 0})
+        dropped = metrics.DUE_UNREADABLE.labels("prompt re-offer")._value.get()
+        assert await offers.offer_due(time.time() + AFTER + 1) == 1
+        assert metrics.DUE_UNREADABLE.labels("prompt re-offer")._value.get() == dropped + 1
+        assert await redis.get("parley:reoffer:garbage") is None
+        assert await offers.work.count() == 0
+    assert len(telegram.chat(ANA)) == 1 and len(telegram.chat(CARA)) == 1
+
+
+@pytest.mark.network
+async def test_a_redis_outage_while_an_offer_is_due_delays_it_and_it_comes_once(
+    tmp_path: Path,
+) -> None:
+    """The worker's loop meets Redis gone when the offer is due: the loop degrades and keeps
+    trying; once Redis is back the copy goes out, once."""
+    async with private_redis(tmp_path) as server, FakeTelegram() as telegram:
+        client = aioredis.Redis.from_url(server.url)
+        health = Health()
+        offers = PromptOffers(client, Keys(), poll=0.05, health=health)
+        adapter = telegram_adapter(telegram, offers)
+        adapter.reoffers.after = 0.2
+        group = ConversationKey(platform="telegram", chat_id=str(GROUP))
+        prompt = OutboundMessage(
+            text="Email bo@example.com?",
+            buttons=(
+                Button(label="Approve", value="approve"),
+                Button(label="Reject", value="reject"),
+            ),
+            decision_id="dec1",
+            audience=(str(ANA),),
+        )
+        stop = asyncio.Event()
+        loop: asyncio.Task[None] | None = None
+        try:
+            await adapter.send(group, prompt)  # ephemeral to Ana; the offer is due in 0.2 s
+            assert [p.receiver for p in telegram.chat(GROUP)] == [ANA]
+            await server.down()
+            loop = asyncio.create_task(offers.run(stop))
+            health.watch(offers.heartbeat, loop)
+            await until(lambda: offers.heartbeat.state == "degraded")
+            assert telegram.chat(ANA) == []
+            await server.up()
+            await until(lambda: len(telegram.chat(ANA)) == 1)
+            await until(lambda: offers.heartbeat.state == "ok")
+            await asyncio.sleep(0.3)  # a few more passes: nothing more
+            assert await offers.work.count() == 0
+        finally:
+            stop.set()
+            if loop is not None:
+                await loop
+            await adapter.stop()
+            await client.aclose()
+    (copy,) = telegram.chat(ANA)
+    assert "bo@example.com" in copy.text and [b["text"] for b in copy.buttons] == [
+        "Approve",
+        "Reject",
+    ]
+
+
+async def test_the_service_keeps_offers_in_redis_unless_re_offers_are_off(
+    redis: aioredis.Redis,
+) -> None:
+    def platforms(after: float) -> Platforms:
+        telegram = {"TELEGRAM_BOT_TOKEN": "1:token", "PARLEY_TELEGRAM_REOFFER_AFTER": after}
+        return Platforms(Settings.load(env_file=None, telegram=telegram), redis, Keys(), None)
+
+    on, off = platforms(AFTER), platforms(0)
+    assert isinstance(on.offers, PromptOffers) and on.telegram is not None
+    assert on.telegram.reoffers.store is on.offers
+    assert on.offers.deliver == on.telegram.reoffers.offer
+    assert off.offers is None and off.telegram is not None and off.telegram.reoffers.after == 0
+    for each in (on, off):
+        await each.close()

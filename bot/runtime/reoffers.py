@@ -1,0 +1,108 @@
+"""Telegram's unanswered ephemeral prompts, kept as due work until they are offered again.
+
+The adapter puts an offer here when it sends a prompt ephemerally (adapters/telegram/
+reoffer.py) and settles it when the prompt is edited (answered, decided, expired). Whichever
+worker claims a due offer (`bot/runtime/due.py`: under a lease, an unreadable record dropped
+and counted) has the adapter send the copies, then forgets the offer; a worker that dies
+mid-way lets the lease run out and another finishes it, skipping the receivers already
+offered a copy (`first`: at most one copy each, as the outbox does for messages). The offer
+outlives a restart; its copies are kept for the prompt's later edits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import redis.asyncio as aioredis
+
+from adapters.telegram.refs import Placed, read, write
+from adapters.telegram.reoffer import Offer
+from bot.ops.health import Health, Heartbeat, repeat
+from bot.runtime.due import DueKeys, DueWork
+from bot.runtime.keys import Keys
+
+log = logging.getLogger(__name__)
+
+KEEP = 7 * 86_400.0  # an offer, its copies and whom they went to outlive the due time by this
+
+
+class PromptOffers:
+    """The Telegram adapter's `OfferStore`, and the loop that offers due prompts again."""
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        keys: Keys,
+        *,
+        lease: float = 60.0,
+        poll: float = 1.0,
+        health: Health | None = None,
+    ) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.poll = poll
+        due = DueKeys(due=keys.reoffers_due, claimed=keys.reoffers_claimed, record=keys.reoffer)
+        self.work = DueWork(redis, due, Offer, kind="prompt re-offer", lease=lease)
+        # the adapter's sending (Reoffers.offer), set where both are built
+        self.deliver: Callable[[Offer], Awaitable[int]] | None = None
+        self.heartbeat = (health or Health()).register("reoffers", every=poll + 30.0)
+
+    # --- the adapter's store ------------------------------------------------------------------
+
+    async def put(self, offer: Offer, at: float) -> None:
+        ttl = max(at - time.time(), 0.0) + KEEP
+        await self.work.put(_member(offer.ref), offer, at, ttl)
+
+    async def settle(self, ref: str) -> list[Placed]:
+        member = _member(ref)
+        await self.work.done(member)
+        found: list[bytes | str] = await self.redis.lrange(self._copies(member), 0, -1)  # type: ignore[misc]
+        return [p for raw in found for p in read(_text(raw))]
+
+    async def first(self, ref: str, person: int) -> bool:
+        sent = f"{self.keys.reoffer(_member(ref))}:sent:{person}"
+        return bool(await self.redis.set(sent, "1", nx=True, px=int(KEEP * 1000)))
+
+    async def made(self, ref: str, placed: list[Placed]) -> None:
+        copies = self._copies(_member(ref))
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(copies, write(placed))
+            pipe.pexpire(copies, int(KEEP * 1000))
+            await pipe.execute()
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    def watched(self, health: Health) -> Heartbeat:
+        """The loop's heartbeat, shown with the process's other loops."""
+        self.heartbeat = health.register("reoffers", every=self.poll + 30.0)
+        return self.heartbeat
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await repeat(stop, self.heartbeat, self.offer_due, self.poll)
+
+    async def offer_due(self, now: float | None = None) -> int:
+        """Offer every due prompt again; how many were."""
+        if self.deliver is None:
+            return 0
+        offered = 0
+        for member, offer in await self.work.claim(time.time() if now is None else now):
+            await self.deliver(offer)  # a failure here: the lease runs out, it is due again
+            await self.work.done(member)
+            offered += 1
+        return offered
+
+    def _copies(self, member: str) -> str:
+        return f"{self.keys.reoffer(member)}:copies"
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _member(ref: str) -> str:
+    """A prompt's name here: its message id lists every receiver's copy, of any length."""
+    return hashlib.sha256(ref.encode()).hexdigest()[:32]
