@@ -3,7 +3,7 @@
 Telegram does not promise to deliver an ephemeral message to a person who is offline, so a
 question or an approval sent only that way could wait for ever. When such a prompt is sent,
 its offer (`Offer`: the text, the buttons, who it is for) is kept as due work in `after`
-seconds (`OfferStore`, bot/runtime/reoffers.py: in Redis, so a restart forgets nothing); an
+seconds (`OfferStore`, bot/features/reoffers.py: in Redis, so a restart forgets nothing); an
 edit of the prompt (answered, decided, expired) cancels it. When it comes due, whichever
 process claims it calls `offer`: each receiver gets a copy in their private chat with Parley,
 whose buttons decide in the group (`buttons.ELSEWHERE_PREFIX`); a receiver Parley may not
@@ -46,7 +46,7 @@ class Offer(BaseModel):
 
 
 class OfferStore(Protocol):
-    """Where offers wait (bot/runtime/reoffers.py)."""
+    """Where offers wait (bot/features/reoffers.py)."""
 
     async def put(self, offer: Offer, at: float) -> None:
         """Keep `offer`, due at `at`."""

@@ -1,3 +1,3 @@
 """The features: each one's store, loop and commands together (schedules, reminders, standing
-approvals, connected accounts, triggers, followed MCP tasks, agent sessions), built on the
-delivery machinery in `bot/runtime`."""
+approvals, connected accounts, triggers, followed MCP tasks, agent sessions, Telegram
+re-offers of unanswered prompts), built on the delivery machinery in `bot/runtime`."""

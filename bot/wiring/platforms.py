@@ -66,7 +66,7 @@ class Platforms:
             return None
         from adapters.telegram import TelegramAdapter, TelegramConfig
         from adapters.telegram.inbound import MAX_TEXT as TELEGRAM_MAX_TEXT
-        from bot.runtime.reoffers import PromptOffers
+        from bot.features.reoffers import PromptOffers
 
         if config.reoffer_after > 0:
             self.offers = PromptOffers(self.redis, self.keys)

@@ -1,6 +1,6 @@
 """An ephemeral prompt nobody pressed is offered again where it will arrive: in each
 receiver's private chat (its buttons decide in the group), or visibly in the group for one
-Parley may not write to first. The offer is due work in Redis (bot/runtime/reoffers.py), so a
+Parley may not write to first. The offer is due work in Redis (bot/features/reoffers.py), so a
 restart, a Redis outage or a second worker neither loses nor doubles it; the time is passed
 in, not waited for. The real runtime, python-telegram-bot against the fake Bot API."""
 
@@ -19,10 +19,10 @@ from adapters.base import Button, ConversationKey, OutboundMessage
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.builtin_tools import builtin_registry
 from bot.config import Settings
+from bot.features.reoffers import PromptOffers
 from bot.ops import metrics
 from bot.ops.health import Health
 from bot.runtime.keys import Keys
-from bot.runtime.reoffers import PromptOffers
 from bot.wiring.platforms import Platforms
 from tests.adapters.test_telegram import ANA, BOB, GROUP, SENT, send_email, until
 from tests.adapters.test_telegram_private import CARA, ask
@@ -231,7 +231,7 @@ async def test_a_redis_outage_while_an_offer_is_due_delays_it_and_it_comes_once(
     """The worker's loop meets Redis gone when the offer is due: the loop degrades and keeps
     trying; once Redis is back the copy goes out, once."""
     async with private_redis(tmp_path) as server, FakeTelegram() as telegram:
-        client = aioredis.Redis.from_url(server.url)
+        client = server.client()
         health = Health()
         offers = PromptOffers(client, Keys(), poll=0.05, health=health)
         adapter = telegram_adapter(telegram, offers)
