@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("bot", "agent", "memory", "adapters")
+PACKAGES = ("bot", "agent", "memory", "adapters", "loops")
 # A module is split when it holds two jobs, not when it crosses a line count. One past this
 # many lines gets a look, and stays only with its reason written in LARGE_MODULES.
 LOOK_AT_LINES = 400
@@ -44,6 +44,12 @@ class Rule:
 
 
 RULES = [
+    # the loop primitive sits below everything that runs a loop
+    Rule(
+        name="loops stand below all",
+        source=("loops",),
+        forbidden=("bot", "agent", "memory", "adapters"),
+    ),
     Rule(name="only bot composes", source=("agent", "memory", "adapters"), forbidden=("bot",)),
     Rule(name="agent stands alone", source=("agent",), forbidden=("adapters", "memory")),
     Rule(name="adapters only translate", source=("adapters",), forbidden=("agent", "memory")),
@@ -198,6 +204,7 @@ def test_the_parser_sees_every_kind_of_import(tmp_path: Path) -> None:
 def test_every_rule_can_fail() -> None:
     # One made-up import per rule: each must be caught, so no rule is vacuous.
     samples = {
+        "loops stand below all": ("loops", "bot.ops.health"),
         "only bot composes": ("adapters.slack", "bot.config"),
         "agent stands alone": ("agent.loop", "memory.store"),
         "adapters only translate": ("adapters.base", "agent.protocols"),
@@ -227,6 +234,8 @@ def test_every_rule_can_fail() -> None:
         ("bot.conversation.engine", "bot.features.schedules.runs"),
         ("bot.features.reminders", "bot.runtime.outbox"),
         ("bot.wiring.app", "adapters.slack"),
+        ("adapters.telegram.ingress", "loops"),
+        ("bot.ops.health", "loops"),
     }
     for rule in RULES:
         assert not breaks(rule, allowed), rule.name

@@ -21,7 +21,8 @@ from collections.abc import Awaitable, Callable
 import redis.asyncio as aioredis
 from redis.exceptions import LockError, LockNotOwnedError, RedisError
 
-from bot.ops.health import Health, pause
+from bot.ops.health import Health
+from loops import repeat
 
 log = logging.getLogger(__name__)
 
@@ -54,18 +55,22 @@ class Lease:
         on_lost: Callable[[], Awaitable[None]],
     ) -> None:
         """Try for the lease until `stop`; run the callbacks as it is won and lost."""
+
+        async def one_pass() -> None:
+            try:
+                await self._step(on_acquired, on_lost)
+            except (RedisError, OSError):
+                await self._unreachable(on_lost)
+                raise
+            self.tried = True
+
+        def every() -> float:
+            return self.ttl / 3 if self.held else self.retry
+
+        # the callbacks start and stop polling: a pass is not cut short by the stop
+        self.heartbeat.backoff.cap = min(self.heartbeat.backoff.cap, self.retry)
         try:
-            while not stop.is_set():
-                wait = self.ttl / 3 if self.held else self.retry
-                try:
-                    await self._step(on_acquired, on_lost)
-                except (RedisError, OSError) as exc:
-                    wait = min(wait, self.heartbeat.failed(exc))
-                    await self._unreachable(on_lost)
-                else:
-                    self.tried = True
-                    self.heartbeat.beat()
-                await pause(stop, wait)
+            await repeat(stop, self.heartbeat, one_pass, every, interrupt=False)
         finally:
             if self.held:
                 self.held = False

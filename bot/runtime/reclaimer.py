@@ -16,8 +16,9 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from bot.ops import metrics
-from bot.ops.health import REDIS_DOWN, Heartbeat, pause
+from bot.ops.health import REDIS_DOWN
 from bot.runtime.keys import Keys
+from loops import Heartbeat, pause, repeat
 
 log = logging.getLogger(__name__)
 
@@ -73,24 +74,19 @@ class Reclaimer:
 
     async def run(self, stopping: asyncio.Event) -> None:
         interval = max(0.05, self.reclaim_idle / 2)
-        wait = interval
-        while not stopping.is_set():
-            await pause(stopping, wait)
-            if stopping.is_set():
-                return
-            try:
-                await self.reclaim()
-                await self.forget_departed()
-                await self._sample_queue()
-            except ResponseError as exc:
-                if not group_gone(exc):
-                    wait = min(interval, self.heartbeat.failed(exc))
-                # else Redis lost its data: the reading loop creates the group again, and says so
-            except Exception as exc:
-                wait = min(interval, self.heartbeat.failed(exc))
-            else:
-                self.heartbeat.beat()
-                wait = interval
+        self.heartbeat.backoff.cap = min(self.heartbeat.backoff.cap, interval)
+        await pause(stopping, interval)  # nothing is idle long enough yet
+        await repeat(stopping, self.heartbeat, self._one_pass, interval)
+
+    async def _one_pass(self) -> None:
+        try:
+            await self.reclaim()
+            await self.forget_departed()
+            await self._sample_queue()
+        except ResponseError as exc:
+            if not group_gone(exc):
+                raise
+            # Redis lost its data: the reading loop creates the group again, and says so
 
     async def reclaim(self) -> int:
         """Take over entries that another (dead or stuck) consumer left idle."""

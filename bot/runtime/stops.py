@@ -28,9 +28,9 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bot.ops.health import Heartbeat, pause
 from bot.runtime.keys import Keys
 from bot.runtime.sessions import entry_order
+from loops import Heartbeat, repeat
 
 log = logging.getLogger(__name__)
 
@@ -130,23 +130,22 @@ class Stops:
 
     async def listen(self, stopping: asyncio.Event, heartbeat: Heartbeat) -> None:
         """Hear stop requests until `stopping`; after each (re)subscription, read the recorded
-        request of every conversation with a run here, in case one was missed."""
-        while not stopping.is_set():
-            try:
-                async with self.redis.pubsub() as channel:
-                    await channel.subscribe(self.keys.stops)
-                    await self._confirmed(channel)
-                    await self._catch_up()
+        request of every conversation with a run here, in case one was missed. A pass is one
+        subscription, for as long as it lasts."""
+
+        async def subscribed() -> None:
+            async with self.redis.pubsub() as channel:
+                await channel.subscribe(self.keys.stops)
+                await self._confirmed(channel)
+                await self._catch_up()
+                heartbeat.beat()
+                while not stopping.is_set():
+                    message = await channel.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     heartbeat.beat()
-                    while not stopping.is_set():
-                        message = await channel.get_message(
-                            ignore_subscribe_messages=True, timeout=1.0
-                        )
-                        heartbeat.beat()
-                        if message is not None:
-                            self._heard(message.get("data"))
-            except Exception as exc:
-                await pause(stopping, heartbeat.failed(exc))
+                    if message is not None:
+                        self._heard(message.get("data"))
+
+        await repeat(stopping, heartbeat, subscribed, 0.0)
 
     @staticmethod
     async def _confirmed(channel: PubSub) -> None:

@@ -31,7 +31,7 @@ from redis.exceptions import ResponseError
 
 from adapters.base import Inbound, is_stop
 from bot.ops import metrics
-from bot.ops.health import REDIS_DOWN, Health, pause, redis_away
+from bot.ops.health import REDIS_DOWN, Health, redis_away
 from bot.ops.shutdown import STILL_RUNNING, describe, settle
 from bot.runtime.failures import CutShort, Failures, OnError
 from bot.runtime.inbox import decode_entry, queued_at_of
@@ -39,6 +39,7 @@ from bot.runtime.keys import Keys, backlog_member, entry_of
 from bot.runtime.locks import ConversationLocks, Holding, LockLost, while_held
 from bot.runtime.reclaimer import GROUP, Reclaimer, ensure_group, group_gone
 from bot.runtime.stops import StopRequest, Stops
+from loops import Running, Stopped, pause, repeat
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class Worker:
         self._room = asyncio.Event()
         self._room.set()
         self._stopping = asyncio.Event()
+        self._grouped = False  # the consumer group exists (made by the first pass)
         # Events this worker read, so handling one needs no second read of the stream.
         self._read_events: OrderedDict[str, Inbound] = OrderedDict()
         # Backlog members read but not yet on their backlog (the next lock try puts them).
@@ -104,33 +106,29 @@ class Worker:
     async def run(self) -> None:
         """Consume until `stop()`; then let in-flight work finish (the caller bounds the wait)."""
         log.info("worker %s consuming %s", self.name, self.keys.inbox)
-        reclaimer = asyncio.create_task(self.reclaimer.run(self._stopping))
-        self._health.watch(self.reclaiming, reclaimer)
-        grouped = False
-        try:
-            while not self._stopping.is_set():
-                if not self._room.is_set():
-                    self.reading.alive()
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(ROOM_CHECK):
-                            await self._room.wait()
-                    continue
-                try:
-                    if not grouped:
-                        await self.ensure_group()
-                        grouped = True
-                    entries = await self._read()
-                    if self.reading.beat():  # back after an outage
-                        await self._accept_own_pending()
-                    self._take_up_stalled()
-                    if entries:
-                        await self._accept(entries, first=True)
-                except Exception as exc:
-                    await pause(self._stopping, self.reading.failed(exc))
-        finally:
-            reclaimer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reclaimer
+        async with Running(self._stopping) as loops:
+            loops.start(self.reclaimer.run(self._stopping), self.reclaiming)
+            # a read is bounded by its block time: the stop waits for it rather than cut it
+            await repeat(self._stopping, self.reading, self._one_pass, 0.0, interrupt=False)
+
+    async def _one_pass(self) -> None:
+        """Wait for room, then read new entries and take them up."""
+        while not self._room.is_set():
+            self.reading.alive()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(ROOM_CHECK):
+                    await self._room.wait()
+        if self._stopping.is_set():
+            raise Stopped
+        if not self._grouped:
+            await self.ensure_group()
+            self._grouped = True
+        entries = await self._read()
+        if self.reading.beat():  # back after an outage
+            await self._accept_own_pending()
+        self._take_up_stalled()
+        if entries:
+            await self._accept(entries, first=True)
 
     def stop(self) -> None:
         self._stopping.set()

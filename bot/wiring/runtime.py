@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 import redis.asyncio as aioredis
 
@@ -40,8 +41,8 @@ from bot.features.schedules.runs import Objectives
 from bot.features.schedules.store import Schedule, ScheduleStore
 from bot.features.standing import StandingStore
 from bot.ops import metrics
-from bot.ops.health import Health, Heartbeat, repeat
-from bot.ops.shutdown import STILL_RUNNING, describe, settle
+from bot.ops.health import Health
+from bot.ops.shutdown import STILL_RUNNING, describe
 from bot.runtime.decisions import DecisionStore
 from bot.runtime.inbox import Inbox
 from bot.runtime.journal import RedisToolJournal
@@ -53,6 +54,7 @@ from bot.runtime.sessions import SessionStore
 from bot.runtime.stops import Stops
 from bot.runtime.worker import Worker
 from bot.wiring.mcp_setup import build_connections
+from loops import Heartbeat, Running, repeat
 
 log = logging.getLogger(__name__)
 
@@ -93,28 +95,26 @@ class Runtime:
         ]
         if self.tasks is not None:
             loops.append((self.tasks.heartbeat, self.tasks.run(stop)))
-        tasks: list[asyncio.Task[None]] = []
-        for heartbeat, loop in loops:
-            task = asyncio.create_task(loop)
-            self.health.watch(heartbeat, task)
-            tasks.append(task)
+        # a quarter of the stop grace each: cancelled runs, loops (half to end, half once
+        # cancelled), closing; the worker stops reading and drains before the loops end
         try:
-            await stop.wait()
+            async with Running(stop, grace=self.stop_grace / 8) as running:
+                for heartbeat, loop in loops:
+                    running.start(loop, heartbeat)
+                try:
+                    await stop.wait()
+                finally:
+                    self.worker.stop()
+                    await self.worker.drain(self.drain_timeout, self.stop_grace / 4)
+            if running.left:
+                log.error(STILL_RUNNING, describe(running.left))
         finally:
-            self.worker.stop()
-            # a quarter of the stop grace each: cancelled runs, loops, leftovers, closing
-            await self.worker.drain(self.drain_timeout, self.stop_grace / 4)
-            if left := await settle(tasks, self.stop_grace / 4):
-                log.error(STILL_RUNNING, describe(left))
             await self.worker.leave()
 
     async def _redeliver(self, stop: asyncio.Event, heartbeat: Heartbeat) -> None:
         """Deliver parked replies once their platform answers again."""
-
-        async def one_pass() -> None:
-            await self.outbox.redeliver(self.executor.adapters, self.executor.delivered)
-
-        await repeat(stop, heartbeat, one_pass, self.poll)
+        redeliver = partial(self.outbox.redeliver, self.executor.adapters, self.executor.delivered)
+        await repeat(stop, heartbeat, redeliver, self.poll)
 
     async def _sample_gauges(self, stop: asyncio.Event, heartbeat: Heartbeat) -> None:
         async def one_pass() -> None:

@@ -148,7 +148,7 @@ async def test_a_telegram_approve_pressed_while_redis_is_down(
         await server.down()
         press = telegram.click(approval, "Approve", user_id=ANA)
         # polling meets the press while the store is away: held, not confirmed, not answered
-        await until(lambda: "Telegram updates are waiting (HandoverFailed)" in caplog.text)
+        await until(lambda: "Telegram updates degraded (HandoverFailed)" in caplog.text)
         await asyncio.sleep(1)
         assert press in telegram.updates and not telegram.method_calls("answerCallbackQuery")
         assert SHIPPED == []
@@ -162,7 +162,7 @@ async def test_a_telegram_approve_pressed_while_redis_is_down(
     assert answer.body["callback_query_id"] == press["callback_query"]["id"]
     assert answer.body["text"] == "Approved" and press not in telegram.updates
     said = [r.getMessage() for r in caplog.records if r.name == "adapters.telegram.ingress"]
-    assert [line.split(" (")[0] for line in said] == [
-        "Telegram updates are waiting",
-        "Telegram updates flow again",
+    assert [line.split(" (")[0].split(" after")[0] for line in said] == [
+        "Telegram updates degraded",
+        "Telegram updates recovered",
     ]

@@ -21,7 +21,7 @@ from memory.model_build import BUILT_WITH
 pytestmark = [pytest.mark.process, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ("pyproject.toml", "README.md", "LICENSE", "bot", "agent", "memory", "adapters")
+SHIPPED = ("pyproject.toml", "README.md", "LICENSE", "bot", "agent", "memory", "adapters", "loops")
 
 
 def run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
