@@ -22,7 +22,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -179,7 +179,7 @@ async def race(
 async def repeat(
     stop: asyncio.Event,
     heartbeat: Heartbeat,
-    one_pass: Callable[[], Awaitable[Any]],
+    one_pass: Callable[[], Coroutine[Any, Any, Any]],
     every: float | Callable[[], float],
     *,
     asked_wait: Callable[[BaseException], float | None] | None = None,
@@ -192,7 +192,7 @@ async def repeat(
     while not stop.is_set():
         try:
             if interrupt:
-                await race(stop, _awaited(one_pass))
+                await race(stop, one_pass())
             else:
                 await one_pass()
         except Stopped:
@@ -205,10 +205,6 @@ async def repeat(
             continue
         heartbeat.beat()
         await pause(stop, every() if callable(every) else every)
-
-
-async def _awaited(one_pass: Callable[[], Awaitable[T]]) -> T:
-    return await one_pass()
 
 
 class Running:

@@ -34,15 +34,16 @@ from tests.fakes.telegram import FakeTelegram
 
 # The service's periodic loops: their round trips are not an objective's. The reading loop's
 # XREADGROUP is shared by whatever it reads (a fraction of one per objective under load).
+# The loops' passes (`loops.repeat` runs each as its own task, raced against the stop)
 PERIODIC = {
     "Worker.run",
     "Reclaimer.run",
-    "ReminderScheduler.run",
-    "ScheduleClock.run",
-    "Runtime._redeliver",
-    "Runtime._sample_gauges",
-    "Stops.listen",  # one subscription per process, not per objective
-    "Stops._catch_up",
+    "Reclaimer._one_pass",
+    "ReminderScheduler.deliver_due",
+    "ScheduleClock.run.<locals>.one_pass",
+    "Outbox.redeliver",
+    "Runtime._sample_gauges.<locals>.one_pass",
+    "Stops.listen.<locals>.subscribed",  # one subscription per process, not per objective
 }
 
 
