@@ -88,6 +88,10 @@ class ChatAdapter(Protocol):
         """The person's IANA time zone, when the platform tells it."""
         return None
 
+    async def user_name(self, user_id: str) -> str:
+        """The person's display name, where events do not carry it ("": unknown)."""
+        return ""
+
     async def user_left(self, user_id: str) -> bool:
         """Whether the platform says the person is gone (deactivated), not merely away."""
         return False

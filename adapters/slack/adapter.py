@@ -13,7 +13,6 @@ as the adapter error tree (`delivery.py`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -49,7 +48,7 @@ from adapters.platform import ChatAdapter
 from adapters.slack.agent import AgentSurface, SessionDirectory
 from adapters.slack.assistant import AssistantThreads
 from adapters.slack.config import SlackConfig
-from adapters.slack.context import ThreadReader, download, respond
+from adapters.slack.context import ThreadReader, display_name, download, respond
 from adapters.slack.delivery import delivery, observed
 from adapters.slack.format import messages, streamed_markdown
 from adapters.slack.inbound import SlackInbound
@@ -325,16 +324,13 @@ class SlackAdapter(ChatAdapter):
         return await self._threads.channel_history(channel_id, oldest, self._me())
 
     async def user_timezone(self, user_id: str) -> str | None:
-        """The person's IANA zone from `users.info` (`tz`), from the record thread reading
-        caches too (an hour); None when Slack does not say or does not answer within two
-        seconds."""
-        try:
-            async with asyncio.timeout(2.0):
-                info = await self._threads.user(user_id)
-        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-            log.info("no time zone for a user (%s)", type(exc).__name__)
-            return None
-        return str(info.get("tz") or "") or None
+        """The person's IANA zone from `users.info` (`tz`; the record thread reading caches
+        too, an hour); None when Slack does not say or does not answer within two seconds."""
+        return str((await self._threads.about(user_id)).get("tz") or "") or None
+
+    async def user_name(self, user_id: str) -> str:
+        """The display name from the same record (events carry only the id)."""
+        return display_name(await self._threads.about(user_id))
 
     async def user_left(self, user_id: str) -> bool:
         return await self._threads.left(user_id)  # deactivated or unknown, not merely away

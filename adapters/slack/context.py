@@ -146,6 +146,12 @@ async def respond(url: str, api_url: str, text: str, blocks: Any) -> bool:
     return response.status_code == 200
 
 
+def display_name(info: dict[str, Any]) -> str:
+    """The name Slack shows for a `users.info` record ("" when it has none)."""
+    profile = info.get("profile") or {}
+    return str(profile.get("display_name") or profile.get("real_name") or info.get("name") or "")
+
+
 @dataclass(kw_only=True)
 class ThreadReader:
     """Earlier messages of a thread, with display names resolved once and cached."""
@@ -300,10 +306,17 @@ class ThreadReader:
             log.info("no name for a user: %s", exc.response.get("error"))
             lookups.failed.add(user)
             return user
-        profile = info.get("profile") or {}
-        return str(
-            profile.get("display_name") or profile.get("real_name") or info.get("name") or user
-        )
+        return display_name(info) or user
+
+    async def about(self, user: str) -> dict[str, Any]:
+        """The person's `users.info` record, {} when Slack refuses or does not answer within
+        two seconds (a run then goes on without their time zone and name)."""
+        try:
+            async with asyncio.timeout(2.0):
+                return await self.user(user)
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.info("no users.info record for a user (%s)", type(exc).__name__)
+            return {}
 
     async def user(self, user: str) -> dict[str, Any]:
         """Slack's `users.info` record of a user, cached for NAME_SECONDS: one call serves

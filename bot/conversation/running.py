@@ -73,11 +73,14 @@ def run_context(event: Inbound) -> RunContext:
 async def context_for(
     adapter: ChatAdapter, event: InboundMessage, standing: tuple[str, ...] = ()
 ) -> RunContext:
-    """The run's context, with the person's time zone when the platform tells it (Slack),
-    and the standing permissions of Parley's own objective (a schedule's)."""
+    """The run's context, with the person's time zone and name when the platform tells them
+    (Slack events carry neither; a memory keeps who said it by name), and the standing
+    permissions of Parley's own objective (a schedule's)."""
     context = replace(run_context(event), standing=standing)
     if event.kind != "triggered":
         context = replace(context, timezone=await adapter.user_timezone(event.actor.user_id))
+        if not context.user_name:
+            context = replace(context, user_name=await adapter.user_name(event.actor.user_id))
     return context
 
 
