@@ -13,6 +13,7 @@ from pydantic import Field
 from agent.calculator import CalculatorError, evaluate
 from agent.deferred import ask_user, propose_plan
 from agent.protocols import MemoryFull, MemoryKind, RunContext, Share
+from agent.provenance import learned
 from agent.schedule_tools import DEFAULT_MIN_INTERVAL, schedule_tools
 from agent.tools import ApprovalRequired, Tool, ToolContext, ToolError, ToolRegistry, tool
 
@@ -100,6 +101,27 @@ async def list_memories(ctx: ToolContext, page: int = 1) -> str:
         lines.append(f"- [{record.id}] ({record.scope_label}, {record.kind}, {day}) {record.text}")
     if found.has_more:
         lines.append(f"More: list_memories(page={page + 1}).")
+    return "\n".join(lines)
+
+
+@tool(category="memory")
+async def memory_sources(ctx: ToolContext) -> str:
+    """Where the remembered things you were given in this conversation lately came from:
+    each one's text, who told you, where and when. Use it when the user asks why you think
+    something, where you got it, or how you know it, in any language.
+    """
+    if ctx.memory is None:
+        raise ToolError("Memory is unavailable right now.")
+    recalled = await ctx.memory.recalled(ctx.run)
+    if not recalled:
+        return "No remembered things were given to you in this conversation lately."
+    now = time.time()
+    # Worded for everyone who reads this conversation: a memory from elsewhere keeps its
+    # author and place to itself (agent/provenance.py).
+    lines = ["Remembered things given to you here lately, newest first:"]
+    lines += [
+        f"- [{m.id}] ({m.scope_label}) {m.text} — {learned(m, ctx.run, now)}" for m in recalled
+    ]
     return "\n".join(lines)
 
 
@@ -213,6 +235,7 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     propose_plan,
     remember,
     list_memories,
+    memory_sources,
     forget,
     create_reminder,
     current_time,

@@ -165,6 +165,11 @@ class MemoryStore(Recall, Protocol):
         """The memories recall last gave this conversation (what led its last answer)."""
         ...
 
+    async def recalled(self, context: RunContext) -> list[MemoryRecord]:
+        """The memories recall gave this conversation lately (its last few recalls), newest
+        first, those it may still see."""
+        ...
+
     async def forget(self, context: RunContext, memory_id: str | None = None) -> int:
         """Forget one visible memory this user may remove, or all of them when memory_id is
         None; returns how many."""

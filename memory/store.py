@@ -183,7 +183,7 @@ class RedisMemoryStore:
         wanted = k * 2 if self.config.recency_weight else k
         chosen = self.rank(await self.nearest(vector, scopes, wanted, size), k, time.time())
         await self.cache.used({self._key(record.id): record.last_used_at for record in chosen})
-        await provenance.note_used(self.redis, self.prefix, context.conversation_id, chosen)
+        await provenance.note_used(self.redis, self.prefix, context, chosen)
         return chosen
 
     async def write_used(self) -> None:
@@ -370,6 +370,9 @@ class RedisMemoryStore:
 
     async def used(self, context: RunContext) -> list[MemoryRecord]:
         return await provenance.used(self, context)
+
+    async def recalled(self, context: RunContext) -> list[MemoryRecord]:
+        return await provenance.recalled(self, context)
 
     async def instructions(self, context: RunContext) -> list[MemoryRecord]:
         return await instructions.standing(self, context)

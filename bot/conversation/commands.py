@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from adapters.base import Addressing, Button, InboundAction, InboundMessage, OutboundMessage
 from agent.protocols import MemoryRecord, MemoryStore, RunContext
-from bot.conversation.provenance import learned
+from agent.provenance import learned
 from bot.conversation.render import MEMORY_ACTION
 from bot.conversation.shown import ShownList, ShownLists
 from bot.conversation.texts import (

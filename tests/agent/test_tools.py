@@ -161,8 +161,13 @@ def test_registry_register_get_list_has_and_duplicates() -> None:
     registry.register(forecast)
     assert registry.get("forecast") is forecast
     assert [t.name for t in registry.tools("weather")] == ["forecast"]
-    assert {t.name for t in registry.tools("memory")} == {"remember", "list_memories", "forget"}
-    assert len(registry.specs()) == len(registry.tools()) == 12
+    assert {t.name for t in registry.tools("memory")} == {
+        "remember",
+        "list_memories",
+        "memory_sources",
+        "forget",
+    }
+    assert len(registry.specs()) == len(registry.tools()) == 13
     with pytest.raises(ValueError, match="already registered"):
         registry.register(forecast)
 
