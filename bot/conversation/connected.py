@@ -4,9 +4,15 @@ It answers the question the run waits on — the Connect prompt it was made for,
 else — and the run goes on by itself, with the account now connected. Arriving when that
 question no longer waits (answered, cancelled, expired), it only says the account is
 connected, to that person alone.
+
+The event comes from the person typing the one-time code the sign-in page showed them
+(`as_code`): that binds the account to the person in the chat, not to whoever opened the
+link (bot/features/connections/held.py).
 """
 
 from __future__ import annotations
+
+import re
 
 from adapters.base import InboundMessage, OutboundMessage, mention
 from bot.conversation.effects import Claim, Effect, Send
@@ -15,6 +21,14 @@ from bot.conversation.texts import (
 )
 from bot.runtime.decisions import Decision
 from bot.runtime.sessions import Session
+
+_CODE = re.compile(r"\s*(\d{3})[\s-]?(\d{3})\s*")
+
+
+def as_code(text: str) -> str | None:
+    """The code a message consists of ("123 456", "123-456", "123456"), or None."""
+    found = _CODE.fullmatch(text)
+    return found.group(1) + found.group(2) if found else None
 
 
 def connected(

@@ -73,7 +73,15 @@ class Transcribed:
     note: str | None = None  # nothing was heard but the message goes on (its caption)
 
 
-Event = Received | Admitted | Claimed | Ran | Transcribed
+@dataclass(frozen=True, kw_only=True)
+class NotACode:
+    """The answer to `ConfirmConnection` when the person has no sign-in waiting for a code:
+    the message is just a message."""
+
+    received: Received
+
+
+Event = Received | Admitted | Claimed | Ran | Transcribed | NotACode
 
 # --- effects ------------------------------------------------------------------------------
 
@@ -223,6 +231,14 @@ class ConnectionButton:
     """A Disconnect button under /connections was pressed."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ConfirmConnection:
+    """A message that is only a code: it may confirm a sign-in of the sender's
+    (bot/features/connections/held.py); `NotACode` when none of theirs waits."""
+
+    code: str
+
+
 Effect = (
     (
         Send
@@ -244,6 +260,7 @@ Effect = (
     | ListSchedules
     | ListConnections
     | ConnectionButton
+    | ConfirmConnection
     | ScheduleButton
     | EndSession
 )

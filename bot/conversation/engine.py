@@ -31,7 +31,7 @@ from adapters.base import (
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
 from bot.conversation import always, connect_privately, privately
 from bot.conversation.commands import bare_mention_line, help_text, unknown_command
-from bot.conversation.connected import connected
+from bot.conversation.connected import as_code, connected
 from bot.conversation.effects import (
     Admit,
     Admitted,
@@ -39,6 +39,7 @@ from bot.conversation.effects import (
     Claim,
     Claimed,
     Command,
+    ConfirmConnection,
     ConnectionButton,
     Edit,
     Effect,
@@ -48,6 +49,7 @@ from bot.conversation.effects import (
     Forget,
     ListConnections,
     ListSchedules,
+    NotACode,
     Notify,
     Open,
     Ran,
@@ -163,6 +165,10 @@ def decide(
         return _claimed(session, pending, event, policy)
     if isinstance(event, Transcribed):
         return _transcribed(session, pending, event, policy)
+    if isinstance(event, NotACode):
+        message = event.received.event
+        assert isinstance(message, InboundMessage)
+        return _message(session, pending, message, policy, event.received.entry_id, codes=False)
     return _ran(event, policy)
 
 
@@ -182,7 +188,13 @@ def pending_id(session: Session, event: Inbound) -> str | None:
 
 
 def _message(
-    session: Session, pending: Decision | None, event: InboundMessage, policy: Policy, entry: str
+    session: Session,
+    pending: Decision | None,
+    event: InboundMessage,
+    policy: Policy,
+    entry: str,
+    *,
+    codes: bool = True,
 ) -> list[Effect]:
     if event.kind == "pairing":  # a code once per code; the way to one once per person
         code = event.args
@@ -197,6 +209,8 @@ def _message(
         greeting = OutboundMessage(text=policy.greeting)
         slot = f"greeting:{event.actor.user_id}"
         return [Send(message=greeting, slot=slot, per_conversation=True)] if greet else []
+    if codes and event.kind == "text" and not event.command and (typed := as_code(event.text)):
+        return [ConfirmConnection(code=typed)]  # a sign-in's one-time code, if one waits
     if event.kind == "connected":
         return connected(session, pending, event, policy.now)
     if event.command:

@@ -24,6 +24,7 @@ from typing import assert_never
 
 from adapters.base import (
     ConversationKey,
+    HandoverFailed,
     Inbound,
     InboundAction,
     InboundMessage,
@@ -312,11 +313,33 @@ class Executor:
                 assert isinstance(turn.event, InboundAction)
                 if self.connections is not None:
                     await self._notify(turn, await self.connections.press(turn.event), alert=True)
+            case fx.ConfirmConnection(code=code):
+                assert isinstance(turn.event, InboundMessage)
+                return await self._confirm(turn, turn.event, code)
             case fx.ScheduleButton():
                 assert isinstance(turn.event, InboundAction)
                 await self._notify(turn, await self._schedules().press(turn.event, reply))
             case _:
                 assert_never(effect)  # mypy fails here when an effect type goes unhandled
+        return None
+
+    async def _confirm(self, turn: EntryTurn, event: InboundMessage, code: str) -> fx.Event | None:
+        """A typed sign-in code: the account becomes the sender's and the conversation where
+        they asked hears it was connected (a `connected` event); or they are told why not."""
+        found = await self.connections.confirm(event, code) if self.connections else None
+        if found is None:
+            return fx.NotACode(received=turn.received)
+        said, connected = found
+        if connected is not None:
+            try:
+                handed = self.forward is not None and await self.forward(connected)
+            except HandoverFailed:
+                handed = False
+            if handed:
+                return None  # the conversation it resumes speaks for it
+            log.warning("a confirmed sign-in could not resume %s", connected.conversation.id)
+        private = OutboundMessage(text=said, private_to=event.actor.user_id)
+        await turn.reply.send(private, "reply")
         return None
 
     async def _prompt_privately(self, turn: EntryTurn, prompt: fx.Prompt) -> None:

@@ -114,6 +114,18 @@ ALREADY_DONE = "That had already finished, so there was nothing left to stop."
 
 # --- An account connected (connected.py) --------------------------------------------------
 CONNECTED_LATER = "Your account is connected now. Ask me again whenever you like."
+CONNECTED_BY_CODE = "I connected my {server} account."
+# A typed sign-in code that confirmed nothing (bot/features/connections/held.py), by why
+CODE_REFUSED = {
+    "wrong": "That code doesn't match a sign-in of yours. Check the page you signed in on.",
+    "expired": "That sign-in has expired. Ask me again and I'll send a new link.",
+    "elsewhere": (
+        "Send that code in the chat where you asked me, or in your private chat with me."
+    ),
+    "too_many": (
+        "Too many wrong codes, so I dropped your waiting sign-ins. Ask me again for a new link."
+    ),
+}
 
 
 # --- Schedules and triggers posting in the chat (bot/features/schedules/runs.py) -----------

@@ -203,6 +203,19 @@ class Keys:
     def oauth_state(self, digest: str) -> str:
         return f"{self.prefix}:oauth:state:{digest}"
 
+    def oauth_held(self, platform: str, user_id: str, digest: str) -> str:
+        """A sign-in that came back, waiting for its person to confirm it in the chat (the
+        SHA-256 of their one-time code)."""
+        return f"{self.prefix}:oauth:held:{platform}:{user_id}:{digest}"
+
+    def oauth_holding(self, platform: str, user_id: str) -> str:
+        """The digests of a person's held sign-ins (a set)."""
+        return f"{self.prefix}:oauth:holding:{platform}:{user_id}"
+
+    def oauth_tries(self, platform: str, user_id: str) -> str:
+        """Wrong codes a person typed while sign-ins of theirs were held (bounded)."""
+        return f"{self.prefix}:oauth:tries:{platform}:{user_id}"
+
     def oauth_registration(self, digest: str) -> str:
         """Parley's client at one authorization server (the issuer's SHA-256)."""
         return f"{self.prefix}:oauth:registration:{digest}"
@@ -293,6 +306,9 @@ PATTERNS: dict[str, str] = {
     "oauth:refresh:*": "ttl",
     "oauth:registration:*": "retention: one per authorization server a configured server uses",
     "oauth:stepup:*": "ttl",
+    "oauth:held:*": "ttl",
+    "oauth:holding:*": "ttl",
+    "oauth:tries:*": "ttl",
     "standing:*": "ttl",
     "paired:*": "retention: one set per platform, a member per paired person until revoked",
     "pairing:*": "ttl",

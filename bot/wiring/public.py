@@ -38,6 +38,6 @@ def public_routes(
     if connections is not None:
         from bot.features.connections.callback import OAuthCallback  # loads the MCP SDK
 
-        callback = OAuthCallback(connections=connections, submit=inbox.submit)
+        callback = OAuthCallback(connections=connections)
         routes += [callback.route(), callback.metadata_route()]
     return routes

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +94,7 @@ async def parley(
     )
     async with running(redis, model, tool_source=box.source(), config=config) as harness:
         http = HttpServer("127.0.0.1", w.port, metrics_port=0)
-        http.add_route(*OAuthCallback(connections=connections, submit=harness.submit).route())
+        http.add_route(*OAuthCallback(connections=connections).route())
         await http.start()
         try:
             yield harness, connections
@@ -111,6 +112,38 @@ def connect_prompt(harness: Harness, chat: ConversationKey) -> Posted:
 async def get(url: str) -> tuple[int, str]:
     async with aiohttp.ClientSession() as session, session.get(url) as answer:
         return answer.status, await answer.text()
+
+
+def code_on(page: str) -> str:
+    """The one-time code the callback page shows."""
+    found = re.search(r"<b>(\d{3} \d{3})</b>", page)
+    assert found, page
+    return found.group(1)
+
+
+async def signed_in(w: World, link: str, login: str) -> str:
+    """The browser's trip (as `login`, whoever opened the link): the code its page shows."""
+    status, page = await get(await w.auth.sign_in(link, login=login))
+    assert status == 200 and "send this code" in page, page
+    return code_on(page)
+
+
+async def connect(
+    harness: Harness,
+    w: World,
+    link: str | None,
+    login: str,
+    chat: ConversationKey = ANA,
+    *,
+    user: str = "42",
+    name: str = "Ana",
+) -> None:
+    """Sign in as `login`, then the person types the page's code in `chat`."""
+    assert link is not None
+    code = await signed_in(w, link, login)
+    direct = chat.chat_id == user
+    await harness.submit(message(chat, code, user=user, name=name, direct=direct))
+    await harness.settle(within=60)
 
 
 def ledger_lines(ledger: Path) -> list[list[str]]:
@@ -164,7 +197,10 @@ async def test_each_person_connects_their_own_account_and_calls_carry_only_their
 
         back = await w.auth.sign_in(link, login="alice")
         status, page = await get(back)
-        assert status == 200 and "tracker is connected" in page
+        assert status == 200 and "send this code" in page
+        await harness.settle(within=60)
+        assert await connections.connected("telegram", "42") == []  # not until she confirms
+        await harness.submit(message(ANA, code_on(page)))
         await harness.settle(within=60)
         # the run went on by itself: whoami ran with Ana's token, then the approval
         approval = harness.adapter.in_conversation(ANA)[-1]
@@ -246,9 +282,7 @@ async def test_a_restart_while_the_link_waits_loses_nothing_and_tokens_are_refre
             assert link is not None
         # the process is gone; a new one takes the callback and the waiting run
         async with parley(redis, w, model) as (harness, connections):
-            status, _ = await get(await w.auth.sign_in(link, login="alice"))
-            assert status == 200
-            await harness.settle(within=60)
+            await connect(harness, w, link, "alice")
             assert harness.adapter.texts(ANA)[-1] == "You are alice."
 
             await harness.submit(message(ANA, "and now?"))
@@ -285,9 +319,8 @@ async def test_in_a_telegram_group_the_connect_button_goes_to_the_persons_privat
         link = connect_prompt(harness, ANA).message.buttons[0].url  # in Ana's private chat
         assert link is not None
 
-        status, _ = await get(await w.auth.sign_in(link, login="alice"))
-        assert status == 200
-        await harness.settle(within=60)
+        # the code typed in her private chat, where the link came
+        await connect(harness, w, link, "alice")
         # the run went on in the group, as Ana
         assert harness.adapter.texts(group)[-1] == "You're alice."
         assert [(tool, who) for tool, who, _ in ledger_lines(w.ledger)] == [("whoami", "alice")]
@@ -314,9 +347,7 @@ async def test_in_a_group_only_the_requester_answers_a_connect_question_by_typin
         assert len(model.requests) == 1  # the run did not go on with Bo's words
 
         link = connect_prompt(harness, ANA).message.buttons[0].url  # still waiting for Ana
-        assert link is not None
-        assert (await get(await w.auth.sign_in(link, login="alice")))[0] == 200
-        await harness.settle(within=60)
+        await connect(harness, w, link, "alice", group)  # typed in the group this time
         assert harness.adapter.texts(group)[-1] == "You're alice."
 
 
@@ -435,9 +466,7 @@ async def test_a_trigger_in_anas_name_never_acts_with_her_connected_account(
         await harness.submit(message(ANA, "who am I on the tracker?"))
         await harness.settle(within=60)
         link = connect_prompt(harness, ANA).message.buttons[0].url
-        assert link is not None
-        assert (await get(await w.auth.sign_in(link, login="alice")))[0] == 200
-        await harness.settle(within=60)
+        await connect(harness, w, link, "alice")
         assert harness.adapter.texts(ANA)[-1] == "You are alice."
         assert len(ledger_lines(w.ledger)) == 1
 
@@ -470,17 +499,13 @@ async def test_after_connecting_the_call_asked_for_runs_as_that_person_whoever_c
         await harness.submit(message(ANA, "who am I?"))
         await harness.settle(within=60)
         link = connect_prompt(harness, ANA).message.buttons[0].url
-        assert link is not None
-        await get(await w.auth.sign_in(link, login="alice"))
-        await harness.settle(within=60)
+        await connect(harness, w, link, "alice")
         assert harness.adapter.texts(ANA)[-1] == "You are alice."
 
         await harness.submit(message(BO, "who am I on the tracker?", user="77", name="Bo"))
         await harness.settle(within=60)
         link = connect_prompt(harness, BO).message.buttons[0].url
-        assert link is not None
-        await get(await w.auth.sign_in(link, login="bob"))
-        await harness.settle(within=60)
+        await connect(harness, w, link, "bob", BO, user="77", name="Bo")
         result = model.requests[4].messages[-1].content[0]
         assert not result.is_error and "you are bob" in result.content
         assert harness.adapter.texts(BO)[-1] == "You are bob."
@@ -488,9 +513,7 @@ async def test_after_connecting_the_call_asked_for_runs_as_that_person_whoever_c
         await harness.submit(message(cy, "file a ticket about my chair", user="91", name="Cy"))
         await harness.settle(within=60)
         link = connect_prompt(harness, cy).message.buttons[0].url
-        assert link is not None
-        await get(await w.auth.sign_in(link, login="carol"))
-        await harness.settle(within=60)
+        await connect(harness, w, link, "carol", cy, user="91", name="Cy")
         approval = harness.adapter.in_conversation(cy)[-1]
         assert [b.label for b in approval.message.buttons] == ["Approve", "Reject"]
         assert ["file_ticket", "carol"] not in [line[:2] for line in ledger_lines(w.ledger)]

@@ -29,7 +29,6 @@ import redis.asyncio as aioredis
 from cryptography.fernet import Fernet
 from pydantic import ValidationError
 
-from adapters.base import InboundMessage
 from agent.deps import ToolContext
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.protocols import RunContext
@@ -95,14 +94,8 @@ async def personal(config: ServerConfig) -> int:
         trusted="localhost,127.0.0.1",  # the suite's authorization servers
     )
     box = McpToolbox(McpConfig(mcpServers={"server": config}), TIMING, credentials=connections)
-    connected: list[InboundMessage] = []
-
-    async def submit(event: InboundMessage) -> bool:
-        connected.append(event)
-        return True
-
     listener = HttpServer("127.0.0.1", port, metrics_port=0)
-    callback = OAuthCallback(connections=connections, submit=submit)
+    callback = OAuthCallback(connections=connections)
     listener.add_route(*callback.route())
     listener.add_route(*callback.metadata_route())
     await listener.start()
@@ -114,7 +107,11 @@ async def personal(config: ServerConfig) -> int:
                     return await call_all(tools, ToolContext(run=PERSON))
                 except QuestionRequired as asked:
                     try:
-                        await sign_in(browser, asked.url, port)
+                        code = await sign_in(browser, asked.url, port)
+                        # the person types the page's code in their chat
+                        await connections.confirm(
+                            PERSON.platform, PERSON.user_id, PERSON.conversation_id, True, code
+                        )
                     except RuntimeError as exc:
                         log.error("%s", exc)
                         return 1
@@ -125,9 +122,10 @@ async def personal(config: ServerConfig) -> int:
         await redis.aclose()
 
 
-async def sign_in(browser: httpx2.AsyncClient, link: str, port: int) -> None:
+async def sign_in(browser: httpx2.AsyncClient, link: str, port: int) -> str:
     """The person's browser: the authorization server redirects back to Parley's callback,
-    which a reverse proxy would pass to the listener. A page that says it failed ends it."""
+    which a reverse proxy would pass to the listener; the one-time code its page shows (the
+    person types it in their chat). A page that says it failed ends it."""
     answer = await browser.get(link)
     location = answer.headers.get("location", "")
     if answer.status_code not in (301, 302, 303, 307) or not location.startswith(PUBLIC_URL):
@@ -135,8 +133,9 @@ async def sign_in(browser: httpx2.AsyncClient, link: str, port: int) -> None:
     back = urlsplit(location)
     page = await browser.get(f"http://127.0.0.1:{port}{back.path}?{back.query}")
     log.info("callback page: %s %s", page.status_code, page.text[:200])
-    if page.status_code != 200:
+    if page.status_code != 200 or "<b>" not in page.text:
         raise RuntimeError("the sign-in failed")
+    return page.text.split("<b>")[1].split("</b>")[0]
 
 
 async def call_all(tools: list[Tool], context: ToolContext) -> int:

@@ -2,9 +2,11 @@
 
 The state must name a pending sign-in (`connections.Pending`), which is taken as it is read:
 a forged, expired or replayed state is refused before anything else happens. The code is
-exchanged with the sign-in's PKCE verifier, the tokens are stored encrypted for the person
-the state was made for, and one `connected` event is handed to the conversation whose run
-waits; that conversation resumes the run there (`bot/conversation/connected.py`).
+exchanged with the sign-in's PKCE verifier. The tokens are not the person's yet: whoever
+opened the link signed in, and a link can be forwarded. They are held (encrypted) and the
+page shows a one-time code; the person the link was made for types it in their chat, which
+makes the account theirs and resumes the waiting run (`bot/features/connections/held.py`,
+`bot/conversation/connected.py`).
 """
 
 from __future__ import annotations
@@ -15,22 +17,25 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
+from redis.exceptions import RedisError
 
-from adapters.base import Actor, ConversationKey, HandoverFailed, InboundMessage
 from bot.features.connections import oauth
+from bot.features.connections.held import shown
 from bot.features.connections.store import CALLBACK_PATH, METADATA_PATH, Connections
 
 log = logging.getLogger(__name__)
 
-Submit = Callable[[InboundMessage], Awaitable[bool]]
-CONNECTED_TEXT = "I connected my {server} account."
 PAGE = "<!doctype html><title>Parley</title><p>{text}</p>"
+CODE_TEXT = (
+    "You signed in to {server}. To finish, send this code to Parley in the chat where you "
+    "asked: <b>{code}</b></p><p>Only send it if you started this sign-in yourself; never "
+    "give it to anyone who asks for it. It works once and expires soon."
+)
 
 
 @dataclass(frozen=True, kw_only=True)
 class OAuthCallback:
     connections: Connections
-    submit: Submit
 
     def route(self) -> tuple[str, str, Callable[[web.Request], Awaitable[web.Response]]]:
         return "GET", CALLBACK_PATH, self.handle
@@ -45,6 +50,13 @@ class OAuthCallback:
         )
 
     async def handle(self, request: web.Request) -> web.Response:
+        try:
+            return await self._handle(request)
+        except RedisError as exc:  # the state stays (a GETDEL that failed took nothing)
+            log.warning("OAuth callback: Redis is unavailable (%s)", type(exc).__name__)
+            return _page(503, "I can't finish the sign-in right now. Ask me again in a moment.")
+
+    async def _handle(self, request: web.Request) -> web.Response:
         state = request.query.get("state", "")
         if not state or len(state) > 200:
             return _page(400, "This sign-in link is not valid.")
@@ -61,28 +73,14 @@ class OAuthCallback:
         except (oauth.OAuthError, ConnectionError) as exc:
             log.warning("MCP server %s: code exchange failed (%s)", pending.server, exc)
             return _page(502, f"{name} did not complete the sign-in. Ask me again.")
-        await self.connections.store(pending.server, pending.platform, pending.user_id, tokens)
-        log.info("MCP server %s connected for a %s user", pending.server, pending.platform)
-        conversation = ConversationKey.parse(pending.conversation_id)
-        event = InboundMessage(
-            event_id=f"connected:{pending.question_id}",
-            conversation=conversation,
-            actor=Actor(
-                platform=conversation.platform,
-                user_id=pending.user_id,
-                name=pending.user_name,
-                team_id=pending.team_id,
-            ),
-            text=CONNECTED_TEXT.format(server=pending.server),
-            is_direct=pending.is_direct,
-            kind="connected",
-            args=pending.question_id,
+        # not the person's yet: whoever opened the link signed in, so the person confirms
+        code = await self.connections.hold(pending, tokens)
+        log.info(
+            "MCP server %s: a sign-in for a %s user awaits its code",
+            pending.server,
+            pending.platform,
         )
-        try:
-            await self.submit(event)
-        except HandoverFailed:  # connected all the same: the next request goes on
-            log.warning("could not resume the run waiting for %s", pending.server)
-        return _page(200, f"{name} is connected. You can go back to the chat.")
+        return _page(200, CODE_TEXT.format(server=name, code=shown(code)))
 
 
 def _page(status: int, text: str) -> web.Response:

@@ -8,8 +8,18 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from adapters.base import Button, InboundAction, InboundMessage, OutboundMessage
+from adapters.base import (
+    Actor,
+    Button,
+    ConversationKey,
+    InboundAction,
+    InboundMessage,
+    OutboundMessage,
+)
 from bot.conversation.texts import (
+    CODE_REFUSED,
+    CONNECTED_BY_CODE,
+    CONNECTED_LATER,
     DISCONNECTED,
     NONE_CONFIGURED,
     NONE_CONNECTED,
@@ -68,6 +78,37 @@ class ConnectionCommands:
         if self.connections is None:  # nothing about accounts to say
             return [standing]
         return [accounts, standing]
+
+    async def confirm(
+        self, event: InboundMessage, code: str
+    ) -> tuple[str, InboundMessage | None] | None:
+        """A typed sign-in code: what to tell the sender, and the `connected` event for the
+        conversation where they asked when it confirmed their sign-in; None when no sign-in
+        of theirs waits (the message is just a message)."""
+        if self.connections is None:
+            return None
+        platform, person = event.conversation.platform, event.actor.user_id
+        found = await self.connections.confirm(
+            platform, person, event.conversation.id, event.is_direct, code
+        )
+        if found is None:
+            return None
+        held = found.held
+        if held is None:
+            return CODE_REFUSED[found.refusal or "wrong"], None
+        there = ConversationKey.parse(held.conversation_id)
+        connected = InboundMessage(
+            event_id=f"connected:{held.question_id}",
+            conversation=there,
+            actor=Actor(
+                platform=platform, user_id=person, name=held.user_name, team_id=held.team_id
+            ),
+            text=CONNECTED_BY_CODE.format(server=held.server),
+            is_direct=held.is_direct,
+            kind="connected",
+            args=held.question_id,
+        )
+        return CONNECTED_LATER, connected
 
     async def press(self, action: InboundAction) -> str:
         if action.decision_id == STANDING_ACTION:

@@ -8,7 +8,9 @@ authorization server (`oauth:registration:<sha256 of the issuer>`), what each se
 discovery found (`oauth:client:<server>`), and pending sign-ins (`oauth:state:<sha256 of the
 state>`, expiring after `PARLEY_CONNECT_TTL`, taken with GETDEL so a state works once).
 A pending sign-in names the person, the conversation and the question the run waits on; the
-callback (`callback.py`) checks it and hands the conversation a `connected` event, which
+callback (`callback.py`) checks it, exchanges the code and holds the tokens until the
+person confirms them in the chat with the one-time code its page shows (`held.py`);
+only then are they the person's, and the conversation gets a `connected` event, which
 resumes the run there. Every sign-in discovers the server's authorization server afresh, so
 a server that moved is followed (and registered with anew). Tokens are refreshed when they
 have less than `REFRESH_EARLY` seconds left; only a refresh answered `invalid_grant` forgets
@@ -24,7 +26,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 import httpx2
@@ -38,6 +40,7 @@ from agent.outbound import Guard, trusted_hosts
 from agent.protocols import RunContext
 from agent.tools import ToolError
 from bot.features.connections import oauth
+from bot.features.connections.held import Confirmation, Held, HeldSignIns
 from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -84,6 +87,7 @@ class Connections:
         trusted: str | None = None,
         guard: Guard | None = None,
         idle: float = 90 * 86_400.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.redis = redis
         self.keys = keys
@@ -93,6 +97,7 @@ class Connections:
         self.metadata_url = public_url.rstrip("/") + METADATA_PATH
         self.connect_ttl = connect_ttl
         self.idle = idle  # seconds a connection is kept unused
+        self.held = HeldSignIns(redis, keys, self.fernet, connect_ttl, clock)
         # PARLEY_TRUSTED_HOSTS, and each server's own host: addresses used as given
         base = (guard or Guard()).with_trusted(trusted_hosts(trusted))
         self.guards = {
@@ -265,6 +270,36 @@ class Connections:
         raw = await self.redis.getdel(self.keys.oauth_state(_digest(state)))
         opened = self._open(raw) if raw is not None else None
         return Pending(**json.loads(opened)) if opened is not None else None
+
+    async def hold(self, pending: Pending, tokens: oauth.Tokens) -> str:
+        """Keep a sign-in's tokens until `pending`'s person confirms them; the code to type."""
+        return await self.held.hold(
+            Held(
+                server=pending.server,
+                platform=pending.platform,
+                user_id=pending.user_id,
+                user_name=pending.user_name,
+                team_id=pending.team_id,
+                conversation_id=pending.conversation_id,
+                is_direct=pending.is_direct,
+                question_id=pending.question_id,
+                tokens=tokens.model_dump_json(),
+                expires=0.0,
+            )
+        )
+
+    async def confirm(
+        self, platform: str, user_id: str, conversation_id: str, is_direct: bool, code: str
+    ) -> Confirmation | None:
+        """The person typed `code`: the held sign-in it names becomes theirs. None when
+        nothing of theirs is held (the message is not a code, just a message)."""
+        if not await self.held.any_for(platform, user_id):
+            return None
+        found = await self.held.confirm(platform, user_id, conversation_id, is_direct, code)
+        if found.held is not None and found.held.server in self.servers:
+            tokens = oauth.Tokens.model_validate_json(found.held.tokens)
+            await self.store(found.held.server, platform, user_id, tokens)
+        return found
 
     async def store(self, server: str, platform: str, user_id: str, tokens: oauth.Tokens) -> None:
         key = self.keys.oauth_token(server, platform, user_id)
