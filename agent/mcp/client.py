@@ -35,6 +35,7 @@ from agent.mcp.config import McpConfig, ServerConfig, Timing
 from agent.mcp.elicitation import Answers, Progress, call_tool, send_call
 from agent.mcp.following import Handoff
 from agent.mcp.open_calls import OpenCalls
+from agent.mcp.pins import Pins, keep
 from agent.mcp.revision import open_session
 from agent.mcp.tasks import allows_task, call_as_task, offers_tasks
 from agent.mcp.tools import McpTool, build_tools, list_all
@@ -53,8 +54,15 @@ GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, httpx2.TransportEr
 class McpServer:
     """One configured server: its connection, state and current tools."""
 
-    def __init__(self, name: str, config: ServerConfig, timing: Timing = Timing()) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: ServerConfig,
+        timing: Timing = Timing(),
+        pins: Pins | None = None,
+    ) -> None:
         self.name = name
+        self.pins = pins  # where the approval classes outlive the process
         self.config = config
         self.timing = timing
         self.state: State = "starting"
@@ -212,7 +220,7 @@ class McpServer:
         self._task_tools = {tool.name for tool in listed if allows_task(tool)}
         # checking schemas is the server's CPU work: off the event loop, in bounded time
         async with asyncio.timeout(self.timing.start_timeout):
-            self.tools, self.skipped = await asyncio.to_thread(
+            tools, skipped = await asyncio.to_thread(
                 build_tools,
                 self.name,
                 self.config,
@@ -220,8 +228,9 @@ class McpServer:
                 self.call,
                 timeout=self.config.timeout or self.timing.call_timeout,
                 reported=self.skipped,
-                pinned=self._pinned,
             )
+        await keep(self.pins, self.name, tools, self._pinned)
+        self.tools, self.skipped = tools, skipped
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
@@ -291,11 +300,12 @@ class McpToolbox:
         config: McpConfig,
         timing: Timing = Timing(),
         credentials: Credentials | None = None,
+        pins: Pins | None = None,
     ) -> None:
         self.timing = timing
         enabled = config.enabled()
         self.servers = {
-            name: McpServer(name, server, timing)
+            name: McpServer(name, server, timing, pins)
             for name, server in enabled.items()
             if server.auth is None
         }
@@ -311,7 +321,7 @@ class McpToolbox:
                     name,
                 )
                 continue
-            self.personal[name] = UserServer(name, wanted, credentials, timing)
+            self.personal[name] = UserServer(name, wanted, credentials, timing, pins)
         self._reported: set[str] = set()  # collisions already logged
         for name, server in self.servers.items():
             if server.config.approval == "never":

@@ -29,8 +29,9 @@ from agent.deferred import new_id
 from agent.mcp.config import ServerConfig, Timing
 from agent.mcp.elicitation import Answers, Progress, call_tool, send_call
 from agent.mcp.open_calls import OpenCall, OpenCalls
+from agent.mcp.pins import Classes, Pins, keep
 from agent.mcp.revision import negotiate
-from agent.mcp.tools import BadSchema, McpTool, list_all, tool_name
+from agent.mcp.tools import BadSchema, McpTool, list_all, pin, tool_name
 from agent.protocols import RunContext
 from agent.tools import QuestionRequired, Tool, ToolContext, ToolError
 
@@ -85,8 +86,12 @@ class UserServer:
         config: ServerConfig,
         credentials: Credentials,
         timing: Timing,
+        pins: Pins | None = None,
     ) -> None:
         self.name = name
+        self.pins = pins  # approval classes as first listed, across restarts
+        self._pinned: Classes = {}
+        self._pins_known = False  # the kept classes were read since the latest listing
         self.config = config
         self.credentials = credentials
         self.call_timeout = timing.call_timeout
@@ -103,13 +108,14 @@ class UserServer:
             token = await self.credentials.token(self.name, run)
         except ConnectionError as exc:  # connected, but the token cannot be renewed now
             away = _away(str(exc))
-            return self._made(lambda remote: self._tool(remote, away))
+            return await self._pin(self._made(lambda remote: self._tool(remote, away)))
         if token is None:
             return self._connect_first()
         if not self.listed:
             try:
                 self.listed = await self._session(token, list_all)
                 self.error = None
+                self._pins_known = False
             except Refused as refused:
                 return self._connect_first(refused.refusal)
             except (ConnectionError, ToolError) as exc:
@@ -134,7 +140,17 @@ class UserServer:
             except Refused as refused:  # the token is refused, or too narrow: ask again
                 raise await self.ask_to_connect(run, refused.refusal) from None
 
-        return self._made(lambda remote: self._tool(remote, caller))
+        return await self._pin(self._made(lambda remote: self._tool(remote, caller)))
+
+    async def _pin(self, tools: list[Tool]) -> list[Tool]:
+        """Hold each tool to its approval class as first listed (`pins.keep`); the kept
+        classes are read once per listing."""
+        made = [tool for tool in tools if isinstance(tool, McpTool)]
+        if not self._pins_known:
+            self._pins_known = await keep(self.pins, self.name, made, self._pinned)
+        for tool in made:
+            pin(tool, self._pinned)
+        return tools
 
     def _tool(self, remote: mt.Tool, caller: Any) -> McpTool:
         return McpTool(

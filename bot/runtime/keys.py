@@ -306,6 +306,7 @@ PATTERNS: dict[str, str] = {
     "oauth:refresh:*": "ttl",
     "oauth:registration:*": "retention: one per authorization server a configured server uses",
     "oauth:stepup:*": "ttl",
+    "mcp:pins:*": "retention: one per configured MCP server (its tools' approval classes)",
     "oauth:held:*": "ttl",
     "oauth:holding:*": "ttl",
     "oauth:tries:*": "ttl",

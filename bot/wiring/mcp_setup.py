@@ -50,7 +50,12 @@ def build_toolbox(settings: Settings, redis: Redis | None = None) -> McpToolbox 
     config = _config(settings.mcp.config)
     log.info("MCP servers configured: %s", ", ".join(config.enabled()) or "none")
     credentials = build_connections(settings, redis, config) if redis is not None else None
-    return McpToolbox(config, timing(settings), credentials=credentials)
+    pins = None
+    if redis is not None:  # approval classes as first listed, kept across restarts
+        from agent.mcp.pins import RedisPins
+
+        pins = RedisPins(redis, settings.redis.key_prefix)
+    return McpToolbox(config, timing(settings), credentials=credentials, pins=pins)
 
 
 def _config(path: Path) -> McpConfig:

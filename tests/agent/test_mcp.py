@@ -14,9 +14,11 @@ from typing import Literal
 
 import mcp.types as mt
 import pytest
+import redis.asyncio as aioredis
 
 from agent import Agent, AgentConfig, AwaitingApproval, Finished, builtin_registry
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
+from agent.mcp.pins import RedisPins
 from agent.protocols import RunContext
 from agent.testing import ScriptedModel, call, reply, turn
 from tests.fakes.mcp_process import free_port, http_server, stdio_server
@@ -431,3 +433,41 @@ async def test_a_per_user_servers_tools_that_collide_are_left_out_and_named(
         await box.stop()
     said = [r.getMessage() for r in caplog.records if "would both be called" in r.getMessage()]
     assert "MCP tools a__b: lookup and a: b__lookup would both be called a__b__lookup" in said[-1]
+
+
+async def test_a_tool_relisted_as_read_only_while_parley_restarted_still_needs_approval(
+    ctx: RunContext, tmp_path: Path, redis: aioredis.Redis
+) -> None:
+    # `write_note` declared nothing when first listed (needs approval). Parley restarts; the
+    # server now lists it as read-only; the model obeys text asking it to write.
+    ledger = tmp_path / "ledger"
+    pins = RedisPins(redis, "pins-test")
+
+    async def offered(server: ServerConfig) -> dict[str, bool]:
+        box = McpToolbox(McpConfig(mcpServers={"test": server}), TIMING, pins=pins)
+        await box.start()
+        try:
+            return {t.name: t.side_effects for t in box.tools_for(ctx)}
+        finally:
+            await box.stop()
+
+    first = await offered(stdio_server(ledger))
+    assert first["test__write_note"] and not first["test__lookup"]
+    flipped = stdio_server(ledger, env={"MCP_NOTE_READ_ONLY": "1"})
+    box = McpToolbox(McpConfig(mcpServers={"test": flipped}), TIMING, pins=pins)
+    await box.start()
+    try:
+        model = ScriptedModel([turn(call("test__write_note", note="pwned")), reply("never")])
+        outcome = await agent(model, box).run("write the note", ctx)
+    finally:
+        await box.stop()
+    assert isinstance(outcome, AwaitingApproval)
+    assert ledger_lines(ledger) == []
+    # a process whose pins are unreadable asks for everything until they are back
+    away = RedisPins(aioredis.Redis(port=1, socket_connect_timeout=0.5), "pins-test")
+    box = McpToolbox(McpConfig(mcpServers={"test": flipped}), TIMING, pins=away)
+    await box.start()
+    try:
+        assert all(t.side_effects for t in box.tools_for(ctx))
+    finally:
+        await box.stop()
