@@ -337,6 +337,7 @@ class ChannelInfo:
     complete: bool  # False: it has more members than were listed
     with_parley: bool  # Parley is a member
     teams: frozenset[str] = frozenset()  # the workspaces that host or share it (Slack)
+    enterprises: frozenset[str] = frozenset()  # the organisation Slack names for it, if any
     allowed: bool = True  # inside the platform's allowlists (teams, channels)
 
 

@@ -295,6 +295,7 @@ SLACK_BOT_SCOPES = (
     "users:read",
     "channels:read",
     "groups:read",
+    "team:read",
 )
 
 

@@ -56,6 +56,7 @@ from adapters.slack.ingress import SlackIngress
 from adapters.slack.limits import HistoryLimits
 from adapters.slack.membership import member_of
 from adapters.slack.oauth import InstallEvents, Route, bolt_app, oauth_routes, oauth_settings
+from adapters.slack.orgs import Organisations
 from adapters.slack.plan_prompt import post_plan
 from adapters.slack.stream import SlackLive
 from adapters.slack.workspaces import Installations, RoutingClient, Workspaces
@@ -87,6 +88,7 @@ class SlackAdapter(ChatAdapter):
     ingress: SlackIngress = field(init=False)
     _socket: Any = field(default=None, init=False)
     _threads: ThreadReader = field(init=False)
+    _orgs: Organisations = field(init=False)  # a channel's organisation, for the allowlist
     _reads: AsyncWebClient = field(init=False)
     assistant: AssistantThreads = field(init=False)
     agent: AgentSurface | None = field(default=None, init=False)
@@ -113,6 +115,7 @@ class SlackAdapter(ChatAdapter):
             oauth = oauth_settings(self.config, self.installations, self.oauth_states)
         limits = HistoryLimits(wait=self.config.history_wait)
         self._threads = ThreadReader(client=self.client, reads=reads, limits=limits)
+        self._orgs = Organisations(client=self.client)
         self.api = ApiHealth(platform="Slack", degraded_after=self.config.degraded_after)
         self.app = bolt_app(bolt_client, self.config.signing_secret, oauth)
         if self.workspaces is not None:
@@ -313,11 +316,7 @@ class SlackAdapter(ChatAdapter):
     async def channel_info(self, channel: str) -> ChannelInfo:
         await self.initialize()
         info = await self._threads.channel_info(channel, self._me())
-        config = self.config
-        allowed = not (config.allowed_channels and info.id not in config.allowed_channels)
-        if config.allowed_teams and not info.teams & set(config.allowed_teams):
-            allowed = False
-        return replace(info, allowed=allowed)
+        return replace(info, allowed=await self._orgs.allowed(self.config, info))
 
     async def channel_history(self, channel_id: str, oldest: float) -> list[ContextMessage]:
         await self.initialize()

@@ -213,6 +213,9 @@ class ThreadReader:
             complete=complete,
             with_parley=bool(bot_user_id) and bot_user_id in members,
             teams=frozenset(teams),
+            enterprises=frozenset(
+                {str(info["enterprise_id"])} if info.get("enterprise_id") else ()
+            ),
         )
 
     async def channel_history(

@@ -9,6 +9,7 @@ import contextlib
 import copy
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,9 @@ from adapters.base import Inbound, InboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
 from bot.conversation.running import run_context
 from bot.ops.http import HttpServer
+from tests.adapters.test_slack import SECRET as BOT_SECRET
+from tests.adapters.test_slack import slack_bot, until
+from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 
@@ -160,3 +164,53 @@ async def test_a_slack_connect_guest_of_an_org_install_counts_by_their_own_team(
     async with org_app(allowed_teams=("T111",)) as (seen, send):
         assert await send(body) == 200
     assert seen == []
+
+
+async def test_read_channel_with_an_organisation_allowlist_reads_its_workspaces_channels(
+    redis,
+) -> None:
+    """Only E111 on the allowlist: a person of the organisation (bolt-python's org-wide
+    `message`, as a DM) has Parley read a channel of another of its workspaces (team.info
+    names the organisation) and one whose conversations.info names it; a channel of another
+    organisation stays closed, and so does one whose workspace Slack won't say anything of."""
+    now = time.time()
+    model = ScriptedModel(
+        [
+            turn(call("read_channel", "r1", channel="C222", since="1d")),
+            turn(call("read_channel", "r2", channel="C333", since="1d")),
+            turn(call("read_channel", "r3", channel="C9OUT", since="1d")),
+            turn(call("read_channel", "r4", channel="C444", since="1d")),
+            reply("Done."),
+        ]
+    )
+    body = org_message()
+    body["event"] |= {"channel_type": "im", "channel": "D111"}
+    async with slack_bot(redis, model, channels=True, allowed_teams=("E111",)) as s:
+        s.fake.members["D111"] = ["W111", fs.BOT_USER]
+        for channel, team, said in (
+            ("C222", "T222", "standup moved to 10"),
+            ("C333", "T333", "budget review on Friday"),
+            ("C9OUT", "T9EXT", "their launch plan"),
+            ("C444", "T444", "an unknown workspace's news"),
+        ):
+            s.fake.members[channel] = ["W111", fs.BOT_USER]
+            s.fake.channel_teams[channel] = [team]
+            s.fake.history[channel] = [
+                {"type": "message", "user": "W111", "text": said, "ts": f"{now - 60:.6f}"}
+            ]
+        s.fake.team_orgs |= {"T222": "E111", "T9EXT": "E999"}  # T333, T444: not told
+        s.fake.channel_orgs["C333"] = "E111"  # Slack names the organisation in the channel
+        raw = json.dumps(body).encode()
+        async with s.http.post(s.url, data=raw, headers=fs.signed(BOT_SECRET, raw)) as answer:
+            assert answer.status == 200
+        await until(lambda: bool(s.fake.in_channel("D111")))
+        await s.harness.settle()
+    results = [r.messages[-1].tool_results[0] for r in model.turn_requests[1:]]
+    assert not results[0].is_error and "standup moved to 10" in results[0].content
+    assert not results[1].is_error and "budget review on Friday" in results[1].content
+    assert results[2].is_error and "outside the channels" in results[2].content
+    assert results[3].is_error and "outside the channels" in results[3].content
+    read = [c.body["channel"] for c in s.fake.method_calls("conversations.history")]
+    assert read == ["C222", "C333"]
+    asked = [c.body.get("team") for c in s.fake.method_calls("team.info")]
+    assert sorted(asked) == ["T222", "T444", "T9EXT"]  # C333's own answer was enough

@@ -26,8 +26,9 @@ and files: conversations.replies (`fake.thread(channel, thread_ts, ...)` plus wh
 posted in that thread; paged with `fake.page_size`; `oldest` honoured), conversations.members
 (`fake.members[channel]`), conversations.list (`fake.channel_names[id] = name`),
 conversations.history (`fake.history[channel]`, filtered by `oldest`), conversations.info
-(host team from `fake.channel_teams[channel]`, default T1), users.info (`fake.users[id] = "Display Name"`,
-`fake.zones[id]` its `tz`) and file
+(host team from `fake.channel_teams[channel]`, default T1; its `enterprise_id` from
+`fake.channel_orgs`), team.info (a workspace's organisation from `fake.team_orgs`),
+users.info (`fake.users[id] = "Display Name"`, `fake.zones[id]` its `tz`) and file
 downloads at `url_private` (`fake.add_file(data, name, mimetype)` returns the file object an
 event carries; a request without `Authorization: Bearer <fake.bot_token>` gets Slack's
 sign-in web page, as the real one does). `fake.posts`
@@ -106,6 +107,8 @@ class FakeSlack(FakeServer):
         self.members: dict[str, list[str]] = {}
         self.channel_names: dict[str, str] = {}  # id -> name, for conversations.list
         self.channel_teams: dict[str, list[str]] = {}  # id -> host team, then shared ones
+        self.channel_orgs: dict[str, str] = {}  # id -> the `enterprise_id` its info names
+        self.team_orgs: dict[str, str] = {}  # workspace -> its organisation (team.info)
         self.history: dict[str, list[dict[str, Any]]] = {}  # channel -> top-level messages
         self.users: dict[str, str] = {}
         self.zones: dict[str, str] = {}  # user id -> IANA zone, users.info's `tz`
@@ -552,10 +555,23 @@ class FakeSlack(FakeServer):
         teams = self.channel_teams.get(channel, [TEAM])
         info = {"id": channel, "name": self.channel_names.get(channel, channel.lower())}
         info |= {"context_team_id": teams[0], "is_shared": len(teams) > 1}
+        if channel in self.channel_orgs:
+            info["enterprise_id"] = self.channel_orgs[channel]
         return {
             "ok": True,
             "channel": info | ({"shared_team_ids": teams} if len(teams) > 1 else {}),
         }
+
+    async def _m_team_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Slack's documented answer: the workspace, and its organisation's id and name when
+        it is part of one (Enterprise Grid)."""
+        team = str(params.get("team") or TEAM)
+        if team != TEAM and team not in self.team_orgs:
+            return {"ok": False, "error": "team_not_found"}
+        found = {"id": team, "name": f"Team {team}", "domain": team.lower()}
+        if org := self.team_orgs.get(team):
+            found |= {"enterprise_id": org, "enterprise_name": f"Org {org}"}
+        return {"ok": True, "team": found}
 
     async def _m_conversations_members(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = str(params.get("channel") or "")
