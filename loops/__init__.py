@@ -40,9 +40,14 @@ class Stopped(Exception):
     """The stop won the race against a pass."""
 
 
+def exponential(first: float, cap: float, tries: int) -> float:
+    """The one backoff formula: first, 2×first, 4×first, … never more than `cap` (a loop's
+    `Backoff` draws each delay from its upper half; a stored retry time uses it as is)."""
+    return min(cap, first * 2 ** min(tries, 32))
+
+
 class Backoff:
-    """Bounded exponential delays with jitter: first, 2×first, … up to `cap`, each drawn
-    from its upper half (the one formula every loop uses)."""
+    """Bounded exponential delays with jitter: `exponential`, each drawn from its upper half."""
 
     def __init__(self, first: float = 0.1, cap: float = 5.0) -> None:
         self.first = first
@@ -50,7 +55,7 @@ class Backoff:
         self.failures = 0
 
     def next(self) -> float:
-        delay = min(self.cap, self.first * 2**self.failures)
+        delay = exponential(self.first, self.cap, self.failures)
         self.failures = min(self.failures + 1, 32)
         return delay * random.uniform(0.5, 1.0)
 

@@ -1,6 +1,6 @@
 """Due work: records due at a time, claimed under a lease, dropped and reported when unreadable.
 
-Reminders and followed MCP tasks are the same thing underneath: a record in a key of its own
+Reminders, followed MCP tasks, prompt re-offers and parked replies are the same thing underneath: a record in a key of its own
 and a member of a `due` sorted set scored by when it is next due. Claiming moves due members
 to a `claimed` set scored by the end of their lease, in one script; a worker that dies mid-way
 lets the lease run out and the member is due again, first. A record that is gone (done by
@@ -14,12 +14,13 @@ this module only knows members, times and leases.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel, ValidationError
+from redis.asyncio.client import Pipeline
 
 from bot.ops import metrics
 
@@ -65,6 +66,7 @@ class DueWork(Generic[Record]):
         kind: str,
         lease: float,
         batch: int = 50,
+        dropped: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.redis = redis
         self.keys = keys
@@ -72,14 +74,19 @@ class DueWork(Generic[Record]):
         self.kind = kind
         self.lease = lease
         self.batch = batch
+        self.dropped = dropped  # told of a member dropped for its unreadable record
         self._claim = redis.register_script(CLAIM)
 
     async def put(self, member: str, record: Record, at: float, ttl: float) -> None:
         """Store `record` (kept `ttl` seconds) and make it due at `at`."""
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self.keys.record(member), record.model_dump_json(), px=int(ttl * 1000))
-            pipe.zadd(self.keys.due, {member: at})
+            self.putting(pipe, member, record, at, ttl)
             await pipe.execute()
+
+    def putting(self, pipe: Pipeline, member: str, record: Record, at: float, ttl: float) -> None:
+        """`put`, queued on the caller's transaction (with its own writes)."""
+        pipe.set(self.keys.record(member), record.model_dump_json(), px=int(ttl * 1000))
+        pipe.zadd(self.keys.due, {member: at})
 
     async def claim(self, now: float) -> list[tuple[str, Record]]:
         """Claim what is due by `now` for a lease; the readable records claimed, in order."""
@@ -100,20 +107,29 @@ class DueWork(Generic[Record]):
                 claimed.append((member, record))
         return claimed
 
-    async def again(self, member: str, at: float) -> None:
-        """Let go of the claim; due again at `at`."""
+    async def again(
+        self, member: str, at: float, record: Record | None = None, ttl: float = 0.0
+    ) -> None:
+        """Let go of the claim; due again at `at` (with `record` stored anew, if given)."""
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.zrem(self.keys.claimed, member)
-            pipe.zadd(self.keys.due, {member: at})
+            if record is not None:
+                self.putting(pipe, member, record, at, ttl)
+            else:
+                pipe.zadd(self.keys.due, {member: at})
             await pipe.execute()
 
     async def done(self, member: str) -> None:
         """Forget the member and its record, claimed or not."""
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.zrem(self.keys.claimed, member)
-            pipe.zrem(self.keys.due, member)
-            pipe.delete(self.keys.record(member))
+            self.forgetting(pipe, member)
             await pipe.execute()
+
+    def forgetting(self, pipe: Pipeline, member: str) -> None:
+        """`done`, queued on the caller's transaction (with its own writes)."""
+        pipe.zrem(self.keys.claimed, member)
+        pipe.zrem(self.keys.due, member)
+        pipe.delete(self.keys.record(member))
 
     async def every(self, most: int = 1000) -> list[tuple[str, Record]]:
         """The readable records, due or claimed (at most `most` of each)."""
@@ -147,6 +163,8 @@ class DueWork(Generic[Record]):
             )
             metrics.DUE_UNREADABLE.labels(self.kind).inc()
             await self.done(member)
+            if self.dropped is not None:
+                await self.dropped(member)
             return None
 
 

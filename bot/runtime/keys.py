@@ -118,8 +118,18 @@ class Keys:
 
     @property
     def undelivered(self) -> str:
-        """Outbox keys of parked messages, scored by when to try them next."""
+        """Before parked replies were due work: their outbox keys, scored by when to try
+        them next. Emptied into `undelivered_due` by the first redelivery pass."""
         return f"{self.prefix}:undelivered"
+
+    @property
+    def undelivered_due(self) -> str:
+        """Parked replies' outbox keys by when to try them next."""
+        return f"{self.prefix}:{{undelivered}}:due"
+
+    @property
+    def undelivered_claimed(self) -> str:
+        return f"{self.prefix}:{{undelivered}}:claimed"
 
     def undelivered_message(self, key: str) -> str:
         return f"{self.prefix}:undelivered:{key}"
@@ -277,7 +287,9 @@ PATTERNS: dict[str, str] = {
     "decision:*": "ttl",
     "decisions:pending:*": "retention: members leave when decided or pruned when expired",
     "outbox:*": "ttl",
-    "undelivered": "retention: members leave when delivered or given up",
+    "undelivered": "retention: emptied into {undelivered}:due by the first redelivery pass",
+    "{undelivered}:due": "retention: members leave when claimed",
+    "{undelivered}:claimed": "retention: members leave when delivered or given up",
     "undelivered:*": "ttl",
     "{reminders}:due": "retention: members leave when claimed",
     "{reminders}:claimed": "retention: members leave when delivered",

@@ -26,9 +26,9 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 import redis.asyncio as aioredis
+from pydantic import BaseModel, field_validator
 from tenacity import (
     AsyncRetrying,
     retry_if_exception,
@@ -37,7 +37,6 @@ from tenacity import (
 )
 
 from adapters.base import (
-    Button,
     ConversationKey,
     DeliveryError,
     MessageRef,
@@ -45,6 +44,7 @@ from adapters.base import (
 )
 from adapters.platform import ChatAdapter
 from bot.ops import metrics
+from bot.runtime.due import DueKeys, DueWork
 from bot.runtime.holding import PendingWrites
 from bot.runtime.keys import Keys
 from bot.runtime.records import (
@@ -56,21 +56,31 @@ from bot.runtime.records import (
     record_sent,
     sent_ref,
 )
+from loops import exponential
 
 log = logging.getLogger(__name__)
 
 # Told when a parked message finally went out, e.g. to attach a decision to its message.
 Delivered = Callable[[OutboundMessage, MessageRef], Awaitable[None]]
 
-# Claim due parked messages: move each one's time forward by a lease so that one worker
-# tries it at a time; a worker that dies mid-try leaves it to be tried again after the lease.
-_CLAIM = """
-local due = redis.call('zrangebyscore', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
-for _, member in ipairs(due) do
-  redis.call('zadd', KEYS[1], ARGV[2], member)
-end
-return due
-"""
+PARK_LEASE = 60.0  # seconds one worker has to try a claimed parked reply
+PARK_BATCH = 20  # parked replies tried per pass
+
+
+class Parked(BaseModel):
+    """A reply the platform did not take, kept for redelivery (due work, one per outbox key)."""
+
+    conversation: str
+    message: OutboundMessage
+    since: float
+    tries: int = 0
+
+    @field_validator("conversation")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        ConversationKey.parse(value)  # raises for a key no platform could deliver to
+        return value
+
 
 # Give up an answer's key unless an answer is out or on its way (a send in flight, a
 # delivered id, a parked reply); a streamed half message's marker is taken over, so its
@@ -118,7 +128,20 @@ class Outbox:
         self.give_up_after = give_up_after
         # a parked message outlives its redelivery window, whatever the dedup TTL
         self.parked_ms = max(self.ttl_ms, int(give_up_after * 1000) + 60_000)
-        self._claim = redis.register_script(_CLAIM)
+        self.parked = DueWork(
+            redis,
+            DueKeys(
+                due=keys.undelivered_due,
+                claimed=keys.undelivered_claimed,
+                record=keys.undelivered_message,
+            ),
+            Parked,
+            kind="parked reply",
+            lease=PARK_LEASE,
+            batch=PARK_BATCH,
+            dropped=self._unreadable,
+        )
+        self._adopted = False  # parked replies stored before they were due work, taken over
         self._give_up = redis.register_script(_GIVE_UP)
         # Claims this process stored (or may have) without ever calling the platform.
         self._unsent: OrderedDict[str, bytes] = OrderedDict()
@@ -257,19 +280,11 @@ class Outbox:
         log.warning(
             "could not deliver %s to %s (%s); will keep trying", key, conversation.id, _why(exc)
         )
-        parked = {
-            "conversation": conversation.id,
-            "message": {
-                **dataclasses.asdict(message),
-                "allowed_mentions": sorted(message.allowed_mentions),
-            },
-            "since": time.time(),
-            "tries": 0,
-        }
+        parked = Parked(conversation=conversation.id, message=message, since=time.time())
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self.keys.outbox(key), PARKED, px=self.ttl_ms)
-            pipe.set(self.keys.undelivered_message(key), json.dumps(parked), px=self.parked_ms)
-            pipe.zadd(self.keys.undelivered, {key: time.time() + self.backoff})
+            at = time.time() + self.backoff
+            self.parked.putting(pipe, key, parked, at, self.parked_ms / 1000)
             await pipe.execute()
 
     # --- redelivery -------------------------------------------------------------------------
@@ -278,49 +293,55 @@ class Outbox:
         self,
         adapters: Mapping[str, ChatAdapter],
         on_delivered: Delivered | None = None,
-        *,
-        batch: int = 20,
-        lease: float = 60.0,
     ) -> int:
-        """Try the parked messages that are due once each; returns how many went out."""
-        now = time.time()
-        due = await self._claim(keys=[self.keys.undelivered], args=[now, now + lease, batch])
+        """Try the parked messages that are due once each; returns how many went out. One
+        whose record cannot be read is dropped (and counted), not tried on every pass."""
+        await self._adopt()
         delivered = 0
-        for member in due:
-            key = member.decode() if isinstance(member, bytes) else str(member)
-            if await self._redeliver_one(key, adapters, on_delivered):
+        for key, parked in await self.parked.claim(time.time()):
+            if await self._redeliver_one(key, parked, adapters, on_delivered):
                 delivered += 1
         return delivered
 
+    async def _adopt(self) -> None:
+        """Take over the parked replies of a version before they were due work (their
+        records read the same), once per process."""
+        if self._adopted:
+            return
+        found: list[tuple[bytes, float]] = await self.redis.zrange(  # type: ignore[assignment]
+            self.keys.undelivered, 0, PARK_BATCH * 50, withscores=True
+        )
+        if found:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.zadd(self.keys.undelivered_due, {member: at for member, at in found})
+                pipe.zrem(self.keys.undelivered, *[member for member, _ in found])
+                await pipe.execute()
+            log.info("took over %d parked replies", len(found))
+        if len(found) <= PARK_BATCH * 50:
+            self._adopted = True
+
+    async def _unreadable(self, key: str) -> None:
+        await self.redis.set(self.keys.outbox(key), FAILED, px=self.ttl_ms)
+
     async def _redeliver_one(
-        self, key: str, adapters: Mapping[str, ChatAdapter], on_delivered: Delivered | None
+        self,
+        key: str,
+        parked: Parked,
+        adapters: Mapping[str, ChatAdapter],
+        on_delivered: Delivered | None,
     ) -> bool:
-        raw = await self.redis.get(self.keys.undelivered_message(key))
-        if raw is None:  # expired, or delivered by a worker that died before cleaning up
-            await self.redis.zrem(self.keys.undelivered, key)
-            return False
-        try:
-            parked = json.loads(raw)
-            conversation = ConversationKey.parse(parked["conversation"])
-            fields = dict(parked["message"])
-            fields["buttons"] = tuple(Button(**button) for button in fields["buttons"])
-            fields["allowed_mentions"] = frozenset(fields.get("allowed_mentions") or ())
-            fields.pop("plan", None)  # a prompt delivered late is the plain prompt: no plan drawn
-            message = OutboundMessage(**fields)
-        except (ValueError, LookupError, TypeError, AssertionError) as exc:
-            # one unreadable record must not hold up every other parked reply
-            log.error("dropping unreadable parked reply %s (%s)", key, type(exc).__name__)
-            await self._forget(key, FAILED)
-            return False
+        conversation = ConversationKey.parse(parked.conversation)
+        # a prompt delivered late is the plain prompt: no plan drawn
+        message = dataclasses.replace(parked.message, plan=None)
         adapter = adapters.get(conversation.platform)
         if adapter is None:
-            return False  # another process, one with this platform, will deliver it
+            return False  # another process, one with this platform, takes it once the lease ends
         try:
             ref = await self._attempts(adapter, conversation, message, attempts=1)
         except Exception as exc:
             await self._retry_later(key, conversation, parked, exc, adapter)
             return False
-        log.info("delivered %s to %s after %d tries", key, conversation.id, parked["tries"] + 1)
+        log.info("delivered %s to %s after %d tries", key, conversation.id, parked.tries + 1)
         metrics.DELIVERIES.labels(conversation.platform, "redelivered").inc()
         await self._forget(key, json.dumps(ref.message_id).encode())
         if on_delivered is not None:
@@ -334,18 +355,15 @@ class Outbox:
         self,
         key: str,
         conversation: ConversationKey,
-        parked: dict[str, Any],
+        parked: Parked,
         exc: Exception,
         adapter: ChatAdapter,
     ) -> None:
-        tries = int(parked["tries"]) + 1
-        if _transient(exc) and time.time() - float(parked["since"]) < self.give_up_after:
-            parked["tries"] = tries
-            wait = min(self.backoff_max, self.backoff * 2**tries)
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.set(self.keys.undelivered_message(key), json.dumps(parked), px=self.parked_ms)
-                pipe.zadd(self.keys.undelivered, {key: time.time() + wait})
-                await pipe.execute()
+        tries = parked.tries + 1
+        if _transient(exc) and time.time() - parked.since < self.give_up_after:
+            wait = exponential(self.backoff, self.backoff_max, tries)
+            again = parked.model_copy(update={"tries": tries})
+            await self.parked.again(key, time.time() + wait, again, self.parked_ms / 1000)
             return
         log.warning("giving up on %s after %d tries (%s)", key, tries, _why(exc))
         await self._forget(key, FAILED)
@@ -358,8 +376,7 @@ class Outbox:
     async def _forget(self, key: str, outcome: bytes) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self.keys.outbox(key), outcome, px=self.ttl_ms)
-            pipe.delete(self.keys.undelivered_message(key))
-            pipe.zrem(self.keys.undelivered, key)
+            self.parked.forgetting(pipe, key)
             await pipe.execute()
 
 

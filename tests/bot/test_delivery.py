@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -25,8 +26,10 @@ from agent.builtin_tools import builtin_registry
 from agent.tools import ToolRegistry, tool
 from bot.config import Settings
 from bot.conversation.engine import LOST_TEXT
+from bot.ops import metrics
 from bot.runtime.keys import Keys
 from bot.runtime.outbox import Outbox
+from bot.runtime.records import FAILED
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings
 from tests.bot.recording import RecordingAdapter, dm, message
@@ -131,7 +134,7 @@ async def test_an_answer_the_platform_keeps_refusing_is_delivered_once_it_recove
         await until(lambda: bool(telegram.chat(ANA)))
         await asyncio.sleep(0.5)
         assert texts(telegram) == ["Worth the wait."]
-        assert await redis.zcard(harness.runtime.keys.undelivered) == 0
+        assert await harness.runtime.outbox.parked.count() == 0
         assert "not working on anything" in await status_text(harness, telegram)
 
 
@@ -185,7 +188,7 @@ async def test_a_refusal_is_given_up_at_once_and_leaves_the_conversation_idle(
         assert "You won't see this" not in caplog.text  # no message text in logs
         session = await harness.runtime.sessions.load(CONVERSATION)
         assert session.status == "idle"
-        assert await redis.zcard(harness.runtime.keys.undelivered) == 0
+        assert await harness.runtime.outbox.parked.count() == 0
 
 
 async def test_a_reply_that_never_goes_through_is_reported_in_the_chat(
@@ -199,7 +202,7 @@ async def test_a_reply_that_never_goes_through_is_reported_in_the_chat(
         await harness.settle()
         await asyncio.sleep(0.5)
         assert texts(telegram) == [LOST_TEXT]
-        assert await redis.zcard(harness.runtime.keys.undelivered) == 0
+        assert await harness.runtime.outbox.parked.count() == 0
 
 
 async def test_slack_errors_are_retried_or_given_up_by_kind(
@@ -238,11 +241,64 @@ async def test_an_unreadable_parked_reply_does_not_hold_up_the_others(
     message = OutboundMessage(text="Back again.", allowed_mentions=frozenset({"<@U1>"}))
     await outbox.undelivered("good:outcome", chat, message, DeliveryFailed("502"))
     await redis.set(keys.undelivered_message("bad:outcome"), b"{not json")
-    await redis.zadd(keys.undelivered, {"bad:outcome": 0, "good:outcome": 0})
+    await redis.set(keys.undelivered_message("nowhere:outcome"), NOWHERE)
+    await redis.zadd(keys.undelivered_due, {"bad:outcome": 0, "nowhere:outcome": 0})
+    dropped = metrics.DUE_UNREADABLE.labels("parked reply")._value.get()
     assert await outbox.redeliver({"telegram": adapter}) == 1
     assert adapter.texts(chat) == ["Back again."]
     assert adapter.posted[0].message.allowed_mentions == frozenset({"<@U1>"})
-    assert await redis.zcard(keys.undelivered) == 0
+    assert await outbox.parked.count() == 0  # both dropped, not tried on every pass
+    assert metrics.DUE_UNREADABLE.labels("parked reply")._value.get() == dropped + 2
+    for key in ("bad:outcome", "nowhere:outcome"):  # given up: a replay does not send it
+        assert await redis.get(keys.outbox(key)) == FAILED
+        assert await redis.get(keys.undelivered_message(key)) is None
+
+
+# A record as parked before parked replies were due work, to a conversation key no platform has
+NOWHERE = json.dumps(
+    {
+        "conversation": "nowhere",
+        "message": {"text": "hi", "buttons": [], "allowed_mentions": []},
+        "since": 0,
+        "tries": 0,
+    }
+)
+
+
+async def test_a_reply_parked_by_the_version_before_is_taken_over_and_delivered(
+    redis: aioredis.Redis,
+) -> None:
+    """Parked replies used to sit in one sorted set with hand-written JSON records: an
+    upgrade must not strand them."""
+    keys = Keys()
+    outbox = Outbox(redis, keys, ttl=60, lost_text=LOST_TEXT, backoff=0.0)
+    adapter = RecordingAdapter()
+    chat = dm()
+    old = {
+        "conversation": chat.id,
+        "message": {
+            "text": "Held over.",
+            "buttons": [{"label": "Approve", "value": "approve", "style": None}],
+            "decision_id": "D9",
+            "private_to": None,
+            "unreachable": None,
+            "audience": [],
+            "reply_url": None,
+            "reply_to": None,
+            "allowed_mentions": ["<@U1>"],
+            "plan": None,
+        },
+        "since": time.time(),
+        "tries": 2,
+    }
+    await redis.set(keys.undelivered_message("old:outcome"), json.dumps(old))
+    await redis.zadd(keys.undelivered, {"old:outcome": 0})
+    assert await outbox.redeliver({"telegram": adapter}) == 1
+    (posted,) = adapter.posted
+    assert posted.message.text == "Held over." and posted.message.decision_id == "D9"
+    assert posted.message.buttons[0].label == "Approve"
+    assert posted.message.allowed_mentions == frozenset({"<@U1>"})
+    assert await redis.zcard(keys.undelivered) == 0 and await outbox.parked.count() == 0
 
 
 async def test_a_parked_plan_prompt_comes_back_as_the_plain_prompt(redis: aioredis.Redis) -> None:
