@@ -9,8 +9,9 @@ process claims it calls `offer`: each receiver gets a copy in their private chat
 whose buttons decide in the group (`buttons.ELSEWHERE_PREFIX`); a receiver Parley may not
 write to privately (they never started it) gets it posted visibly in the group instead, where
 the conversation's rules let only them press it. Each receiver is offered a copy once (a
-claim taken over after a crash skips who already had theirs); the copies are kept with the
-store and join the prompt's later edits.
+claim taken over after a crash skips who already had theirs); one Telegram did not take for a
+reason that may pass is tried again on a later pass. The copies are kept with the store and
+join the prompt's later edits.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Offer(BaseModel):
     receivers: list[int]  # the people the prompt is for (its audience); nobody else
     private_buttons: dict[str, Any] | None  # naming the group; None: no room in 64 bytes
     group_buttons: dict[str, Any] | None
+    tries: int = 0  # passes that left someone for later (Telegram did not take a copy)
 
 
 class OfferStore(Protocol):
@@ -62,6 +64,10 @@ class OfferStore(Protocol):
 
     async def made(self, ref: str, placed: list[Placed]) -> None:
         """Remember copies of the prompt `ref`, for its later edits."""
+        ...
+
+    async def forget(self, ref: str, person: int) -> None:
+        """`person`'s copy did not go out, for a reason that may pass: they may have one later."""
         ...
 
 
@@ -129,12 +135,13 @@ class Reoffers:
             return None
 
     async def offer(self, offer: Offer) -> int:
-        """Offer the due prompt again to each receiver not offered it yet; the copies made.
-        A store failure escapes (the claim comes due again); a send failure does not."""
+        """Offer the due prompt again to each receiver not offered it yet; how many are left
+        for a later pass (Telegram failed in a way that may pass). A store failure escapes (the
+        claim comes due again); a send failure does not."""
         assert self.store is not None, "offers come from a store"
         conversation = ConversationKey.parse(offer.conversation)
         private = _markup(offer.private_buttons)
-        made = 0
+        made, later = 0, 0
         unreachable: list[int] = []
         for person in dict.fromkeys(offer.receivers):
             if not await self.store.first(offer.ref, person):
@@ -148,7 +155,9 @@ class Reoffers:
                 unreachable.append(person)
                 continue
             except DeliveryError as exc:
-                log.warning("prompt not re-offered to %s (%s)", person, exc.reason)
+                log.warning("prompt not re-offered to %s yet (%s)", person, exc.reason)
+                await self.store.forget(offer.ref, person)
+                later += 1
                 continue
             await self.store.made(offer.ref, [Placed(message_id=i, private_to=person) for i in ids])
             made += len(ids)
@@ -160,11 +169,15 @@ class Reoffers:
                 ids = await post(self.bot, self.api, chat, topic_id, [offer.html], markup)
             except DeliveryError as exc:
                 log.warning("prompt not re-offered in %s (%s)", conversation.id, exc.reason)
+                if not exc.permanent:
+                    for person in unreachable:
+                        await self.store.forget(offer.ref, person)
+                    later += len(unreachable)
             else:
                 await self.store.made(offer.ref, [Placed(message_id=i) for i in ids])
                 made += len(ids)
-        log.info("an unanswered ephemeral prompt re-offered (%d copies)", made)
-        return made
+        log.info("an unanswered ephemeral prompt re-offered (%d copies, %d later)", made, later)
+        return later
 
 
 def _markup(data: dict[str, Any] | None) -> InlineKeyboardMarkup | None:

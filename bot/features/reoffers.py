@@ -5,8 +5,9 @@ reoffer.py) and settles it when the prompt is edited (answered, decided, expired
 worker claims a due offer (`bot/runtime/due.py`: under a lease, an unreadable record dropped
 and counted) has the adapter send the copies, then forgets the offer; a worker that dies
 mid-way lets the lease run out and another finishes it, skipping the receivers already
-offered a copy (`first`: at most one copy each, as the outbox does for messages). The offer
-outlives a restart; its copies are kept for the prompt's later edits.
+offered a copy (`first`: at most one copy each, as the outbox does for messages). Receivers
+Telegram did not take a copy for are tried again `RETRY` seconds later, up to `TRIES` passes.
+The offer outlives a restart; its copies are kept for the prompt's later edits.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from bot.runtime.keys import Keys
 log = logging.getLogger(__name__)
 
 KEEP = 7 * 86_400.0  # an offer, its copies and whom they went to outlive the due time by this
+RETRY = 60.0  # seconds before trying again the receivers Telegram did not take a copy for
+TRIES = 30  # passes at most (half an hour of Telegram failing); then the prompt stays as it is
 
 
 class PromptOffers:
@@ -47,7 +50,8 @@ class PromptOffers:
         self.poll = poll
         due = DueKeys(due=keys.reoffers_due, claimed=keys.reoffers_claimed, record=keys.reoffer)
         self.work = DueWork(redis, due, Offer, kind="prompt re-offer", lease=lease)
-        # the adapter's sending (Reoffers.offer), set where both are built
+        # the adapter's sending (Reoffers.offer: how many are left for later), set where both
+        # are built
         self.deliver: Callable[[Offer], Awaitable[int]] | None = None
         self.heartbeat = (health or Health()).register("reoffers", every=poll + 30.0)
 
@@ -67,6 +71,9 @@ class PromptOffers:
         sent = f"{self.keys.reoffer(_member(ref))}:sent:{person}"
         return bool(await self.redis.set(sent, "1", nx=True, px=int(KEEP * 1000)))
 
+    async def forget(self, ref: str, person: int) -> None:
+        await self.redis.delete(f"{self.keys.reoffer(_member(ref))}:sent:{person}")
+
     async def made(self, ref: str, placed: list[Placed]) -> None:
         copies = self._copies(_member(ref))
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -85,13 +92,20 @@ class PromptOffers:
         await repeat(stop, self.heartbeat, self.offer_due, self.poll)
 
     async def offer_due(self, now: float | None = None) -> int:
-        """Offer every due prompt again; how many were."""
+        """Offer every due prompt again; how many were (some receivers may be left for a
+        later pass, when Telegram did not take their copy)."""
         if self.deliver is None:
             return 0
+        now = time.time() if now is None else now
         offered = 0
-        for member, offer in await self.work.claim(time.time() if now is None else now):
-            await self.deliver(offer)  # a failure here: the lease runs out, it is due again
-            await self.work.done(member)
+        for member, offer in await self.work.claim(now):
+            left = await self.deliver(offer)  # a failure here: the lease runs out, due again
+            if left and offer.tries + 1 < TRIES:
+                again = offer.model_copy(update={"tries": offer.tries + 1})
+                await self.work.put(member, again, now + RETRY, RETRY + KEEP)
+                await self.work.again(member, now + RETRY)
+            else:
+                await self.work.done(member)
             offered += 1
         return offered
 

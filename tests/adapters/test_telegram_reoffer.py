@@ -19,7 +19,7 @@ from adapters.base import Button, ConversationKey, OutboundMessage
 from adapters.telegram import TelegramAdapter, TelegramConfig
 from agent.builtin_tools import builtin_registry
 from bot.config import Settings
-from bot.features.reoffers import PromptOffers
+from bot.features.reoffers import RETRY, PromptOffers
 from bot.ops import metrics
 from bot.ops.health import Health
 from bot.runtime.keys import Keys
@@ -206,6 +206,27 @@ async def test_the_copy_goes_only_to_the_people_the_prompt_is_for(redis: aioredi
         await h.settle()
         refusal = telegram.method_calls("answerCallbackQuery")[0].body["text"]
     assert "Only Ana" in refusal and SENT == []
+
+
+async def test_telegram_failing_at_the_due_time_leaves_the_copy_for_a_later_pass(
+    redis: aioredis.Redis,
+) -> None:
+    """Break it: Telegram answers 502 when Ana's copy is due; it goes out on a later pass,
+    once, and Cara's (which went through the first time) is not sent again."""
+    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, offers):
+        await prompted(telegram, h)
+        due = time.time() + AFTER + 1
+        assert (await offers.work.every())[0][1].receivers == [ANA, CARA]  # Ana's goes first
+        telegram.answer_error("sendMessage", 502, "Bad Gateway")  # Ana's, the first
+        assert await offers.offer_due(due) == 1
+        telegram.errors.clear()
+        assert telegram.chat(ANA) == [] and len(telegram.chat(CARA)) == 1
+        assert await offers.work.count() == 1  # kept for a later pass
+        assert await offers.offer_due(due + 1) == 0  # not before RETRY
+        assert await offers.offer_due(due + RETRY + 1) == 1
+        assert len(telegram.chat(ANA)) == 1 and len(telegram.chat(CARA)) == 1
+        assert await offers.work.count() == 0
+        assert await offers.offer_due(due + 10 * RETRY) == 0
 
 
 async def test_an_unreadable_offer_is_dropped_and_counted_and_the_others_go_out(
