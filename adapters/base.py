@@ -255,11 +255,6 @@ class Addressing:
 PLAIN = Addressing()  # `/help`, no mention: a platform that declares nothing else
 
 
-def mention(platform: str, user_id: str, name: str) -> str:
-    """How a message names a person: a Slack mention that can ping, elsewhere their name."""
-    return f"<@{user_id}>" if platform == "slack" else (name or user_id)
-
-
 @dataclass(frozen=True, kw_only=True)
 class OutboundMessage:
     """Markdown text, optionally with buttons that point at a pending decision."""

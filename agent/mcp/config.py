@@ -41,7 +41,6 @@ Revision = Literal["2025-11-25", "2026-07-28"]
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # "<platform>:<chat>", "<platform>:<team>/<chat>" (chat may be *), "<platform>:user:<id>"
 _ALLOW = re.compile(r"^[a-z]+:(user:[^\s/:]+|[^\s/:]+(/[^\s/:]+)?)$")
-_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{6,}$")
 _SECRET = re.compile(r"auth|key|token|secret|passw|cookie|credential|sig", re.IGNORECASE)
 
 
@@ -113,14 +112,6 @@ class ServerConfig(BaseModel):
                 raise ValueError(
                     f'{entry!r} is not "<platform>:<chat id>", "<platform>:<team>/<chat>" '
                     'or "<platform>:user:<user id>"'
-                )
-            where, _, target = entry.partition(":")
-            if where == "slack" and _SLACK_USER.match(target):
-                log.warning(
-                    "MCP allow entry %s names a Slack user as a chat; it matches no "
-                    "conversation (write slack:user:%s for that person)",
-                    entry,
-                    target,
                 )
         return value
 

@@ -9,7 +9,8 @@ lets run without asking — nothing runs unseen. The executor stores it as the r
 
 from __future__ import annotations
 
-from adapters.base import Addressing, InboundAction, OutboundMessage, mention
+from adapters.base import Addressing, InboundAction, OutboundMessage
+from adapters.traits import mention
 from agent.outcomes import Outcome
 from bot.conversation.effects import Claim, Effect, Notify, Resume, Send
 from bot.conversation.render import standing_tools

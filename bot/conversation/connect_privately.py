@@ -10,7 +10,8 @@ question still waits, so "try again" in the group brings a new button.
 
 from __future__ import annotations
 
-from adapters.base import PLAIN, Addressing, OutboundMessage, mention
+from adapters.base import PLAIN, Addressing, OutboundMessage
+from adapters.traits import mention
 from agent.outcomes import AwaitingAnswer, Outcome
 from bot.conversation.effects import Prompt
 from bot.conversation.texts import CONNECT_SENT, CONNECT_UNREACHABLE

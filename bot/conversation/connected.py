@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 
-from adapters.base import InboundMessage, OutboundMessage, mention
+from adapters.base import InboundMessage, OutboundMessage
+from adapters.traits import mention
 from bot.conversation.effects import Claim, Effect, Send
 from bot.conversation.texts import (
     CONNECTED_LATER,

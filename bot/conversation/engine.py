@@ -20,14 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from adapters.base import (
-    Addressing,
-    Inbound,
-    InboundAction,
-    InboundMessage,
-    OutboundMessage,
-    mention,
-)
+from adapters.base import Addressing, Inbound, InboundAction, InboundMessage, OutboundMessage
+from adapters.traits import mention
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
 from bot.conversation import always, connect_privately, privately
 from bot.conversation.commands import bare_mention_line, help_text, unknown_command

@@ -16,15 +16,8 @@ import re
 import unicodedata
 from typing import Any
 
-from adapters.base import (
-    Addressing,
-    Button,
-    Inbound,
-    InboundMessage,
-    OutboundMessage,
-    ProposedPlan,
-    mention,
-)
+from adapters.base import Addressing, Button, Inbound, InboundMessage, OutboundMessage, ProposedPlan
+from adapters.traits import mention
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished, Outcome, PlanStep
 from bot.conversation.texts import (
     ALREADY,

@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from adapters.base import Inbound, InboundMessage, OutboundMessage, mention
+from adapters.base import Inbound, InboundMessage, OutboundMessage
+from adapters.traits import mention
 from agent.outcomes import Failed, Outcome
 from agent.protocols import ProgressEvent
 from bot.conversation.permissions import may_act

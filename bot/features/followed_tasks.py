@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
-from adapters.base import ConversationKey, OutboundMessage, mention
+from adapters.base import ConversationKey, OutboundMessage
 from adapters.platform import ChatAdapter
+from adapters.traits import mention
 from agent.mcp.following import FollowedTask, TaskPolling, TaskState, interval
 from agent.observations import clean
 from agent.tools import ToolError

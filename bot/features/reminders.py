@@ -14,12 +14,9 @@ import uuid
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
-from adapters.base import (
-    ConversationKey,
-    OutboundMessage,
-    mention,
-)
+from adapters.base import ConversationKey, OutboundMessage
 from adapters.platform import ChatAdapter
+from adapters.traits import mention
 from agent.protocols import RunContext
 from bot.ops import metrics
 from bot.ops.health import Health, repeat

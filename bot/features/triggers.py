@@ -31,6 +31,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from adapters import traits
 from adapters.base import Actor, ContextMessage, ConversationKey, HandoverFailed, InboundMessage
 from adapters.metrics import WEBHOOK_REJECTED
 from bot.config import ConfigError
@@ -48,7 +49,6 @@ DELIVERY = "X-Parley-Delivery"
 STAMP = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
 DELIVERY_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 PLACEHOLDER = re.compile(r"\{(\w*)\}")
-PLATFORM_SETTING = {"telegram": "TELEGRAM_BOT_TOKEN", "slack": "SLACK_BOT_TOKEN"}
 
 Submit = Callable[[InboundMessage], Awaitable[bool]]
 
@@ -78,17 +78,11 @@ class Trigger:
     @property
     def address(self) -> str:
         """The conversation as the triggers file writes it."""
-        key = self.conversation
-        if key.platform == "telegram":
-            return f"telegram:{key.chat_id}"
-        return "slack:" + "/".join(p for p in (key.team_id, key.chat_id, key.thread_id) if p)
+        return traits.of(self.conversation.platform).written(self.conversation)
 
     @property
     def is_direct(self) -> bool:
-        chat = self.conversation.chat_id
-        if self.conversation.platform == "telegram":
-            return not chat.startswith("-")  # groups and channels have negative ids
-        return chat.startswith("D")
+        return traits.of(self.conversation.platform).is_direct(self.conversation)
 
     def signed(self, timestamp: str, delivery: str, body: bytes, signature: str) -> bool:
         expected = signature_of(self.secret, timestamp, delivery, body)
@@ -96,17 +90,13 @@ class Trigger:
 
 
 def conversation_of(value: str) -> ConversationKey:
-    """`telegram:<chat id>` or `slack:<team>/<channel>[/<thread ts>]`."""
+    """`<platform>:<address>`, written as the platform's adapter declares (adapters/traits.py)."""
     platform, _, rest = value.partition(":")
-    if platform == "telegram" and rest.lstrip("-").isdigit():
-        return ConversationKey(platform="telegram", chat_id=rest)
-    parts = rest.split("/")
-    if platform == "slack" and len(parts) in (2, 3) and all(parts):
-        thread = parts[2] if len(parts) == 3 else None
-        return ConversationKey(
-            platform="slack", team_id=parts[0], chat_id=parts[1], thread_id=thread
-        )
-    raise ValueError(f"{value!r} is neither telegram:<chat id> nor slack:<team>/<channel>")
+    found = traits.of(platform).parse(rest)
+    if found is not None:
+        return found
+    hints = " nor ".join(t.address_hint for t in traits.known())
+    raise ValueError(f"{value!r} is neither {hints}")
 
 
 def load_triggers(path: Path | None) -> dict[str, Trigger]:
@@ -155,7 +145,7 @@ def undeliverable(triggers: dict[str, Trigger], platforms: set[str]) -> list[str
     return [
         f"trigger {t.name!r} posts to {t.address}, but "
         f"{t.conversation.platform.capitalize()} is not configured: set "
-        f"{PLATFORM_SETTING[t.conversation.platform]} or change the trigger's conversation"
+        f"{traits.of(t.conversation.platform).token_setting} or change the trigger's conversation"
         for t in triggers.values()
         if t.conversation.platform not in platforms
     ]

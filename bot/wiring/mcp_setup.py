@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from redis.asyncio import Redis
 
+from adapters import traits
 from agent.mcp import McpConfig, McpConfigError, load_config
 from agent.mcp.config import shown_url
 from bot.config import Settings
@@ -60,9 +61,28 @@ def build_toolbox(settings: Settings, redis: Redis | None = None) -> McpToolbox 
 
 def _config(path: Path) -> McpConfig:
     try:
-        return load_config(path)
+        config = load_config(path)
     except McpConfigError as exc:  # name the setting: the file alone may not ring a bell
         raise McpConfigError(f"PARLEY_MCP_CONFIG: {exc}") from None
+    warn_person_chats(config)
+    return config
+
+
+def warn_person_chats(config: McpConfig) -> None:
+    """Warn of an allow entry whose chat is a person's id on its platform (a Slack user id
+    written as a chat): it matches no conversation, and `<platform>:user:<id>` was meant."""
+    for server in config.servers.values():
+        for entry in server.allow or ():
+            where, _, target = entry.partition(":")
+            if traits.of(where).person_like(target):
+                log.warning(
+                    "MCP allow entry %s names a %s user as a chat; it matches no "
+                    "conversation (write %s:user:%s for that person)",
+                    entry,
+                    where.capitalize(),
+                    where,
+                    target,
+                )
 
 
 def build_connections(

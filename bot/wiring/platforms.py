@@ -23,6 +23,7 @@ from adapters.base import (
 from adapters.platform import ChatAdapter
 from bot.config import Settings
 from bot.features.agent_sessions import RedisSessionDirectory
+from bot.features.schedules.store import Schedule
 from bot.ops.health import Backoff, Health, pause
 from bot.ops.http import HttpServer, Route
 from bot.runtime.keys import Keys
@@ -293,3 +294,20 @@ class Platforms:
             ok, detail = await self.slack.health()
             return ok, detail
         return False, "not configured"
+
+
+def owner_allowed(settings: Settings) -> Callable[[Schedule], bool]:
+    """Whether a schedule's owner still passes the allowlists of its conversation."""
+
+    def allowed(found: Schedule) -> bool:
+        if found.platform == "telegram":
+            users = settings.telegram.allowed_users
+            return not users or found.owner_id in users
+        if found.platform == "slack":
+            teams, channels = settings.slack.allowed_teams, settings.slack.allowed_channels
+            chat = found.conversation_id.split(":")[2]
+            team_ok = not teams or (found.team_id or "") in teams
+            return team_ok and (not channels or chat in channels)
+        return True
+
+    return allowed

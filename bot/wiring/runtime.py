@@ -14,6 +14,7 @@ from functools import partial
 
 import redis.asyncio as aioredis
 
+from adapters import traits
 from adapters.base import ConversationKey, OutboundMessage
 from adapters.platform import ChatAdapter
 from agent.loop import Agent
@@ -54,6 +55,7 @@ from bot.runtime.sessions import SessionStore
 from bot.runtime.stops import Stops
 from bot.runtime.worker import Worker
 from bot.wiring.mcp_setup import build_connections
+from bot.wiring.platforms import owner_allowed
 from loops import Heartbeat, Running, repeat
 
 log = logging.getLogger(__name__)
@@ -168,7 +170,7 @@ class Scheduling:
 
 
 def owner_left(adapters: dict[str, ChatAdapter]) -> Callable[[Schedule], Awaitable[bool]]:
-    """Whether the owner's platform says they left (a Slack adapter's `user_left`)."""
+    """Whether the owner's platform says they left (its adapter's `user_left`)."""
 
     async def left(found: Schedule) -> bool:
         adapter = adapters.get(found.platform)
@@ -194,23 +196,6 @@ def owner_member(
             return None
 
     return member
-
-
-def owner_allowed(settings: Settings) -> Callable[[Schedule], bool]:
-    """Whether a schedule's owner still passes the allowlists of its conversation."""
-
-    def allowed(found: Schedule) -> bool:
-        if found.platform == "telegram":
-            users = settings.telegram.allowed_users
-            return not users or found.owner_id in users
-        if found.platform == "slack":
-            teams, channels = settings.slack.allowed_teams, settings.slack.allowed_channels
-            chat = found.conversation_id.split(":")[2]
-            team_ok = not teams or (found.team_id or "") in teams
-            return team_ok and (not channels or chat in channels)
-        return True
-
-    return allowed
 
 
 def build_runtime(
@@ -386,15 +371,6 @@ def voice_of(settings: Settings) -> Voice:
 
 def message_limits(settings: Settings) -> dict[str, int]:
     """The longest message text per platform: PARLEY_MAX_MESSAGE_CHARS, else the platform's
-    (each adapter's module loaded only where that platform is configured, as platforms.py)."""
+    (each adapter's traits loaded only where that platform is configured, as platforms.py)."""
     chosen = settings.agent.max_message_chars
-    limits: dict[str, int] = {}
-    if "telegram" in settings.chat_platforms():
-        from adapters.telegram.inbound import MAX_TEXT as TELEGRAM_MAX_TEXT
-
-        limits["telegram"] = chosen or TELEGRAM_MAX_TEXT
-    if "slack" in settings.chat_platforms():
-        from adapters.slack.config import MAX_TEXT as SLACK_MAX_TEXT
-
-        limits["slack"] = chosen or SLACK_MAX_TEXT
-    return limits
+    return {name: chosen or traits.of(name).max_text for name in settings.chat_platforms()}

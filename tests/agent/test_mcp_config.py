@@ -76,13 +76,6 @@ def test_allow_entries_name_chats_or_explicitly_people(
     assert ServerConfig(command="x", allow=[entry]).allows(*where) is expected
 
 
-def test_a_slack_user_id_written_as_a_chat_is_warned_about(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    ServerConfig(command="x", allow=["slack:U1234567"])
-    assert "write slack:user:U1234567" in caplog.text
-
-
 def test_keys_of_other_clients_are_ignored_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
