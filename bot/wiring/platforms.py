@@ -296,13 +296,18 @@ class Platforms:
         return False, "not configured"
 
 
-def owner_allowed(settings: Settings) -> Callable[[Schedule], bool]:
-    """Whether a schedule's owner still passes the allowlists of its conversation."""
+def owner_allowed(settings: Settings, pairings: Pairings) -> Callable[[Schedule], Awaitable[bool]]:
+    """Whether a schedule's owner may still talk to Parley where it runs: the allowlists of
+    its conversation, and on Telegram in pairing mode (the default) the paired set too."""
 
-    def allowed(found: Schedule) -> bool:
+    async def allowed(found: Schedule) -> bool:
         if found.platform == "telegram":
             users = settings.telegram.allowed_users
-            return not users or found.owner_id in users
+            if found.owner_id in users:
+                return True
+            if settings.telegram.access == "pairing":  # checked now: a pairing can be revoked
+                return await pairings.admitted(found.owner_id)
+            return not users
         if found.platform == "slack":
             teams, channels = settings.slack.allowed_teams, settings.slack.allowed_channels
             chat = found.conversation_id.split(":")[2]

@@ -303,7 +303,7 @@ def build_runtime(
         stops=stops,
         objectives=Objectives(
             store=schedules,
-            owner_allowed=owner_allowed(settings),
+            owner_allowed=owner_allowed(settings, Pairings(redis, keys)),
             owner_left=owner_left(adapters),
             owner_member=owner_member(adapters),
         ),

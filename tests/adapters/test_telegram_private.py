@@ -48,6 +48,7 @@ async def bot(
         env_file=None,
         runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
         access={"PARLEY_APPROVERS": approvers},
+        telegram={"PARLEY_TELEGRAM_ACCESS": "open"},  # as the adapter is
     )
     async with running(redis, model, adapter=adapter, tools=registry, config=config) as harness:  # type: ignore[arg-type]
         adapter.handler = harness.runtime.inbox.submit

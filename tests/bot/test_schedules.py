@@ -24,6 +24,7 @@ from bot.features.schedules.clock import ScheduleClock, objective_event
 from bot.features.schedules.store import Schedule, chat_of
 from bot.features.triggers import Trigger
 from bot.features.triggers import objective_event as trigger_event
+from bot.runtime.pairing import Pairings
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.bot.recording import click, dm, message
@@ -49,7 +50,10 @@ def emailing() -> tuple[ToolRegistry, list[str]]:
 
 
 async def make(harness: Harness, chat: ConversationKey, when: str, **extra: Any) -> Schedule:
-    """A schedule made straight in the store, as an approved `schedule` call would."""
+    """A schedule made straight in the store, as an approved `schedule` call would; its
+    owner Ana talks to Parley, so on Telegram (pairing, the default) she was paired."""
+    if extra.pop("paired", True):
+        await harness.redis.sadd(harness.runtime.keys.paired("telegram"), "42")
     context = RunContext(
         conversation_id=chat.id,
         platform=chat.platform,
@@ -248,7 +252,7 @@ async def test_an_owner_off_the_allowlist_pauses_the_schedule(redis: aioredis.Re
     )
     async with running(redis, model, config=allowlisted) as harness:
         chat = dm()
-        made = await make(harness, chat, "every 10 minutes")
+        made = await make(harness, chat, "every 10 minutes", paired=False)
         slot = await slot_of(harness, made.id)
         await harness.runtime.clock.start_due(now=slot)
         await harness.settle()
@@ -261,6 +265,52 @@ async def test_an_owner_off_the_allowlist_pauses_the_schedule(redis: aioredis.Re
         await harness.runtime.clock.start_due(now=slot + 6000)
         await harness.settle()
         assert len(harness.adapter.texts(chat)) == 1  # said once; no later runs
+
+
+async def test_in_pairing_mode_a_slot_runs_only_while_its_owner_is_paired(
+    redis: aioredis.Redis,
+) -> None:
+    # pairing is the default: with an allowlist of someone else, Ana talks to Parley because
+    # she was paired; once her pairing is revoked, her schedule must not run in her name
+    model = ScriptedModel([reply("Here is the news.")])
+    paired_mode = Settings.load(
+        env_file=None,
+        runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
+        telegram={"PARLEY_TELEGRAM_ALLOWED_USERS": "99"},
+    )
+    async with running(redis, model, config=paired_mode) as harness:
+        pairings = Pairings(redis, harness.runtime.keys)
+        chat = dm()
+        made = await make(harness, chat, "every 10 minutes")
+        slot = await slot_of(harness, made.id)
+        await harness.runtime.clock.start_due(now=slot)
+        await harness.settle()
+        assert harness.adapter.texts(chat)[-1].endswith("Here is the news.")
+
+        assert await pairings.revoke("42")
+        slot = await slot_of(harness, made.id)
+        await harness.runtime.clock.start_due(now=slot)
+        await harness.settle()
+        said = harness.adapter.texts(chat)[-1]
+        assert said.startswith(f"⏸ I paused schedule {made.id}") and "no longer" in said
+        assert len(model.requests) == 1
+        paused = await harness.runtime.schedules.get(made.id)
+        assert paused is not None and paused.state == "paused"
+
+
+async def test_with_no_allowlist_an_unpaired_owners_schedule_does_not_run(
+    redis: aioredis.Redis,
+) -> None:
+    model = ScriptedModel([])
+    async with running(redis, model, config=config()) as harness:  # pairing, no allowlist
+        chat = dm()
+        made = await make(harness, chat, "every 10 minutes", paired=False)
+        slot = await slot_of(harness, made.id)
+        await harness.runtime.clock.start_due(now=slot)
+        await harness.settle()
+        [said] = harness.adapter.texts(chat)
+        assert said.startswith(f"⏸ I paused schedule {made.id}")
+        assert model.requests == []
 
 
 async def test_a_standing_permission_acts_and_other_side_effects_ask_the_owner(

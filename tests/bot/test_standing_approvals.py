@@ -47,6 +47,8 @@ async def parley(
     await box.start()
     try:
         async with running(redis, model, tool_source=box.source(), config=config) as harness:
+            # Ana talks to Parley on Telegram, so she was paired (her schedules run while so)
+            await redis.sadd(harness.runtime.keys.paired("telegram"), "42")
             yield harness
     finally:
         await box.stop()

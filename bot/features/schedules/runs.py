@@ -48,7 +48,7 @@ OWN_KINDS = ("scheduled", "triggered")
 BODY_LIMIT = 16_000  # characters of a webhook body the model reads
 
 # Whether a schedule's owner may still use Parley in its conversation (the allowlists).
-OwnerAllowed = Callable[[Schedule], bool]
+OwnerAllowed = Callable[[Schedule], Awaitable[bool]]
 # Whether the platform says the owner left (a deactivated Slack account); False when unsure.
 OwnerLeft = Callable[[Schedule], Awaitable[bool]]
 # Whether the owner (and Parley) are still in the schedule's chat, as the platform says at
@@ -71,7 +71,7 @@ class Verdict:
 @dataclass(kw_only=True)
 class Objectives:
     store: ScheduleStore
-    owner_allowed: OwnerAllowed = lambda _found: True
+    owner_allowed: OwnerAllowed | None = None  # None: every owner passes
     owner_left: OwnerLeft | None = None
     owner_member: OwnerMember | None = None
 
@@ -91,7 +91,7 @@ class Objectives:
             )
             return Verdict(go=False)
         left = self.owner_left is not None and await self.owner_left(found)
-        allowed = not left and self.owner_allowed(found)
+        allowed = not left and (self.owner_allowed is None or await self.owner_allowed(found))
         # checked at every slot, never assumed from when it was made: people leave chats
         member = await self.owner_member(found) if allowed and self.owner_member else allowed
         owner = found.owner_name or found.owner_id
