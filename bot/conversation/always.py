@@ -12,7 +12,7 @@ from __future__ import annotations
 from adapters.base import Addressing, InboundAction, OutboundMessage
 from adapters.traits import mention
 from agent.outcomes import Outcome
-from bot.conversation.effects import Claim, Effect, Notify, Resume, Send
+from bot.conversation.effects import Claim, Effect, GrantStanding, Notify, Resume, Send
 from bot.conversation.render import standing_tools
 from bot.conversation.texts import (
     ALWAYS_GRANTED,
@@ -50,8 +50,15 @@ def granted(
     return [
         Notify(text=ALWAYS_TOAST),
         Send(message=said, slot="standing"),
+        *grant(session),
         Resume(resolution=resolution),
     ]
+
+
+def grant(session: Session) -> list[Effect]:
+    """Store the pending plan's tools for good (as its prompt showed them), if it has any."""
+    tools = grantable(session)
+    return [GrantStanding(tools=tuple(tools))] if tools else []
 
 
 def ran(outcome: Outcome, addressing: Addressing) -> list[Effect]:

@@ -81,7 +81,15 @@ class NotACode:
     received: Received
 
 
-Event = Received | Admitted | Claimed | Ran | Transcribed | NotACode
+@dataclass(frozen=True, kw_only=True)
+class TasksCancelled:
+    """The answer to `CancelTasks`: how many of the conversation's followed tasks stopped."""
+
+    received: Received
+    count: int
+
+
+Event = Received | Admitted | Claimed | Ran | Transcribed | NotACode | TasksCancelled
 
 # --- effects ------------------------------------------------------------------------------
 
@@ -158,6 +166,21 @@ class Resume:
 
     resolution: Resolution
     attachments: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class CancelTasks:
+    """A stop also stops the conversation's followed MCP tasks, those of whoever the person
+    may act for; `TasksCancelled` follows."""
+
+    received: Received
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrantStanding:
+    """Store the requester's "Always" for these tools (as the approval prompt showed them)."""
+
+    tools: tuple[tuple[str, str], ...]  # (tool, digest of what it was shown to do)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -263,4 +286,6 @@ Effect = (
     | ConfirmConnection
     | ScheduleButton
     | EndSession
+    | CancelTasks
+    | GrantStanding
 )

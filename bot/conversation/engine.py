@@ -20,7 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from adapters.base import Addressing, Inbound, InboundAction, InboundMessage, OutboundMessage
+from adapters.base import (
+    Addressing,
+    Inbound,
+    InboundAction,
+    InboundMessage,
+    OutboundMessage,
+    is_stop,
+)
 from adapters.traits import mention
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Failed, Finished
 from bot.conversation import always, connect_privately, privately
@@ -30,6 +37,7 @@ from bot.conversation.effects import (
     Admit,
     Admitted,
     Answer,
+    CancelTasks,
     Claim,
     Claimed,
     Command,
@@ -53,6 +61,7 @@ from bot.conversation.effects import (
     ScheduleButton,
     Send,
     Settle,
+    TasksCancelled,
     Transcribe,
     Transcribed,
 )
@@ -139,6 +148,7 @@ class Policy:
     addressing: Addressing = Addressing()  # how people write commands and mention Parley
     greeting: str = ""  # said once to a person who opens their conversation with Parley
     standing_everywhere: bool = False  # a standing approval holds in every chat of its giver
+    follows_tasks: bool = False  # MCP tasks are followed past their call: a stop stops them too
 
 
 def decide(
@@ -146,13 +156,13 @@ def decide(
 ) -> list[Effect]:
     """The effects of `event`, in order (see the module docstring)."""
     if isinstance(event, Received):
-        if session.resolving is not None and session.resolving.entry_id == event.entry_id:
-            return [Resume(resolution=session.resolving, attachments=_has_files(event))]
-        if session.stopped_by == event.entry_id:
-            return []  # this stop reached the run it stopped, which said so
-        if isinstance(event.event, InboundAction):
-            return _pressed(session, pending, event.event, policy)
-        return _message(session, pending, event.event, policy, event.entry_id)
+        if policy.follows_tasks and is_stop(event.event):
+            return [CancelTasks(received=event)]  # first: a stop ends what runs on elsewhere
+        return _received(session, pending, event, policy)
+    if isinstance(event, TasksCancelled):
+        if event.count and session.status == "idle":
+            return []  # the stopped tasks were the thing to cancel
+        return _received(session, pending, event.received, policy)
     if isinstance(event, Admitted):
         return _admitted(session, pending, event, policy)
     if isinstance(event, Claimed):
@@ -164,6 +174,20 @@ def decide(
         assert isinstance(message, InboundMessage)
         return _message(session, pending, message, policy, event.received.entry_id, codes=False)
     return _ran(event, policy)
+
+
+def _received(
+    session: Session, pending: Decision | None, received: Received, policy: Policy
+) -> list[Effect]:
+    if session.resolving is not None and session.resolving.entry_id == received.entry_id:
+        resume = Resume(resolution=session.resolving, attachments=_has_files(received))
+        # a replay of an "Always": stored again (the same grant) before the run goes on
+        return [*(always.grant(session) if session.resolving.standing else []), resume]
+    if session.stopped_by == received.entry_id:
+        return []  # this stop reached the run it stopped, which said so
+    if isinstance(received.event, InboundAction):
+        return _pressed(session, pending, received.event, policy)
+    return _message(session, pending, received.event, policy, received.entry_id)
 
 
 def pending_id(session: Session, event: Inbound) -> str | None:

@@ -30,10 +30,9 @@ from adapters.base import (
     InboundMessage,
     MessageRef,
     OutboundMessage,
-    is_stop,
 )
 from adapters.platform import ChatAdapter
-from agent.deferred import PendingPlan, Plan, new_id
+from agent.deferred import Plan, new_id
 from agent.loop import Agent
 from agent.messages import ContentBlock
 from agent.protocols import RunContext
@@ -42,7 +41,7 @@ from bot.conversation.commands import Commands
 from bot.conversation.engine import ERROR_TEXT, INTERRUPTED_CALL, Policy, decide, pending_id
 from bot.conversation.permissions import may_act
 from bot.conversation.privately import handed_over
-from bot.conversation.render import standing_tools, typed_mentions, unreachable_line
+from bot.conversation.render import typed_mentions, unreachable_line
 from bot.conversation.running import (
     Admission,
     Called,
@@ -153,9 +152,6 @@ class Executor:
             await self._finish(turn, entry_id)
             return
         try:
-            if await self._cancel_tasks(event) and session.status == "idle":
-                await self._finish(turn, entry_id)  # the stopped tasks were the thing to cancel
-                return
             await self._play(turn)
         except Exception as exc:
             if redis_away(exc):
@@ -184,9 +180,9 @@ class Executor:
             log.info("a private press was not handed to %s", there.id)
 
     async def _cancel_tasks(self, event: Inbound) -> int:
-        """A /cancel (or the platform's stop) also stops the conversation's followed tasks,
-        those of whoever the person may act for (`permissions.may_act`, as for a run)."""
-        if self.tasks is None or not is_stop(event):
+        """Stop the conversation's followed tasks of whoever the person may act for
+        (`permissions.may_act`, as for a run)."""
+        if self.tasks is None:
             return 0
         actor, direct = event.actor, event.is_direct
 
@@ -222,6 +218,7 @@ class Executor:
             max_message_chars=self.max_message_chars,
             addressing=turn.reply.adapter.addressing,
             standing_everywhere=self.standing is not None and self.standing.scope == "everywhere",
+            follows_tasks=self.tasks is not None,
         )
 
     async def _finish(self, turn: EntryTurn, entry_id: str | None) -> None:
@@ -277,6 +274,11 @@ class Executor:
                 return await self._run(turn)
             case fx.Resume():
                 return await self._resume(turn, effect)
+            case fx.CancelTasks(received=stop):
+                return fx.TasksCancelled(received=stop, count=await self._cancel_tasks(stop.event))
+            case fx.GrantStanding(tools=tools):
+                assert turn.session.state is not None
+                await self._grant(turn.session.state.context, tools)
             case fx.Answer():
                 await self.runner.answer(turn.called, reply, headed(effect.message, turn.header))
             case fx.Open():
@@ -448,8 +450,6 @@ class Executor:
         elif isinstance(turn.event, InboundMessage):
             await self.runner.saw(turn.event)
         plan = state.pending_plan
-        if resolution.standing and plan is not None:
-            await self._grant(state.context, plan)
         private = state.private_to is not None or bool(
             resolution.approved and plan and any(step.private for step in plan.steps)
         )
@@ -468,11 +468,9 @@ class Executor:
             ),
         )
 
-    async def _grant(self, requester: RunContext, plan: PendingPlan) -> None:
+    async def _grant(self, requester: RunContext, tools: tuple[tuple[str, str], ...]) -> None:
         """Store the requester's "Always" for the plan's tools, as they were shown."""
-        shown = plan.plan()
-        tools = standing_tools(shown.steps, shown.uncertain)
-        if self.standing is None or not tools:
+        if self.standing is None:
             return
         try:
             await self.standing.grant(requester, tools)

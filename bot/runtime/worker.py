@@ -29,7 +29,7 @@ from typing import Any, Literal
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from adapters.base import Inbound, is_stop
+from adapters.base import Inbound
 from bot.ops import metrics
 from bot.ops.health import REDIS_DOWN, Health, redis_away
 from bot.ops.shutdown import STILL_RUNNING, describe, settle
@@ -66,9 +66,13 @@ class Worker:
         max_attempts: int = 3,
         health: Health | None = None,
         stops: Stops | None = None,
+        is_stop: Callable[[Inbound], bool] | None = None,
     ) -> None:
         self.redis = redis
         self.stops = stops
+        # which entries ask to stop a run: the conversation's rule, handed in (the worker
+        # reads no chat command); without one, no stop reaches a run early
+        self.is_stop = is_stop or never
         self.keys = keys
         self.locks = locks
         self.handle = handle
@@ -215,7 +219,7 @@ class Worker:
             self._read_events[entry] = event
             self._arrived.setdefault(conversation, {})[backlog_member(entry)] = first
             conversations[conversation] = None
-            if first and is_stop(event):
+            if first and self.is_stop(event):
                 groups = event.actor.groups
                 stops.append(
                     StopRequest(
@@ -389,3 +393,7 @@ class Worker:
         finally:
             cursor.untried.discard(entry)
         return "done"
+
+
+def never(event: Inbound) -> bool:
+    return False

@@ -15,7 +15,7 @@ from functools import partial
 import redis.asyncio as aioredis
 
 from adapters import traits
-from adapters.base import ConversationKey, OutboundMessage
+from adapters.base import ConversationKey, OutboundMessage, is_stop
 from adapters.platform import ChatAdapter
 from agent.loop import Agent
 from agent.mcp.following import TaskFollower, TaskPolling
@@ -97,8 +97,7 @@ class Runtime:
         ]
         if self.tasks is not None:
             loops.append((self.tasks.heartbeat, self.tasks.run(stop)))
-        # a quarter of the stop grace each: cancelled runs, loops (half to end, half once
-        # cancelled), closing; the worker stops reading and drains before the loops end
+        # a quarter of the stop grace each: cancelled runs, loops (Running's two halves), closing
         try:
             async with Running(stop, grace=self.stop_grace / 8) as running:
                 for heartbeat, loop in loops:
@@ -325,6 +324,7 @@ def build_runtime(
         max_attempts=runtime_settings.max_attempts,
         health=health,
         stops=stops,
+        is_stop=is_stop,
     )
     return Runtime(
         keys=keys,

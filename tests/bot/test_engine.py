@@ -20,6 +20,7 @@ from adapters.base import (
     OutboundMessage,
 )
 from adapters.slack import ADDRESSING as SLACK_ADDRESSING
+from agent.deferred import PendingPlan
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Finished, Plan, PlanStep, RunTrace
 from agent.protocols import RunContext
 from agent.state import RunState
@@ -27,10 +28,12 @@ from bot.conversation.effects import (
     Admit,
     Admitted,
     Answer,
+    CancelTasks,
     Claim,
     Claimed,
     Edit,
     Effect,
+    GrantStanding,
     Notify,
     Open,
     Prompt,
@@ -40,6 +43,7 @@ from bot.conversation.effects import (
     Run,
     Send,
     Settle,
+    TasksCancelled,
 )
 from bot.conversation.engine import Policy, decide
 from bot.conversation.render import MEMORY_ACTION
@@ -608,3 +612,64 @@ def test_a_bare_mention_in_a_thread_takes_its_next_reply_as_the_question() -> No
     later = Received(entry_id="1700000000001-0", event=reply_in_thread)
     assert shown(decide(Session(), None, later, POLICY)) == []  # not followed: not Parley's
     assert shown(decide(Session(following=True), None, later, POLICY)) == ["admit"]
+
+
+# --- stops and standing approvals are decisions too --------------------------------------
+
+FOLLOWING = replace(POLICY, follows_tasks=True)
+
+
+def test_a_stop_first_stops_the_followed_tasks_then_goes_on_as_a_stop() -> None:
+    """The executor no longer reads /cancel itself: the rules ask for the tasks to stop, and
+    what the answer means is theirs too."""
+    stop = Received(entry_id=ENTRY, event=say("requester", "/cancel", command="cancel"))
+    assert decide(SESSIONS["idle"], None, stop, FOLLOWING) == [CancelTasks(received=stop)]
+    # without followed tasks, or for anything but a stop, nothing is asked of them
+    assert shown(decide(SESSIONS["idle"], None, stop, POLICY)) == shown(
+        decide(SESSIONS["idle"], None, TasksCancelled(received=stop, count=0), FOLLOWING)
+    )
+    hello = Received(entry_id=ENTRY, event=say("requester", "hi"))
+    assert shown(decide(SESSIONS["idle"], None, hello, FOLLOWING)) == ["admit"]
+    # stopped tasks were the thing to cancel: nothing more is said
+    assert decide(SESSIONS["idle"], None, TasksCancelled(received=stop, count=2), FOLLOWING) == []
+    # a run waiting on an approval is cancelled as well, tasks or none
+    waiting = SESSIONS["awaiting_approval"]
+    for count in (0, 2):
+        after = decide(
+            waiting, PENDING["approval"], TasksCancelled(received=stop, count=count), FOLLOWING
+        )
+        assert after == decide(waiting, PENDING["approval"], stop, POLICY)
+        assert isinstance(after[0], Claim) and after[0].status == "cancelled"
+
+
+def awaiting_always() -> Session:
+    step = PlanStep(call_id="c1", tool="send_email", args={}, description="Email Bo", standing="d1")
+    run = state()
+    run.pending_plan = PendingPlan(id="P1", steps=[step])
+    return Session(status="awaiting_approval", state=run, decision_id="D1")
+
+
+def test_always_is_stored_by_an_effect_before_the_run_goes_on() -> None:
+    session = awaiting_always()
+    received = Received(entry_id=ENTRY, event=press("requester", "always"))
+    claimed = Claimed(received=received, status="approved", decided=decided("approval", "approved"))
+    effects = decide(session, PENDING["approval"], claimed, POLICY)
+    grants = [e for e in effects if isinstance(e, GrantStanding)]
+    assert grants == [GrantStanding(tools=(("send_email", "d1"),))]
+    assert effects.index(grants[0]) == len(effects) - 2 and isinstance(effects[-1], Resume)
+    # replayed after a crash: stored again (the same grant) before the run resumes
+    resolving = Resolution(entry_id=ENTRY, approved=True, standing=True)
+    replay = session.model_copy(update={"status": "running", "resolving": resolving})
+    assert decide(replay, None, received, POLICY) == [
+        GrantStanding(tools=(("send_email", "d1"),)),
+        Resume(resolution=resolving),
+    ]
+    # a plain approval grants nothing
+    plain = Claimed(received=received, status="approved", decided=decided("approval", "approved"))
+    once = Received(entry_id=ENTRY, event=press("requester", "approve"))
+    plain = replace(plain, received=once)
+    assert not [
+        e
+        for e in decide(session, PENDING["approval"], plain, POLICY)
+        if isinstance(e, GrantStanding)
+    ]
