@@ -63,6 +63,7 @@ from bot.ops.health import redis_away
 from bot.ops.logs import log_context
 from bot.runtime.decisions import Decision, DecisionStore
 from bot.runtime.holding import Holding, PendingWrites
+from bot.runtime.keys import private_press_event, reply_key
 from bot.runtime.outbox import Outbox
 from bot.runtime.sessions import Session, SessionStore
 from bot.runtime.stops import Stops
@@ -174,7 +175,7 @@ class Executor:
         assert turn.pending is not None
         there = ConversationKey.parse(turn.pending.conversation_id)
         moved = replace(
-            press, conversation=there, event_id=f"{press.event_id}:from-private", is_direct=False
+            press, conversation=there, event_id=private_press_event(press.event_id), is_direct=False
         )
         if self.forward is None or not await self.forward(moved):
             log.info("a private press was not handed to %s", there.id)
@@ -550,12 +551,12 @@ class Executor:
         reply = Reply(
             outbox=self.outbox,
             adapter=adapter,
-            entry_id=f"{entry_id}:error",
+            entry_id=reply_key(entry_id, "error"),
             conversation=event.conversation,
         )
         try:
             # a run that lost its lock may have answered (or be answering): no Sorry beside it
-            if not await self.outbox.give_up(f"{entry_id}:outcome"):
+            if not await self.outbox.give_up(reply_key(entry_id, "outcome")):
                 log.info("not reporting an error for %s: its answer is out", entry_id)
                 return
             await reply.send(OutboundMessage(text=ERROR_TEXT), "reply")

@@ -32,6 +32,7 @@ from bot.conversation.attachments import Gathered, Gatherer
 from bot.ops import metrics
 from bot.ops.health import redis_away
 from bot.runtime.holding import PendingWrites
+from bot.runtime.keys import reply_key
 from bot.runtime.outbox import Outbox
 from bot.runtime.streaming import AnswerStream, StreamPlan, live_message
 
@@ -105,14 +106,14 @@ class Reply:
     async def send(
         self, message: OutboundMessage, slot: str, *, per_conversation: bool = False
     ) -> MessageRef | None:
-        key = f"{self.conversation.id}:{slot}" if per_conversation else self.key_for(slot)
+        key = reply_key(self.conversation.id, slot) if per_conversation else self.key_for(slot)
         return await self.outbox.send(
             self.adapter, key, self.conversation, self.allow(message), self.later
         )
 
     def key_for(self, slot: str) -> str:
         """The outbox key a send in `slot` uses (a stream delivers under it too)."""
-        return f"{self.entry_id}:{slot}"
+        return reply_key(self.entry_id, slot)
 
     async def edit(self, ref: MessageRef, message: OutboundMessage, slot: str) -> None:
         await self.outbox.edit(self.adapter, self.key_for(slot), ref, self.allow(message))

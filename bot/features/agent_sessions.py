@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from adapters.base import ConversationKey
+from bot.runtime.codec import as_text
 from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class RedisSessionDirectory:
         except (RedisError, OSError) as exc:
             log.info("agent session not read (%s)", type(exc).__name__)
             return None
-        return _text(raw)
+        return as_text(raw)
 
     async def thread_of(self, session: ConversationKey) -> tuple[bool, str | None]:
         """For an agent session (`session.thread_id`: its thread): whether it is known, and
@@ -80,7 +81,7 @@ class RedisSessionDirectory:
         except (RedisError, OSError) as exc:
             log.info("agent session not read (%s)", type(exc).__name__)
             return False, None
-        thread = _text(raw)
+        thread = as_text(raw)
         if thread is None:
             return False, None
         return True, None if thread == NO_THREAD else thread
@@ -93,9 +94,3 @@ def _session_id(conversation: ConversationKey, session_ts: str) -> str:
         thread_id=session_ts,
         team_id=conversation.team_id,
     ).id
-
-
-def _text(raw: bytes | str | None) -> str | None:
-    if raw is None:
-        return None
-    return raw.decode() if isinstance(raw, bytes) else raw

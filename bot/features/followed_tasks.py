@@ -31,7 +31,7 @@ from agent.tools import ToolError
 from bot.ops import metrics
 from bot.ops.health import Health, repeat
 from bot.runtime.due import DueKeys, DueWork
-from bot.runtime.keys import Keys
+from bot.runtime.keys import Keys, task_key
 from bot.runtime.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class TaskFollowing:
         await self.work.put(key, task, time.time() + interval(task.poll_ms), ttl)
         log.info("following MCP task %s of %s on %s", task.task_id, task.tool, task.server)
         try:
-            await self._say(task, f"mcptask:{key}:later", self.words.later)
+            await self._say(task, task_key(key, "later"), self.words.later)
         except Exception:  # kept all the same: its result is what matters
             log.warning("could not say that task %s continues", task.task_id, exc_info=True)
 
@@ -163,7 +163,7 @@ class TaskFollowing:
 
     async def _end(self, key: str, task: FollowedTask, said: str, **words: str) -> None:
         """Tell the conversation (once: one outbox key per task), then forget the task."""
-        await self._say(task, f"mcptask:{key}", said, **words)
+        await self._say(task, task_key(key), said, **words)
         await self.work.done(key)
         log.info("MCP task %s of %s on %s ended", task.task_id, task.tool, task.server)
 

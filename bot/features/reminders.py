@@ -21,7 +21,7 @@ from agent.protocols import RunContext
 from bot.ops import metrics
 from bot.ops.health import Health, repeat
 from bot.runtime.due import DueKeys, DueWork
-from bot.runtime.keys import Keys
+from bot.runtime.keys import Keys, reminder_key
 from bot.runtime.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class ReminderScheduler:
             text=self.said.format(who=who, text=reminder.text), allowed_mentions=frozenset({who})
         )
         try:
-            await self.outbox.send(adapter, f"reminder:{reminder_id}", conversation, message)
+            await self.outbox.send(adapter, reminder_key(reminder_id), conversation, message)
         except Exception:
             log.exception("reminder %s not delivered; it will be retried", reminder_id)
             metrics.REMINDERS.labels("retry").inc()

@@ -23,6 +23,7 @@ import redis.asyncio as aioredis
 from adapters.telegram.refs import Placed, read, write
 from adapters.telegram.reoffer import Offer
 from bot.ops.health import Health, Heartbeat, repeat
+from bot.runtime.codec import as_text
 from bot.runtime.due import DueKeys, DueWork
 from bot.runtime.keys import Keys
 
@@ -65,7 +66,7 @@ class PromptOffers:
         member = _member(ref)
         await self.work.done(member)
         found: list[bytes | str] = await self.redis.lrange(self._copies(member), 0, -1)  # type: ignore[misc]
-        return [p for raw in found for p in read(_text(raw))]
+        return [p for raw in found for p in read(as_text(raw))]
 
     async def first(self, ref: str, person: int) -> bool:
         sent = f"{self.keys.reoffer(_member(ref))}:sent:{person}"
@@ -111,10 +112,6 @@ class PromptOffers:
 
     def _copies(self, member: str) -> str:
         return f"{self.keys.reoffer(member)}:copies"
-
-
-def _text(raw: bytes | str) -> str:
-    return raw.decode() if isinstance(raw, bytes) else raw
 
 
 def _member(ref: str) -> str:

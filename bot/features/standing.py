@@ -14,17 +14,17 @@ schedule was approved with that tool (`allow_tools`).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from redis.asyncio import Redis
 
 from agent.protocols import RunContext
 from bot.features.schedules.store import chat_of
+from bot.runtime.codec import Codec
 from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,9 @@ class Standing:
     digest: str
     where: str  # a chat (`platform:team:chat`) or EVERYWHERE
     expires: float  # epoch seconds
+
+
+RECORD: Codec[Standing] = Codec(Standing)
 
 
 def _id(where: str, tool: str) -> str:
@@ -74,12 +77,12 @@ class StandingStore:
         """Approve each (tool, digest) for good for the requester of `context`; the tools."""
         where = self._places(context)[-1]
         expires = self.clock() + self.ttl
-        fields: dict[Any, str] = {}  # redis-py types its keys invariantly
+        fields: dict[Any, bytes] = {}  # redis-py types its keys invariantly
         for tool, digest in tools:
             found = Standing(
                 id=_id(where, tool), tool=tool, digest=digest, where=where, expires=expires
             )
-            fields[found.id] = json.dumps(asdict(found))
+            fields[found.id] = RECORD.encode(found)
         if not fields:
             return []
         key = self.keys.standing(context.platform, context.user_id)
@@ -87,7 +90,7 @@ class StandingStore:
             pipe.hset(key, mapping=fields)
             pipe.expire(key, int(self.ttl) + 1)  # the newest approval is the last to end
             await pipe.execute()
-        granted = [json.loads(value)["tool"] for value in fields.values()]
+        granted = [RECORD.decode(value).tool for value in fields.values()]
         log.info("standing approval for %s:%s of %s", context.platform, context.user_id, granted)
         return granted
 
@@ -101,7 +104,7 @@ class StandingStore:
         for raw in await self.redis.hmget(key, ids):
             if raw is None:
                 continue
-            found = Standing(**json.loads(raw))
+            found = RECORD.decode(raw)
             if found.tool == tool and found.digest == digest and found.expires > self.clock():
                 return True
         return False
@@ -110,7 +113,7 @@ class StandingStore:
         """A person's approvals still in force, by tool."""
         raw = await self.redis.hgetall(self.keys.standing(platform, user_id))
         now = self.clock()
-        found = [Standing(**json.loads(value)) for value in raw.values()]
+        found = [RECORD.decode(value) for value in raw.values()]
         return sorted((s for s in found if s.expires > now), key=lambda s: (s.tool, s.where))
 
     async def revoke(self, platform: str, user_id: str, standing_id: str) -> Standing | None:
@@ -120,4 +123,4 @@ class StandingStore:
             pipe.hget(key, standing_id)
             pipe.hdel(key, standing_id)
             raw, _ = await pipe.execute()
-        return Standing(**json.loads(raw)) if raw is not None else None
+        return RECORD.decode(raw) if raw is not None else None

@@ -36,6 +36,7 @@ from adapters.base import Actor, ContextMessage, ConversationKey, HandoverFailed
 from adapters.metrics import WEBHOOK_REJECTED
 from bot.config import ConfigError
 from bot.ops import metrics
+from bot.runtime.keys import trigger_event
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ def deliverable_triggers(path: Path | None, platforms: set[str]) -> dict[str, Tr
 
 def objective_event(trigger: Trigger, body: bytes, delivery: str) -> InboundMessage:
     return InboundMessage(
-        event_id=f"hook:{trigger.name}:{delivery}",
+        event_id=trigger_event(trigger.name, delivery),
         conversation=trigger.conversation,
         actor=Actor(
             platform=trigger.conversation.platform,

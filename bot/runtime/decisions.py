@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel
 from redis.asyncio.client import Pipeline
 
+from bot.runtime.codec import as_text
 from bot.runtime.keys import Keys
 
 Kind = Literal["question", "approval"]
@@ -116,7 +117,7 @@ class DecisionStore:
         raw = await self.redis.hgetall(self.keys.decision(decision_id))
         if not raw:
             return None
-        fields = {_text(k): _text(v) for k, v in raw.items()}
+        fields = {as_text(k): as_text(v) for k, v in raw.items()}
         decision = Decision.model_validate_json(fields["record"])
         decision.status = fields["status"]  # type: ignore[assignment]
         decision.decided_by = fields["decided_by"]
@@ -145,7 +146,3 @@ class DecisionStore:
             pipe.zcard(key)
             _, count = await pipe.execute()
         return int(count)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

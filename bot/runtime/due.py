@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from redis.asyncio.client import Pipeline
 
 from bot.ops import metrics
+from bot.runtime.codec import as_text
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class DueWork(Generic[Record]):
     async def claim(self, now: float) -> list[tuple[str, Record]]:
         """Claim what is due by `now` for a lease; the readable records claimed, in order."""
         members = [
-            _text(raw)
+            as_text(raw)
             for raw in await self._claim(
                 keys=[self.keys.due, self.keys.claimed], args=[now, now + self.lease, self.batch]
             )
@@ -136,7 +137,7 @@ class DueWork(Generic[Record]):
         members: list[str] = []
         for name in (self.keys.due, self.keys.claimed):
             found: list[bytes] = await self.redis.zrange(name, 0, most - 1)  # type: ignore[assignment]
-            members += [_text(raw) for raw in found]
+            members += [as_text(raw) for raw in found]
         if not members:
             return []
         raws = await self.redis.mget([self.keys.record(member) for member in members])
@@ -166,7 +167,3 @@ class DueWork(Generic[Record]):
             if self.dropped is not None:
                 await self.dropped(member)
             return None
-
-
-def _text(raw: bytes | str) -> str:
-    return raw.decode() if isinstance(raw, bytes) else raw

@@ -7,15 +7,15 @@ the field instead of running the call again.
 
 from __future__ import annotations
 
-import json
-
 import redis.asyncio as aioredis
 
 from agent.protocols import JournalEntry, JournalUnavailable, RunContext
 from bot.ops.health import REDIS_DOWN
+from bot.runtime.codec import Codec
 from bot.runtime.keys import Keys
 
-_STARTED = json.dumps({"finished": False})
+RECORD: Codec[JournalEntry] = Codec(JournalEntry)
+_STARTED = RECORD.encode(JournalEntry(finished=False))
 
 
 class RedisToolJournal:
@@ -36,14 +36,13 @@ class RedisToolJournal:
             raise JournalUnavailable(f"could not journal {call}") from exc
         if created:
             return None
-        return JournalEntry(**json.loads(raw))
+        return RECORD.decode(raw)
 
     async def finish(
         self, context: RunContext, run_id: str, call: str, entry: JournalEntry
     ) -> None:
         key = self.keys.journal(context.conversation_id, run_id)
-        record = {"finished": entry.finished, "content": entry.content, "is_error": entry.is_error}
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, call, json.dumps(record))
+            pipe.hset(key, call, RECORD.encode(entry))
             pipe.pexpire(key, self.ttl_ms)
             await pipe.execute()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.runtime.codec import as_text
+
 
 @dataclass(frozen=True)
 class Keys:
@@ -260,9 +262,60 @@ def backlog_member(entry_id: str) -> str:
 
 def entry_of(member: bytes | str) -> str:
     """The inbox entry a backlog member stands for."""
-    text = member.decode() if isinstance(member, bytes) else member
+    text = as_text(member)
     ms, _, seq = text.partition("-")
     return f"{int(ms)}-{int(seq)}"
+
+
+# --- Outbox keys (`Keys.outbox` adds the prefix): one reply each, delivered once --------------
+
+
+def reply_key(owner: str, slot: str) -> str:
+    """A reply in `slot` ("outcome", "reply", …) of an inbox entry, or of a conversation for
+    what it is told once whichever entry says it."""
+    return f"{owner}:{slot}"
+
+
+def reminder_key(reminder_id: str) -> str:
+    return f"reminder:{reminder_id}"
+
+
+def task_key(task: str, slot: str | None = None) -> str:
+    """The end of a followed MCP task, or another of its messages (`later`)."""
+    return f"mcptask:{task}" if slot is None else f"mcptask:{task}:{slot}"
+
+
+# --- Event ids (`Keys.dedup` adds the prefix): one event each, taken once ---------------------
+
+
+def schedule_event(schedule_id: str, slot: int) -> str:
+    """A schedule's slot: the same for every worker that races to start it."""
+    return f"schedule:{schedule_id}:{slot}"
+
+
+def schedule_slot_of(event_id: str) -> tuple[str, int]:
+    """The schedule id and slot in a `schedule_event` id."""
+    _, schedule_id, slot = event_id.split(":", 2)
+    return schedule_id, int(slot)
+
+
+def trigger_event(name: str, delivery: str) -> str:
+    return f"hook:{name}:{delivery}"
+
+
+def trigger_of(event_id: str) -> str:
+    """The trigger's name in a `trigger_event` id."""
+    return event_id.split(":", 2)[1]
+
+
+def connected_event(question_id: str) -> str:
+    """An account connected for the question `question_id` asked."""
+    return f"connected:{question_id}"
+
+
+def private_press_event(event_id: str) -> str:
+    """A press on a private prompt, handed to the conversation the prompt is about."""
+    return f"{event_id}:from-private"
 
 
 # key pattern (after the prefix) → what bounds it

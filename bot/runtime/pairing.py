@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 
 from bot.config import Settings
+from bot.runtime.codec import as_text
 from bot.runtime.keys import Keys
 
 ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
@@ -66,7 +67,7 @@ class Pairings:
         mine = self.keys.pairing_pending(self.platform, user_id)
         existing = await self.redis.get(mine)
         if existing is not None:
-            code = _text(existing)
+            code = as_text(existing)
             if await self.redis.exists(self.keys.pairing_code(code)):
                 return code
         code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
@@ -85,7 +86,7 @@ class Pairings:
         """The live requests, oldest first."""
         found = []
         for raw in await self.redis.lrange(self.keys.pairing_queue(self.platform), 0, -1):
-            request = await self._request(_text(raw))
+            request = await self._request(as_text(raw))
             if request is not None:
                 found.append(request)
         return found
@@ -108,7 +109,7 @@ class Pairings:
 
     async def paired(self) -> list[str]:
         members = await self.redis.smembers(self.keys.paired(self.platform))
-        return sorted(_text(m) for m in members)
+        return sorted(as_text(m) for m in members)
 
     async def revoke(self, user_id: str) -> bool:
         return bool(await self.redis.srem(self.keys.paired(self.platform), user_id))
@@ -116,7 +117,3 @@ class Pairings:
     async def _request(self, code: str) -> Request | None:
         raw = await self.redis.get(self.keys.pairing_code(code))
         return None if raw is None else Request(code=code, **json.loads(raw))
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -17,6 +17,7 @@ from redis.exceptions import ResponseError
 
 from bot.ops import metrics
 from bot.ops.health import REDIS_DOWN
+from bot.runtime.codec import as_text
 from bot.runtime.keys import Keys
 from loops import Heartbeat, pause, repeat
 
@@ -122,8 +123,7 @@ class Reclaimer:
         removed = 0
         consumers: list[dict[Any, Any]] = await self.redis.xinfo_consumers(self.keys.inbox, GROUP)
         for consumer in consumers:
-            raw = consumer.get("name")
-            name = raw.decode() if isinstance(raw, bytes) else str(raw)
+            name = as_text(consumer["name"])
             idle = int(consumer.get("idle") or 0) / 1000
             if name == self.name or consumer.get("pending") or idle < self.forget_idle:
                 continue

@@ -28,6 +28,7 @@ from slack_sdk.oauth.installation_store import Bot, Installation
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
 
+from bot.runtime.codec import as_text
 from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class RedisInstallations(AsyncInstallationStore):
         if found is not None:
             return found
         # a workspace of an org-wide install: the organisation's
-        org = enterprise_id or _text(await self.redis.get(self.keys.slack_grid_team(team_id)))
+        org = enterprise_id or as_text(await self.redis.get(self.keys.slack_grid_team(team_id)))
         return await self._load(self._key(org, None, True)) if org else None
 
     async def async_find_bot(
@@ -182,9 +183,3 @@ class RedisOAuthStates(AsyncOAuthStateStore):
         if not state or len(state) > 200:
             return False
         return await self.redis.getdel(self.keys.slack_oauth_state(state)) is not None
-
-
-def _text(raw: bytes | str | None) -> str | None:
-    if raw is None:
-        return None
-    return raw.decode() if isinstance(raw, bytes) else raw

@@ -33,6 +33,7 @@ from adapters.base import Inbound
 from bot.ops import metrics
 from bot.ops.health import REDIS_DOWN, Health, redis_away
 from bot.ops.shutdown import STILL_RUNNING, describe, settle
+from bot.runtime.codec import as_text
 from bot.runtime.failures import CutShort, Failures, OnError
 from bot.runtime.inbox import decode_entry, queued_at_of
 from bot.runtime.keys import Keys, backlog_member, entry_of
@@ -190,7 +191,7 @@ class Worker:
                 return
             await self._accept(entries)
             last = entries[-1][0]
-            start = last.decode() if isinstance(last, bytes) else last
+            start = as_text(last)
 
     def _take_up_stalled(self) -> None:
         stalled, self._stalled = self._stalled, set()
@@ -205,7 +206,7 @@ class Worker:
         settled: list[tuple[str, dict[bytes, bytes] | None, Exception | None]] = []
         stops: list[StopRequest] = []
         for entry_id, fields in entries:
-            entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+            entry = as_text(entry_id)
             if not fields:  # trimmed away: nothing to do
                 settled.append((entry, None, None))
                 continue

@@ -7,6 +7,7 @@ happened and asked again — never run a second time silently."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -228,7 +229,8 @@ async def test_a_finished_action_is_reused_when_the_process_died_before_answerin
 
     async def journaled() -> bool:
         async for key in redis.scan_iter("parley:conv:*:journal:*"):
-            return any(b'"finished": true' in v for v in (await redis.hgetall(key)).values())
+            found = (await redis.hgetall(key)).values()
+            return any(json.loads(v)["finished"] for v in found)
         return False
 
     for _ in range(200):

@@ -30,6 +30,7 @@ from bot.conversation.texts import (
     STANDING_HEAD,
 )
 from bot.features.schedules.store import chat_of
+from bot.runtime.keys import connected_event
 
 if TYPE_CHECKING:
     from bot.features.connections.store import Connections
@@ -98,7 +99,7 @@ class ConnectionCommands:
             return CODE_REFUSED[found.refusal or "wrong"], None
         there = ConversationKey.parse(held.conversation_id)
         connected = InboundMessage(
-            event_id=f"connected:{held.question_id}",
+            event_id=connected_event(held.question_id),
             conversation=there,
             actor=Actor(
                 platform=platform, user_id=person, name=held.user_name, team_id=held.team_id

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from cryptography.fernet import InvalidToken, MultiFernet
 from redis.asyncio import Redis
 
+from bot.runtime.codec import as_text
 from bot.runtime.keys import Keys
 
 CODE_DIGITS = 6
@@ -122,7 +123,7 @@ class HeldSignIns:
             return Confirmation(refusal="wrong")
         index = self.keys.oauth_holding(platform, user_id)
         for digest in await self.redis.smembers(index):
-            text = digest.decode() if isinstance(digest, bytes) else str(digest)
+            text = as_text(digest)
             await self.redis.delete(self.keys.oauth_held(platform, user_id, text))
         await self.redis.delete(index, tries_key)
         return Confirmation(refusal="too_many")

@@ -24,7 +24,7 @@ from bot.features.schedules.store import Schedule, ScheduleStore
 from bot.ops import metrics
 from bot.ops.health import Health, repeat
 from bot.runtime.inbox import STREAM_MAXLEN, encode
-from bot.runtime.keys import Keys
+from bot.runtime.keys import Keys, schedule_event, schedule_slot_of
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +48,9 @@ BATCH = 500  # due schedules read per round trip
 NEVER_AGAIN = "its times never come again"
 
 
-def event_id(schedule_id: str, slot: int) -> str:
-    return f"schedule:{schedule_id}:{slot}"
-
-
 def slot_of(event: InboundMessage) -> tuple[str, int]:
     """The schedule id and slot of a scheduled objective."""
-    _, schedule_id, slot = event.event_id.split(":", 2)
-    return schedule_id, int(slot)
+    return schedule_slot_of(event.event_id)
 
 
 def late_after(found: Schedule) -> float:
@@ -67,7 +62,7 @@ def late_after(found: Schedule) -> float:
 def objective_event(found: Schedule, slot: int, *, late: bool) -> InboundMessage:
     conversation = ConversationKey.parse(found.conversation_id)
     return InboundMessage(
-        event_id=event_id(found.id, slot),
+        event_id=schedule_event(found.id, slot),
         conversation=conversation,
         actor=Actor(
             platform=conversation.platform,

@@ -38,6 +38,7 @@ from bot.conversation.texts import (
 from bot.features.schedules.clock import slot_of
 from bot.features.schedules.store import Schedule, ScheduleStore
 from bot.ops import metrics
+from bot.runtime.keys import trigger_of
 from bot.runtime.sessions import Session
 
 log = logging.getLogger(__name__)
@@ -178,7 +179,7 @@ def headed(message: OutboundMessage, header: str) -> OutboundMessage:
 
 
 def _triggered(event: InboundMessage) -> Verdict:
-    name = event.event_id.split(":", 2)[1]  # hook:<name>:<delivery>
+    name = trigger_of(event.event_id)
     body = event.context[0].text if event.context else ""
     preface = TRIGGER_PREFACE.format(name=name, body=clean(body, BODY_LIMIT))
     return Verdict(

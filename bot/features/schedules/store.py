@@ -10,18 +10,18 @@ whose record is gone takes it out of the sets. Starting due slots is `clock.py`'
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import redis.asyncio as aioredis
 
 from agent.protocols import RunContext, ScheduleInfo, ScheduleRefused
 from agent.recurrence import Recurrence, RecurrenceError, check, zone_of
+from bot.runtime.codec import Codec, as_text
 from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -60,14 +60,12 @@ class Schedule:
     def next_after(self, moment: float) -> int:
         return int(self.recurrence.next_after(moment, zone_of(self.timezone), self.anchor))
 
-    def encode(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False)
+    def encode(self) -> bytes:
+        return RECORD.encode(self)
 
     @classmethod
     def decode(cls, raw: str | bytes) -> Schedule:
-        data = json.loads(raw)
-        data["standing"] = tuple(data.get("standing") or ())
-        return cls(**data)
+        return RECORD.decode(raw)
 
     def info(self, next_run: float | None) -> ScheduleInfo:
         return ScheduleInfo(
@@ -83,6 +81,9 @@ class Schedule:
             standing=self.standing,
             note=self.note,
         )
+
+
+RECORD: Codec[Schedule] = Codec(Schedule)
 
 
 class ScheduleStore:
@@ -209,7 +210,7 @@ class ScheduleStore:
         """The ids of a person's schedules that still exist."""
         key = self.keys.schedules_of(platform, owner_id)
         ids = await self.redis.smembers(key)
-        return [s.id for s, _ in await self.many(sorted(_text(i) for i in ids), key)]
+        return [s.id for s, _ in await self.many(sorted(as_text(i) for i in ids), key)]
 
     async def _forget(self, ids: list[str], named_in: tuple[str, ...]) -> None:
         """Ids whose record expired (orphaned and never resumed) leave the sets naming them:
@@ -228,11 +229,11 @@ class ScheduleStore:
         channel's `/parley schedules` shows those made in its threads)."""
         key = self.keys.schedules_in(chat_of(conversation_id))
         ids = await self.redis.smembers(key)
-        return await self.many(sorted(_text(i) for i in ids), key)
+        return await self.many(sorted(as_text(i) for i in ids), key)
 
     async def everything(self) -> list[tuple[Schedule, float | None]]:
         ids = await self.redis.smembers(self.keys.schedules_all)
-        return await self.many(sorted(_text(i) for i in ids))
+        return await self.many(sorted(as_text(i) for i in ids))
 
     async def pause(self, found: Schedule, note: str = "", *, orphaned: bool = False) -> Schedule:
         """Take it off the clock. `orphaned`: its owner or chat is gone, so unless someone
@@ -280,10 +281,6 @@ class ScheduleStore:
 def chat_of(conversation_id: str) -> str:
     """A conversation id without its thread: platform, team and chat."""
     return conversation_id.rsplit(":", 1)[0]
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def listed(found: list[tuple[Schedule, float | None]]) -> list[str]:
