@@ -54,12 +54,30 @@ above on half A of both sets, the English model's on half A of the English set; 
 reports. `BENCH recall` is the English set and `BENCH recall_multilingual` the other, per
 embedder, each against the same goal (recall@5 >= 0.9, irrelevant injections <= 10%).
 
-Why ≤ 10% is out of reach with this model: the last column is the share of fact questions
-whose fact is the nearest candidate (0.76–0.79). A fact found second comes with an
-irrelevant memory before it, so recall@5 of 0.9 costs at least (0.9 - 0.76) x 205 / 255
-≈ 11% of steps even with a perfect acceptance rule, before any unrelated question. The
-distances overlap too: paraphrases sit at a median cosine distance of 0.66 from their fact
-(a quarter beyond 0.75), while unrelated questions find their nearest memory at 0.72–0.97.
+What the two goals measure, together: a step counts as an irrelevant injection when recall
+hands over any memory other than the question's own fact (for an unrelated question: any
+memory). A cutoff, a margin or any other acceptance rule only decides how many of the
+nearest candidates pass, never their order, so a fact ranked second is found only together
+with a memory that is not it. recall@5 >= 0.9 with <= 10% irrelevant steps therefore asks
+the embedder to rank the fact first for nearly 0.9 of the questions. Each BENCH line prints
+that ceiling, on the half it reports: `fact_first` (the fact is the nearest candidate),
+`fact_in_top5` (the most recall@5 can be) and `least_irrelevant_at_goal_recall`, the
+fewest irrelevant steps any acceptance rule could reach at recall@5 0.9 even if it also knew
+which questions are unrelated ("unreachable" when fewer than 0.9 of the facts are among the
+5 nearest at all). One run (half B): MiniLM, English set 0.786 / 0.961 / 0.094 (an oracle
+could just pass; a threshold, which cannot tell a paraphrase at 0.75 from an unrelated
+question at 0.82, cannot); MiniLM, multilingual set 0.480 / 0.833 / unreachable (an English
+model); multilingual-e5, English set 0.612 / 0.864 / unreachable; multilingual-e5,
+multilingual set 0.922 / 1.000 / 0.000, the one pair a rule could meet. For that pair a
+threshold calibrated on its own half A (max_distance 0.19, margin 0, generic 0.02) gives
+half B recall@5 0.843 with 0.088 irrelevant steps, short of recall, and would drop English
+questions to recall@5 0.485; held out within half A it picks 0.185 (recall 0.882-0.902).
+So no per-embedder threshold meets both goals on held-out questions with either bundled
+model, and the shipped distances stay those the rule above picks (recall first). What would
+move `fact_first`: a stronger embedder or a reranker (none obtainable here, above), or
+recall queries that say the person's name where they say "I"/"my" (most of MiniLM's misses
+on the English set are a first-person question against a third-person fact: "who do I
+report to?" against "Ana's manager is Joaquim Reis").
 """
 
 from __future__ import annotations
@@ -291,6 +309,41 @@ def nearest_is_fact(steps: list[Step], knobs: Knobs) -> float:
             best = min(found, key=lambda doc: float(doc["vector_distance"]))
             firsts.append(str(best["id"]).rsplit(":", 1)[-1] == step.target)
     return sum(firsts) / max(1, len(firsts))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ceiling:
+    """What any acceptance rule (a threshold, a margin, a standout test) can reach with this
+    embedder's ranking: it decides how many of the nearest candidates to pass, never their
+    order."""
+
+    fact_first: float  # fact questions whose fact is the nearest candidate
+    fact_found: float  # ... among the K nearest (the most recall@5 can be)
+    least_irrelevant: float | None  # fewest irrelevant steps at recall@5 >= goal; None: unreachable
+
+    def fields(self) -> str:
+        least = "unreachable" if self.least_irrelevant is None else f"{self.least_irrelevant:.3f}"
+        return (
+            f"fact_first={self.fact_first:.3f} fact_in_top5={self.fact_found:.3f} "
+            f"least_irrelevant_at_goal_recall={least}"
+        )
+
+
+def ceiling(steps: list[Step]) -> Ceiling:
+    """A fact ranked second or lower comes after a memory that is not it, so every such hit
+    is an irrelevant step; recall@5 of TARGET_RECALL needs enough of them."""
+    facts = [step for step in steps if step.type == "fact"]
+    unrelated = sum(step.type == "distractor" for step in steps)
+    first = found = 0
+    for step in facts:
+        ranked = sorted(step.found, key=lambda doc: float(doc["vector_distance"]))
+        ids = [str(doc["id"]).rsplit(":", 1)[-1] for doc in ranked[:K]]
+        first += bool(ids) and ids[0] == step.target
+        found += step.target in ids
+    needed = int(np.ceil(TARGET_RECALL * len(facts) - 1e-9))
+    least = None if found < needed else max(0, needed - first) / max(1, len(facts) + unrelated)
+    n = max(1, len(facts))
+    return Ceiling(fact_first=first / n, fact_found=found / n, least_irrelevant=least)
 
 
 def score(steps: list[Step], config: MemoryConfig, now: float, knobs: Knobs = Knobs()) -> Score:
@@ -602,14 +655,18 @@ async def compare_embedders() -> None:
         print(f"    asked in English:             {cross.line()}")
         print(
             f"BENCH recall embedder={name} recall_at_5={english.recall_at_5:.3f} "
-            f"irrelevant_rate={english.irrelevant_rate:.3f} ms_per_query={median:.1f} "
+            f"irrelevant_rate={english.irrelevant_rate:.3f} "
+            f"unrelated_given_memory={english.unrelated_injected:.3f} "
+            f"{ceiling(english_b).fields()} ms_per_query={median:.1f} "
             f"goal=recall_at_5>={TARGET_RECALL},irrelevant_rate<={TARGET_IRRELEVANT} "
             f"ok={str(english.ok).lower()}"
         )
         print(
             f"BENCH recall_multilingual embedder={name} recall_at_5={multi.recall_at_5:.3f} "
             f"same_language={same.recall_at_5:.3f} english_question={cross.recall_at_5:.3f} "
-            f"irrelevant_rate={multi.irrelevant_rate:.3f} ms_per_query={median:.1f} "
+            f"irrelevant_rate={multi.irrelevant_rate:.3f} "
+            f"unrelated_given_memory={multi.unrelated_injected:.3f} "
+            f"{ceiling(multi_b).fields()} ms_per_query={median:.1f} "
             f"goal=recall_at_5>={TARGET_RECALL},irrelevant_rate<={TARGET_IRRELEVANT} "
             f"ok={str(multi.ok).lower()}"
         )
