@@ -27,6 +27,9 @@ class ChatAdapter(Protocol):
     # it is shown again while the run goes on (None: once; Telegram's "typing" fades)
     progress_delay: float | None = None
     progress_refresh: float | None = None
+    # memories shared with the team are the person's organisation's where the platform names
+    # one (Slack Enterprise Grid, PARLEY_SLACK_TEAM_MEMORIES); else their team's
+    org_team: bool = False
 
     async def start(self) -> None:
         """Begin receiving events (polling, sockets, webhook registration)."""

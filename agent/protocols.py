@@ -36,6 +36,10 @@ class RunContext:
     user_id: str
     chat_id: str
     team_id: str | None = None
+    # The organisation the person's team belongs to (Slack Enterprise Grid), when the platform
+    # says it is theirs; with `org_team`, it is the team that team-wide memories are shared with.
+    org_id: str | None = None
+    org_team: bool = False
     is_direct: bool = True
     user_name: str = ""
     timezone: str | None = None  # the user's IANA zone, when the platform says (Slack tz)
@@ -60,12 +64,26 @@ class RunContext:
 
     @property
     def team_scope(self) -> str | None:
+        """Where memories shared with the team go: the organisation's scope when it is the
+        team, else the workspace's."""
+        if self.org_team and self.org_id:
+            return f"team:{self.platform}:{self.org_id}"
         return f"team:{self.platform}:{self.team_id}" if self.team_id else None
+
+    def team_scopes(self) -> list[str]:
+        """Every team scope this person reads: the one writes go to, then the other of the
+        workspace's and the organisation's, so that switching what a team means loses none."""
+        found = [self.team_scope] if self.team_scope else []
+        for team in (self.team_id, self.org_id):
+            scope = f"team:{self.platform}:{team}" if team else None
+            if scope and scope not in found:
+                found.append(scope)
+        return found
 
     def readable_scopes(self) -> list[str]:
         """A DM sees the user's own and their team's memories; a shared chat, its own and the team's."""
         own = self.user_scope if self.is_direct else self.chat_scope
-        return [own] + ([self.team_scope] if self.team_scope else [])
+        return [own] + self.team_scopes()
 
     def write_scope(self, share: Share | None = None) -> str:
         """Where a new memory goes. Unsaid: this conversation's own scope (private in a DM,

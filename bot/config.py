@@ -312,6 +312,11 @@ class SlackSettings(_Section):
     surface: Literal["agent", "assistant"] = Field("agent", alias="PARLEY_SLACK_SURFACE")
     # a history read's Retry-After up to this is waited; longer, the run goes on without it
     history_wait: float = Field(2.0, alias="PARLEY_SLACK_HISTORY_WAIT", ge=0, le=30)
+    # Who memories shared with the team reach: the person's workspace, or their whole
+    # Enterprise Grid organisation (a workspace in none keeps its own); both are read
+    team_memories: Literal["workspace", "organisation"] = Field(
+        "workspace", alias="PARLEY_SLACK_TEAM_MEMORIES"
+    )
     # Set both: workspaces install Parley through OAuth v2 (/slack/install), one bot token
     # each, kept encrypted in Redis (PARLEY_SECRET_KEY, PARLEY_PUBLIC_URL needed)
     client_id: str | None = Field(None, alias="SLACK_CLIENT_ID")

@@ -96,6 +96,7 @@ class SlackAdapter(ChatAdapter):
     member_of = member_of  # conversations.members and the allowlists (membership.py)
 
     def __post_init__(self) -> None:
+        self.org_team = self.config.team_memories == "organisation"
         bolt_client = self.client = AsyncWebClient(
             token=self.config.bot_token or None,
             base_url=self.config.api_url,

@@ -26,6 +26,8 @@ class SlackConfig:
     # "agent": Slack's agent messaging (features.agent_view); "assistant": the older
     # Agents & AI Apps surface (features.assistant_view), for apps not migrated yet
     surface: Literal["agent", "assistant"] = "agent"
+    # who memories shared with the team reach: the workspace, or its Enterprise Grid organisation
+    team_memories: Literal["workspace", "organisation"] = "workspace"
     # Installed through OAuth v2 (one token per workspace): the app's credentials, the bot
     # scopes it asks for and the public base URL of /slack/install and /slack/oauth_redirect
     client_id: str | None = None

@@ -338,10 +338,14 @@ class SlackInbound:
 
 
 def _enterprise_of(body: dict[str, Any]) -> str | None:
-    """A button press's organisation: `enterprise.id`, else the presser's `enterprise_id`."""
-    found = (body.get("enterprise") or {}).get("id") or (body.get("user") or {}).get(
-        "enterprise_id"
-    )
+    """A button press's organisation: the presser's `enterprise_id`, else `enterprise.id` when
+    they are of the workspace the press came through (a Slack Connect guest's is not the
+    host's organisation)."""
+    user = body.get("user") or {}
+    found = user.get("enterprise_id")
+    host = (body.get("team") or {}).get("id")
+    if not found and (not host or user.get("team_id") in (None, host)):
+        found = (body.get("enterprise") or {}).get("id")
     return found if isinstance(found, str) and found else None
 
 

@@ -3,8 +3,9 @@
 Bolt's `actor_team_id` is the person's own team in a Slack Connect channel, and empty for an
 org-wide (Enterprise Grid) install, where `authorizations[0].team_id` is null: there the
 workspace is the one the event names (`event.user_team`, `event.team`, the envelope's
-`team_id`). The enterprise is the person's organisation: Bolt's actor enterprise, else the
-install's. Also here: the one log line for an event Parley decides not to answer.
+`team_id`). The enterprise is the person's organisation: Bolt's actor enterprise, else (not
+in a Slack Connect channel) the install's. Also here: the one log line for an event Parley
+decides not to answer.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ class Person:
 
 
 def person_of(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> Person:
-    enterprise = _id(context.actor_enterprise_id) or _id(context.enterprise_id)
-    enterprise = enterprise or _id(body.get("enterprise_id"))
+    enterprise = _id(context.actor_enterprise_id)
+    if body.get("is_ext_shared_channel") is not True:
+        enterprise = enterprise or _id(context.enterprise_id) or _id(body.get("enterprise_id"))
+    # else only Bolt's actor enterprise: the install's or the host's organisation is not a
+    # Slack Connect guest's, and would share its team memories with them
     team = _id(context.actor_team_id)
     if (
         team is None

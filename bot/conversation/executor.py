@@ -297,12 +297,16 @@ class Executor:
                 await self._command(turn)
             case fx.Forget():
                 assert isinstance(turn.event, InboundAction)
-                text = await self.commands.forget_pressed(turn.event, run_context(turn.event))
+                text = await self.commands.forget_pressed(
+                    turn.event, run_context(turn.event, org_team=reply.adapter.org_team)
+                )
                 await self._notify(turn, text)
                 private = OutboundMessage(text=text, private_to=turn.event.actor.user_id)
                 await reply.send(private, "reply")
                 await self.commands.refresh_on_screen(
-                    run_context(turn.event), self._editor(turn), reply.adapter.addressing
+                    run_context(turn.event, org_team=reply.adapter.org_team),
+                    self._editor(turn),
+                    reply.adapter.addressing,
                 )
             case fx.ListSchedules():
                 await reply.send(await self._schedules().listing(reply.conversation.id), "reply")
@@ -387,7 +391,7 @@ class Executor:
     async def _command(self, turn: EntryTurn) -> None:
         event = turn.event
         assert isinstance(event, InboundMessage)
-        context = run_context(event)
+        context = run_context(event, org_team=turn.reply.adapter.org_team)
         addressing = turn.reply.adapter.addressing
         answer = await self.commands.reply(event, context, turn.session, addressing)
         posted = await turn.reply.send(answer, "reply")

@@ -52,7 +52,9 @@ AfterRun = Callable[[Outcome], Awaitable[OutboundMessage | None]]
 Invoke = Callable[[Callable[[ProgressEvent], Awaitable[None]]], Awaitable[Outcome]]
 
 
-def run_context(event: Inbound) -> RunContext:
+def run_context(event: Inbound, *, org_team: bool = False) -> RunContext:
+    """`org_team`: memories shared with the team are the person's organisation's (Slack
+    Enterprise Grid), where the event names one; else their workspace's."""
     key = event.conversation
     return RunContext(
         conversation_id=key.id,
@@ -64,6 +66,8 @@ def run_context(event: Inbound) -> RunContext:
         team_id=event.actor.team_id
         if key.platform == "slack"
         else key.team_id or event.actor.team_id,
+        org_id=event.actor.enterprise_id if key.platform == "slack" else None,
+        org_team=org_team,
         is_direct=event.is_direct,
         user_name=event.actor.name,
         asked=not (isinstance(event, InboundMessage) and event.kind == "triggered"),
@@ -75,9 +79,9 @@ async def context_for(
     adapter: ChatAdapter, event: InboundMessage, standing: tuple[str, ...] = ()
 ) -> RunContext:
     """The run's context, with the person's time zone and name when the platform tells them
-    (Slack events carry neither; a memory keeps who said it by name), and the standing
-    permissions of Parley's own objective (a schedule's)."""
-    context = replace(run_context(event), standing=standing)
+    (Slack events carry neither; a memory keeps who said it by name), the standing
+    permissions of Parley's own objective (a schedule's), and what a team is on its platform."""
+    context = replace(run_context(event, org_team=adapter.org_team), standing=standing)
     if event.kind != "triggered":
         context = replace(context, timezone=await adapter.user_timezone(event.actor.user_id))
         if not context.user_name:

@@ -136,8 +136,18 @@ def _check_slack_installs(settings: Settings) -> Check:
         name="slack",
         status="ok",
         detail=f"installs through OAuth: add to a workspace at {base}/slack/install "
-        f"(redirect URL {base}/slack/oauth_redirect)",
+        f"(redirect URL {base}/slack/oauth_redirect); {_team_memories(settings)}",
     )
+
+
+def _team_memories(settings: Settings) -> str:
+    """What PARLEY_SLACK_TEAM_MEMORIES makes a team, as doctor says it."""
+    if settings.slack.team_memories == "organisation":
+        return (
+            "team memories shared across each Enterprise Grid organisation "
+            "(a workspace in none keeps its own; earlier workspace ones stay readable there)"
+        )
+    return "team memories per workspace"
 
 
 async def check_slack(settings: Settings) -> Check:
@@ -186,7 +196,9 @@ async def check_slack(settings: Settings) -> Check:
         )
     mode = "Socket Mode" if settings.slack.app_token else "HTTP events on /slack/events"
     return Check(
-        name="slack", status="ok", detail=f"bot @{auth.get('user')} in {auth.get('team')}, {mode}"
+        name="slack",
+        status="ok",
+        detail=f"bot @{auth.get('user')} in {auth.get('team')}, {mode}; {_team_memories(settings)}",
     )
 
 

@@ -125,6 +125,7 @@ class Platforms:
                 greeting=config.greeting,
                 suggested_prompts=tuple(config.suggested_prompts),
                 surface=config.surface,
+                team_memories=config.team_memories,
                 history_wait=config.history_wait,
                 degraded_after=self.settings.http.platform_degraded_after,
                 **self._slack_installs(),
