@@ -66,7 +66,7 @@ def run_context(event: Inbound, *, org_team: bool = False) -> RunContext:
         team_id=event.actor.team_id
         if key.platform == "slack"
         else key.team_id or event.actor.team_id,
-        org_id=event.actor.enterprise_id if key.platform == "slack" else None,
+        org_id=event.actor.enterprise_id,  # only a platform with organisations sets it
         org_team=org_team,
         is_direct=event.is_direct,
         user_name=event.actor.name,
