@@ -77,7 +77,11 @@ model, and the shipped distances stay those the rule above picks (recall first).
 move `fact_first`: a stronger embedder or a reranker (none obtainable here, above), or
 recall queries that say the person's name where they say "I"/"my" (most of MiniLM's misses
 on the English set are a first-person question against a third-person fact: "who do I
-report to?" against "Ana's manager is Joaquim Reis").
+report to?" against "Ana's manager is Joaquim Reis"). Measured once, not shipped: putting
+the asker's name for I/me/my in the English questions of this set raised MiniLM's fact
+ranked first from 0.795 to 0.868 and fact among the 5 nearest from 0.966 to 0.985 (all 205
+facts, each asker's 17 visible memories); it assumes memories name their person, as this
+set's do, which what the model writes with `remember` need not.
 """
 
 from __future__ import annotations
