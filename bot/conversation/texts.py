@@ -4,7 +4,7 @@ Every sentence a person reads from Parley is here or in engine.py, so its words 
 and changed in one place; the modules that say them import them by name and hand them on
 as data (the executor and the runner send what they are given). The context headers the
 model reads stay beside the code that writes them; the schedule and trigger prefaces are
-here because they read like messages. tests/bot/test_engine_shape.py finds any sentence
+here because they read like messages. tests/bot/conversation/test_engine_shape.py finds any sentence
 written elsewhere under bot/conversation and bot/runtime.
 """
 

@@ -17,7 +17,7 @@ from agent.outcomes import FAIL_MESSAGES
 from agent.stop_reasons import REFUSED
 from tests.adapters.test_slack_stream import slack_bot, until
 from tests.adapters.test_telegram_stream import ANA, GROUP, bot
-from tests.bot.test_console import console
+from tests.bot.wiring.test_console import console
 from tests.fakes import anthropic as fa
 from tests.fakes import ollama as fo
 from tests.fakes import slack as fs

@@ -11,7 +11,7 @@ import json
 from agent.tools import ToolRegistry, tool
 from tests.adapters.test_slack import RAN, Slack, slack_bot, until
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.test_stop import Hanging
+from tests.bot.conversation.test_stop import Hanging
 from tests.fakes import slack as fs
 
 PROMPTS = ("What can you do?", "Summarise this channel")

@@ -8,7 +8,7 @@ import asyncio
 
 from tests.adapters.test_slack import slack_bot, until
 from tests.agent.scripted import call, reply, turn
-from tests.bot.test_stop import Hanging
+from tests.bot.conversation.test_stop import Hanging
 from tests.fakes import slack as fs
 
 

@@ -22,7 +22,7 @@ from bot.ops.http import HttpServer
 from bot.runtime.keys import Keys
 from tests.adapters.test_slack import SECRET, Slack, slack_bot, until
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.test_stop import Hanging
+from tests.bot.conversation.test_stop import Hanging
 from tests.fakes import anthropic as fa
 from tests.fakes import slack as fs
 from tests.private_redis import private_redis

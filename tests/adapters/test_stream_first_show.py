@@ -9,7 +9,7 @@ import redis.asyncio as aioredis
 
 from tests.adapters.test_slack_stream import slack_bot
 from tests.adapters.test_telegram_stream import ANA, ANSWER, GROUP, PACE, anthropic, bot, until
-from tests.bot.test_round_trips import monitored
+from tests.bot.runtime.test_round_trips import monitored
 from tests.fakes import anthropic as fa
 from tests.fakes import slack as fs
 from tests.fakes.server import FakeServer

@@ -22,7 +22,7 @@ from bot.runtime.keys import Keys
 from bot.runtime.outbox import Outbox
 from bot.runtime.streaming import AnswerStream
 from tests.bot.harness import Harness, running
-from tests.bot.test_round_trips import monitored
+from tests.bot.runtime.test_round_trips import monitored
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram

@@ -161,7 +161,7 @@ async def test_a_save_writes_the_records_it_is_handed_in_its_own_round_trip(
 def test_only_the_runtime_reads_a_holdings_units() -> None:
     """Outside `bot/runtime/` a holding is handed on, asked whether an entry is on its first
     try, or given records to write (`writes`); its fence and cursor are the runtime's."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     readers = []
     for package in ("bot", "adapters", "agent", "memory"):
         for path in sorted((root / package).rglob("*.py")):

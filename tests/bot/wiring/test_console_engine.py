@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.bot.test_console_keys import providers, terminal
+from tests.bot.wiring.test_console_keys import providers, terminal
 from tests.fakes import anthropic as fa
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.bot.test_console import console
+from tests.bot.wiring.test_console import console
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.ollama import FakeOllama

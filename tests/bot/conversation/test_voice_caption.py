@@ -8,7 +8,13 @@ from typing import Any
 from bot.conversation.texts import VOICE_CAPTION_ONLY, VOICE_NOT_SET_UP
 from tests.adapters.test_slack import slack_bot
 from tests.agent.scripted import ScriptedModel, reply
-from tests.bot.test_voice import ANA, FakeTranscriber, api, telegram_bot, voice_settings
+from tests.bot.conversation.test_voice import (
+    ANA,
+    FakeTranscriber,
+    api,
+    telegram_bot,
+    voice_settings,
+)
 from tests.fakes import slack as fs
 from tests.fakes.telegram import FakeTelegram
 from tests.helpers import until

@@ -95,7 +95,7 @@ def test_the_executor_has_a_case_for_every_effect_type() -> None:
     assert every - handled == set()
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # Where Parley's sentences live: the engine's module and its book of sentences (texts.py),
 # which the modules that say them import by name.
 SENTENCES = ("bot/conversation/engine.py", "bot/conversation/texts.py")

@@ -26,7 +26,7 @@ from bot.conversation.states import TRANSITIONS, BadTransition, Move, advance, a
 from bot.runtime.decisions import Decision
 from bot.runtime.decisions import Status as DecisionStatus
 from bot.runtime.sessions import Resolution, Session, Status
-from tests.bot.test_engine import (
+from tests.bot.conversation.test_engine import (
     ENTRY,
     NOW,
     PENDING,

@@ -19,7 +19,7 @@ from bot.wiring.mcp_setup import check_mcp
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import running
 from tests.bot.recording import dm, message
-from tests.bot.test_mcp import config_file, toolbox
+from tests.bot.wiring.test_mcp import config_file, toolbox
 from tests.fakes.mcp_process import stdio_server
 
 pytestmark = pytest.mark.process

@@ -20,7 +20,7 @@ from bot.wiring.connection import redis_client
 from tests.agent.scripted import ScriptedModel
 from tests.bot.harness import running, settings
 from tests.bot.recording import dm, message
-from tests.bot.test_faults import echo
+from tests.bot.runtime.test_faults import echo
 from tests.helpers import until
 from tests.private_redis import private_redis
 

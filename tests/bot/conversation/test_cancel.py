@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 from tests.agent.scripted import ScriptedModel, call, turn
 from tests.bot.harness import Harness, running, settings
 from tests.bot.recording import Posted, click, dm, message
-from tests.bot.test_runtime import recording_tool
+from tests.bot.runtime.test_runtime import recording_tool
 
 GROUP = dm("-100")
 

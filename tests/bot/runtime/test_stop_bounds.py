@@ -73,7 +73,7 @@ async def test_settle_names_each_task_by_the_line_it_waits_at() -> None:
     await asyncio.sleep(0)
     left = await settle(tasks, 0.2)
     assert [t.get_name() for t in left] == ["deaf"] and tasks[0].cancelled()
-    assert describe(left).startswith("deaf in deaf at tests/bot/test_stop_bounds.py:")
+    assert describe(left).startswith("deaf in deaf at tests/bot/runtime/test_stop_bounds.py:")
     quit_now.set()
     tasks[1].cancel()
     await asyncio.wait(tasks)

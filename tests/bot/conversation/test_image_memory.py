@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # Two images decoding at once, as Pillow holds RGB: four bytes a pixel. Unbounded: ~900 MiB.
 CEILING_MIB = 2 * 40_000_000 * 4 / 2**20
 

@@ -28,7 +28,7 @@ from bot.runtime.worker import GROUP, Worker
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running, settings
 from tests.bot.recording import click, dm, message
-from tests.bot.test_delivery import ANA, CONVERSATION, bot, texts, until
+from tests.bot.runtime.test_delivery import ANA, CONVERSATION, bot, texts, until
 from tests.bot.trips import TripLog, counted
 from tests.fakes.telegram import FakeTelegram
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from tests.bot.test_console import start_console
+from tests.bot.wiring.test_console import start_console
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.ollama import FakeOllama

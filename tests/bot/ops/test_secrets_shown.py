@@ -130,7 +130,7 @@ def test_the_secret_key_never_reaches_a_child_or_proc_environ() -> None:
     done = subprocess.run(
         [sys.executable, "-c", SEALED_CHILD, FERNET],
         env=env,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
         capture_output=True,
         text=True,
         timeout=60,

@@ -26,7 +26,7 @@ from bot.wiring.connection import redis_client
 from tests.agent.scripted import ScriptedModel
 from tests.bot.harness import running, settings
 from tests.bot.recording import dm, message
-from tests.bot.test_faults import echo, until
+from tests.bot.runtime.test_faults import echo, until
 
 pytestmark = pytest.mark.network
 

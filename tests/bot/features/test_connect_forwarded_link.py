@@ -27,9 +27,7 @@ from bot.features.connections.store import Connections, Pending
 from bot.runtime.keys import Keys
 from bot.wiring.connection import redis_client
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import settings
-from tests.bot.recording import message
-from tests.bot.test_mcp_oauth import (
+from tests.bot.features.test_mcp_oauth import (
     ANA,
     connect_prompt,
     everything_in,
@@ -39,6 +37,8 @@ from tests.bot.test_mcp_oauth import (
     signed_in,
     world,
 )
+from tests.bot.harness import settings
+from tests.bot.recording import message
 from tests.private_redis import private_redis
 
 pytestmark = pytest.mark.process

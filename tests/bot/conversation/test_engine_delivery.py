@@ -10,7 +10,7 @@ from adapters.base import ConversationKey, MessageRef, OutboundMessage
 from tests.agent.scripted import ScriptedModel, reply
 from tests.bot.harness import running
 from tests.bot.recording import RecordingAdapter, dm, message
-from tests.bot.test_delivery import ANA, CONVERSATION, bot, texts, until
+from tests.bot.runtime.test_delivery import ANA, CONVERSATION, bot, texts, until
 from tests.fakes.telegram import FakeTelegram
 
 

@@ -36,7 +36,7 @@ from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.bot.recording import click
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SECRET = "s3cret-s3cret-s3cret"
 GROUP = ConversationKey(platform="telegram", chat_id="-1001")
 ANA_RUN = RunContext(conversation_id="telegram:42", platform="telegram", user_id="42", chat_id="42")
