@@ -69,6 +69,7 @@ def objective_event(found: Schedule, slot: int, *, late: bool) -> InboundMessage
             user_id=found.owner_id,
             name=found.owner_name,
             team_id=found.team_id,
+            enterprise_id=found.org_id,
         ),
         text=found.objective,
         is_direct=found.is_direct,

@@ -42,6 +42,7 @@ class Schedule:
     platform: str
     conversation_id: str
     team_id: str | None = None
+    org_id: str | None = None  # the owner's organisation, for team memories shared org-wide
     is_direct: bool = True
     standing: tuple[str, ...] = ()
     anchor: int = 0  # epoch seconds interval slots count from
@@ -143,6 +144,7 @@ class ScheduleStore:
             platform=context.platform,
             conversation_id=context.conversation_id,
             team_id=context.team_id,
+            org_id=context.org_id,
             is_direct=context.is_direct,
             standing=standing,
             anchor=int(now),

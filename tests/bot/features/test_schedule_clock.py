@@ -4,6 +4,7 @@ a fixed zone, many clocks racing, and Redis going away and coming back under the
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -13,8 +14,9 @@ import redis.asyncio as aioredis
 
 from agent.protocols import RunContext
 from agent.recurrence import Recurrence, RecurrenceError, check, zone_of
+from bot.conversation.running import run_context
 from bot.features.schedules.clock import ScheduleClock
-from bot.features.schedules.store import ScheduleStore
+from bot.features.schedules.store import Schedule, ScheduleStore
 from bot.ops.health import Health
 from bot.runtime.inbox import decode
 from bot.runtime.keys import Keys
@@ -166,3 +168,38 @@ async def test_an_unreadable_record_holds_up_no_other_schedule(redis: aioredis.R
     [(_, fields)] = await redis.xrange(keys.inbox)
     assert decode(fields[b"event"]).event_id == f"schedule:{good.id}:{int(slot)}"
     assert await redis.zscore(keys.schedules_due, "broken") == slot  # left for an operator
+
+
+async def test_a_slot_keeps_its_owners_organisation_for_team_memories(
+    redis: aioredis.Redis,
+) -> None:
+    """A schedule made in a workspace (T111) of an Enterprise Grid organisation (E111): its
+    slots run as a person of that organisation, so with team memories shared org-wide they
+    read and write the organisation's; a record from before the field reads as none."""
+    keys = Keys()
+    store = ScheduleStore(redis, keys)
+    clock = ScheduleClock(redis, keys, store, dedup_ttl=600)
+    ana = RunContext(
+        conversation_id="slack:T111:C111:-",
+        platform="slack",
+        user_id="W222",
+        chat_id="C111",
+        team_id="T111",
+        org_id="E111",
+        is_direct=False,
+    )
+    made = await store.create_schedule("0 9 * * *", "the team's news", "UTC", (), ana)
+    slot = await redis.zscore(keys.schedules_due, made.id)
+    assert slot is not None
+    await clock.start_due(now=slot)
+    ((_, fields),) = await redis.xrange(keys.inbox)
+    event = decode(fields[b"event"])
+    assert (event.actor.team_id, event.actor.enterprise_id) == ("T111", "E111")
+    context = run_context(event, org_team=True)
+    assert context.write_scope("team") == "team:slack:E111"
+    assert "team:slack:T111" in context.readable_scopes()
+    found = await store.get(made.id)
+    assert found is not None
+    old = json.loads(found.encode())
+    del old["org_id"]
+    assert Schedule.decode(json.dumps(old)).org_id is None
