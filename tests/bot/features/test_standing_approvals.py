@@ -6,8 +6,8 @@ expires, or when the server changes what it says about the tool."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -164,7 +164,9 @@ async def test_an_expired_standing_approval_asks_again(
     config = with_mcp(settings(), standing_ttl=1.0)
     async with parley(redis, notes("a", "b"), server(ledger), config) as harness:
         await grant(harness, "note a")
-        await asyncio.sleep(1.2)
+        store = harness.runtime.executor.standing
+        assert store is not None
+        store.clock = lambda: time.time() + 1.2  # past the approval's second, not waited out
         await ask(harness, "note b")
         assert written(ledger) == ["write_note a"]
         assert prompts(harness) == 2
