@@ -39,6 +39,12 @@ class Terminal:
         assert self.process.stdin is not None
         self.process.stdin.write(f"{line}\n".encode())
 
+    async def says(self, line: str, *expected: str) -> None:
+        """Type `line`, then wait for each of `expected` in turn."""
+        self.type(line)
+        for text in expected:
+            await self.expect(text)
+
     async def expect(self, text: str, wait: float = WAIT) -> str:
         """Wait until `text` is printed after what was matched before; returns what came
         between."""
@@ -100,70 +106,56 @@ async def test_every_command_help_offers_works_in_the_console(
             "(tracker: MCP servers that act as the person who asked are left out", START
         )
         await console.expect("you> ")
-        console.type("/help")
-        await console.expect("Commands:")
+        await console.says("/help", "Commands:")
         listing = await console.expect("you> ")
         offered = set(re.findall(r"^• /(\w+)", listing, flags=re.MULTILINE))
         tried = {"help"}
 
-        console.type("remember that my bike is green")
-        await console.expect("parley> Done.")
-        console.type("/memories")
-        await console.expect("1. my bike is green")
+        await console.says("remember that my bike is green", "parley> Done.")
+        await console.says("/memories", "1. my bike is green")
         tried.add("memories")
-        console.type("/correct 1 my bike is red")
-        await console.expect("Corrected: “my bike is green” is now “my bike is red”.")
+        await console.says(
+            "/correct 1 my bike is red",
+            "Corrected: “my bike is green” is now “my bike is red”.",
+        )
         tried.add("correct")
         console.type("/why")  # the run that remembered it recalled it before answering
         await console.expect("For my last answer here I used what I remember:")
         await console.expect("• my bike is red — you told me in the console on ")
         tried.add("why")
-        console.type("/instructions")
-        await console.expect("No standing instructions here.")
+        await console.says("/instructions", "No standing instructions here.")
         tried.add("instructions")
-        console.type("/forget 1")
-        await console.expect("Forgotten: “my bike is red”")
-        console.type("remember that I take the 8:10 train")
-        await console.expect("parley> Done.")
-        console.type("/forget all")
-        await console.expect("Done — I forgot 1 thing you told me.")
+        await console.says("/forget 1", "Forgotten: “my bike is red”")
+        await console.says("remember that I take the 8:10 train", "parley> Done.")
+        await console.says("/forget all", "Done — I forgot 1 thing you told me.")
         tried.add("forget")
 
-        console.type("/status")
-        await console.expect("I'm not working on anything for you right now.")
+        await console.says("/status", "I'm not working on anything for you right now.")
         await console.expect("Today you've used ")  # the console's runs count too
         tried.add("status")
-        console.type("/cancel")
-        await console.expect("There's nothing to cancel.")
+        await console.says("/cancel", "There's nothing to cancel.")
         tried.add("cancel")
 
-        console.type("every 2 seconds say tick")
-        await console.expect("parley wants to:")
-        await console.expect("Approve? [y/N] ")
-        console.type("y")
-        await console.expect("parley> Done.")
+        await console.says("every 2 seconds say tick", "parley wants to:", "Approve? [y/N] ")
+        await console.says("y", "parley> Done.")
         await console.expect("tick")  # the schedule's slot, run while the console waits
-        console.type("/schedules")
-        await console.expect("Schedules here:")
-        await console.expect("1. “say tick” · every 2 seconds")
-        await console.expect("  2. Delete 1")
-        await console.expect("a number, or Enter to go on> ")
-        console.type("2")
-        await console.expect("Deleted schedule")
-        console.type("/schedules")
-        await console.expect("No schedules here.")
+        await console.says(
+            "/schedules",
+            "Schedules here:",
+            "1. “say tick” · every 2 seconds",
+            "  2. Delete 1",
+            "a number, or Enter to go on> ",
+        )
+        await console.says("2", "Deleted schedule")
+        await console.says("/schedules", "No schedules here.")
         tried.add("schedules")
 
-        console.type("/connections")
-        await console.expect("No tool here needs your own account.")
+        await console.says("/connections", "No tool here needs your own account.")
         tried.add("connections")
 
-        console.type("every 2 seconds say tock")
-        await console.expect("Approve? [y/N] ")
-        console.type("yes")
-        await console.expect("parley> Done.")
-        console.type("/quit")
-        await console.expect("(1 schedule made here ends with this console session.)")
+        await console.says("every 2 seconds say tock", "Approve? [y/N] ")
+        await console.says("yes", "parley> Done.")
+        await console.says("/quit", "(1 schedule made here ends with this console session.)")
         code = await console.close()
 
     assert code == 0, console.out
@@ -189,35 +181,28 @@ async def test_the_demo_shows_a_question_an_approval_memory_and_a_schedule(
     await console.expect("Demo mode: a scripted stand-in answers, not a language model", START)
     await console.expect("you> ")
 
-    console.type("pick tea or coffee for me")
-    await console.expect("parley asks> Tea or Coffee?")
-    await console.expect("  2. Coffee")
-    console.type("2")
-    await console.expect("parley> [demo] You chose: Coffee")
+    await console.says("pick tea or coffee for me", "parley asks> Tea or Coffee?", "  2. Coffee")
+    await console.says("2", "parley> [demo] You chose: Coffee")
 
-    console.type("remember that my bike is a green Brompton")
-    await console.expect("parley> [demo] Noted — I'll remember that.")
+    await console.says(
+        "remember that my bike is a green Brompton",
+        "parley> [demo] Noted — I'll remember that.",
+    )
     console.type("what bike do I ride?")  # recall brings the memory to the stand-in
     await console.expect("parley> [demo] From what you told me before: my bike is a green")
-    console.type("what do you remember about me?")
-    await console.expect("parley> [demo] Here is what I remember:")
-    await console.expect("my bike is a green Brompton")
+    await console.says(
+        "what do you remember about me?",
+        "parley> [demo] Here is what I remember:",
+        "my bike is a green Brompton",
+    )
 
-    console.type("remind me to stretch in 1 second")
-    await console.expect("parley wants to:")
-    await console.expect("Approve? [y/N] ")
-    console.type("y")
-    await console.expect("parley> [demo] Reminder set")
-    await console.expect("⏰ Reminder: stretch")
+    await console.says("remind me to stretch in 1 second", "parley wants to:", "Approve? [y/N] ")
+    await console.says("y", "parley> [demo] Reminder set", "⏰ Reminder: stretch")
 
-    console.type("every 2 seconds tell me the time")
-    await console.expect("Approve? [y/N] ")
-    console.type("y")
-    await console.expect("parley> [demo] Scheduled.")
-    await console.expect("⏰ Scheduled run")
+    await console.says("every 2 seconds tell me the time", "Approve? [y/N] ")
+    await console.says("y", "parley> [demo] Scheduled.", "⏰ Scheduled run")
     await console.expect("[demo] It is ")  # the time, as the stand-in reads it from its prompt
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC\.", console.out[console.seen :])
-    console.type("/quit")
-    await console.expect("(1 schedule made here ends with this console session.)")
+    await console.says("/quit", "(1 schedule made here ends with this console session.)")
     assert await console.close() == 0, console.out
     assert "Sorry" not in console.out and "Traceback" not in console.out, console.out
