@@ -4,13 +4,15 @@ Grid organisation's, so people of any of its workspaces share them. bolt-python'
 real slack-bolt adapter, the fake Slack, the real runtime, Redis and local embedding model.
 
 Break it: a Slack Connect guest of another organisation in the host's channel, and a
-workspace outside the organisation, never read or write its team memories; team memories
+workspace outside the organisation, never read or write its team memories, and a guest's
+button press does not count as the host organisation's; team memories
 kept per workspace before the switch stay readable (to that workspace only), and the
 organisation's stay readable after switching back."""
 
 from __future__ import annotations
 
 import json
+import logging
 from itertools import count
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -269,3 +271,28 @@ async def test_switching_what_a_team_means_loses_no_team_memory(
     # and a new team memory goes to the workspace again
     ben = person("W333", "T222", "C222", "E111", org_team=False)
     assert ben.write_scope("team") == "team:slack:T222"
+
+
+async def test_a_guests_button_press_is_not_the_host_organisations(
+    redis: aioredis.Redis, embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only the organisation E111 on the allowlist: Ana's approval prompt in the host's
+    shared channel is not pressed by a guest of another organisation (the press names the
+    host's organisation, not the guest's), and is by Ana."""
+    caplog.set_level(logging.INFO, logger="adapters.slack")
+    store = await open_store(redis, embedder)
+    model = ScriptedModel([turn(call("remember", "m1", text=VPN, share="team")), reply("Noted.")])
+    async with slack_bot(redis, model, memory=store, allowed_teams=("E111",), **ORG) as s:
+        await send(s, mention("W222", "T111", "C111", "remember for everyone: " + VPN))
+        await until(lambda: any(p.buttons for p in s.fake.in_channel("C111")), within=15)
+        await s.harness.settle()
+        prompt = next(p for p in s.fake.in_channel("C111") if p.buttons)
+        await approve(s, prompt, "WEXT", "T9EXT", host="T111")
+        await until(lambda: any("press not taken" in r.getMessage() for r in caplog.records))
+        await s.harness.settle()
+        assert len(model.turn_requests) == 1
+        await approve(s, prompt, "W222", "T111")
+        await until(lambda: len(model.turn_requests) == 2, within=15)
+        await s.harness.settle()
+    ana = person("W222", "T111", "C111", "E111", org_team=True)
+    assert await scopes(store, ana) == {VPN: "team:slack:E111"}
