@@ -161,6 +161,9 @@ class InboundAction:
     message: MessageRef | None = None  # the message that carries the buttons
     callback_id: str | None = None  # Telegram callback query id, answered with notify()
     is_direct: bool = False
+    # Where the platform takes a reply to this press (Slack's `response_url`): the only way
+    # to replace the ephemeral message it was made on.
+    reply_url: str | None = None
 
 
 class DeliveryError(Exception):

@@ -283,6 +283,11 @@ class SlackAdapter(ChatAdapter):
     async def edit(self, ref: MessageRef, message: OutboundMessage) -> None:
         fallback, blocks = messages(message)[0]
         await self.acting_in(ref.conversation)
+        url = message.reply_url if message.private_to else None
+        # an ephemeral message is not the channel's: chat.update cannot find it, but the
+        # press made on it can replace it through its response_url
+        if url and await respond(url, self.config.api_url, fallback, blocks, replace_original=True):
+            return
         with delivery(self.api):
             await self.client.chat_update(
                 channel=ref.conversation.chat_id, ts=ref.message_id, text=fallback, blocks=blocks

@@ -129,14 +129,21 @@ async def download(token: str, api_url: str, attachment: Attachment, limit: int)
         raise DownloadError(f"Slack download failed ({type(exc).__name__})") from exc
 
 
-async def respond(url: str, api_url: str, text: str, blocks: Any) -> bool:
+async def respond(
+    url: str, api_url: str, text: str, blocks: Any, *, replace_original: bool = False
+) -> bool:
     """A private answer through an event's response_url, which reaches the person even in a
-    channel Parley is not in; False if the URL is not Slack's or Slack refused it."""
+    channel Parley is not in; with `replace_original`, it replaces the message a press was
+    made on (an ephemeral one cannot be edited any other way). False if the URL is not
+    Slack's or Slack refused it."""
     if not may_receive_token(url, api_url):
         return False
     try:
         response = await AsyncWebhookClient(url).send(
-            text=text, blocks=blocks, response_type="ephemeral"
+            text=text,
+            blocks=blocks,
+            response_type="ephemeral",
+            replace_original=replace_original or None,
         )
     except (aiohttp.ClientError, TimeoutError) as exc:
         log.info("a response_url answer failed (%s)", type(exc).__name__)

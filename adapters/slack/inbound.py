@@ -260,6 +260,7 @@ class SlackInbound:
             choice=choice,
             message=MessageRef(conversation=conversation, message_id=str(message.get("ts"))),
             is_direct=direct,
+            reply_url=url if isinstance(url := body.get("response_url"), str) and url else None,
         )
         try:
             await self.hand_over(press)

@@ -133,6 +133,8 @@ class Executor:
             later=holding.writes,
             first_try=holding.first_try(entry_id),
             reply_url=event.reply_url if isinstance(event, InboundMessage) else None,
+            reply_as=event.actor.user_id,
+            press_url=event.reply_url if isinstance(event, InboundAction) else None,
             reply_to=None if event.is_direct else getattr(event, "message_id", None),
             unreachable=unreachable_line(adapter.addressing),
         )

@@ -214,7 +214,9 @@ def decided_message(decision: Decision) -> OutboundMessage:
     """The decision's message, buttons gone, with what became of it and who decided."""
     line = decided_line(decision)
     return OutboundMessage(
-        text=f"{decision.text}\n\n{line.text}", allowed_mentions=line.allowed_mentions
+        text=f"{decision.text}\n\n{line.text}",
+        allowed_mentions=line.allowed_mentions,
+        private_to=decision.private_to,  # an ephemeral prompt is replaced for its person alone
     )
 
 

@@ -103,6 +103,10 @@ class Reply:
     later: PendingWrites | None = None  # what was sent is recorded with the next session save
     first_try: bool = False  # no earlier attempt at the entry can have left anything
     reply_url: str | None = None  # the event's, for private answers to its author
+    reply_as: str | None = None  # that author: `reply_url` reaches them and nobody else
+    # A press's reply URL (Slack's response_url): used only to replace the private message
+    # pressed on, which nothing else can edit; sends never use it (they need a message id)
+    press_url: str | None = None
     reply_to: str | None = None  # in a group: the message that asked
     # Said in a group instead of a private message that cannot reach its person there.
     unreachable: str | None = None
@@ -120,11 +124,17 @@ class Reply:
         return reply_key(self.entry_id, slot)
 
     async def edit(self, ref: MessageRef, message: OutboundMessage, slot: str) -> None:
-        await self.outbox.edit(self.adapter, self.key_for(slot), ref, self.allow(message))
+        message = self.allow(message)
+        if self.press_url and message.private_to and message.private_to == self.reply_as:
+            message = replace(message, reply_url=self.press_url)
+        await self.outbox.edit(self.adapter, self.key_for(slot), ref, message)
 
     def allow(self, message: OutboundMessage) -> OutboundMessage:
         allowed = message.allowed_mentions | self.allowed_mentions
-        url = message.reply_url or (self.reply_url if message.private_to else None)
+        # only what is private to the event's author goes through its reply_url (a press's
+        # reaches the presser, whoever a message is for)
+        mine = message.private_to is not None and message.private_to == self.reply_as
+        url = message.reply_url or (self.reply_url if mine else None)
         reply_to = message.reply_to or self.reply_to
         unreachable = message.unreachable or (self.unreachable if message.private_to else None)
         return replace(

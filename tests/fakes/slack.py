@@ -73,6 +73,15 @@ class AgentSession:
 
 
 @dataclass
+class Interaction:
+    """A press's response_url: the message it was made on, who pressed, how often used."""
+
+    post: Post
+    user: str
+    uses: int = 0
+
+
+@dataclass
 class Post:
     channel: str
     ts: str
@@ -136,6 +145,7 @@ class FakeSlack(FakeServer):
         # A slash command's or a press's response_url: what was posted there, and its status.
         self.responses: list[dict[str, Any]] = []
         self.response_status = 200
+        self.interactions: dict[str, Interaction] = {}  # a press's response_url → its message
         self.add("POST", "/response/*", self._response)
 
     @property
@@ -236,10 +246,49 @@ class FakeSlack(FakeServer):
     def response_url(self, name: str = "cmd") -> str:
         return f"{self.url}/response/{name}"
 
+    def action(self, post: Post, label: str, *, user: str, team: str = TEAM) -> bytes:
+        """A press on `post`'s button `label` by `user`, with a live response_url that
+        answers as Slack's does for that message (`_response`)."""
+        name = f"act{next(_event_ids)}"
+        self.interactions[name] = Interaction(post=post, user=user)
+        return block_action(post, label, user=user, team=team, response_url=self.response_url(name))
+
     async def _response(self, recorded: Recorded, request: web.Request) -> web.StreamResponse:
         if self.response_status != 200:
             return web.Response(status=self.response_status, text="expired_url")
         self.responses.append(recorded.body)
+        interaction = self.interactions.get(request.path.rsplit("/", 1)[-1])
+        if interaction is None:
+            return web.Response(text="ok")
+        # Slack's contract: a response_url takes up to five messages within 30 minutes;
+        # `replace_original` replaces the message pressed on (an ephemeral one too, for its
+        # person), `delete_original` removes it; otherwise a new message, ephemeral to the
+        # presser unless `response_type` is "in_channel".
+        interaction.uses += 1
+        if interaction.uses > 5:
+            return web.Response(status=404, text="used_url")
+        body = recorded.body if isinstance(recorded.body, dict) else {}
+        post = interaction.post
+        if body.get("delete_original") in (True, "true"):
+            if post in self.posts:
+                self.posts.remove(post)
+                self.deleted.append(post)
+        elif body.get("replace_original") in (True, "true"):
+            post.text = str(body.get("text", ""))
+            post.blocks = list(body.get("blocks") or [])
+            post.edits += 1
+        else:
+            in_channel = body.get("response_type") == "in_channel"
+            self.posts.append(
+                Post(
+                    channel=post.channel,
+                    ts=self._new_ts(),
+                    text=str(body.get("text", "")),
+                    blocks=list(body.get("blocks") or []),
+                    thread_ts=body.get("thread_ts") or post.thread_ts,
+                    ephemeral_to=None if in_channel else interaction.user,
+                )
+            )
         return web.Response(text="ok")
 
     def method_calls(self, method: str) -> list[Recorded]:
@@ -733,7 +782,14 @@ def assistant_context_changed(started: dict[str, Any], viewing: str) -> dict[str
     }
 
 
-def block_action(post: Post, label: str, *, user: str, team: str = TEAM) -> bytes:
+def block_action(
+    post: Post,
+    label: str,
+    *,
+    user: str,
+    team: str = TEAM,
+    response_url: str = "https://hooks.invalid/response",
+) -> bytes:
     button = next(b for b in post.buttons if b["text"]["text"] == label)
     payload: dict[str, Any] = {
         "type": "block_actions",
@@ -755,7 +811,7 @@ def block_action(post: Post, label: str, *, user: str, team: str = TEAM) -> byte
         }
     payload |= {
         "trigger_id": f"trig{next(_event_ids)}",
-        "response_url": "https://hooks.invalid/response",
+        "response_url": response_url,
         "actions": [
             {
                 "type": "button",
