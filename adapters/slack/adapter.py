@@ -284,8 +284,7 @@ class SlackAdapter(ChatAdapter):
         fallback, blocks = messages(message)[0]
         await self.acting_in(ref.conversation)
         url = message.reply_url if message.private_to else None
-        # an ephemeral message is not the channel's: chat.update cannot find it, but the
-        # press made on it can replace it through its response_url
+        # chat.update cannot find an ephemeral: the press's response_url can replace it
         if url and await respond(url, self.config.api_url, fallback, blocks, replace_original=True):
             return
         with delivery(self.api):

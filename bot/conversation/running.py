@@ -104,9 +104,7 @@ class Reply:
     first_try: bool = False  # no earlier attempt at the entry can have left anything
     reply_url: str | None = None  # the event's, for private answers to its author
     reply_as: str | None = None  # that author: `reply_url` reaches them and nobody else
-    # A press's reply URL (Slack's response_url): used only to replace the private message
-    # pressed on, which nothing else can edit; sends never use it (they need a message id)
-    press_url: str | None = None
+    press_url: str | None = None  # a press's (Slack response_url): only edits, never sends
     reply_to: str | None = None  # in a group: the message that asked
     # Said in a group instead of a private message that cannot reach its person there.
     unreachable: str | None = None
@@ -131,8 +129,7 @@ class Reply:
 
     def allow(self, message: OutboundMessage) -> OutboundMessage:
         allowed = message.allowed_mentions | self.allowed_mentions
-        # only what is private to the event's author goes through its reply_url (a press's
-        # reaches the presser, whoever a message is for)
+        # only what is private to the event's author goes through its reply_url
         mine = message.private_to is not None and message.private_to == self.reply_as
         url = message.reply_url or (self.reply_url if mine else None)
         reply_to = message.reply_to or self.reply_to
