@@ -262,6 +262,16 @@ class ConfirmConnection:
     code: str
 
 
+# Carried out by the features that bring them (seam.py), not by the executor itself.
+FeatureEffect = (
+    ListSchedules
+    | ScheduleButton
+    | ListConnections
+    | ConnectionButton
+    | ConfirmConnection
+    | CancelTasks
+    | GrantStanding
+)
 Effect = (
     (
         Send
@@ -280,12 +290,6 @@ Effect = (
     | Forget
     | Transcribe
     | Follow
-    | ListSchedules
-    | ListConnections
-    | ConnectionButton
-    | ConfirmConnection
-    | ScheduleButton
     | EndSession
-    | CancelTasks
-    | GrantStanding
+    | FeatureEffect
 )

@@ -148,7 +148,7 @@ class Policy:
     addressing: Addressing = Addressing()  # how people write commands and mention Parley
     greeting: str = ""  # said once to a person who opens their conversation with Parley
     standing_everywhere: bool = False  # a standing approval holds in every chat of its giver
-    follows_tasks: bool = False  # MCP tasks are followed past their call: a stop stops them too
+    brought: frozenset[type] = frozenset()  # the feature effects wired here (seam.py)
 
 
 def decide(
@@ -156,7 +156,7 @@ def decide(
 ) -> list[Effect]:
     """The effects of `event`, in order (see the module docstring)."""
     if isinstance(event, Received):
-        if policy.follows_tasks and is_stop(event.event):
+        if CancelTasks in policy.brought and is_stop(event.event):
             return [CancelTasks(received=event)]  # first: a stop ends what runs on elsewhere
         return _received(session, pending, event, policy)
     if isinstance(event, TasksCancelled):

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import assert_never
 
 from adapters.base import (
     ConversationKey,
-    HandoverFailed,
     Inbound,
     InboundAction,
     InboundMessage,
@@ -35,11 +33,9 @@ from adapters.platform import ChatAdapter
 from agent.deferred import Plan, new_id
 from agent.loop import Agent
 from agent.messages import ContentBlock
-from agent.protocols import RunContext
 from bot.conversation import effects as fx
 from bot.conversation.commands import Commands
 from bot.conversation.engine import ERROR_TEXT, INTERRUPTED_CALL, Policy, decide, pending_id
-from bot.conversation.permissions import may_act
 from bot.conversation.privately import handed_over
 from bot.conversation.render import typed_mentions, unreachable_line
 from bot.conversation.running import (
@@ -51,14 +47,11 @@ from bot.conversation.running import (
     run_context,
     session_ended,
 )
+from bot.conversation.seam import Acting, Feature, registry
 from bot.conversation.states import Move, advance
 from bot.conversation.stopping import Stoppable, stopped, watching
 from bot.conversation.voice import Voice
-from bot.features.connections.commands import ConnectionCommands
-from bot.features.followed_tasks import TaskFollowing
-from bot.features.schedules.commands import ScheduleCommands
 from bot.features.schedules.runs import Objectives, checked, counted, headed
-from bot.features.standing import StandingStore
 from bot.ops.health import redis_away
 from bot.ops.logs import log_context
 from bot.runtime.decisions import Decision, DecisionStore
@@ -107,13 +100,15 @@ class Executor:
     voice: Voice = field(default_factory=lambda: Voice(transcriber=None))
     stops: Stops | None = None  # stop requests that reach a run while it works
     objectives: Objectives | None = None  # checks schedules' and triggers' runs
-    schedules: ScheduleCommands | None = None  # /schedules and its buttons
-    connections: ConnectionCommands | None = None  # /connections and its buttons
-    standing: StandingStore | None = None  # "Always for this tool" approvals
-    tasks: TaskFollowing | None = None  # MCP tasks followed past their call: /cancel stops them
+    # what the features bring (seam.py): /schedules, /connections, followed tasks, "Always"
+    features: Sequence[Feature] = ()
+    standing_everywhere: bool = False  # a standing approval holds in every chat of its giver
     # Queues an event for another conversation: a press on a private prompt in someone's
     # private chat belongs to the shared chat the prompt came from (privately.py).
     forward: Callable[[Inbound], Awaitable[bool]] | None = None
+
+    def __post_init__(self) -> None:
+        self._handlers = registry(self.features)
 
     async def handle(self, entry_id: str, event: Inbound, holding: Holding) -> None:
         session = await self.sessions.load(holding.conversation_id, holding)
@@ -182,18 +177,6 @@ class Executor:
         if self.forward is None or not await self.forward(moved):
             log.info("a private press was not handed to %s", there.id)
 
-    async def _cancel_tasks(self, event: Inbound) -> int:
-        """Stop the conversation's followed tasks of whoever the person may act for
-        (`permissions.may_act`, as for a run)."""
-        if self.tasks is None:
-            return 0
-        actor, direct = event.actor, event.is_direct
-
-        def may_stop(requester: str) -> bool:
-            return may_act(actor.user_id, actor.groups, requester, direct, self.approvers)
-
-        return await self.tasks.cancel(event.conversation.id, may_stop)
-
     async def _pending(self, session: Session, event: Inbound) -> Decision | None:
         """The decision the event is about (`engine.pending_id` says which), if any."""
         decision_id = pending_id(session, event)
@@ -220,8 +203,8 @@ class Executor:
             approvers=self.approvers,
             max_message_chars=self.max_message_chars,
             addressing=turn.reply.adapter.addressing,
-            standing_everywhere=self.standing is not None and self.standing.scope == "everywhere",
-            follows_tasks=self.tasks is not None,
+            standing_everywhere=self.standing_everywhere,
+            brought=frozenset(self._handlers),
         )
 
     async def _finish(self, turn: EntryTurn, entry_id: str | None) -> None:
@@ -277,11 +260,6 @@ class Executor:
                 return await self._run(turn)
             case fx.Resume():
                 return await self._resume(turn, effect)
-            case fx.CancelTasks(received=stop):
-                return fx.TasksCancelled(received=stop, count=await self._cancel_tasks(stop.event))
-            case fx.GrantStanding(tools=tools):
-                assert turn.session.state is not None
-                await self._grant(turn.session.state.context, tools)
             case fx.Answer():
                 await self.runner.answer(turn.called, reply, headed(effect.message, turn.header))
             case fx.Open():
@@ -310,46 +288,28 @@ class Executor:
                     self._editor(turn),
                     reply.adapter.addressing,
                 )
-            case fx.ListSchedules():
-                await reply.send(await self._schedules().listing(reply.conversation.id), "reply")
-            case fx.ListConnections():
-                assert isinstance(turn.event, InboundMessage)
-                if self.connections is not None:
-                    listed = await self.connections.listing(turn.event)
-                    for number, message in enumerate(listed):
-                        await reply.send(message, "reply" if number == 0 else f"reply-{number}")
-            case fx.ConnectionButton():
-                assert isinstance(turn.event, InboundAction)
-                if self.connections is not None:
-                    await self._notify(turn, await self.connections.press(turn.event), alert=True)
-            case fx.ConfirmConnection(code=code):
-                assert isinstance(turn.event, InboundMessage)
-                return await self._confirm(turn, turn.event, code)
-            case fx.ScheduleButton():
-                assert isinstance(turn.event, InboundAction)
-                await self._notify(turn, await self._schedules().press(turn.event, reply))
-            case _:
-                assert_never(effect)  # mypy fails here when an effect type goes unhandled
+            case _:  # mypy fails here on a core effect that goes unhandled
+                return await self._feature(turn, effect)
         return None
 
-    async def _confirm(self, turn: EntryTurn, event: InboundMessage, code: str) -> fx.Event | None:
-        """A typed sign-in code: the account becomes the sender's and the conversation where
-        they asked hears it was connected (a `connected` event); or they are told why not."""
-        found = await self.connections.confirm(event, code) if self.connections else None
-        if found is None:
-            return fx.NotACode(received=turn.received)
-        said, connected = found
-        if connected is not None:
-            try:
-                handed = self.forward is not None and await self.forward(connected)
-            except HandoverFailed:
-                handed = False
-            if handed:
-                return None  # the conversation it resumes speaks for it
-            log.warning("a confirmed sign-in could not resume %s", connected.conversation.id)
-        private = OutboundMessage(text=said, private_to=event.actor.user_id)
-        await turn.reply.send(private, "reply")
-        return None
+    async def _feature(self, turn: EntryTurn, effect: fx.FeatureEffect) -> fx.Event | None:
+        """A feature's effect, carried out by the feature that brought it (seam.py)."""
+        handler = self._handlers.get(type(effect))
+        if handler is None:  # e.g. /schedules where no schedule store is wired
+            log.error("no feature here carries out %s", type(effect).__name__)
+            return None
+
+        async def notify(text: str, alert: bool) -> None:
+            await self._notify(turn, text, alert=alert)
+
+        acting = Acting(
+            received=turn.received,
+            session=turn.session,
+            reply=turn.reply,
+            notify=notify,
+            forward=self.forward,
+        )
+        return await handler(acting, effect)
 
     async def _prompt_privately(self, turn: EntryTurn, prompt: fx.Prompt) -> None:
         """The prompt in the person's private chat (not tied to the decision: edits go to
@@ -364,10 +324,6 @@ class Executor:
         told = prompt.unreachable if refused else prompt.sent
         if told is not None:
             await reply.send(told, "unreachable" if refused else "sent-privately")
-
-    def _schedules(self) -> ScheduleCommands:
-        assert self.schedules is not None, "schedules are wired with the runtime"
-        return self.schedules
 
     async def _notify(self, turn: EntryTurn, text: str, *, alert: bool = False) -> None:
         """Answer a button press; a failure only costs the presser a toast."""
@@ -474,15 +430,6 @@ class Executor:
                 stop=stop,
             ),
         )
-
-    async def _grant(self, requester: RunContext, tools: tuple[tuple[str, str], ...]) -> None:
-        """Store the requester's "Always" for the plan's tools, as they were shown."""
-        if self.standing is None:
-            return
-        try:
-            await self.standing.grant(requester, tools)
-        except Exception:  # approved this once all the same; the next call asks again
-            log.warning("could not store a standing approval for %s", tools, exc_info=True)
 
     async def _call(
         self,

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
 from adapters.base import Inbound, InboundMessage, OutboundMessage
 from adapters.traits import mention
 from agent.outcomes import Failed, Outcome
 from agent.protocols import ProgressEvent
+from bot.conversation import effects as fx
 from bot.conversation.permissions import may_act
+from bot.conversation.seam import Acting, Handler
 from bot.conversation.texts import (
     ALREADY_DONE,
     NOT_YOURS_TO_STOP,
 )
+from bot.features.followed_tasks import TaskFollowing
 from bot.runtime.sessions import Session, entry_order
 from bot.runtime.stops import StopRequest, Stops, Watch
 
@@ -66,3 +70,25 @@ def late_stop(
     return OutboundMessage(
         text=NOT_YOURS_TO_STOP.format(who=who), allowed_mentions=frozenset({who})
     )
+
+
+@dataclass(frozen=True)
+class TaskStops:
+    """A stop also stops the conversation's followed MCP tasks (`CancelTasks`): those of
+    whoever the person may act for (`permissions.may_act`, as for a run)."""
+
+    tasks: TaskFollowing
+    approvers: frozenset[str] = frozenset()
+
+    def handlers(self) -> Mapping[type, Handler]:
+        return {fx.CancelTasks: self._cancel}
+
+    async def _cancel(self, acting: Acting, effect: fx.CancelTasks) -> fx.TasksCancelled:
+        event = effect.received.event
+        actor, direct = event.actor, event.is_direct
+
+        def may_stop(requester: str) -> bool:
+            return may_act(actor.user_id, actor.groups, requester, direct, self.approvers)
+
+        count = await self.tasks.cancel(event.conversation.id, may_stop)
+        return fx.TasksCancelled(received=effect.received, count=count)

@@ -123,8 +123,10 @@ def console_executor(
         ),
         max_message_chars=settings.agent.max_message_chars,
         objectives=Objectives(store=schedules) if schedules is not None else None,
-        schedules=ScheduleCommands(store=schedules) if schedules is not None else None,
-        connections=ConnectionCommands(connections),
+        features=[
+            *([ScheduleCommands(store=schedules)] if schedules is not None else []),
+            ConnectionCommands(connections),
+        ],
     )
 
 

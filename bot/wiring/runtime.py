@@ -31,6 +31,8 @@ from bot.conversation.images import ImageDecoder
 from bot.conversation.pdf_process import PdfReader
 from bot.conversation.running import Admission, Charge, Runner
 from bot.conversation.shown import ShownLists
+from bot.conversation.standing_grants import StandingGrants
+from bot.conversation.stopping import TaskStops
 from bot.conversation.voice import LONGEST as LONGEST_TRANSCRIPT
 from bot.conversation.voice import Transcriber, Voice
 from bot.features.connections.commands import ConnectionCommands
@@ -306,10 +308,13 @@ def build_runtime(
             owner_left=owner_left(adapters),
             owner_member=owner_member(adapters),
         ),
-        schedules=ScheduleCommands(store=schedules),
-        connections=ConnectionCommands(build_connections(settings, redis), standing),
-        standing=standing,
-        tasks=tasks,
+        features=[
+            ScheduleCommands(store=schedules),
+            ConnectionCommands(build_connections(settings, redis), standing),
+            StandingGrants(standing),
+            *([TaskStops(tasks, frozenset(settings.access.approvers))] if tasks else []),
+        ],
+        standing_everywhere=standing.scope == "everywhere",
         forward=inbox.submit,
     )
     worker = Worker(

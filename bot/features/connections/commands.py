@@ -5,17 +5,22 @@ own only, whoever's list it was."""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from adapters.base import (
     Actor,
     Button,
     ConversationKey,
+    HandoverFailed,
     InboundAction,
     InboundMessage,
     OutboundMessage,
 )
+from bot.conversation import effects as fx
+from bot.conversation.seam import Acting, Handler
 from bot.conversation.texts import (
     CODE_REFUSED,
     CONNECTED_BY_CODE,
@@ -36,16 +41,57 @@ if TYPE_CHECKING:
     from bot.features.connections.store import Connections
     from bot.features.standing import Standing, StandingStore
 
+log = logging.getLogger(__name__)
+
 CONNECTION_ACTION = "conn"  # the decision id Disconnect buttons carry; the value is the server
 STANDING_ACTION = "stand"  # the decision id Revoke buttons carry; the value is the approval's id
 
 
 class ConnectionCommands:
+    """/connections, its buttons and a typed sign-in code: a feature of the executor."""
+
     def __init__(
         self, connections: Connections | None, standing: StandingStore | None = None
     ) -> None:
         self.connections = connections
         self.standing = standing
+
+    def handlers(self) -> Mapping[type, Handler]:
+        return {
+            fx.ListConnections: self._list,
+            fx.ConnectionButton: self._pressed,
+            fx.ConfirmConnection: self._confirm,
+        }
+
+    async def _list(self, acting: Acting, effect: fx.ListConnections) -> None:
+        assert isinstance(acting.event, InboundMessage)
+        for number, message in enumerate(await self.listing(acting.event)):
+            await acting.reply.send(message, "reply" if number == 0 else f"reply-{number}")
+
+    async def _pressed(self, acting: Acting, effect: fx.ConnectionButton) -> None:
+        assert isinstance(acting.event, InboundAction)
+        await acting.notify(await self.press(acting.event), True)
+
+    async def _confirm(self, acting: Acting, effect: fx.ConfirmConnection) -> fx.Event | None:
+        """A typed sign-in code: the account becomes the sender's and the conversation where
+        they asked hears it was connected (a `connected` event); or they are told why not."""
+        event = acting.event
+        assert isinstance(event, InboundMessage)
+        found = await self.confirm(event, effect.code)
+        if found is None:
+            return fx.NotACode(received=acting.received)
+        said, connected = found
+        if connected is not None:
+            try:
+                handed = acting.forward is not None and await acting.forward(connected)
+            except HandoverFailed:
+                handed = False
+            if handed:
+                return None  # the conversation it resumes speaks for it
+            log.warning("a confirmed sign-in could not resume %s", connected.conversation.id)
+        private = OutboundMessage(text=said, private_to=event.actor.user_id)
+        await acting.reply.send(private, "reply")
+        return None
 
     async def listing(self, event: InboundMessage) -> list[OutboundMessage]:
         """The person's accounts, then their standing approvals: a message each, since one

@@ -6,11 +6,14 @@ approvers may use. A press answers the presser and shows the list again as it no
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from adapters.base import Actor, Button, InboundAction, OutboundMessage
 from agent.recurrence import local_time, zone_of
+from bot.conversation import effects as fx
 from bot.conversation.running import Reply
+from bot.conversation.seam import Acting, Handler
 from bot.conversation.texts import (
     NO_SCHEDULES,
     SCHEDULE_DONE,
@@ -27,7 +30,19 @@ WITH_BUTTONS = 12  # schedules listed with buttons (Slack allows 25 buttons in a
 
 @dataclass(frozen=True, kw_only=True)
 class ScheduleCommands:
+    """/schedules and the buttons under its list: a feature of the executor (seam.py)."""
+
     store: ScheduleStore
+
+    def handlers(self) -> Mapping[type, Handler]:
+        return {fx.ListSchedules: self._list, fx.ScheduleButton: self._pressed}
+
+    async def _list(self, acting: Acting, effect: fx.ListSchedules) -> None:
+        await acting.reply.send(await self.listing(acting.reply.conversation.id), "reply")
+
+    async def _pressed(self, acting: Acting, effect: fx.ScheduleButton) -> None:
+        assert isinstance(acting.event, InboundAction)
+        await acting.notify(await self.press(acting.event, acting.reply), False)
 
     async def listing(self, conversation_id: str) -> OutboundMessage:
         found = await self.store.in_chat(conversation_id)

@@ -616,7 +616,7 @@ def test_a_bare_mention_in_a_thread_takes_its_next_reply_as_the_question() -> No
 
 # --- stops and standing approvals are decisions too --------------------------------------
 
-FOLLOWING = replace(POLICY, follows_tasks=True)
+FOLLOWING = replace(POLICY, brought=frozenset({CancelTasks}))  # MCP tasks are followed
 
 
 def test_a_stop_first_stops_the_followed_tasks_then_goes_on_as_a_stop() -> None:

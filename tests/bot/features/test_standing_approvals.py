@@ -18,6 +18,7 @@ from adapters.base import ConversationKey
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.protocols import RunContext
 from bot.config import Settings
+from bot.conversation.standing_grants import StandingGrants
 from bot.conversation.texts import ALWAYS_TOAST
 from bot.features.connections.commands import STANDING_ACTION
 from bot.features.triggers import Trigger, objective_event
@@ -250,8 +251,8 @@ async def test_while_redis_is_away_for_standing_approvals_the_call_is_put_to_the
     ledger = tmp_path / "ledger"
     async with parley(redis, notes("a", "b"), server(ledger)) as harness:
         await grant(harness, "note a")
-        store = harness.runtime.executor.standing
-        assert store is not None
+        [grants] = [f for f in harness.runtime.executor.features if isinstance(f, StandingGrants)]
+        store = grants.store
         store.redis = aioredis.Redis.from_url("redis://127.0.0.1:1")  # nothing listens there
         try:
             await ask(harness, "note b")
