@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import get_args
 
 from adapters.base import (
     ConversationKey,
@@ -62,6 +63,7 @@ from bot.runtime.sessions import Session, SessionStore
 from bot.runtime.stops import Stops
 
 log = logging.getLogger(__name__)
+FEATURE_EFFECTS = frozenset(get_args(fx.FeatureEffect))
 
 MAX_ROUNDS = 8  # follow-ups per entry; the rules need at most four (admit, claim, run, ran)
 
@@ -295,7 +297,10 @@ class Executor:
     async def _feature(self, turn: EntryTurn, effect: fx.FeatureEffect) -> fx.Event | None:
         """A feature's effect, carried out by the feature that brought it (seam.py)."""
         handler = self._handlers.get(type(effect))
-        if handler is None:  # e.g. /schedules where no schedule store is wired
+        if handler is None:
+            # an effect of no kind at all stops the entry; a feature's where it is not wired
+            # (/schedules without a schedule store) is only logged
+            assert type(effect) in FEATURE_EFFECTS, f"no rule carries out {effect!r}"
             log.error("no feature here carries out %s", type(effect).__name__)
             return None
 

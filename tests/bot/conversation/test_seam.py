@@ -15,7 +15,7 @@ from bot.conversation.seam import Acting, registry
 from tests.agent.scripted import ScriptedModel
 from tests.bot.harness import running
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Lists:
