@@ -5,14 +5,12 @@ and the next message is answered."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import struct
 import subprocess
 import sys
 import time
 import zlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,7 @@ from bot.conversation.pdf_process import STARTUP_SECONDS, WALL_FACTOR
 from tests.adapters.samples import pdf
 from tests.adapters.test_telegram import ANA, adapter_for
 from tests.agent.scripted import ScriptedModel, reply
-from tests.bot.harness import Harness, running
+from tests.bot.harness import parley
 from tests.fakes.telegram import FakeTelegram
 from tests.helpers import until
 
@@ -88,22 +86,6 @@ def page_pdf(stream: bytes, *, times: int = 1) -> bytes:
     return bytes(out)
 
 
-@contextlib.asynccontextmanager
-async def parley(
-    redis: aioredis.Redis, fake: FakeTelegram, model: ScriptedModel, **attachments: object
-) -> AsyncIterator[Harness]:
-    adapter = adapter_for(fake)
-    config = Settings.load(env_file=None, attachments=attachments)
-    async with running(redis, model, adapter=adapter, config=config) as harness:  # type: ignore[arg-type]
-        adapter.handler = harness.runtime.inbox.submit
-        await adapter.start()
-        await adapter.start_polling()
-        try:
-            yield harness
-        finally:
-            await adapter.stop()
-
-
 def environment_of(pid: int) -> bytes:
     return Path(f"/proc/{pid}/environ").read_bytes()
 
@@ -130,7 +112,7 @@ async def test_a_decompression_bomb_image_is_one_sentence_and_the_next_message_w
     bomb = bomb_png(20000, 20000)
     assert len(bomb) < 64 * 1024  # 400 million pixels in a few kilobytes
     model = ScriptedModel([reply("Still here.")])
-    async with parley(redis, telegram, model) as harness:
+    async with parley(redis, model, chat=adapter_for(telegram), config=files_settings()) as harness:
         file_id = telegram.add_file(bomb, path="documents/bomb.png")
         started = time.monotonic()
         telegram.push(
@@ -193,7 +175,9 @@ async def test_a_pdf_too_slow_to_read_is_stopped_and_the_next_message_works(
     # what the reader may take: start-up, then `limit` of CPU or, starved of it, 4× in wall time
     promised = STARTUP_SECONDS + WALL_FACTOR * limit
     model = ScriptedModel([reply("Here: x."), reply("Still here.")])
-    async with parley(redis, telegram, model, PARLEY_PDF_TIMEOUT=limit) as harness:
+    async with parley(
+        redis, model, chat=adapter_for(telegram), config=files_settings(PARLEY_PDF_TIMEOUT=limit)
+    ) as harness:
         file_id = telegram.add_file(slow, path="documents/slow.pdf")
         started = time.monotonic()
         document = {"file_id": file_id, "file_name": "slow.pdf", "mime_type": "application/pdf"}
@@ -242,3 +226,7 @@ def cpu_of(pid: int) -> float | None:
     if fields[0] == "Z":  # ended, not yet waited for
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def files_settings(**attachments: object) -> Settings:
+    return Settings.load(env_file=None, attachments=attachments)

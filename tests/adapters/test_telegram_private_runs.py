@@ -5,20 +5,17 @@ owner is still in the group before it runs."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-
 import redis.asyncio as aioredis
 
 from agent import ApprovalRequired, builtin_registry
 from agent.messages import ChatRequest, ChatResponse, ToolResultBlock
 from agent.protocols import RunContext
-from agent.tools import ToolContext, tool
+from agent.tools import ToolContext, ToolRegistry, tool
 from bot.features.schedules.store import Schedule
 from tests.adapters.test_telegram import ANA, BOB, GROUP, adapter_for, send_email
 from tests.adapters.test_telegram_private import ask, bot, said_in_group
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running
+from tests.bot.harness import Harness, parley
 from tests.fakes.telegram import FakeTelegram, Posted
 from tests.helpers import until
 
@@ -34,22 +31,11 @@ async def payroll_record(ctx: ToolContext) -> str:
     return INJECTED
 
 
-@contextlib.asynccontextmanager
-async def parley(
-    redis: aioredis.Redis, fake: FakeTelegram, model: ScriptedModel
-) -> AsyncIterator[Harness]:
-    adapter = adapter_for(fake)
+def tools() -> ToolRegistry:
     registry = builtin_registry()
     registry.register(payroll_record)
     registry.register(send_email)
-    async with running(redis, model, adapter=adapter, tools=registry) as harness:  # type: ignore[arg-type]
-        adapter.handler = harness.runtime.inbox.submit
-        await adapter.start()
-        await adapter.start_polling()
-        try:
-            yield harness
-        finally:
-            await adapter.stop()
+    return registry
 
 
 def _read(request: ChatRequest) -> str:
@@ -77,7 +63,10 @@ async def test_after_a_private_read_the_question_and_approval_go_to_the_private_
     private chat only; her presses there decide them; nothing of it reaches the group."""
 
     model = ScriptedModel([turn(call("payroll_record")), obey_ask, obey_send, reply("Sent.")])
-    async with FakeTelegram() as telegram, parley(redis, telegram, model) as harness:
+    async with (
+        FakeTelegram() as telegram,
+        parley(redis, model, chat=adapter_for(telegram), tools=tools()) as harness,
+    ):
         ask(telegram, "look up my pay")
         await until(lambda: len(telegram.chat(GROUP)) == 1)
         await harness.settle()

@@ -27,7 +27,8 @@ from bot.wiring.platforms import Platforms
 from tests.adapters.test_telegram import ANA, BOB, GROUP, SENT, send_email, until
 from tests.adapters.test_telegram_private import CARA, ask
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running
+from tests.bot.harness import Harness
+from tests.bot.harness import parley as harness_parley
 from tests.fakes.telegram import FakeTelegram
 from tests.private_redis import private_redis
 
@@ -61,14 +62,8 @@ async def parley(
         runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
         access={"PARLEY_APPROVERS": f"{CARA}"},
     )
-    async with running(redis, model, adapter=adapter, tools=registry, config=config) as harness:  # type: ignore[arg-type]
-        adapter.handler = harness.runtime.inbox.submit
-        await adapter.start()
-        await adapter.start_polling()
-        try:
-            yield harness, adapter, offers
-        finally:
-            await adapter.stop()
+    async with harness_parley(redis, model, chat=adapter, tools=registry, config=config) as harness:
+        yield harness, adapter, offers
 
 
 def emailing() -> ScriptedModel:

@@ -7,7 +7,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 
@@ -25,6 +25,9 @@ from bot.runtime.worker import GROUP
 from bot.wiring.runtime import Runtime, build_runtime
 from tests.agent.scripted import ScriptedModel
 from tests.bot.recording import RecordingAdapter
+
+if TYPE_CHECKING:
+    from agent.mcp import ServerConfig, Timing
 
 
 def settings(**runtime: Any) -> Settings:
@@ -107,3 +110,39 @@ async def running(
     finally:
         stop.set()
         await task
+
+
+@contextlib.asynccontextmanager
+async def parley(
+    redis: aioredis.Redis,
+    model: ScriptedModel,
+    *,
+    server: ServerConfig | None = None,
+    timing: Timing | None = None,
+    chat: Any = None,
+    **options: Any,
+) -> AsyncIterator[Harness]:
+    """One Parley process on the in-process runtime (`running`, which takes `options`), with
+    its own connection to an MCP server ("test") when given one, and behind a real chat
+    adapter when given one (`chat`: fed into the inbox, started and polling, stopped after).
+    """
+    async with contextlib.AsyncExitStack() as stack:
+        if server is not None:
+            from agent.mcp import McpConfig, McpToolbox, Timing
+
+            timing = timing or Timing(
+                start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0
+            )
+            box = McpToolbox(McpConfig(mcpServers={"test": server}), timing)
+            await box.start()
+            stack.push_async_callback(box.stop)
+            options["tool_source"] = box.source()
+        if chat is not None:
+            options["adapter"] = chat
+        harness = await stack.enter_async_context(running(redis, model, **options))
+        if chat is not None:
+            chat.handler = harness.runtime.inbox.submit
+            await chat.start()
+            stack.push_async_callback(chat.stop)
+            await chat.start_polling()
+        yield harness

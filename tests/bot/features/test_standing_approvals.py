@@ -15,7 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from adapters.base import ConversationKey
-from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
+from agent.mcp import ServerConfig, Timing
 from agent.protocols import RunContext
 from bot.config import Settings
 from bot.conversation.standing_grants import StandingGrants
@@ -23,7 +23,8 @@ from bot.conversation.texts import ALWAYS_TOAST
 from bot.features.connections.commands import STANDING_ACTION
 from bot.features.triggers import Trigger, objective_event
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running, settings
+from tests.bot.harness import Harness, settings
+from tests.bot.harness import parley as harness_parley
 from tests.bot.recording import Posted, click, message
 from tests.fakes.mcp_process import stdio_server
 
@@ -44,15 +45,10 @@ async def parley(
     config: Settings | None = None,
 ) -> AsyncIterator[Harness]:
     """One Parley process with its own connection to the MCP server."""
-    box = McpToolbox(McpConfig(mcpServers={"test": server}), TIMING)
-    await box.start()
-    try:
-        async with running(redis, model, tool_source=box.source(), config=config) as harness:
-            # Ana talks to Parley on Telegram, so she was paired (her schedules run while so)
-            await redis.sadd(harness.runtime.keys.paired("telegram"), "42")
-            yield harness
-    finally:
-        await box.stop()
+    async with harness_parley(redis, model, server=server, timing=TIMING, config=config) as harness:
+        # Ana talks to Parley on Telegram, so she was paired (her schedules run while so)
+        await redis.sadd(harness.runtime.keys.paired("telegram"), "42")
+        yield harness
 
 
 def server(ledger: Path, *, standing: bool = True, changed: bool = False) -> ServerConfig:

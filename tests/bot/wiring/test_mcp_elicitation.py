@@ -5,8 +5,6 @@ or a refusal reaches the server as the specification says."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
@@ -15,11 +13,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from adapters.base import ConversationKey
-from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
+from agent.mcp import McpConfig, McpToolbox, Timing
 from agent.mcp.elicitation import SECRET_REFUSED
-from bot.config import Settings
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running, settings
+from tests.bot.harness import Harness, parley, running, settings
 from tests.bot.recording import Posted, RecordingAdapter, click, message
 from tests.fakes.mcp_process import stdio_server
 from tests.helpers import until
@@ -29,24 +26,6 @@ pytestmark = pytest.mark.process
 TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
 GROUP = ConversationKey(platform="telegram", chat_id="-100")
 NOT_PARLEY = "*test* (a connected tool, not Parley) asks:"
-
-
-@contextlib.asynccontextmanager
-async def parley(
-    redis: aioredis.Redis,
-    model: ScriptedModel,
-    server: ServerConfig | None = None,
-    config: Settings | None = None,
-    timing: Timing = TIMING,
-) -> AsyncIterator[Harness]:
-    """One Parley process: the worker and its own connection to the MCP server."""
-    box = McpToolbox(McpConfig(mcpServers={"test": server or stdio_server()}), timing)
-    await box.start()
-    try:
-        async with running(redis, model, tool_source=box.source(), config=config) as harness:
-            yield harness
-    finally:
-        await box.stop()
 
 
 def asked(harness: Harness, chat: ConversationKey = GROUP) -> Posted:
@@ -73,7 +52,9 @@ async def test_an_enum_is_asked_as_buttons_only_the_requester_answers_and_the_ca
     config = config.model_copy(
         update={"access": config.access.model_copy(update={"approvers": ["77"]})}
     )
-    async with parley(redis, model, stdio_server(protocol=protocol), config) as harness:
+    async with parley(
+        redis, model, server=stdio_server(protocol=protocol), config=config
+    ) as harness:
         await harness.submit(message(GROUP, "label the lamp", direct=False))
         await harness.settle(within=60)
         question = asked(harness)
@@ -104,7 +85,7 @@ async def test_a_boolean_is_yes_or_no_and_a_decline_is_passed_back(
             reply("Not sent."),
         ]
     )
-    async with parley(redis, model) as harness:
+    async with parley(redis, model, server=stdio_server()) as harness:
         await harness.submit(message(GROUP, "send the report to ops", direct=False))
         await harness.settle(within=60)
         question = asked(harness)
@@ -124,12 +105,12 @@ async def test_a_boolean_is_yes_or_no_and_a_decline_is_passed_back(
 
 async def test_a_restart_while_the_question_waits_loses_nothing(redis: aioredis.Redis) -> None:
     model = ScriptedModel([turn(call("test__pick_colour", item="door")), reply("Done.")])
-    async with parley(redis, model) as harness:
+    async with parley(redis, model, server=stdio_server()) as harness:
         await harness.submit(message(GROUP, "label the door", direct=False))
         await harness.settle(within=60)
         question = asked(harness)
     # the process and its MCP connection are gone; a new one takes the press
-    async with parley(redis, model) as harness:
+    async with parley(redis, model, server=stdio_server()) as harness:
         await harness.submit(press(question, "red"))
         await harness.settle(within=60)
         assert "door: colour=red" in result_of(model, 1)
@@ -140,7 +121,7 @@ async def test_a_request_for_a_secret_is_refused_without_asking_anyone(
     redis: aioredis.Redis,
 ) -> None:
     model = ScriptedModel([turn(call("test__sign_in")), reply("I can't do that here.")])
-    async with parley(redis, model) as harness:
+    async with parley(redis, model, server=stdio_server()) as harness:
         await harness.submit(message(GROUP, "sign me in", direct=False))
         await harness.settle(within=60)
         assert not [p for p in harness.adapter.in_conversation(GROUP) if p.message.buttons]
@@ -154,7 +135,7 @@ async def test_an_approved_call_that_asks_waits_for_the_answer_then_completes(
     redis: aioredis.Redis,
 ) -> None:
     model = ScriptedModel([turn(call("test__pick_colour", item="box")), reply("Boxed.")])
-    async with parley(redis, model, stdio_server(approval="always")) as harness:
+    async with parley(redis, model, server=stdio_server(approval="always")) as harness:
         await harness.submit(message(GROUP, "label the box", direct=False))
         await harness.settle(within=60)
         approval = asked(harness)
@@ -173,7 +154,7 @@ async def test_a_free_text_answer_is_typed_and_an_unfitting_one_is_asked_again(
     redis: aioredis.Redis,
 ) -> None:
     model = ScriptedModel([turn(call("test__pick_colour", item="cup")), reply("Ok.")])
-    async with parley(redis, model) as harness:
+    async with parley(redis, model, server=stdio_server()) as harness:
         await harness.submit(message(GROUP, "label the cup", direct=False))
         await harness.settle(within=60)
         await harness.submit(message(GROUP, "purple", direct=False))
@@ -211,7 +192,9 @@ async def test_an_expired_question_is_never_answered_for_the_requester(
     model = ScriptedModel([turn(call("test__pick_colour", item="mug")), reply("never")])
     config = settings(PARLEY_DECISION_TTL=0.5)
     timing = replace(TIMING, question_wait=0.5)
-    async with parley(redis, model, stdio_server(ledger), config, timing) as harness:
+    async with parley(
+        redis, model, server=stdio_server(ledger), config=config, timing=timing
+    ) as harness:
         await harness.submit(message(GROUP, "label the mug", direct=False))
         await harness.settle(within=60)
         question = asked(harness)
@@ -251,7 +234,7 @@ async def test_a_destructive_call_that_asks_hears_the_answer_on_the_same_call(
     # before anyone was asked, and a Yes would then have purged a second time.
     ledger = tmp_path / "ledger"
     model = ScriptedModel([turn(call("test__purge", item="logs")), reply("Finished.")])
-    async with parley(redis, model, stdio_server(ledger)) as harness:
+    async with parley(redis, model, server=stdio_server(ledger)) as harness:
         question = await approve_purge(harness, "logs")
         assert purged(ledger) == []  # nothing happened while the question waits
         await harness.submit(press(question, answer))
@@ -267,9 +250,9 @@ async def test_a_destructive_call_left_unanswered_across_a_restart_is_not_made_a
 ) -> None:
     ledger = tmp_path / "ledger"
     model = ScriptedModel([turn(call("test__purge", item="cache")), reply("Told them.")])
-    async with parley(redis, model, stdio_server(ledger)) as harness:
+    async with parley(redis, model, server=stdio_server(ledger)) as harness:
         question = await approve_purge(harness, "cache")
-    async with parley(redis, model, stdio_server(ledger)) as harness:
+    async with parley(redis, model, server=stdio_server(ledger)) as harness:
         await harness.submit(press(question, "Yes"))
         await harness.settle(within=60)
         told = model.requests[1].messages[-1].content[0]
@@ -285,7 +268,7 @@ async def test_a_destructive_call_whose_wait_ran_out_completes_at_most_once(
     ledger = tmp_path / "ledger"
     model = ScriptedModel([turn(call("test__purge", item="tmp")), reply("Told them.")])
     timing = replace(TIMING, question_wait=0.5)
-    async with parley(redis, model, stdio_server(ledger), timing=timing) as harness:
+    async with parley(redis, model, server=stdio_server(ledger), timing=timing) as harness:
         await harness.submit(message(GROUP, "purge the tmp", direct=False))
         await harness.settle(within=60)
         await harness.submit(click(GROUP, asked(harness), "approve"))
@@ -304,7 +287,7 @@ async def test_a_schema_default_is_offered_first_as_the_suggested_answer(
     redis: aioredis.Redis,
 ) -> None:
     model = ScriptedModel([turn(call("test__pick_size", item="box")), reply("Sized.")])
-    async with parley(redis, model) as harness:
+    async with parley(redis, model, server=stdio_server()) as harness:
         await harness.submit(message(GROUP, "size the box", direct=False))
         await harness.settle(within=60)
         question = asked(harness)

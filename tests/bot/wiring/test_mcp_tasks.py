@@ -6,39 +6,22 @@ task is the tool's error, and a run that stops cancels the task on the server
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
 from adapters.base import ConversationKey
-from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.mcp.config import Revision
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running
+from tests.bot.harness import parley
 from tests.bot.recording import RecordingAdapter, message
 from tests.fakes.mcp_process import stdio_server
 
 pytestmark = pytest.mark.process
 
-TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
 GROUP = ConversationKey(platform="telegram", chat_id="-100")
 TASKS = {"MCP_TASKS": "1"}
-
-
-@contextlib.asynccontextmanager
-async def parley(
-    redis: aioredis.Redis, model: ScriptedModel, server: ServerConfig, adapter: RecordingAdapter
-) -> AsyncIterator[Harness]:
-    box = McpToolbox(McpConfig(mcpServers={"test": server}), TIMING)
-    await box.start()
-    try:
-        async with running(redis, model, adapter=adapter, tool_source=box.source()) as harness:
-            yield harness
-    finally:
-        await box.stop()
 
 
 def result_of(model: ScriptedModel, request: int) -> str:
@@ -58,7 +41,7 @@ async def test_a_task_shows_its_status_and_its_result_is_the_tools(
     adapter = RecordingAdapter()
     adapter.progress_delay = 0  # type: ignore[attr-defined]  # shown at once
     server = stdio_server(ledger, env=TASKS, protocol=protocol)
-    async with parley(redis, model, server, adapter) as harness:
+    async with parley(redis, model, server=server, adapter=adapter) as harness:
         await harness.submit(message(GROUP, "run the job", direct=False))
         await harness.settle(within=60)
     assert ledger_lines(ledger) == ["task long_job"]  # called as a task, once
@@ -73,7 +56,9 @@ async def test_without_task_support_the_same_tool_is_an_ordinary_call(
 ) -> None:
     ledger = tmp_path / "ledger"
     model = ScriptedModel([turn(call("test__long_job", seconds=0.1)), reply("Done.")])
-    async with parley(redis, model, stdio_server(ledger), RecordingAdapter()) as harness:
+    async with parley(
+        redis, model, server=stdio_server(ledger), adapter=RecordingAdapter()
+    ) as harness:
         await harness.submit(message(GROUP, "run the job", direct=False))
         await harness.settle(within=60)
     assert ledger_lines(ledger) == []  # no task was made
@@ -89,7 +74,7 @@ async def test_a_failed_task_is_the_tools_error(
         [turn(call("test__long_job", seconds=0.1, fail=True)), reply("It broke.")]
     )
     server = stdio_server(ledger, env=TASKS, protocol=protocol)
-    async with parley(redis, model, server, RecordingAdapter()) as h:
+    async with parley(redis, model, server=server, adapter=RecordingAdapter()) as h:
         await h.submit(message(GROUP, "run the job", direct=False))
         await h.settle(within=60)
     assert ledger_lines(ledger) == ["task long_job"]
@@ -106,7 +91,7 @@ async def test_a_call_that_times_out_cancels_its_task_on_the_server(
     ledger = tmp_path / "ledger"
     model = ScriptedModel([turn(call("test__long_job", seconds=60)), reply("Too slow.")])
     server = stdio_server(ledger, env=TASKS, timeout=1, protocol=protocol)
-    async with parley(redis, model, server, RecordingAdapter()) as harness:
+    async with parley(redis, model, server=server, adapter=RecordingAdapter()) as harness:
         await harness.submit(message(GROUP, "run the job", direct=False))
         await harness.settle(within=60)
     lines = ledger_lines(ledger)  # a read-only call is tried again: each try cancels its task
