@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from agent.llm import metrics
+from loops import exponential
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ class LocalBreakerState:
             return 0.0
         self.trips += 1
         if cooldown is None:
-            cooldown = min(policy.cooldown * 2 ** (self.trips - 1), policy.max_cooldown)
+            cooldown = exponential(policy.cooldown, policy.max_cooldown, self.trips - 1)
         self.state, self.open_until, self.failures, self.probe_until = "open", now + cooldown, 0, 0
         return cooldown
 

@@ -21,6 +21,7 @@ from adapters.base import Inbound
 from bot.ops import metrics
 from bot.runtime.keys import Keys, backlog_member
 from bot.runtime.reclaimer import GROUP
+from loops import exponential
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class Failures:
                 tries,
                 self.max_attempts,
             )
-            return min(RETRY_DELAY * 2 ** (tries - 1), RETRY_DELAY_MAX)
+            return exponential(RETRY_DELAY, RETRY_DELAY_MAX, tries - 1)
         return 0.0
 
     async def begin_again(self, conversation_id: str, entry: str) -> int:
