@@ -24,9 +24,10 @@ from agent.protocols import RunContext, ScheduleInfo
 from bot.config import Settings
 from bot.features.schedules.clock import ScheduleClock
 from bot.features.schedules.store import ScheduleStore
-from bot.ops.health import pause
+from bot.ops.health import redis_reason
 from bot.runtime.inbox import decode_entry
 from bot.runtime.keys import Keys
+from loops import Heartbeat, Running, repeat
 
 log = logging.getLogger(__name__)
 
@@ -100,37 +101,32 @@ class ConsoleSchedules:
         )
         self.poll = poll
         self.due: asyncio.Queue[Inbound] = asyncio.Queue()
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._loops = Running()
+        self._last = "0-0"  # the last inbox entry handed to the console
+        # Redis away: one line when it goes and one when it is back, as the service's clock
+        self.heartbeat = Heartbeat(
+            "console schedules", every=poll + 30.0, away=redis_reason, logger=log
+        )
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
+        self._loops.start(
+            repeat(self._loops.stop, self.heartbeat, self._one_pass, self.poll), self.heartbeat
+        )
 
-    async def _run(self) -> None:
-        """Start due slots and hand each started one to the console, until stopped."""
-        last = "0-0"
-        while not self._stop.is_set():
-            try:
-                await self.clock.start_due()
-                read: list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]
-                read = await self.redis.xread({self.keys.inbox: last}, count=10)  # type: ignore[assignment]
-            except Exception as exc:  # Redis away: try again, as the service's clock does
-                log.warning("console schedules: %s", exc)
-                await pause(self._stop, self.poll)
-                continue
-            for _stream, entries in read or []:
-                for entry_id, fields in entries:
-                    last = entry_id.decode()
-                    event, _ = decode_entry(fields)
-                    self.due.put_nowait(event)
-            await pause(self._stop, self.poll)
+    async def _one_pass(self) -> None:
+        """Start due slots and hand each started one to the console."""
+        await self.clock.start_due()
+        read: list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]
+        read = await self.redis.xread({self.keys.inbox: self._last}, count=10)  # type: ignore[assignment]
+        for _stream, entries in read or []:
+            for entry_id, fields in entries:
+                self._last = entry_id.decode()
+                event, _ = decode_entry(fields)
+                self.due.put_nowait(event)
 
     async def close(self) -> int:
         """Stop the clock and delete this session's schedules; returns how many there were."""
-        self._stop.set()
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._loops.close()
         found = await self.store.everything()
         for schedule, _ in found:
             await self.store.delete(schedule)
