@@ -5,8 +5,10 @@ Ogg Opus (every Telegram voice note): the sum of the audio packets' durations, e
 its TOC byte (RFC 6716 §3.1), which is what a decoder will play whatever the pages' granule
 positions claim. WAV: the data chunk's bytes (those present) over the byte rate. MP4 / M4A
 (Telegram video notes, Slack clips): the longest track's sample table (`stts`: what a decoder
-plays) over its time scale, not the header's stated duration. Anything else, or a file these
-cannot read, is not measured (None); its declared duration stands.
+plays) over its time scale, not the header's stated duration. MP3 and FLAC: their frames
+(`audio_frames.py`); WebM: its Opus blocks (`audio_webm.py`). Ogg Vorbis: each audio
+packet's block size from its mode (the setup header's modes, read from its end). Anything
+else, or a file these cannot read, is not measured (None); its declared duration stands.
 """
 
 from __future__ import annotations
@@ -14,10 +16,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-# Frame length in ms by TOC configuration: SILK (0-11), hybrid (12-15), CELT (16-31).
-_FRAME_MS: list[float] = [(10, 20, 40, 60)[c % 4] for c in range(12)]
-_FRAME_MS += [(10, 20)[c % 2] for c in range(12, 16)]
-_FRAME_MS += [(2.5, 5, 10, 20)[c % 4] for c in range(16, 32)]
+from bot.conversation.audio_frames import flac_seconds, looks_mp3, mp3_seconds, opus_packet_ms
+from bot.conversation.audio_webm import webm_seconds
 
 
 def measured_seconds(data: bytes, stop_after: float) -> float | None:
@@ -28,6 +28,12 @@ def measured_seconds(data: bytes, stop_after: float) -> float | None:
         return _wav_seconds(data)
     if data[4:8] == b"ftyp":
         return _mp4_seconds(data)
+    if data.startswith(b"fLaC"):
+        return flac_seconds(data, stop_after)
+    if data.startswith(b"\x1a\x45\xdf\xa3"):  # EBML: WebM / Matroska
+        return webm_seconds(data, stop_after)
+    if looks_mp3(data):
+        return mp3_seconds(data, stop_after)
     return None
 
 
@@ -35,8 +41,8 @@ class _NotOgg(Exception):
     pass
 
 
-def _ogg_packets(data: bytes) -> Iterator[bytes]:
-    """The first bytes (up to 8: the TOC, or a header's magic) of each packet of an Ogg
+def _ogg_packets(data: bytes, keep: int = 8) -> Iterator[bytes]:
+    """The first bytes (up to `keep`: the TOC, or a header's magic) of each packet of an Ogg
     stream's pages, one at a time; _NotOgg where it is not one."""
     partial = b""
     at = 0
@@ -49,8 +55,8 @@ def _ogg_packets(data: bytes) -> Iterator[bytes]:
             raise _NotOgg
         at += 27 + count
         for size in table:
-            if len(partial) < 8:
-                partial += data[at : at + min(size, 8 - len(partial))]
+            if len(partial) < keep:
+                partial += data[at : at + min(size, keep - len(partial))]
             at += size
             if size < 255:  # a packet ends on a segment shorter than 255
                 yield partial
@@ -62,27 +68,72 @@ def _ogg_packets(data: bytes) -> Iterator[bytes]:
 def _opus_seconds(data: bytes, stop_after: float) -> float | None:
     packets = _ogg_packets(data)
     try:
-        if not next(packets, b"").startswith(b"OpusHead"):
-            return None  # Vorbis, Speex, FLAC in Ogg: not measured here
+        first = next(packets, b"")
+        if first.startswith(b"\x01vorbis"):
+            return _vorbis_seconds(data, stop_after)
+        if not first.startswith(b"OpusHead"):
+            return None  # Speex, FLAC in Ogg: not measured here
         next(packets, None)  # OpusTags
         total_ms = 0.0
         for packet in packets:
-            if not packet:  # no audio, but counted: a stream of them must end the count too
-                total_ms += 2.5
-                continue
-            toc, code = packet[0], packet[0] & 3
-            if code == 0:
-                frames = 1
-            elif code in (1, 2):
-                frames = 2
-            else:
-                frames = packet[1] & 0x3F if len(packet) > 1 else 0
-            total_ms += _FRAME_MS[toc >> 3] * frames
+            total_ms += opus_packet_ms(packet)
             if total_ms / 1000 > stop_after:
                 break
     except _NotOgg:
         return None
     return total_ms / 1000
+
+
+def _vorbis_seconds(data: bytes, stop_after: float) -> float | None:
+    """Each audio packet plays a quarter of the previous block and of its own (Vorbis I
+    §1.3.2), its block long or short as its mode says."""
+    packets = _ogg_packets(data, keep=len(data))
+    ident, _, setup = next(packets, b""), next(packets, b""), next(packets, b"")
+    if len(ident) < 30 or not setup.startswith(b"\x05vorbis"):
+        return None
+    rate = struct.unpack("<I", ident[12:16])[0]
+    short, long = 1 << (ident[28] & 0x0F), 1 << (ident[28] >> 4)
+    flags = _vorbis_modes(setup)
+    if not rate or not flags:
+        return None
+    bits = (len(flags) - 1).bit_length()
+    samples, previous = 0, 0
+    for packet in packets:
+        if not packet or packet[0] & 1:
+            continue  # not an audio packet
+        mode = (packet[0] >> 1) & ((1 << bits) - 1)
+        if mode >= len(flags):
+            continue  # a decoder drops it
+        size = long if flags[mode] else short
+        samples += (previous + size) // 4 if previous else 0
+        previous = size
+        if samples / rate > stop_after:
+            break
+    return samples / rate
+
+
+def _vorbis_modes(setup: bytes) -> list[bool] | None:
+    """Each mode's block flag, read from the setup header's end as FFmpeg's parser does: the
+    framing bit, then modes (8-bit mapping, 16-bit window and transform, both 0, the flag)
+    backwards while they look like modes, the count being where the 6-bit count matches."""
+    tail = setup[-4096:]  # the modes, at most 64 of 41 bits, are at the very end
+    bits = [(tail[i >> 3] >> (i & 7)) & 1 for i in range(len(tail) * 8)][::-1]
+
+    def read(at: int, width: int) -> int:
+        return int("".join(map(str, bits[at : at + width])) or "0", 2)
+
+    start = next((i + 1 for i, bit in enumerate(bits[: len(bits) - 97]) if bit), None)
+    if start is None:
+        return None
+    at, count, modes = start, 0, 0
+    while len(bits) - at >= 97 and count < 64:
+        if read(at, 8) > 63 or read(at + 8, 16) or read(at + 24, 16):
+            break
+        at, count = at + 41, count + 1
+        if read(at, 6) + 1 == count:
+            modes = count
+    # the modes were written first to last: backwards, the last mode comes first
+    return [bool(bits[start + 41 * n + 40]) for n in range(modes)][::-1] or None
 
 
 def _wav_seconds(data: bytes) -> float | None:

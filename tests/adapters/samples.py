@@ -102,3 +102,128 @@ def mp4(seconds: float, *, scale: int = 1000, stated: float = 4.0) -> bytes:
     mvhd = box(b"mvhd", struct.pack(">IIIII", 0, 0, 0, scale, int(stated * scale)) + bytes(80))
     track = box(b"trak", box(b"mdia", mdhd + box(b"minf", box(b"stbl", stts))))
     return box(b"ftyp", b"M4A \x00\x00\x00\x00") + box(b"moov", mvhd + track)
+
+
+def mp3(seconds: float, *, claimed_frames: int | None = None) -> bytes:
+    """An MPEG-1 Layer III stream (mono, 128 kbps, 44.1 kHz) of `seconds` of silent frames
+    (zeroed side info: no main data), after an ID3v2 tag; with `claimed_frames`, its first
+    frame is a Xing header claiming that many frames."""
+    header = bytes([0xFF, 0xFB, 0x90, 0xC4])
+    frame = header + bytes(417 - 4)
+    frames = [frame] * round(seconds * 44100 / 1152)
+    if claimed_frames is not None:
+        xing = b"Xing" + struct.pack(">II", 1, claimed_frames)
+        frames[0] = header + bytes(17) + xing + bytes(417 - 4 - 17 - len(xing))
+    tag = b"ID3\x04\x00\x00" + bytes([0, 0, 0, 10]) + b"TIT2" + bytes([0, 0, 0, 0, 0, 0])
+    return tag + b"".join(frames)
+
+
+def _crc8(data: bytes) -> int:
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x07) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
+    return crc
+
+
+def _crc16(data: bytes) -> int:
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x8005) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+    return crc
+
+
+def _utf8_number(n: int) -> bytes:
+    if n < 0x80:
+        return bytes([n])
+    if n < 0x800:
+        return bytes([0xC0 | n >> 6, 0x80 | n & 0x3F])
+    return bytes([0xE0 | n >> 12, 0x80 | (n >> 6) & 0x3F, 0x80 | n & 0x3F])
+
+
+def flac(seconds: float, *, stated: float | None = None, rate: int = 16000) -> bytes:
+    """A FLAC stream (mono, 16-bit) of `seconds` of silence: 4096-sample frames, each one
+    CONSTANT subframe, with real header CRC-8 and frame CRC-16; STREAMINFO states `stated`
+    seconds (its own length when None)."""
+    count = round(seconds * rate / 4096)
+    total = round((stated if stated is not None else count * 4096 / rate) * rate)
+    info = struct.pack(">HH", 4096, 4096) + bytes(6)  # block sizes; frame sizes unknown
+    packed = (rate << 44) | (0 << 41) | (15 << 36) | total  # rate, channels-1, bps-1, samples
+    info += packed.to_bytes(8, "big") + bytes(16)  # and no MD5
+    out = bytearray(b"fLaC" + bytes([0x80]) + len(info).to_bytes(3, "big") + info)
+    for number in range(count):
+        head = bytes([0xFF, 0xF8, 0xC0, 0x08]) + _utf8_number(number)
+        head += bytes([_crc8(head)])
+        body = head + bytes([0x00]) + struct.pack(">h", 0)  # CONSTANT subframe, value 0
+        out += body + struct.pack(">H", _crc16(body))
+    return bytes(out)
+
+
+def _ebml(kind: int, body: bytes, *, unknown: bool = False) -> bytes:
+    """An EBML element: its id, an 8-byte size (or "unknown", all ones), its body."""
+    ident = kind.to_bytes((kind.bit_length() + 7) // 8, "big")
+    size = (1 << 56 | ((1 << 56) - 1 if unknown else len(body))).to_bytes(8, "big")
+    return ident + size + body
+
+
+def webm_opus(seconds: float, *, stated: float = 4.0) -> bytes:
+    """A WebM file as a browser's recorder writes it (segment and clusters of unknown size)
+    with one Opus track of `seconds` of 60 ms SILK packets (one byte each) in SimpleBlocks;
+    its Info states `stated` seconds."""
+    header = _ebml(0x1A45DFA3, _ebml(0x4282, b"webm"))
+    info = _ebml(0x1549A966, _ebml(0x4489, struct.pack(">d", stated * 1000)))
+    track = _ebml(0xAE, _ebml(0xD7, b"\x01") + _ebml(0x86, b"A_OPUS") + _ebml(0x83, b"\x02"))
+    clusters = bytearray()
+    packets = round(seconds / 0.06)
+    for first in range(0, packets, 500):  # 30 s a cluster: block timecodes fit 16 bits
+        blocks = b"".join(
+            _ebml(0xA3, b"\x81" + struct.pack(">h", (n - first) * 60) + b"\x80" + bytes([3 << 3]))
+            for n in range(first, min(first + 500, packets))
+        )
+        clusters += _ebml(
+            0x1F43B675, _ebml(0xE7, struct.pack(">I", first * 60)) + blocks, unknown=True
+        )
+    segment = _ebml(0x18538067, info + _ebml(0x1654AE6B, track) + bytes(clusters), unknown=True)
+    return header + segment
+
+
+class _Bits:
+    """Bits packed as Vorbis packs them: least significant first."""
+
+    def __init__(self) -> None:
+        self.bits: list[int] = []
+
+    def put(self, value: int, width: int) -> None:
+        self.bits += [(value >> n) & 1 for n in range(width)]
+
+    def packed(self) -> bytes:
+        padded = self.bits + [0] * (-len(self.bits) % 8)
+        return bytes(
+            sum(bit << n for n, bit in enumerate(padded[at : at + 8]))
+            for at in range(0, len(padded), 8)
+        )
+
+
+def ogg_vorbis(seconds: float, *, granule: int = 0, rate: int = 16000) -> bytes:
+    """An Ogg Vorbis stream's headers (short blocks 256, long 2048; two modes, the second
+    long, at the setup header's end) and `seconds` of long-block audio packets (1024 samples
+    each after the first), its pages claiming `granule` samples whatever its length."""
+    ident = b"\x01vorbis" + struct.pack("<IBI", 0, 1, rate) + bytes(12) + bytes([0xB8, 1])
+    comments = b"\x03vorbis" + struct.pack("<I", 6) + b"parley" + struct.pack("<I", 0) + b"\x01"
+    modes = _Bits()
+    modes.put(1, 6)  # two modes
+    for flag in (0, 1):
+        modes.put(flag, 1), modes.put(0, 16), modes.put(0, 16), modes.put(0, 8)
+    modes.put(1, 1)  # framing
+    setup = b"\x05vorbis" + bytes(12) + modes.packed()
+    packets = [ident, comments, setup] + [bytes([0x02, 0x55])] * (round(seconds * rate / 1024) + 1)
+    pages = []
+    for number, start in enumerate(range(0, len(packets), 200)):
+        batch = packets[start : start + 200]
+        head = b"OggS" + bytes([0, 2 if number == 0 else 0])
+        head += struct.pack("<qIII", granule, 9, number, 0) + bytes([len(batch)])
+        pages.append(head + bytes(len(p) for p in batch) + b"".join(batch))
+    return b"".join(pages)
