@@ -51,6 +51,7 @@ from bot.conversation.engine import Policy, decide
 from bot.conversation.privately import bound, handed_over
 from bot.runtime.decisions import Decision, Status
 from bot.runtime.sessions import Session
+from tests.bot.conversation.test_engine import decision
 
 NOW = 1_000_000.0
 ENTRY = "1700000000000-0"
@@ -164,21 +165,16 @@ def test_a_private_run_in_a_direct_chat_is_left_as_it_is() -> None:
 
 
 def private_decision(kind: str = "approval", **fields: object) -> Decision:
-    values: dict[str, object] = {
-        "id": "D1",
-        "kind": kind,
+    """A decision on a prompt only its requester saw (a Slack ephemeral)."""
+    private: dict[str, object] = {
         "conversation_id": GROUP.id,
-        "requester_id": "U1",
-        "requester_name": "Ana",
         "text": f"May I post {SECRET}?",
         "options": ["yes", "no"] if kind == "question" else [],
         "message_id": "eph1",
         "requester_only": True,
         "private_to": "U1",
-        "created_at": NOW - 10,
-        "expires_at": NOW + 100,
     }
-    return Decision.model_validate({**values, **fields})
+    return decision(kind, **{**private, **fields})
 
 
 def waiting(kind: str = "approval") -> Session:
