@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 
-from adapters.base import Inbound, OutboundMessage
+from adapters.base import ConversationKey, Inbound, OutboundMessage
 from agent.builtin_tools import builtin_registry
 from agent.loop import Agent, AgentConfig
 from agent.mcp.following import TaskPolling
@@ -24,7 +24,7 @@ from bot.ops.shutdown import describe
 from bot.runtime.worker import GROUP
 from bot.wiring.runtime import Runtime, build_runtime
 from tests.agent.scripted import ScriptedModel
-from tests.bot.recording import RecordingAdapter
+from tests.bot.recording import RecordingAdapter, message
 
 if TYPE_CHECKING:
     from agent.mcp import ServerConfig, Timing
@@ -146,3 +146,12 @@ async def parley(
             stack.push_async_callback(chat.stop)
             await chat.start_polling()
         yield harness
+
+
+async def reply_to(harness: Harness, chat: ConversationKey, text: str, **fields: Any) -> str:
+    """What Parley posted in answer to one message (a command when it starts with /)."""
+    command, _, args = text[1:].partition(" ") if text.startswith("/") else (None, "", "")
+    before = len(harness.adapter.posted)
+    await harness.submit(message(chat, text, command=command, args=args, **fields))
+    await harness.settle()
+    return "\n".join(p.message.text for p in harness.adapter.posted[before:])

@@ -13,8 +13,8 @@ from adapters.slack import ADDRESSING as SLACK
 from agent.protocols import RunContext
 from memory import Embedder, local_embedder, open_store
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running
-from tests.bot.recording import Posted, RecordingAdapter, click, message
+from tests.bot.harness import Harness, reply_to, running
+from tests.bot.recording import Posted, RecordingAdapter, click
 
 LAUNCH = ConversationKey(platform="slack", chat_id="C0LAUNCH", team_id="T1")
 OTHER = ConversationKey(platform="slack", chat_id="C0OTHER", team_id="T1")
@@ -30,14 +30,9 @@ def embedder() -> Embedder:
 async def say(
     harness: Harness, chat: ConversationKey, text: str, user: str = "U1", name: str = "Ana"
 ) -> str:
-    command, _, args = text[1:].partition(" ") if text.startswith("/") else (None, "", "")
-    before = len(harness.adapter.posted)
-    direct = chat.chat_id.startswith("D")
-    await harness.submit(
-        message(chat, text, command=command, args=args, direct=direct, user=user, name=name)
+    return await reply_to(
+        harness, chat, text, direct=chat.chat_id.startswith("D"), user=user, name=name
     )
-    await harness.settle()
-    return "\n".join(p.message.text for p in harness.adapter.posted[before:])
 
 
 def prompt(harness: Harness, chat: ConversationKey) -> Posted:

@@ -15,8 +15,8 @@ from adapters.slack import ADDRESSING as SLACK
 from agent.protocols import RunContext
 from memory import Embedder, local_embedder, open_store
 from tests.agent.scripted import ScriptedModel, reply
-from tests.bot.harness import Harness, running
-from tests.bot.recording import RecordingAdapter, message
+from tests.bot.harness import Harness, reply_to, running
+from tests.bot.recording import RecordingAdapter
 
 LAUNCH = ConversationKey(platform="slack", chat_id="C0LAUNCH", team_id="T1")
 LENA_DM = ConversationKey(platform="telegram", chat_id="501")
@@ -40,16 +40,9 @@ def in_launch(user: str, name: str) -> RunContext:
 
 
 async def said(harness: Harness, conversation: ConversationKey, text: str, **who: str) -> str:
-    """What Parley answered to one message (a command when it starts with /)."""
-    command, _, args = text[1:].partition(" ") if text.startswith("/") else (None, "", "")
-    before = len(harness.adapter.posted)
-    await harness.submit(
-        message(conversation, text, command=command, args=args, direct=False, **who)
-        if conversation.platform == "slack"
-        else message(conversation, text, command=command, args=args, **who)
-    )
-    await harness.settle()
-    return "\n".join(p.message.text for p in harness.adapter.posted[before:])
+    """What Parley answered to one message: in a Slack channel, or a Telegram private chat."""
+    shared = {"direct": False} if conversation.platform == "slack" else {}
+    return await reply_to(harness, conversation, text, **shared, **who)
 
 
 async def test_a_slack_channel_sees_who_said_what_where_and_when_and_only_the_author_corrects(
