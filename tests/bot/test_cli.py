@@ -262,40 +262,43 @@ def test_schedules_lists_every_schedule_for_an_operator(
     assert "0 9 * * 1-5 [Europe/Berlin]" in line
 
 
-def test_a_triggers_file_that_cannot_be_used_stops_the_gateway_naming_it(
-    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("trigger", "more_env", "said"),
+    [
+        pytest.param(
+            '{"ci": {"secret": "short", "conversation": "telegram:1", "objective": "x"}}',
+            "",
+            ("PARLEY_TRIGGERS_CONFIG", "'ci'", "16 characters"),
+            id="a file that cannot be used",
+        ),
+        # Before: 202 "started" for every delivery, each dropped later with one ERROR line.
+        pytest.param(
+            '{"ci": {"secret": "s3cret-s3cret-s3cret", "conversation": "slack:T1/C2", '
+            '"objective": "x"}}',
+            "SLACK_BOT_TOKEN=\nTELEGRAM_BOT_TOKEN=\n",
+            ("trigger 'ci' posts to slack:T1/C2, but Slack is not configured",),
+            id="a trigger that could never be delivered",
+        ),
+    ],
+)
+def test_a_trigger_the_service_cannot_serve_stops_it_naming_why(
+    trigger: str,
+    more_env: str,
+    said: tuple[str, ...],
+    tmp_path: Path,
+    redis_url: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     triggers = tmp_path / "triggers.json"
-    triggers.write_text(
-        '{"ci": {"secret": "short", "conversation": "telegram:1", "objective": "x"}}'
-    )
+    triggers.write_text(trigger)
     env = tmp_path / "gateway.env"
     env.write_text(
         f"REDIS_URL={redis_url}\nPARLEY_TRIGGERS_CONFIG={triggers}\nPARLEY_HTTP_PORT=0\n"
-        "PARLEY_METRICS_PORT=0\n"
+        "PARLEY_METRICS_PORT=0\n" + more_env
     )
     assert main(["--env-file", str(env), "gateway"]) == 2
     err = capsys.readouterr().err
-    assert "PARLEY_TRIGGERS_CONFIG" in err and "'ci'" in err and "16 characters" in err
-
-
-def test_a_trigger_that_could_never_be_delivered_stops_the_service_naming_it(
-    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # Before: 202 "started" for every delivery, each dropped later with one ERROR line.
-    triggers = tmp_path / "triggers.json"
-    triggers.write_text(
-        '{"ci": {"secret": "s3cret-s3cret-s3cret", "conversation": "slack:T1/C2", '
-        '"objective": "x"}}'
-    )
-    env = tmp_path / "run.env"
-    env.write_text(
-        f"REDIS_URL={redis_url}\nPARLEY_TRIGGERS_CONFIG={triggers}\nPARLEY_HTTP_PORT=0\n"
-        "PARLEY_METRICS_PORT=0\nSLACK_BOT_TOKEN=\nTELEGRAM_BOT_TOKEN=\n"
-    )
-    assert main(["--env-file", str(env), "gateway"]) == 2
-    err = capsys.readouterr().err
-    assert "trigger 'ci' posts to slack:T1/C2, but Slack is not configured" in err
+    assert all(words in err for words in said), err
 
 
 def test_connections_rekey_and_remove(
