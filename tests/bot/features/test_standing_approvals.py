@@ -161,25 +161,34 @@ async def test_an_expired_standing_approval_asks_again(
     config = with_mcp(settings(), standing_ttl=1.0)
     async with parley(redis, notes("a", "b"), server(ledger), config) as harness:
         await grant(harness, "note a")
-        store = harness.runtime.executor.standing
-        assert store is not None
-        store.clock = lambda: time.time() + 1.2  # past the approval's second, not waited out
+        [grants] = [f for f in harness.runtime.executor.features if isinstance(f, StandingGrants)]
+        grants.store.clock = lambda: time.time() + 1.2  # past the approval's second, not waited
         await ask(harness, "note b")
         assert written(ledger) == ["write_note a"]
         assert prompts(harness) == 2
 
 
-async def test_a_tool_whose_annotations_changed_is_not_covered(
-    redis: aioredis.Redis, tmp_path: Path
-) -> None:
+@contextlib.asynccontextmanager
+async def granted_then_changed(
+    redis: aioredis.Redis, tmp_path: Path, **change: bool
+) -> AsyncIterator[Harness]:
+    """Ana approves write_note for good; the server (or its entry) changes; she asks again,
+    and nothing runs unasked."""
     ledger = tmp_path / "ledger"
     model = notes("a", "b")
     async with parley(redis, model, server(ledger)) as harness:
         await grant(harness, "note a")
-    # the server now says write_note is destructive: not what Ana approved
-    async with parley(redis, model, server(ledger, changed=True)) as harness:
+    async with parley(redis, model, server(ledger, **change)) as harness:
         await ask(harness, "note b")
         assert written(ledger) == ["write_note a"]
+        yield harness
+
+
+async def test_a_tool_whose_annotations_changed_is_not_covered(
+    redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    # the server now says write_note is destructive: not what Ana approved
+    async with granted_then_changed(redis, tmp_path, changed=True) as harness:
         assert prompts(harness) == 1
         assert RAN not in harness.adapter.texts(GROUP)
 
@@ -262,14 +271,8 @@ async def test_while_redis_is_away_for_standing_approvals_the_call_is_put_to_the
 async def test_a_server_no_longer_allowing_standing_approvals_ends_them(
     redis: aioredis.Redis, tmp_path: Path
 ) -> None:
-    ledger = tmp_path / "ledger"
-    model = notes("a", "b")
-    async with parley(redis, model, server(ledger)) as harness:
-        await grant(harness, "note a")
     # the operator took "standing": true out of the server's entry
-    async with parley(redis, model, server(ledger, standing=False)) as harness:
-        await ask(harness, "note b")
-        assert written(ledger) == ["write_note a"]
+    async with granted_then_changed(redis, tmp_path, standing=False) as harness:
         assert [b.label for b in prompt(harness).message.buttons] == ["Approve", "Reject"]
 
 
