@@ -27,7 +27,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import httpx2
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -41,6 +41,7 @@ from agent.protocols import RunContext
 from agent.tools import ToolError
 from bot.features.connections import oauth
 from bot.features.connections.held import Confirmation, Held, HeldSignIns
+from bot.runtime.codec import Codec
 from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,9 @@ class Pending:
     is_direct: bool
     question_id: str
     verifier: str
+
+
+PENDING: Codec[Pending] = Codec(Pending)
 
 
 class Connections:
@@ -190,7 +194,7 @@ class Connections:
             question_id=question_id,
             verifier=authorization.verifier,
         )
-        sealed = self._seal(json.dumps(asdict(pending)))
+        sealed = self._seal(PENDING.encode(pending).decode())
         await self.redis.set(
             self.keys.oauth_state(_digest(state)), sealed, px=int(self.connect_ttl * 1000)
         )
@@ -269,7 +273,7 @@ class Connections:
         """The sign-in `state` started, once: a second use, or a forged state, finds None."""
         raw = await self.redis.getdel(self.keys.oauth_state(_digest(state)))
         opened = self._open(raw) if raw is not None else None
-        return Pending(**json.loads(opened)) if opened is not None else None
+        return PENDING.decode(opened) if opened is not None else None
 
     async def hold(self, pending: Pending, tokens: oauth.Tokens) -> str:
         """Keep a sign-in's tokens until `pending`'s person confirms them; the code to type."""

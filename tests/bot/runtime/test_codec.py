@@ -3,9 +3,13 @@ and event ids Parley makes are named in keys.py and read back there."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+
 import pytest
 
 from agent.protocols import JournalEntry
+from bot.features.connections.store import PENDING, Pending
 from bot.features.schedules.store import Schedule
 from bot.features.standing import RECORD as STANDING
 from bot.features.standing import Standing
@@ -51,6 +55,19 @@ def test_a_record_written_before_reads_the_same() -> None:
     found = Schedule.decode(old)
     assert found.standing == ("a",) and found.state == "paused" and found.objective == "día"
     assert Codec(JournalEntry).decode('{"finished": false}') == JournalEntry(finished=False)
+    pending = Pending(
+        server="tracker",
+        platform="slack",
+        user_id="U1",
+        user_name="Ana",
+        team_id=None,
+        conversation_id="slack:T1:C1:-",
+        is_direct=False,
+        question_id="q1",
+        verifier="v",
+    )
+    assert PENDING.decode(json.dumps(asdict(pending))) == pending
+    assert PENDING.decode(PENDING.encode(pending)) == pending
 
 
 @pytest.mark.parametrize("raw", ["{not json", '{"id": "s1"}', '{"finished": "perhaps"}'])
