@@ -37,7 +37,6 @@ from bot.features.connections.callback import OAuthCallback
 from bot.features.connections.store import Connections
 from bot.ops.http import HttpServer
 from bot.runtime.keys import Keys
-from tests.helpers import free_port
 
 log = logging.getLogger("conformance")
 
@@ -83,7 +82,6 @@ async def shared(config: ServerConfig) -> int:
 
 async def personal(config: ServerConfig) -> int:
     redis = aioredis.Redis.from_url(os.environ["PARLEY_CONFORMANCE_REDIS"])
-    port = free_port()
     connections = Connections(
         redis,
         Keys(prefix=f"conformance-{uuid.uuid4().hex[:8]}"),
@@ -94,11 +92,14 @@ async def personal(config: ServerConfig) -> int:
         trusted="localhost,127.0.0.1",  # the suite's authorization servers
     )
     box = McpToolbox(McpConfig(mcpServers={"server": config}), TIMING, credentials=connections)
-    listener = HttpServer("127.0.0.1", port, metrics_port=0)
+    # The system picks the port as it binds: a port probed free beforehand can be taken by
+    # the suite's next mock server in the meantime.
+    listener = HttpServer("127.0.0.1", 0, metrics_port=0)
     callback = OAuthCallback(connections=connections)
     listener.add_route(*callback.route())
     listener.add_route(*callback.metadata_route())
     await listener.start()
+    port = listener.port
     try:
         async with httpx2.AsyncClient(timeout=10, follow_redirects=False) as browser:
             for _ in range(ROUNDS):
