@@ -96,6 +96,7 @@ class HeldSignIns:
         self, platform: str, user_id: str, conversation_id: str, is_direct: bool, code: str
     ) -> Confirmation:
         """Take the sign-in `code` confirms, once, if it was typed where it may be."""
+        code = "".join(ch for ch in code if ch.isdigit())  # as shown ("123 456") or typed
         digest = _digest(platform, user_id, code)
         key = self.keys.oauth_held(platform, user_id, digest)
         raw = await self.redis.get(key)

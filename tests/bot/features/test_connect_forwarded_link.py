@@ -187,7 +187,8 @@ async def test_a_code_works_once_expires_and_wrong_guesses_drop_what_is_held(
 
     # someone else typing it: nothing of theirs is held, it is just a message
     assert await c.confirm("telegram", "77", "telegram:-100", False, code) is None
-    found = await c.confirm("telegram", "42", "telegram:-100", False, code)
+    # as the page shows it, with its space
+    found = await c.confirm("telegram", "42", "telegram:-100", False, f"{code[:3]} {code[3:]}")
     assert found is not None and found.held is not None
     assert await c.connected("telegram", "42") == ["tracker"]
     # replayed: used up
