@@ -8,6 +8,8 @@ imports this module alone: a process without MCP servers never loads the `mcp` S
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
@@ -88,3 +90,20 @@ def interval(poll_ms: int | None) -> float:
     if poll_ms is None:
         return POLL_DEFAULT
     return min(max(poll_ms / 1000, POLL_MIN), POLL_MAX)
+
+
+async def cancel_shielded(cancel: Callable[[], Awaitable[None]], within: float) -> None:
+    """Run `cancel` (a request telling the server to stop a task) for at most `within` s, its errors
+    dropped; shielded from the cancellation that asked for it (which is raised after)."""
+
+    async def send() -> None:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(within):
+                await cancel()
+
+    sending = asyncio.ensure_future(send())
+    try:
+        await asyncio.shield(sending)
+    except asyncio.CancelledError:
+        await sending  # bounded by `within`
+        raise

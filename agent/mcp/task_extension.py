@@ -26,7 +26,7 @@ from mcp.shared.dispatcher import ProgressFnT as Progress
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 
-from agent.mcp.following import HANDED_OFF, Handoff, TaskState, interval
+from agent.mcp.following import HANDED_OFF, Handoff, TaskState, cancel_shielded, interval
 from agent.mcp.revision import is_modern
 from agent.tools import ToolError
 
@@ -179,18 +179,7 @@ async def cancel_task(session: ClientSession, task_id: str) -> None:
 
 async def _cancel(session: ClientSession, task_id: str) -> None:
     """Tell the server to stop; shielded from the cancellation that asked for it."""
-
-    async def send() -> None:
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(CANCEL_TIMEOUT):
-                await cancel_task(session, task_id)
-
-    sending = asyncio.ensure_future(send())
-    try:
-        await asyncio.shield(sending)
-    except asyncio.CancelledError:
-        await sending
-        raise
+    await cancel_shielded(lambda: cancel_task(session, task_id), CANCEL_TIMEOUT)
 
 
 async def _resolve(task: CreatedTask, context: ClaimContext) -> mt.CallToolResult:

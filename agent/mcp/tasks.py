@@ -15,7 +15,6 @@ result will be posted.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -24,7 +23,7 @@ import mcp_types
 from mcp import ClientSession
 from mcp.shared.dispatcher import ProgressFnT as Progress
 
-from agent.mcp.following import HANDED_OFF, Handoff, TaskState, interval
+from agent.mcp.following import HANDED_OFF, Handoff, TaskState, cancel_shielded, interval
 from agent.tools import ToolError
 
 log = logging.getLogger(__name__)
@@ -134,16 +133,5 @@ async def cancel_task(session: ClientSession, task_id: str) -> None:
 
 async def _cancel(session: ClientSession, task_id: str) -> None:
     """Tell the server to stop; shielded from the cancellation that asked for it."""
-
-    async def send() -> None:
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(CANCEL_TIMEOUT):
-                await cancel_task(session, task_id)
-
-    sending = asyncio.ensure_future(send())
-    try:
-        await asyncio.shield(sending)
-    except asyncio.CancelledError:
-        await sending  # bounded by CANCEL_TIMEOUT
-        raise
+    await cancel_shielded(lambda: cancel_task(session, task_id), CANCEL_TIMEOUT)
     log.info("MCP task %s cancelled with its run", task_id)
