@@ -7,7 +7,8 @@ requester answers, makes the same call again with the responses and the server's
 the call, which stays open while the question waits (agent/mcp/open_calls.py): the answer goes
 to that very call. A form is asked one field at a time: a boolean as Yes / No, an enum as one
 button per value, anything else as a typed reply; a schema default (SEP-1034) is offered first
-as the suggested answer; every question offers Decline, and an unanswered one (it expires) is
+as the suggested answer; a field the form does not require offers Skip, and an accepted form
+carries every schema default of the fields left out (SEP-1034); every question offers Decline, and an unanswered one (it expires) is
 simply never retried, which is what the specification asks of a client that stops. The
 server's name heads each question so it cannot pose as Parley. A field that asks for a
 secret, or a URL-mode request, is refused without asking anyone.
@@ -23,20 +24,32 @@ from typing import Any
 import mcp.types as mt
 from mcp import ClientSession
 from mcp.shared.dispatcher import ProgressFnT
+from pydantic import ValidationError
 
-from agent.mcp.open_calls import AGAIN, OPEN, WAIT_META, OpenCall, OpenCalls, Result, fingerprint
-from agent.mcp.revision import is_modern
+from agent.mcp.open_calls import (
+    AGAIN,
+    OPEN,
+    WAIT_META,
+    OpenCall,
+    OpenCalls,
+    OpenQuestion,
+    Result,
+    fingerprint,
+)
+from agent.mcp.revision import completed, is_modern
 from agent.mcp.secret_asks import asks_for_secret, secret_field
 from agent.observations import clean
 from agent.tools import InputRequired, ToolError
 
 log = logging.getLogger(__name__)
 
-# what a retried call carries: the answers to its server's questions and the server's state
+# what a retried call carries: the answers to its server's questions and the state: the
+# server's own behind SERVER, else Parley's (OPEN: an open call; AGAIN: a call made again)
 Answers = tuple[mt.InputResponses, str | None]
+SERVER = "server:"  # a server's requestState is opaque: echoed exactly, never read as Parley's
 Progress = ProgressFnT  # the SDK's: (progress, total, message)
 
-YES, NO, DECLINE = "Yes", "No", "Decline"
+YES, NO, DECLINE, SKIP = "Yes", "No", "Decline", "Skip"
 MAX_MESSAGE = 500  # characters of a server's question shown
 MAX_VALUES = 10  # enum values offered as buttons
 SECRET_REFUSED = (
@@ -55,13 +68,14 @@ def question(server: str, result: mt.InputRequiredResult) -> InputRequired:
     for something Parley refuses (a secret, a link) or cannot show."""
     asks: list[dict[str, Any]] = []
     prints: dict[str, str] = {}  # an open call's question: what identifies it if asked again
+    own = isinstance(result, OpenQuestion)  # else the server's: its keys and state are opaque
     for key, request in (result.input_requests or {}).items():
         if not isinstance(request, mt.ElicitRequest):
             raise ToolError(UNSUPPORTED.format(server=server, why=request.method))
         params = request.params
         if isinstance(params, mt.ElicitRequestURLParams):
             raise ToolError(URL_REFUSED.format(server=server))
-        if key.startswith(OPEN):
+        if own and key.startswith(OPEN):
             prints[key] = fingerprint(params)
         message = clean(params.message, MAX_MESSAGE)
         schema = params.requested_schema or {}
@@ -70,7 +84,10 @@ def question(server: str, result: mt.InputRequiredResult) -> InputRequired:
             asks.append(_ask(server, key, message, str(name), field, name in required))
         if not schema.get("properties"):  # nothing to fill in: a plain confirmation
             asks.append({"key": key, "message": message, "field": None, "kind": "confirm"})
-    resume: dict[str, Any] = {"server": server, "state": result.request_state, "asks": asks}
+    state = result.request_state
+    if not own and state is not None:
+        state = SERVER + state
+    resume: dict[str, Any] = {"server": server, "state": state, "asks": asks}
     resume |= {"at": 0, "answers": {}, "prints": prints}
     wait = (result.meta or {}).get(WAIT_META)
     if isinstance(wait, int | float) and prints:
@@ -107,6 +124,7 @@ def _ask(
         "values": values[:MAX_VALUES],
         "required": required,
         "default": _default(kind, field.get("default"), values),
+        "fill": _fill(kind, field.get("default"), values),
     }
 
 
@@ -123,6 +141,24 @@ def _default(kind: Any, value: Any, values: list[str]) -> str | None:
     ):
         return None
     return clean(str(value), 200)
+
+
+def _fill(kind: Any, value: Any, values: list[str]) -> Any:
+    """A field's schema default as the value sent when the field is left out (SEP-1034), if
+    it is one of the field's type: a server's default of another type is not passed back."""
+    if kind == "boolean":
+        return value if isinstance(value, bool) else None
+    if values:
+        return value if isinstance(value, str | int | float) and str(value) in values else None
+    if kind in ("number", "integer"):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return value if kind == "number" or float(value).is_integer() else None
+    return value[:2000] if isinstance(value, str) else None
+
+
+def _skippable(ask: Mapping[str, Any]) -> bool:
+    return bool(ask["field"]) and not ask.get("required", True)
 
 
 def _next(resume: dict[str, Any]) -> InputRequired | None:
@@ -149,6 +185,8 @@ def _next(resume: dict[str, Any]) -> InputRequired | None:
     if default is not None:  # offered first, as the answer already chosen
         options = [default, *(o for o in options if o != default)]
         text += f"\nSuggested: {default}"
+    if _skippable(ask):  # optional: left out, the server's default (if any) goes instead
+        options.insert(len(options) - 1, SKIP)
     if (wait := resume.get("wait")) is not None:
         text += f"\n(The call waits {_duration(wait)} for your answer.)"
     return InputRequired(text, options=options, resume=resume)
@@ -171,6 +209,9 @@ def answered(resume: Mapping[str, Any]) -> Answers:
     no = ask["kind"] == "confirm" and reply.lower() in ("no", "n")
     if reply.lower() == DECLINE.lower() or no:
         answers[ask["key"]] = None
+    elif reply.lower() == SKIP.lower() and _skippable(ask):
+        answers.setdefault(ask["key"], {})
+        state["at"] += 1
     else:
         value = _value(ask, reply)
         if value is _INVALID:
@@ -192,8 +233,18 @@ def answered(resume: Mapping[str, Any]) -> Answers:
         if fields is None:
             responses[key] = mt.ElicitResult(action="decline")
         else:
-            responses[key] = mt.ElicitResult(action="accept", content=fields)
+            content = _defaults(state["asks"], key) | fields
+            responses[key] = mt.ElicitResult(action="accept", content=content)
     return responses, state.get("state")
+
+
+def _defaults(asks: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The schema defaults of request `key`'s fields, which the fields answered override."""
+    return {
+        ask["field"]: ask["fill"]
+        for ask in asks
+        if ask["key"] == key and ask["field"] and ask.get("fill") is not None
+    }
 
 
 _INVALID = object()
@@ -235,7 +286,9 @@ async def call_tool(
     (agent/mcp/open_calls.py); its answer goes to that open call, or, made again (see
     `again`), to the same question asked by the new call. CallClosed: no such open call."""
     responses, state = answers if answers is not None else ({}, None)
-    if state is not None and state.startswith(OPEN):
+    if state is not None and state.startswith(SERVER):  # the server's, exactly as it sent it
+        answers = (responses, state.removeprefix(SERVER))
+    elif state is not None and state.startswith(OPEN):
         response = responses.get(state)
         if not isinstance(response, mt.ElicitResult):
             response = mt.ElicitResult(action="cancel")
@@ -260,14 +313,19 @@ async def send_call(
     call.session = session  # its server's questions are this call's
     if is_modern(session):  # stateless: the server keeps nothing open
         responses, state = answers if answers is not None else ({}, None)
-        return await session.call_tool(
-            tool,
-            args,
-            input_responses=responses or None,
-            request_state=state,
-            progress_callback=call.progress,
-            allow_input_required=True,
-        )
+        try:
+            return await session.call_tool(
+                tool,
+                args,
+                input_responses=responses or None,
+                request_state=state,
+                progress_callback=call.progress,
+                allow_input_required=True,
+            )
+        except ValidationError as exc:  # no resultType: complete, as 2026-07-28 says
+            if (result := await completed(session, tool, exc)) is None:
+                raise
+            return result
     return await session.call_tool(tool, args, progress_callback=call.progress)
 
 

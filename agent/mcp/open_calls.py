@@ -49,6 +49,11 @@ WAIT_META = "parley/wait"  # in an open call's question: seconds it waits for th
 Result = mt.CallToolResult | mt.InputRequiredResult  # a 2026-07-28 server asks this way
 
 
+class OpenQuestion(mt.InputRequiredResult):
+    """The question of a call kept open here, in the shape of a 2026-07-28 server's: its
+    state ("open:<call id>") is Parley's, which no server's result can pass for."""
+
+
 class CallClosed(Exception):  # noqa: N818 - a signal, not an error
     """The call the answer was for is no longer open; `why` is RESTARTED, WAITED or ENDED,
     and `result` what the call returned without the answer, if it did."""
@@ -182,7 +187,7 @@ class OpenCalls:
         assert call.asking is not None
         call.relay = None  # the run waits: nothing of this call reaches its status line
         # the call stays open: its question goes to the chat, named by the call's id
-        return mt.InputRequiredResult(
+        return OpenQuestion(
             input_requests={OPEN + call.id: mt.ElicitRequest(params=call.asking)},
             request_state=OPEN + call.id,
             _meta={WAIT_META: self.wait},

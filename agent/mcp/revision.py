@@ -13,6 +13,8 @@ A 2025-11-25 session starts with the `initialize` handshake; a 2026-07-28 one wi
   only when the server advertises `tools.listChanged` and handed to the session's handler as
   the 2025-11-25 notification would be; a server that refuses the stream is used without it
   (its tool list is read again on reconnect only);
+- a result's `resultType`: 2026-07-28 says a result without one is complete, but the SDK's
+  check of that revision's wire shape requires it (`completed`);
 - progress notifications: the same in both.
 """
 
@@ -29,6 +31,7 @@ from mcp import ClientSession
 from mcp.client.subscriptions import SubscriptionLost, listen
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from agent.mcp.config import Revision, ServerConfig
 
@@ -95,3 +98,24 @@ async def _tool_changes(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+async def completed(
+    session: ClientSession, tool: str, refused: ValidationError
+) -> mt.CallToolResult | None:
+    """The `tools/call` result the SDK refused only for lacking `resultType`, read as
+    complete as 2026-07-28 says (and checked against the tool's output schema as the SDK
+    would); None when anything else is wrong with it."""
+    errors = refused.errors()
+    raw = errors[0].get("input") if errors else None
+    if not isinstance(raw, dict) or "resultType" in raw:
+        return None
+    if any(e["type"] != "missing" or e["loc"][-1:] != ("resultType",) for e in errors):
+        return None
+    try:
+        result = mt.CallToolResult.model_validate({**raw, "resultType": "complete"}, by_name=False)
+    except ValidationError:
+        return None
+    if not result.is_error:
+        await session.validate_tool_result(tool, result)
+    return result

@@ -24,10 +24,10 @@ from mcp import ClientSession
 from mcp.client.extension import ClaimContext, ResultClaim
 from mcp.shared.dispatcher import ProgressFnT as Progress
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, ValidationError
 
 from agent.mcp.following import HANDED_OFF, Handoff, TaskState, cancel_shielded, interval
-from agent.mcp.revision import is_modern
+from agent.mcp.revision import completed, is_modern
 from agent.tools import ToolError
 
 log = logging.getLogger(__name__)
@@ -92,9 +92,14 @@ async def call(
 ) -> mt.CallToolResult | mt.InputRequiredResult:
     """Call a tool the server may run as a task; its result (waiting for the task, or
     handing it off), or the server's `input_required`."""
-    answer = await session.call_tool(
-        tool, args, progress_callback=progress, allow_input_required=True, allow_claimed=True
-    )
+    try:
+        answer = await session.call_tool(
+            tool, args, progress_callback=progress, allow_input_required=True, allow_claimed=True
+        )
+    except ValidationError as exc:  # no resultType: complete, as 2026-07-28 says
+        if (done := await completed(session, tool, exc)) is None:
+            raise
+        return done
     if not isinstance(answer, Task):
         assert isinstance(answer, mt.CallToolResult | mt.InputRequiredResult)
         return answer

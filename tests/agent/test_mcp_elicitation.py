@@ -9,6 +9,7 @@ import mcp.types as mt
 import pytest
 
 from agent.mcp.elicitation import SECRET_REFUSED, URL_REFUSED, answered, question
+from agent.mcp.open_calls import OpenQuestion
 from agent.tools import InputRequired, ToolError
 
 
@@ -38,14 +39,14 @@ def test_a_form_is_asked_field_by_field_and_the_state_goes_back() -> None:
         ),
     )
     assert first.question.startswith("*crm* (a connected tool, not Parley) asks: Book the room")
-    assert first.options == ["Decline"] and "Seats" in first.question
+    assert first.options == ["Skip", "Decline"] and "Seats" in first.question
     with pytest.raises(InputRequired) as again:  # not a whole number: asked again
         answer(first, "2.5")
     assert again.value.question.startswith("That answer does not fit")
     with pytest.raises(InputRequired) as second:
         answer(again.value, "4")
     responses, state = answer(second.value, "by the window")
-    assert state == "opaque"
+    assert state == "server:opaque"  # the server's own, echoed exactly (agent/mcp/elicitation.py)
     assert responses == {
         "q1": mt.ElicitResult(action="accept", content={"seats": 4, "note": "by the window"})
     }
@@ -59,10 +60,10 @@ def test_a_decline_skips_the_rest_of_that_request_only() -> None:
             b=form("Second", {"colour": {"type": "string", "enum": ["red", "blue"]}}),
         ),
     )
-    assert asked.options == ["Yes", "No", "Decline"]
+    assert asked.options == ["Yes", "No", "Skip", "Decline"]
     with pytest.raises(InputRequired) as next_one:
         answer(asked, "Decline")
-    assert next_one.value.options == ["red", "blue", "Decline"]
+    assert next_one.value.options == ["red", "blue", "Skip", "Decline"]
     responses, _ = answer(next_one.value, "BLUE")
     assert responses == {
         "a": mt.ElicitResult(action="decline"),
@@ -108,7 +109,7 @@ def test_a_secret_asked_for_in_the_message_under_an_innocent_field_is_refused(
 def test_a_yes_no_question_that_mentions_a_password_is_still_asked() -> None:
     # Buttons cannot carry a secret: "Reset your password?" is an ordinary question.
     asked = question("crm", needs(q=form("Reset your password now?", {"ok": {"type": "boolean"}})))
-    assert asked.options == ["Yes", "No", "Decline"]
+    assert asked.options == ["Yes", "No", "Skip", "Decline"]
     assert asked.question.startswith("*crm* (a connected tool, not Parley) asks: Reset")
 
 
@@ -178,7 +179,7 @@ def test_a_field_shaped_like_a_secret_is_refused(message: str, field: dict[str, 
 def test_ordinary_questions_are_still_asked(message: str) -> None:
     field = {"type": "string", "pattern": "^\\d{5}$"} if "zip" in message else {"type": "string"}
     asked = question("crm", needs(q=form(message, {"value": field})))
-    assert asked.options == ["Decline"]
+    assert asked.options == ["Skip", "Decline"]
 
 
 def test_a_schema_default_is_the_suggested_answer_offered_first() -> None:
@@ -195,20 +196,22 @@ def test_a_schema_default_is_the_suggested_answer_offered_first() -> None:
             )
         ),
     )
-    assert asked.options == ["b", "a", "c", "Decline"] and "Suggested: b" in asked.question
+    assert asked.options == ["b", "a", "c", "Skip", "Decline"] and "Suggested: b" in asked.question
     with pytest.raises(InputRequired) as seats:
         answer(asked, "b")
-    assert seats.value.options == ["4", "Decline"] and "Suggested: 4" in seats.value.question
+    assert (
+        seats.value.options == ["4", "Skip", "Decline"] and "Suggested: 4" in seats.value.question
+    )
     with pytest.raises(InputRequired) as quiet:
         answer(seats.value, "4")
-    assert quiet.value.options == ["No", "Yes", "Decline"]
+    assert quiet.value.options == ["No", "Yes", "Skip", "Decline"]
     responses, _ = answer(quiet.value, "No")
     content = {"room": "b", "seats": 4, "quiet": False}
     assert responses == {"q": mt.ElicitResult(action="accept", content=content)}
 
 
 def test_an_open_calls_question_says_how_long_it_waits() -> None:
-    result = mt.InputRequiredResult(
+    result = OpenQuestion(
         input_requests={"open:c1": form("Go on?", {"ok": {"type": "boolean"}})},
         request_state="open:c1",
         _meta={"parley/wait": 600},
@@ -218,3 +221,77 @@ def test_an_open_calls_question_says_how_long_it_waits() -> None:
     responses, state = answer(asked, "Yes")
     assert state == "open:c1"
     assert responses == {"open:c1": mt.ElicitResult(action="accept", content={"ok": True})}
+
+
+PROFILE = {
+    "name": {"type": "string", "description": "User name", "default": "John Doe"},
+    "age": {"type": "integer", "description": "User age", "default": 30},
+    "score": {"type": "number", "description": "User score", "default": 95.5},
+    "status": {"type": "string", "enum": ["active", "inactive"], "default": "active"},
+    "verified": {"type": "boolean", "description": "Verified?", "default": True},
+}
+
+
+def skip_all(asked: InputRequired) -> Any:
+    """Skip every field asked; the answers once none is left."""
+    for _ in range(20):
+        try:
+            return answer(asked, "Skip")
+        except InputRequired as more:
+            asked = more
+    raise AssertionError("still asking")
+
+
+def test_an_accepted_form_carries_the_default_of_every_field_left_out() -> None:
+    # SEP-1034: the person skips fields; the server hears each one's default, typed
+    asked = question("crm", needs(q=form("Your profile", PROFILE)))
+    responses, _ = skip_all(asked)
+    content = {"name": "John Doe", "age": 30, "score": 95.5, "status": "active", "verified": True}
+    assert responses == {"q": mt.ElicitResult(action="accept", content=content)}
+    # what the person does answer wins over the default
+    with pytest.raises(InputRequired) as age:
+        answer(asked, "Ana")
+    responses, _ = skip_all(age.value)
+    assert responses["q"].content == content | {"name": "Ana"}
+
+
+def test_a_required_field_cannot_be_skipped() -> None:
+    asked = question(
+        "crm", needs(q=form("Seats?", {"seats": {"type": "integer"}}, required=["seats"]))
+    )
+    assert asked.options == ["Decline"]
+    with pytest.raises(InputRequired) as again:  # "Skip" is not a number
+        answer(asked, "Skip")
+    assert again.value.question.startswith("That answer does not fit")
+
+
+def test_a_servers_default_of_the_wrong_type_is_not_sent_back() -> None:
+    hostile = {
+        "age": {"type": "integer", "default": "30; drop table"},
+        "half": {"type": "integer", "default": 2.5},
+        "on": {"type": "boolean", "default": "yes"},
+        "colour": {"type": "string", "enum": ["red", "blue"], "default": "green"},
+        "note": {"type": "string", "default": {"$ref": "https://example.com/x"}},
+    }
+    responses, _ = skip_all(question("crm", needs(q=form("Go?", hostile))))
+    assert responses == {"q": mt.ElicitResult(action="accept", content={})}
+
+
+def test_a_declined_form_carries_no_defaults() -> None:
+    responses, _ = answer(question("crm", needs(q=form("Your profile", PROFILE))), "Decline")
+    assert responses == {"q": mt.ElicitResult(action="decline")}
+
+
+@pytest.mark.parametrize("state", ["open:c1", 'again:{"x": 1}', "server:y", "", None])
+def test_a_servers_state_is_its_own_whatever_it_looks_like(state: str | None) -> None:
+    # a server's requestState shaped like Parley's own markers is still the server's: it is
+    # echoed exactly, never read as an open call of Parley's or as answers given earlier
+    hostile = mt.InputRequiredResult(
+        input_requests={"open:c1": form("Go on?", {"ok": {"type": "boolean"}})},
+        request_state=state,
+        _meta={"parley/wait": 1},
+    )
+    asked = question("crm", hostile)
+    assert "The call waits" not in asked.question and not asked.resume["prints"]
+    _, kept = answer(asked, "Yes")
+    assert kept == (None if state is None else "server:" + state)

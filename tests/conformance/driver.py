@@ -10,7 +10,10 @@ server in an `McpToolbox`, or `"auth": "user"` with Parley's `Connections` on th
 person's browser: it opens the Connect link Parley made, and hands the redirect back to
 Parley's `/oauth/callback` on a local listener (the reverse proxy's part, since the redirect
 URI is under `PARLEY_PUBLIC_URL`). What each scenario's tools are called with is the model's
-part, in `ARGUMENTS`.
+part, in `ARGUMENTS`. A server's question reaches "the person" as Parley asks it in a chat
+(`InputRequired`, one field at a time); the person skips what may be skipped (the server's
+defaults then go) and otherwise takes the first offer (the suggested answer, or Yes), and the
+call is made again with that answer as Parley's loop makes it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import logging
 import os
 import sys
 import uuid
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,7 +36,7 @@ from pydantic import ValidationError
 from agent.deps import ToolContext
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.protocols import RunContext
-from agent.tools import QuestionRequired, Tool, ToolError
+from agent.tools import InputRequired, QuestionRequired, Tool, ToolError
 from bot.features.connections.callback import OAuthCallback
 from bot.features.connections.store import Connections
 from bot.ops.http import HttpServer
@@ -47,6 +51,7 @@ PERSON = RunContext(
     conversation_id="telegram:-:1001:-", platform="telegram", user_id="1001", chat_id="1001"
 )
 ROUNDS = 4  # Connect links one call may bring (a step-up asks again); the person stops after
+QUESTIONS = 20  # questions (fields) one call may ask before the person stops answering
 # The model's part: what each scenario's tools are called with (the rest get `{}`).
 ARGUMENTS: dict[str, dict[str, Any]] = {
     "add_numbers": {"a": 5, "b": 3},
@@ -152,12 +157,24 @@ async def call_all(tools: list[Tool], context: ToolContext) -> int:
         if remote == ECHO[0] and ECHO[1] in offered:
             arguments = {"schema": offered[ECHO[1]].spec().input_schema}
         try:
-            result = await tool(arguments, context)
+            result = await answering(tool, arguments, context)
             log.info("%s: %s", remote, str(result)[:200])
         except (ToolError, ValidationError) as exc:  # what the model would be told
             log.warning("%s failed: %s", remote, exc)
             failed += 1
     return 1 if failed else 0
+
+
+async def answering(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> Any:
+    """The call, with the person answering each question Parley puts to them."""
+    for _ in range(QUESTIONS):
+        try:
+            return await tool(arguments, context)
+        except InputRequired as asked:
+            answer = "Skip" if "Skip" in asked.options else asked.options[0]
+            log.info("asked: %s; the person answers %s", asked.question[:200], answer)
+            context = replace(context, resume={**asked.resume, "answer": answer})
+    raise ToolError(f"still asking after {QUESTIONS} answers")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ set), so a test can count how often they ran; with `MCP_PIDFILE` set, the server
 process id there when it starts. `grow` adds a tool and announces the change
 with `notifications/tools/list_changed`. `pick_colour`, `confirm_send` and `sign_in` ask the
 user mid-call (elicitation through `Resolve(Elicit(...))`: an enum, a boolean, and a password
-a client must refuse); `count_up` reports progress; with `MCP_TASKS` set, `long_job` runs as an MCP task; with
+a client must refuse); `profile` asks a form whose fields all have defaults and says which
+fields came back; `count_up` reports progress; with `MCP_STATE_PREFIX` set, every 2026-07-28
+requestState starts with it (a server's state is opaque: it may look like anything); with `MCP_TASKS` set, `long_job` runs as an MCP task; with
 `MCP_NO_LISTEN` set, the server does not serve `subscriptions/listen`. Over HTTP every request needs `Authorization:
 Bearer <token>`.
 """
@@ -35,6 +37,7 @@ from mcp.server.mcpserver import (
     MCPServer,
     Resolve,
 )
+from mcp.server.request_state import InvalidRequestState, RequestStateSecurity
 from mcp.types import (
     EmbeddedResource,
     ImageContent,
@@ -90,6 +93,24 @@ def _task_call(name: str, args: dict[str, Any]) -> Any:
     return server.call_tool(name, args)
 
 
+class PrefixedCodec:
+    """MCP_STATE_PREFIX: requestState is the prefix and the envelope, readable (a test server)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def seal(self, payload: bytes) -> str:
+        return self.prefix + base64.urlsafe_b64encode(payload).decode()
+
+    def unseal(self, token: str) -> bytes:
+        if not token.startswith(self.prefix):
+            raise InvalidRequestState("not ours")
+        return base64.urlsafe_b64decode(token.removeprefix(self.prefix))
+
+
+PREFIX = os.environ.get("MCP_STATE_PREFIX")
+STATES = {"request_state_security": RequestStateSecurity(codec=PrefixedCodec(PREFIX))}
+
 # MCP_TASKS: the server speaks MCP tasks (2025-11-25) for `long_job`
 TASKS = TaskServer(_task_call, lambda line: _ledger(line)) if os.environ.get("MCP_TASKS") else None
 server = MangledServer(
@@ -104,6 +125,7 @@ server = MangledServer(
     ),
     # MCP_NO_LISTEN: a 2026-07-28 server without `subscriptions/listen` (no tools.listChanged)
     **({"subscriptions": False} if os.environ.get("MCP_NO_LISTEN") else {}),
+    **(STATES if PREFIX is not None else {}),
 )
 
 
@@ -319,6 +341,25 @@ def purge(item: str, answer: Annotated[ElicitationResult[Sure], Resolve(_ask_pur
         return f"kept {item}"
     _ledger(f"purge {item}")
     return f"purged {item}"
+
+
+class Profile(BaseModel):
+    name: str = "John Doe"
+    age: int = 30
+    verified: bool = True
+
+
+def _ask_profile() -> Elicit[Profile]:
+    return Elicit("Set up your profile.", Profile)
+
+
+@server.tool(annotations=READ_ONLY)
+def profile(answer: Annotated[ElicitationResult[Profile], Resolve(_ask_profile)]) -> str:
+    """Set up a profile; every field has a default. Says which fields the client sent."""
+    if isinstance(answer, AcceptedElicitation):
+        data = answer.data
+        return f"sent {sorted(data.model_fields_set)}: {data.name}, {data.age}, {data.verified}"
+    return f"the user chose {answer.action}"
 
 
 @server.tool(annotations=READ_ONLY)

@@ -291,7 +291,7 @@ async def test_a_schema_default_is_offered_first_as_the_suggested_answer(
         await harness.submit(message(GROUP, "size the box", direct=False))
         await harness.settle(within=60)
         question = asked(harness)
-        assert [b.label for b in question.message.buttons] == ["M", "S", "L", "Decline"]
+        assert [b.label for b in question.message.buttons] == ["M", "S", "L", "Skip", "Decline"]
         assert "Suggested: M" in question.message.text
         await harness.submit(press(question, "M"))
         await harness.settle(within=60)
@@ -332,3 +332,49 @@ async def test_a_shared_servers_question_goes_only_to_the_person_whose_call_aske
             assert harness.adapter.texts(OTHER)[-1] == "Labelled."
     finally:
         await box.stop()
+
+
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
+async def test_fields_the_person_skips_reach_the_server_as_their_defaults(
+    redis: aioredis.Redis, protocol: Literal["2025-11-25", "2026-07-28"]
+) -> None:
+    # SEP-1034: an accepted form carries every schema default the person did not fill
+    model = ScriptedModel([turn(call("test__profile")), reply("Set up.")])
+    async with parley(redis, model, stdio_server(protocol=protocol)) as harness:
+        await harness.submit(message(GROUP, "set up my profile", direct=False))
+        await harness.settle(within=60)
+        name = asked(harness)
+        assert [b.label for b in name.message.buttons] == ["John Doe", "Skip", "Decline"]
+        await harness.submit(press(name, "Skip"))
+        await harness.settle(within=60)
+        age = asked(harness)
+        assert "Suggested: 30" in age.message.text
+        await harness.submit(press(age, "Skip"))
+        await harness.settle(within=60)
+        verified = asked(harness)
+        assert [b.label for b in verified.message.buttons] == ["Yes", "No", "Skip", "Decline"]
+        await harness.submit(press(verified, "No"))
+        await harness.settle(within=60)
+        said = result_of(model, 1)
+        assert "sent ['age', 'name', 'verified']: John Doe, 30, False" in said
+
+
+@pytest.mark.parametrize("prefix", ["open:", "again:", "server:"])
+async def test_a_servers_request_state_shaped_like_parleys_own_is_echoed_exactly(
+    redis: aioredis.Redis, tmp_path: Path, prefix: str
+) -> None:
+    # a 2026-07-28 server's requestState is opaque, whatever it starts with: not taken for an
+    # open call of Parley's or for answers given earlier; the server gets it back as it sent
+    # it (it verifies it) with the person's answer, and the call is made once
+    model = ScriptedModel([turn(call("test__pick_colour", item="cup")), reply("Labelled.")])
+    ledger = tmp_path / "ledger"
+    server = stdio_server(ledger, protocol="2026-07-28", env={"MCP_STATE_PREFIX": prefix})
+    async with parley(redis, model, server) as harness:
+        await harness.submit(message(GROUP, "label the cup", direct=False))
+        await harness.settle(within=60)
+        question = asked(harness)
+        assert "Which colour should the label be?" in question.message.text
+        await harness.submit(press(question, "red"))
+        await harness.settle(within=60)
+        assert "cup: colour=red" in result_of(model, 1)
+    assert ledger.read_text().splitlines() == ["pick_colour cup: colour=red"]
