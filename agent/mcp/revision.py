@@ -15,6 +15,9 @@ A 2025-11-25 session starts with the `initialize` handshake; a 2026-07-28 one wi
   (its tool list is read again on reconnect only);
 - a result's `resultType`: 2026-07-28 says a result without one is complete, but the SDK's
   check of that revision's wire shape requires it (`completed`);
+- tool parameters mirrored into HTTP headers (SEP-2243, `x-mcp-header`): 2026-07-28 only;
+  the SDK drops a tool whose declarations are invalid and mirrors the parameters of the
+  tools its session listed (`declares_headers`);
 - progress notifications: the same in both.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -36,6 +40,8 @@ from pydantic import ValidationError
 from agent.mcp.config import Revision, ServerConfig
 
 log = logging.getLogger(__name__)
+
+HEADER_KEY = "x-mcp-header"  # a parameter the client mirrors into `Mcp-Param-<name>`
 
 
 async def negotiate(session: ClientSession, prefer: Revision = "2025-11-25") -> str:
@@ -119,3 +125,8 @@ async def completed(
     if not result.is_error:
         await session.validate_tool_result(tool, result)
     return result
+
+
+def declares_headers(tool: mt.Tool) -> bool:
+    """The tool's schema names a parameter to mirror into an HTTP header, anywhere in it."""
+    return HEADER_KEY in json.dumps(tool.input_schema or {})

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -30,7 +29,7 @@ from agent.mcp.config import ServerConfig, Timing
 from agent.mcp.elicitation import Answers, Progress, call_tool, send_call
 from agent.mcp.open_calls import OpenCall, OpenCalls
 from agent.mcp.pins import Classes, Pins, keep
-from agent.mcp.revision import negotiate
+from agent.mcp.revision import declares_headers, is_modern, negotiate
 from agent.mcp.tools import BadSchema, McpTool, list_all, pin, tool_name
 from agent.protocols import RunContext
 from agent.tools import QuestionRequired, Tool, ToolContext, ToolError
@@ -132,7 +131,10 @@ class UserServer:
         ) -> mt.CallToolResult | mt.InputRequiredResult:
 
             def on(call: OpenCall, given: Answers | None) -> Any:
-                use = partial(send_call, call=call, answers=given, tool=tool, args=args)
+                async def use(session: ClientSession) -> Any:
+                    await self._mirrored(session, tool)
+                    return await send_call(session, call, given, tool=tool, args=args)
+
                 return self._session(token, use, self.calls)
 
             try:
@@ -141,6 +143,18 @@ class UserServer:
                 raise await self.ask_to_connect(run, refused.refusal) from None
 
         return await self._pin(self._made(lambda remote: self._tool(remote, caller)))
+
+    async def _mirrored(self, session: ClientSession, tool: str) -> None:
+        """2026-07-28 (SEP-2243): the SDK mirrors a tool's `x-mcp-header` parameters into
+        `Mcp-Param-*` headers only for a tool this session listed, and each call here is a
+        session of its own, so such a tool is listed first; one the listing now leaves out
+        (its header declarations are invalid, the SDK drops it) is not called."""
+        listed = next((t for t in self.listed if t.name == tool), None)
+        if not is_modern(session) or listed is None or not declares_headers(listed):
+            return
+        self.listed = await list_all(session)
+        if not any(t.name == tool for t in self.listed):
+            raise ToolError(f"{self.name} no longer offers {tool} (its header declarations)")
 
     async def _pin(self, tools: list[Tool]) -> list[Tool]:
         """Hold each tool to its approval class as first listed (`pins.keep`); the kept

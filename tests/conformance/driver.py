@@ -55,6 +55,7 @@ QUESTIONS = 20  # questions (fields) one call may ask before the person stops an
 # The model's part: what each scenario's tools are called with (the rest get `{}`).
 ARGUMENTS: dict[str, dict[str, Any]] = {
     "add_numbers": {"a": 5, "b": 3},
+    "valid_tool": {"region": "us-west1"},  # http-invalid-tool-headers
 }
 # json-schema-2020-12-preservation: the model echoes another tool's schema as it was offered
 ECHO = ("json_schema_echo", "json_schema_2020_12_tool")
@@ -73,6 +74,11 @@ async def main(revision: str, url: str) -> int:
             client_secret=context.get("client_secret"),
         )
         return await personal(config)
+    # a scenario may say what its tools are called with (http-custom-headers); the model
+    # leaves out a parameter it has no value for rather than send null
+    for call in context.get("toolCalls") or []:
+        given = call.get("arguments") or {}
+        ARGUMENTS[call["name"]] = {k: v for k, v in given.items() if v is not None}
     return await shared(ServerConfig(url=url, protocol=revision))  # type: ignore[arg-type]
 
 

@@ -12,7 +12,8 @@ process id there when it starts. `grow` adds a tool and announces the change
 with `notifications/tools/list_changed`. `pick_colour`, `confirm_send` and `sign_in` ask the
 user mid-call (elicitation through `Resolve(Elicit(...))`: an enum, a boolean, and a password
 a client must refuse); `profile` asks a form whose fields all have defaults and says which
-fields came back; `count_up` reports progress; with `MCP_STATE_PREFIX` set, every 2026-07-28
+fields came back; `locate` has a parameter mirrored into an HTTP header (SEP-2243);
+`count_up` reports progress; with `MCP_STATE_PREFIX` set, every 2026-07-28
 requestState starts with it (a server's state is opaque: it may look like anything); with `MCP_TASKS` set, `long_job` runs as an MCP task; with
 `MCP_NO_LISTEN` set, the server does not serve `subscriptions/listen`. Over HTTP every request needs `Authorization:
 Bearer <token>`.
@@ -360,6 +361,17 @@ def profile(answer: Annotated[ElicitationResult[Profile], Resolve(_ask_profile)]
         data = answer.data
         return f"sent {sorted(data.model_fields_set)}: {data.name}, {data.age}, {data.verified}"
     return f"the user chose {answer.action}"
+
+
+@server.tool(annotations=READ_ONLY)
+def locate(
+    region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})], ctx: Context
+) -> str:
+    """Look a region up. 2026-07-28 over HTTP: `region` is mirrored into the `Mcp-Param-Region`
+    header (SEP-2243), which the SDK's server checks against the body; says what it got."""
+    request = ctx.request_context.request
+    headers = getattr(request, "headers", None) or {}
+    return f"located {region}; header {headers.get('mcp-param-region')!r}"
 
 
 @server.tool(annotations=READ_ONLY)
