@@ -32,7 +32,7 @@ from mcp.shared.exceptions import MCPError
 
 import agent.mcp.task_extension as task_extension
 from agent.mcp.config import McpConfig, ServerConfig, Timing
-from agent.mcp.elicitation import Answers, Progress, call_tool, send_call
+from agent.mcp.elicitation import Answers, Progress, call_tool, send_call, task_of
 from agent.mcp.following import Handoff
 from agent.mcp.open_calls import OpenCalls
 from agent.mcp.pins import Pins, keep
@@ -250,6 +250,11 @@ class McpServer:
         """Call a tool (with `answers`, again; a long task may be handed off)."""
 
         async def send(session: ClientSession) -> mt.CallToolResult | mt.InputRequiredResult:
+            if (waiting := task_of(answers)) is not None:  # a task's question, answered
+                task_id, responses = waiting
+                return await task_extension.answer(
+                    session, tool, task_id, responses, progress, handoff
+                )
             if tool in self._task_tools and answers is None and offers_tasks(session):
                 return await call_as_task(session, tool, args, progress, handoff)
             if answers is None and task_extension.offers_extension(session):

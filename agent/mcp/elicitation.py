@@ -38,6 +38,7 @@ from agent.mcp.open_calls import (
 )
 from agent.mcp.revision import completed, is_modern
 from agent.mcp.secret_asks import asks_for_secret, secret_field
+from agent.mcp.task_extension import TASK, TaskQuestion
 from agent.observations import clean
 from agent.tools import InputRequired, ToolError
 
@@ -68,7 +69,8 @@ def question(server: str, result: mt.InputRequiredResult) -> InputRequired:
     for something Parley refuses (a secret, a link) or cannot show."""
     asks: list[dict[str, Any]] = []
     prints: dict[str, str] = {}  # an open call's question: what identifies it if asked again
-    own = isinstance(result, OpenQuestion)  # else the server's: its keys and state are opaque
+    # Parley's own (an open call's, a task's), else the server's: its keys and state are opaque
+    own = isinstance(result, OpenQuestion | TaskQuestion)
     for key, request in (result.input_requests or {}).items():
         if not isinstance(request, mt.ElicitRequest):
             raise ToolError(UNSUPPORTED.format(server=server, why=request.method))
@@ -340,3 +342,10 @@ def again(resume: Mapping[str, Any], answers: Answers) -> Answers:
         if key in prints and isinstance(response, mt.ElicitResult)
     }
     return {}, AGAIN + json.dumps(given)
+
+
+def task_of(answers: Answers | None) -> tuple[str, mt.InputResponses] | None:
+    """The task a question was asked for (`TaskQuestion`) and the answers to give it."""
+    if answers is None or answers[1] is None or not answers[1].startswith(TASK):
+        return None
+    return answers[1].removeprefix(TASK), answers[0]

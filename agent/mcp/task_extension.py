@@ -10,6 +10,11 @@ call as a task answers with a flat task at once. Parley then polls `tasks/get` a
 `tasks/cancel`. A task still working when its call's time is nearly up is handed off
 (`following.Handoff`) as a 2025-11-25 task is, and the follower polls it through
 `task_state` / `task_result` here.
+
+A task that needs the person's input (`input_required`, its `inputRequests`) is not
+cancelled: the call returns the questions as a `TaskQuestion` (Parley's own state, "task:<id>"),
+the run asks the requester as for any server question, and their answers go to the task in
+`tasks/update` (`answer`); the call then follows the task on.
 """
 
 from __future__ import annotations
@@ -34,6 +39,12 @@ log = logging.getLogger(__name__)
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 CANCEL_TIMEOUT = 5.0
+TASK = "task:"  # the state of a task's question: "task:<task id>"
+
+
+class TaskQuestion(mt.InputRequiredResult):
+    """A task's questions, in the shape of a server's `input_required`: its state is
+    Parley's ("task:<task id>"), which no server's result can pass for."""
 
 
 class Task(mt.Result):
@@ -50,6 +61,12 @@ class Task(mt.Result):
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
 
+    @property
+    def input_requests(self) -> Any:
+        """`inputRequests` while `input_required` (kept as an extra field: the SDK refuses a
+        claim model that names a field of its own result types)."""
+        return (self.model_extra or {}).get("inputRequests")
+
 
 class CreatedTask(Task):
     """The flat answer of a `tools/call` the server runs as a task."""
@@ -64,6 +81,15 @@ class _TaskId(mt.RequestParams):
 class _TaskRequest(mt.Request[_TaskId, str]):
     method: str
     params: _TaskId
+
+
+class _Update(_TaskId):
+    input_responses: dict[str, Any] = Field(alias="inputResponses")
+
+
+class _UpdateRequest(mt.Request[_Update, str]):
+    method: str
+    params: _Update
 
 
 def session_options() -> dict[str, Any]:
@@ -103,7 +129,40 @@ async def call(
     if not isinstance(answer, Task):
         assert isinstance(answer, mt.CallToolResult | mt.InputRequiredResult)
         return answer
-    latest = [answer]
+    return await _wait(session, tool, answer, progress, handoff)
+
+
+async def answer(
+    session: ClientSession,
+    tool: str,
+    task_id: str,
+    responses: mt.InputResponses,
+    progress: Progress | None,
+    handoff: Handoff | None = None,
+) -> mt.CallToolResult | mt.InputRequiredResult:
+    """Give a task waiting on input the person's answers (`tasks/update`), then follow it
+    on as `call` does."""
+    params = {
+        "taskId": task_id,
+        "inputResponses": {
+            key: response.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for key, response in responses.items()
+        },
+    }
+    request = _UpdateRequest(method="tasks/update", params=_Update.model_validate(params))
+    await session.send_request(request, mt.EmptyResult)
+    return await _wait(session, tool, await get(session, task_id), progress, handoff)
+
+
+async def _wait(
+    session: ClientSession,
+    tool: str,
+    first: Task,
+    progress: Progress | None,
+    handoff: Handoff | None,
+) -> mt.CallToolResult | mt.InputRequiredResult:
+    """Follow a task to its end or its next question, or hand it off near the time limit."""
+    latest = [first]
     try:
         if handoff is None:
             return await _follow(session, latest, progress)
@@ -129,7 +188,7 @@ async def call(
 
 async def _follow(
     session: ClientSession, latest: list[Task], progress: Progress | None
-) -> mt.CallToolResult:
+) -> mt.CallToolResult | mt.InputRequiredResult:
     shown: str | None = None
     while True:
         task = latest[0]
@@ -139,11 +198,22 @@ async def _follow(
             await progress(0, None, line)
         if task.status in ("completed", "failed", "cancelled"):
             return outcome(task)
-        if task.status == "input_required":  # Parley does not answer a task's own questions
-            await _cancel(session, task.task_id)
-            raise ToolError("the task asked a question mid-task, which Parley cannot pass on")
+        if task.status == "input_required" and task.input_requests:  # the person answers
+            return question(task)
         await asyncio.sleep(interval(task.poll_interval_ms))
         latest[0] = await get(session, task.task_id)
+
+
+def question(task: Task) -> TaskQuestion:
+    """A task's pending input requests as Parley's own `input_required`; ToolError when the
+    server's requests are not ones a client can read."""
+    try:
+        asked = mt.InputRequiredResult.model_validate(
+            {"resultType": "input_required", "inputRequests": task.input_requests}
+        )
+    except ValidationError:
+        raise ToolError("the task asked for input in a form Parley cannot read") from None
+    return TaskQuestion(input_requests=asked.input_requests, request_state=TASK + task.task_id)
 
 
 def outcome(task: Task) -> mt.CallToolResult:
@@ -189,4 +259,8 @@ async def _cancel(session: ClientSession, task_id: str) -> None:
 
 async def _resolve(task: CreatedTask, context: ClaimContext) -> mt.CallToolResult:
     """The SDK's own way to finish a claimed task (its `Client`): poll it to the end."""
-    return await _follow(context.session, [task], None)
+    done = await _follow(context.session, [task], None)
+    if not isinstance(done, mt.CallToolResult):  # nobody here to answer it
+        await _cancel(context.session, task.task_id)
+        raise ToolError("the task asked a question, and nobody is here to answer it")
+    return done

@@ -24,9 +24,10 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+import agent.mcp.task_extension as task_extension
 from agent.deferred import new_id
 from agent.mcp.config import ServerConfig, Timing
-from agent.mcp.elicitation import Answers, Progress, call_tool, send_call
+from agent.mcp.elicitation import Answers, Progress, call_tool, send_call, task_of
 from agent.mcp.open_calls import OpenCall, OpenCalls
 from agent.mcp.pins import Classes, Pins, keep
 from agent.mcp.revision import declares_headers, is_modern, negotiate
@@ -133,6 +134,15 @@ class UserServer:
             def on(call: OpenCall, given: Answers | None) -> Any:
                 async def use(session: ClientSession) -> Any:
                     await self._mirrored(session, tool)
+                    if (waiting := task_of(given)) is not None:  # a task's question, answered
+                        task_id, responses = waiting
+                        return await task_extension.answer(
+                            session, tool, task_id, responses, call.progress
+                        )
+                    if given is None and task_extension.offers_extension(session):
+                        # a task is followed to its end on this call's session (not handed
+                        # off: the session is this call's alone)
+                        return await task_extension.call(session, tool, args, call.progress)
                     return await send_call(session, call, given, tool=tool, args=args)
 
                 return self._session(token, use, self.calls)
@@ -239,7 +249,12 @@ class UserServer:
                     event_hooks={"response": [note]},
                 ) as client,
                 streamable_http_client(self.config.url, http_client=client) as (read, write),
-                ClientSession(read, write, elicitation_callback=calls) as session,
+                ClientSession(
+                    read,
+                    write,
+                    elicitation_callback=calls,
+                    **task_extension.session_options(),  # opts into tasks as a shared one
+                ) as session,
             ):
                 await negotiate(session, self.config.protocol)
                 return await use(session)

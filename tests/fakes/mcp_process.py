@@ -33,10 +33,16 @@ def stdio_server(ledger: Path | None = None, **options: Any) -> ServerConfig:
 
 
 @contextlib.contextmanager
-def http_server(token: str, ledger: Path | None = None, port: int | None = None) -> Iterator[str]:
-    """A Streamable HTTP MCP server that wants `Authorization: Bearer <token>`; yields its URL."""
+def http_server(
+    token: str,
+    ledger: Path | None = None,
+    port: int | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[str]:
+    """A Streamable HTTP MCP server that wants `Authorization: Bearer <token>` (`env`: its
+    options, as `MCP_TASKS`); yields its URL."""
     port = port or free_port()
-    env = {**os.environ, **({"MCP_LEDGER": str(ledger)} if ledger else {})}
+    env = {**os.environ, **(env or {}), **({"MCP_LEDGER": str(ledger)} if ledger else {})}
     process = subprocess.Popen(
         [sys.executable, "-m", MODULE, "--http", str(port), "--token", token],
         cwd=ROOT,

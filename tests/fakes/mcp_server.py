@@ -14,7 +14,8 @@ user mid-call (elicitation through `Resolve(Elicit(...))`: an enum, a boolean, a
 a client must refuse); `profile` asks a form whose fields all have defaults and says which
 fields came back; `locate` has a parameter mirrored into an HTTP header (SEP-2243);
 `count_up` reports progress; with `MCP_STATE_PREFIX` set, every 2026-07-28
-requestState starts with it (a server's state is opaque: it may look like anything); with `MCP_TASKS` set, `long_job` runs as an MCP task; with
+requestState starts with it (a server's state is opaque: it may look like anything); with `MCP_TASKS` set, `long_job` and `confirm_job` run as MCP tasks (`confirm_job`'s asks
+first, 2026-07-28); with
 `MCP_NO_LISTEN` set, the server does not serve `subscriptions/listen`. Over HTTP every request needs `Authorization:
 Bearer <token>`.
 """
@@ -381,6 +382,15 @@ async def count_up(steps: int, ctx: Context) -> str:
         await ctx.report_progress(step, steps, f"step {step} of {steps}")
         await asyncio.sleep(0.05)
     return f"counted to {steps}"
+
+
+@server.tool(annotations=DESTRUCTIVE)
+def confirm_job(item: str, sure: bool = False) -> str:
+    """Run a job on `item` once the user says so (as an MCP task, the task asks first)."""
+    if not sure:
+        return f"kept {item}"
+    _ledger(f"confirm_job {item}")
+    return f"ran the job on {item}"
 
 
 @server.tool(annotations=READ_ONLY)

@@ -31,7 +31,20 @@ from pydantic import Field
 
 POLL_MS = 100
 TTL_MS = int(os.environ.get("MCP_TASK_TTL_MS", "600000"))
-TASK_TOOLS = ("long_job",)  # listed with execution.taskSupport "optional"
+TASK_TOOLS = ("long_job", "confirm_job")  # listed with execution.taskSupport "optional"
+# 2026-07-28: the task of `confirm_job` first asks whether to go on (`input_required`, one
+# `inputRequests` entry "go") and takes the answer from `tasks/update`
+ASK = {
+    "method": "elicitation/create",
+    "params": {
+        "message": "Run the job on {item}?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"sure": {"type": "boolean", "description": "Run it?"}},
+            "required": ["sure"],
+        },
+    },
+}
 
 
 def _now() -> str:
@@ -48,6 +61,8 @@ class _Task:
     made: float = field(default_factory=time.monotonic)
     result: Any = None
     runner: asyncio.Task[None] | None = None
+    asking: dict[str, Any] | None = None  # its inputRequests while input_required
+    answer: asyncio.Future[dict[str, Any]] | None = None
 
     def wire(self, task_id: str) -> dict[str, Any]:
         shown = {
@@ -58,6 +73,7 @@ class _Task:
             "ttl": TTL_MS,
             "pollInterval": POLL_MS,
         }
+        shown |= {"inputRequests": self.asking} if self.asking else {}
         return shown | ({"statusMessage": self.message} if self.message else {})
 
 
@@ -93,6 +109,8 @@ class TaskServer:
 
     async def _run(self, task_id: str, task: _Task) -> None:
         task.message = "started"
+        if task.tool == "confirm_job" and "sure" not in task.args:
+            task.args["sure"] = await self._ask(task)
         try:
             result = await self._call(task.tool, task.args)
         except Exception as exc:  # the SDK raises what the tool raised
@@ -104,6 +122,20 @@ class TaskServer:
             else:
                 task.status, task.message = "completed", "done"
         self._keep(task_id, task)
+
+    async def _ask(self, task: _Task) -> bool:
+        """input_required until `tasks/update` answers "go"; whether the answer was yes."""
+        ask = json.loads(json.dumps(ASK).replace("{item}", str(task.args.get("item"))))
+        task.answer = asyncio.get_running_loop().create_future()
+        task.status, task.message, task.asking = (
+            "input_required",
+            "waiting for an answer",
+            {"go": ask},
+        )
+        response = await task.answer
+        task.status, task.message, task.asking = "working", "going on", None
+        content = response.get("content") or {}
+        return response.get("action") == "accept" and content.get("sure") is True
 
     def _keep(self, task_id: str, task: _Task) -> None:
         if folder := os.environ.get("MCP_TASK_DIR"):
@@ -188,7 +220,12 @@ class TasksExtension(Extension):
     async def update(self, ctx: Any, params: _Update) -> dict[str, Any]:
         if not _modern_wire(ctx):
             raise MCPError(code=T.METHOD_NOT_FOUND, message="Method not found")
-        self._tasks._task(params.task_id)
+        task = self._tasks._task(params.task_id)
+        self._tasks._ledger(
+            f"update {task.tool}: {json.dumps(params.input_responses, sort_keys=True)}"
+        )
+        if task.answer is not None and not task.answer.done() and "go" in params.input_responses:
+            task.answer.set_result(params.input_responses["go"])
         return {"resultType": "complete"}
 
     async def cancel(self, ctx: Any, params: T.CancelTaskRequestParams) -> dict[str, Any]:
