@@ -340,7 +340,7 @@ async def test_fields_the_person_skips_reach_the_server_as_their_defaults(
 ) -> None:
     # SEP-1034: an accepted form carries every schema default the person did not fill
     model = ScriptedModel([turn(call("test__profile")), reply("Set up.")])
-    async with parley(redis, model, stdio_server(protocol=protocol)) as harness:
+    async with parley(redis, model, server=stdio_server(protocol=protocol)) as harness:
         await harness.submit(message(GROUP, "set up my profile", direct=False))
         await harness.settle(within=60)
         name = asked(harness)
@@ -369,7 +369,7 @@ async def test_a_servers_request_state_shaped_like_parleys_own_is_echoed_exactly
     model = ScriptedModel([turn(call("test__pick_colour", item="cup")), reply("Labelled.")])
     ledger = tmp_path / "ledger"
     server = stdio_server(ledger, protocol="2026-07-28", env={"MCP_STATE_PREFIX": prefix})
-    async with parley(redis, model, server) as harness:
+    async with parley(redis, model, server=server) as harness:
         await harness.submit(message(GROUP, "label the cup", direct=False))
         await harness.settle(within=60)
         question = asked(harness)
