@@ -39,7 +39,7 @@ from agent.mcp.pins import Pins, keep
 from agent.mcp.revision import open_session
 from agent.mcp.tasks import allows_task, call_as_task, offers_tasks
 from agent.mcp.tools import McpTool, build_tools, list_all
-from agent.mcp.transport import transport
+from agent.mcp.transport import describe, transport
 from agent.mcp.user import Credentials, UserServer
 from agent.protocols import RunContext
 from agent.tools import Tool, ToolError, ToolSource
@@ -137,7 +137,7 @@ class McpServer:
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # an SDK failure may arrive as an ExceptionGroup
-                self.error = _describe(exc, self._refusal)
+                self.error = describe(exc, self._refusal)
             if self._closing:
                 break
             was_ready = self.state == "ready"
@@ -251,10 +251,7 @@ class McpServer:
 
         async def send(session: ClientSession) -> mt.CallToolResult | mt.InputRequiredResult:
             if (waiting := task_of(answers)) is not None:  # a task's question, answered
-                task_id, responses = waiting
-                return await task_extension.answer(
-                    session, tool, task_id, responses, progress, handoff
-                )
+                return await task_extension.answer(session, tool, *waiting, progress, handoff)
             if tool in self._task_tools and answers is None and offers_tasks(session):
                 return await call_as_task(session, tool, args, progress, handoff)
             if answers is None and task_extension.offers_extension(session):
@@ -283,18 +280,6 @@ class McpServer:
         self._broken = True
         self._signal.set()
         raise ConnectionError(f"MCP server {self.name} went away")
-
-
-def _describe(exc: BaseException, refusal: str | None = None) -> str:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    if isinstance(exc, TimeoutError):
-        return "did not start in time"
-    if isinstance(exc, FileNotFoundError | PermissionError):
-        return f"cannot run its command ({type(exc).__name__})"
-    if isinstance(exc, MCPError):
-        return f"refused: {refusal}" if refusal else f"MCPError: {str(exc)[:200]}"
-    return type(exc).__name__
 
 
 class McpToolbox:

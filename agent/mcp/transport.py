@@ -11,6 +11,7 @@ from typing import Any
 import httpx2
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from agent.isolation import isolated
 from agent.mcp.config import ServerConfig, Timing
@@ -47,3 +48,16 @@ def transport(
     )
     stack.push_async_callback(client.aclose)
     return streamable_http_client(config.url, http_client=client)
+
+
+def describe(exc: BaseException, refusal: str | None = None) -> str:
+    """Why a server is down, in a few words (`refusal`: the HTTP status it refused with)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "did not start in time"
+    if isinstance(exc, FileNotFoundError | PermissionError):
+        return f"cannot run its command ({type(exc).__name__})"
+    if isinstance(exc, MCPError):
+        return f"refused: {refusal}" if refusal else f"MCPError: {str(exc)[:200]}"
+    return type(exc).__name__
