@@ -3,7 +3,8 @@
 A record (a dataclass or a pydantic model, or a union of them) is JSON written and read by a
 pydantic `TypeAdapter` (the inbox's approach), so every store validates what it reads the
 same way and a record that does not fit fails as one `ValueError` (pydantic's
-ValidationError is one). `as_text` is the one place a Redis reply (bytes, or str from a
+ValidationError is one). A field with an alias is stored under its alias, so a record can
+keep the short names it was first stored with. `as_text` is the one place a Redis reply (bytes, or str from a
 client that decodes) becomes text.
 """
 
@@ -23,7 +24,7 @@ class Codec(Generic[T]):
         self._adapter: TypeAdapter[T] = TypeAdapter(kind)
 
     def encode(self, record: T) -> bytes:
-        return self._adapter.dump_json(record)
+        return self._adapter.dump_json(record, by_alias=True)
 
     def decode(self, raw: str | bytes) -> T:
         return self._adapter.validate_json(raw)

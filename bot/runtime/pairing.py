@@ -11,14 +11,15 @@ same one). Paired people are kept in one Redis set per platform until revoked.
 
 from __future__ import annotations
 
-import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Annotated
 
 import redis.asyncio as aioredis
+from pydantic import Field
 
 from bot.config import Settings
-from bot.runtime.codec import as_text
+from bot.runtime.codec import Codec, as_text
 from bot.runtime.keys import Keys
 
 ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
@@ -29,10 +30,13 @@ MAX_PENDING = 100  # live codes at once: past this, the oldest requests go first
 
 @dataclass(frozen=True, kw_only=True)
 class Request:
-    code: str
     platform: str
     user_id: str
     name: str
+    code: Annotated[str, Field(exclude=True)] = ""  # the key it is stored under, not in it
+
+
+RECORD: Codec[Request] = Codec(Request)
 
 
 def access_line(settings: Settings) -> str:
@@ -71,7 +75,7 @@ class Pairings:
             if await self.redis.exists(self.keys.pairing_code(code)):
                 return code
         code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
-        record = json.dumps({"platform": self.platform, "user_id": user_id, "name": name})
+        record = RECORD.encode(Request(platform=self.platform, user_id=user_id, name=name))
         queue = self.keys.pairing_queue(self.platform)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self.keys.pairing_code(code), record, ex=CODE_TTL)
@@ -99,7 +103,7 @@ class Pairings:
         raw = await self.redis.getdel(self.keys.pairing_code(code))
         if raw is None:
             return None
-        request = Request(code=code, **json.loads(raw))
+        request = replace(RECORD.decode(raw), code=code)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.sadd(self.keys.paired(self.platform), request.user_id)
             pipe.delete(self.keys.pairing_pending(self.platform, request.user_id))
@@ -116,4 +120,4 @@ class Pairings:
 
     async def _request(self, code: str) -> Request | None:
         raw = await self.redis.get(self.keys.pairing_code(code))
-        return None if raw is None else Request(code=code, **json.loads(raw))
+        return None if raw is None else replace(RECORD.decode(raw), code=code)

@@ -15,7 +15,6 @@ An OAuth state is a random value kept for `state_ttl` seconds and good once (GET
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 from collections.abc import Sequence
@@ -28,10 +27,24 @@ from slack_sdk.oauth.installation_store import Bot, Installation
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
 
-from bot.runtime.codec import as_text
+from bot.runtime.codec import Codec, as_text
 from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
+
+# The SDK's own copy of an installation, read back by `Installation(**record)`. Its times are
+# stored as the SDK's numbers: it reads ISO text only with "+00:00", never pydantic's "Z".
+# Records written before the codec hold `str(datetime)`, which it reads too.
+RECORD: Codec[dict[str, Any]] = Codec(dict[str, Any])
+
+
+def _record(installation: Installation) -> dict[str, Any]:
+    return {
+        **installation.to_dict_for_copying(),
+        "installed_at": installation.installed_at,
+        "bot_token_expires_at": installation.bot_token_expires_at,
+        "user_token_expires_at": installation.user_token_expires_at,
+    }
 
 
 class NotAllowed(BoltError):
@@ -68,9 +81,9 @@ class RedisInstallations(AsyncInstallationStore):
                 ids[0],
             )
             raise NotAllowed("this workspace may not install Parley")
-        data = json.dumps(installation.to_dict_for_copying(), default=str)
+        data = RECORD.encode(_record(installation))
         key = self._key(installation.enterprise_id, installation.team_id, org)
-        await self.redis.set(key, self.fernet.encrypt(data.encode()))
+        await self.redis.set(key, self.fernet.encrypt(data))
         log.info(
             "Slack installed in %s %s",
             "organisation" if org else "workspace",
@@ -155,7 +168,7 @@ class RedisInstallations(AsyncInstallationStore):
         if raw is None:
             return None
         try:
-            data: dict[str, Any] = json.loads(self.fernet.decrypt(raw).decode())
+            data = RECORD.decode(self.fernet.decrypt(raw))
         except (InvalidToken, ValueError):
             log.warning(
                 "a stored Slack installation could not be read (PARLEY_SECRET_KEY changed?)"

@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import redis.asyncio as aioredis
+from pydantic import Field
 from redis.asyncio.client import PubSub
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from bot.runtime.codec import Codec
 from bot.runtime.keys import Keys
 from bot.runtime.sessions import entry_order
 from loops import Heartbeat, repeat
@@ -40,30 +42,15 @@ REMEMBERED = 10_000  # newest request per conversation kept in memory, for runs 
 
 @dataclass(frozen=True, kw_only=True)
 class StopRequest:
-    conversation_id: str
-    entry_id: str  # the inbox entry of the request
-    user_id: str
+    # Stored and published under the short names it always had: a process not yet upgraded
+    # still reads what a newer one publishes.
+    conversation_id: Annotated[str, Field(alias="conversation")]
+    entry_id: Annotated[str, Field(alias="entry")]  # the inbox entry of the request
+    user_id: Annotated[str, Field(alias="user")]
     groups: tuple[str, ...] = ()
 
-    def dump(self) -> str:
-        return json.dumps(
-            {
-                "conversation": self.conversation_id,
-                "entry": self.entry_id,
-                "user": self.user_id,
-                "groups": list(self.groups),
-            }
-        )
 
-    @classmethod
-    def load(cls, raw: str | bytes) -> StopRequest:
-        data = json.loads(raw)
-        return cls(
-            conversation_id=str(data["conversation"]),
-            entry_id=str(data["entry"]),
-            user_id=str(data["user"]),
-            groups=tuple(str(g) for g in data.get("groups") or ()),
-        )
+RECORD: Codec[StopRequest] = Codec(StopRequest)
 
 
 @dataclass(kw_only=True)
@@ -95,7 +82,7 @@ class Stops:
 
     async def request(self, request: StopRequest) -> None:
         """Record the request and tell every process (one round trip)."""
-        raw = request.dump()
+        raw = RECORD.encode(request)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.set(self.keys.stop(request.conversation_id), raw, px=self.ttl_ms)
             pipe.publish(self.keys.stops, raw)
@@ -162,8 +149,8 @@ class Stops:
         if not isinstance(raw, str | bytes):
             return
         try:
-            self.receive(StopRequest.load(raw))
-        except (ValueError, KeyError, TypeError):
+            self.receive(RECORD.decode(raw))
+        except ValueError:
             log.warning("ignoring a malformed stop request")
 
     async def _catch_up(self) -> None:

@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 from cryptography.fernet import Fernet
+from slack_sdk.oauth.installation_store import Installation
 
 from adapters.base import ConversationKey, DeliveryError, OutboundMessage
 from adapters.slack import SlackAdapter, SlackConfig
@@ -265,3 +266,33 @@ async def test_an_uninstall_reaches_the_token_a_worker_process_cached(redis) -> 
     assert "Bearer xoxb-one-1111" not in after_one  # the uninstalled workspace's token: unused
     assert ("two, after", "Bearer xoxb-two-2222") in used  # the other workspace: served
     assert "Bearer xoxb-two-2222" not in [auth for text, auth in used if text == "two, revoked"]
+
+
+async def test_an_installation_stored_by_the_release_before_is_still_found(redis) -> None:
+    """Stored before the record codec: the SDK's dict through `json.dumps(default=str)`, its
+    times as `str(datetime)`. Read back as it was; one saved now reads back the same."""
+    store = RedisInstallations(redis, Keys(), secret_key=KEY)
+    installation = Installation(
+        app_id="A1",
+        team_id="T3OLD",
+        bot_token="xoxb-old-3333",
+        bot_id="B3",
+        bot_user_id="UBOT3333",
+        bot_scopes=["chat:write"],
+        bot_token_expires_at=2_000_000_000,
+        user_id="UANA",
+        installed_at=1_700_000_000.5,
+    )
+    old = json.dumps(installation.to_dict_for_copying(), default=str)
+    assert '"installed_at": "2023-11-14 22:13:20.500000+00:00"' in old
+    await redis.set("parley:slack-install:team:T3OLD", Fernet(KEY.encode()).encrypt(old.encode()))
+    for _ in range(2):
+        found = await store.async_find_installation(enterprise_id=None, team_id="T3OLD")
+        assert found is not None
+        assert (found.bot_token, found.bot_scopes, found.bot_user_id) == (
+            "xoxb-old-3333",
+            ["chat:write"],
+            "UBOT3333",
+        )
+        assert (found.installed_at, found.bot_token_expires_at) == (1_700_000_000.5, 2_000_000_000)
+        await store.async_save(found)  # the second pass reads what this release wrote

@@ -6,6 +6,7 @@ Bot API, with the real runtime and Redis; the model would obey anything it was g
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -146,3 +147,24 @@ def test_the_default_is_pairing_and_one_setting_opens_the_bot() -> None:
         telegram={"PARLEY_TELEGRAM_ACCESS": "open", "PARLEY_TELEGRAM_ALLOWED_USERS": "42,7"},
     )
     assert access_line(listed).startswith("allowlist: the 2 on PARLEY_TELEGRAM_ALLOWED_USERS")
+
+
+async def test_a_code_stored_by_the_release_before_is_listed_and_approved(
+    redis: aioredis.Redis,
+) -> None:
+    """The record under a code keeps its form (platform, user and name; the code is its key)."""
+    keys, pairings = Keys(), Pairings(redis, Keys())
+    written_before = f'{{"platform": "telegram", "user_id": "{BOB}", "name": "Bob"}}'
+    await redis.set(keys.pairing_code("ABCD2345"), written_before, ex=60)
+    await redis.rpush(keys.pairing_queue("telegram"), "ABCD2345")
+    assert [r.name for r in await pairings.pending()] == ["Bob"]
+    approved = await pairings.approve("abcd-2345")
+    assert approved is not None
+    assert (approved.code, approved.user_id) == ("ABCD2345", str(BOB))
+    assert await pairings.admitted(str(BOB))
+    code = await pairings.code_for(str(CAROL), "Carol")
+    assert json.loads(await redis.get(keys.pairing_code(code)) or b"") == {
+        "platform": "telegram",
+        "user_id": str(CAROL),
+        "name": "Carol",
+    }

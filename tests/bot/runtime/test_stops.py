@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +16,7 @@ import redis.asyncio as aioredis
 
 from bot.ops.health import Health
 from bot.runtime.keys import Keys
-from bot.runtime.stops import StopRequest, Stops
+from bot.runtime.stops import RECORD, StopRequest, Stops
 from bot.wiring.connection import redis_client
 from tests.bot.harness import settings
 from tests.private_redis import private_redis
@@ -25,6 +26,24 @@ CONVERSATION = "telegram:-:42:-"
 
 def request(entry: str, user: str = "ana") -> StopRequest:
     return StopRequest(conversation_id=CONVERSATION, entry_id=entry, user_id=user)
+
+
+def test_a_stop_request_keeps_the_stored_form_it_always_had() -> None:
+    """Recorded and published requests read by processes of the release before, and theirs
+    by this one: the short field names, groups left out when there were none."""
+    written_before = (
+        '{"conversation": "telegram:-:42:-", "entry": "21-0", "user": "ana", "groups": ["ops"]}'
+    )
+    assert RECORD.decode(written_before) == StopRequest(
+        conversation_id=CONVERSATION, entry_id="21-0", user_id="ana", groups=("ops",)
+    )
+    assert RECORD.decode('{"conversation": "c", "entry": "1-0", "user": "u"}').groups == ()
+    assert json.loads(RECORD.encode(request("21-0"))) == {
+        "conversation": CONVERSATION,
+        "entry": "21-0",
+        "user": "ana",
+        "groups": [],
+    }
 
 
 @contextlib.asynccontextmanager
@@ -120,7 +139,7 @@ async def test_a_lost_subscription_catches_up_from_the_recorded_request(
     async with listening(redis) as (stops, _):
         with stops.watching(CONVERSATION, "20-0", lambda r: True) as watch:
             # The request is recorded but its publication goes to nobody ...
-            await redis.set(f"parley:conv:{{{CONVERSATION}}}:stop", request("21-0").dump())
+            await redis.set(f"parley:conv:{{{CONVERSATION}}}:stop", RECORD.encode(request("21-0")))
             # ... and the listener's connection drops: it resubscribes and reads the record.
             await redis.client_kill_filter(_type="pubsub")
             assert await stopped(watch.stop)
