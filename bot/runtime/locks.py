@@ -42,11 +42,13 @@ import redis.asyncio as aioredis
 from bot.ops.health import REDIS_DOWN, redis_away
 from bot.runtime.holding import Fence, Holding, LockLost, while_held
 from bot.runtime.keys import Keys
+from loops import Running, Stopped, pause, race
 
 __all__ = ["ConversationLocks", "Holding", "LockLost", "while_held"]  # the holder's side too
 
 log = logging.getLogger(__name__)
 
+RENEW_GRACE = 5.0  # seconds a renewal cut short by the end of the block may take to end
 ATTEMPTS_TTL_MS = 86_400_000  # a safety net: fields leave with their backlog members
 
 # Telling the holder `head` is next: whether it was untried, and the tries of it begun (this
@@ -148,6 +150,7 @@ class ConversationLocks:
         self.keys = keys
         self.lease_ms = int(lease * 1000)
         self.ttl_ms = int(ttl * 1000)
+        self.renew_every = lease / 3  # seconds: two renewals may fail before the lease ends
         self.owner = uuid.uuid4().hex[:12]
         self._acquire = redis.register_script(_ACQUIRE)
         self._renew = redis.register_script(_RENEW)
@@ -244,14 +247,22 @@ class ConversationLocks:
 
     @contextlib.asynccontextmanager
     async def kept(self, holding: Holding) -> AsyncIterator[None]:
-        """Renew the lease while the block runs (`holding.lost` says if that failed)."""
-        renewer = asyncio.create_task(self._keep(holding))
-        try:
-            yield
-        finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+        """Renew the lease while the block runs (`holding.lost` says if that failed). The
+        renewer stops with the block; if it failed for another reason than Redis being away,
+        that failure is raised after the block (or logged, when the block raised its own)."""
+        async with Running(grace=RENEW_GRACE) as renewing:
+            renewer = renewing.start(self._keep(holding, renewing.stop))
+            try:
+                yield
+            except BaseException:
+                await renewing.close()
+                if (failure := _failure(renewer)) is not None:
+                    log.error(
+                        "renewing the lock of %s failed", holding.conversation_id, exc_info=failure
+                    )
+                raise
+        if (failure := _failure(renewer)) is not None:
+            raise failure
 
     async def let_go(self, holding: Holding, *, keep_if_waiting: bool = False) -> bool:
         """Release, never failing the caller (the lease runs out anyway); False if Redis did
@@ -265,15 +276,17 @@ class ConversationLocks:
             return False
         return True
 
-    async def _keep(self, holding: Holding) -> None:
+    async def _keep(self, holding: Holding, stop: asyncio.Event) -> None:
         key = self.keys.lock(holding.conversation_id)
         renewed = time.monotonic()
-        while True:
-            await asyncio.sleep(self.lease_ms / 3000)
-            if holding.released:
+        while not stop.is_set():
+            await pause(stop, self.renew_every)
+            if holding.released or stop.is_set():
                 return
             try:
-                kept = await self._renew_riding(holding, key)
+                kept = await race(stop, self._renew_riding(holding, key))
+            except Stopped:
+                return
             except REDIS_DOWN:
                 if time.monotonic() - renewed < self.lease_ms / 1000:
                     continue  # Redis may be back before the lease runs out
@@ -297,3 +310,10 @@ class ConversationLocks:
                 pipe.eval(_RENEW, 1, key, value, self.lease_ms)
                 *_, kept = await pipe.execute()
         return kept
+
+
+def _failure(renewer: asyncio.Task[None]) -> BaseException | None:
+    """What the renewer ended with, looked at (so never "never retrieved")."""
+    if not renewer.done() or renewer.cancelled():
+        return None
+    return renewer.exception()

@@ -6,14 +6,17 @@ the lock while some do. Each says whether the entry it names is untried."""
 from __future__ import annotations
 
 import ast
+import asyncio
 from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
 
 from bot.runtime.holding import PendingWrites
 from bot.runtime.keys import Keys, backlog_member, entry_of
 from bot.runtime.locks import ConversationLocks
 from bot.runtime.sessions import Session, SessionStore
+from tests.helpers import until
 
 KEYS = Keys()
 CHAT = "telegram:-:5:-"
@@ -156,6 +159,68 @@ async def test_a_save_writes_the_records_it_is_handed_in_its_own_round_trip(
     assert await redis.get("test:not-handed") is None
     assert writes.records == {} and writes.acks == []
     assert holding.writes.records == {"test:not-handed": ('"m0"', 60_000)}
+
+
+def renewers() -> list[asyncio.Task[object]]:
+    return [t for t in asyncio.all_tasks() if "ConversationLocks._keep" in repr(t.get_coro())]
+
+
+async def test_the_lease_is_renewed_while_the_block_runs_and_the_renewer_stops_with_it(
+    redis: aioredis.Redis,
+) -> None:
+    locks = locks_on(redis)
+    locks.renew_every = 0.01  # instead of a third of the lease: the test waits no lease out
+    holder = await locks.try_acquire(CHAT)
+    assert holder is not None
+    async with locks.kept(holder):
+        assert len(renewers()) == 1
+        await redis.pexpire(KEYS.lock(CHAT), 500)
+        await until(lambda: _pttl_above(redis, 1000))  # renewed for a whole lease again
+        assert not holder.lost
+    assert renewers() == []  # stopped with the block, not left behind
+    assert await locks.release(holder) == 0
+
+
+async def _pttl_above(redis: aioredis.Redis, ms: int) -> bool:
+    return int(await redis.pttl(KEYS.lock(CHAT))) > ms
+
+
+async def test_a_lock_someone_else_took_is_lost_and_its_renewer_ends(
+    redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    locks = locks_on(redis)
+    locks.renew_every = 0.01
+    holder = await locks.try_acquire(CHAT)
+    assert holder is not None
+    async with locks.kept(holder):
+        await redis.set(KEYS.lock(CHAT), "someone-else:9")  # the lease ran out; taken over
+        await asyncio.wait_for(holder.wait_lost(), 10)
+        await until(lambda: renewers() == [])
+    assert f"lost the lock of {CHAT}" in caplog.text
+    assert await redis.get(KEYS.lock(CHAT)) == b"someone-else:9"
+
+
+async def test_a_renewal_failing_for_another_reason_than_an_outage_is_raised_not_dropped(
+    redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    locks = locks_on(redis)
+    locks.renew_every = 0.01
+    holder = await locks.try_acquire(CHAT)
+    assert holder is not None
+    await redis.delete(KEYS.lock(CHAT))
+    await redis.hset(KEYS.lock(CHAT), "not", "a string")  # the renewal script fails: WRONGTYPE
+    with pytest.raises(aioredis.ResponseError, match="WRONGTYPE"):
+        async with locks.kept(holder):
+            await until(lambda: renewers() == [])  # it ended with the failure
+    assert renewers() == []
+    # When the block fails too, the block's own failure is raised; the renewal's is logged.
+    with pytest.raises(ValueError, match="the block's"):
+        async with locks.kept(holder):
+            await until(lambda: renewers() == [])
+            raise ValueError("the block's")
+    assert f"renewing the lock of {CHAT} failed" in caplog.text
+    assert "WRONGTYPE" in caplog.text
+    await redis.delete(KEYS.lock(CHAT))
 
 
 def test_only_the_runtime_reads_a_holdings_units() -> None:
