@@ -13,14 +13,11 @@ once. A server that cannot be reached keeps its tasks waiting; a restart loses n
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-
-import redis.asyncio as aioredis
+from dataclasses import KW_ONLY, dataclass, field
 
 from adapters.base import ConversationKey, OutboundMessage
 from adapters.platform import ChatAdapter
@@ -29,9 +26,9 @@ from agent.mcp.following import FollowedTask, TaskPolling, TaskState, interval
 from agent.observations import clean
 from agent.tools import ToolError
 from bot.ops import metrics
-from bot.ops.health import Health, repeat
-from bot.runtime.due import DueKeys, DueWork
-from bot.runtime.keys import Keys, task_key
+from bot.ops.health import Health
+from bot.runtime.due import DueKeys, DueLoop
+from bot.runtime.keys import task_key
 from bot.runtime.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -56,36 +53,31 @@ class TaskWords:
     private: str  # said in the chat when the requester cannot be written to privately
 
 
-class TaskFollowing:
+@dataclass(eq=False)
+class TaskFollowing(DueLoop[FollowedTask]):
     """The agent's `TaskFollower`, and the loop that follows the tasks to their end."""
 
-    def __init__(
-        self,
-        redis: aioredis.Redis,
-        keys: Keys,
-        outbox: Outbox,
-        adapters: dict[str, ChatAdapter],
-        servers: TaskPolling,
-        words: TaskWords,
-        *,
-        poll: float = 1.0,
-        claim_for: float = 30.0,
-        health: Health | None = None,
-    ) -> None:
-        self.redis = redis
-        self.keys = keys
-        self.outbox = outbox
-        self.adapters = adapters
-        self.servers = servers
-        self.words = words
-        self.poll = poll
-        self.claim_for = claim_for
+    outbox: Outbox
+    adapters: dict[str, ChatAdapter]
+    servers: TaskPolling
+    words: TaskWords
+    _: KW_ONLY
+    claim_for: float = 30.0
+    _away: set[str] = field(init=False, default_factory=set)  # not reached at the last try
+
+    def __post_init__(self, health: Health | None) -> None:
+        keys = self.keys
         due = DueKeys(due=keys.tasks_due, claimed=keys.tasks_claimed, record=keys.followed_task)
-        self.work = DueWork(
-            redis, due, FollowedTask, kind="followed MCP task", lease=claim_for, batch=BATCH
+        kind = "followed MCP task"
+        self.due_work(
+            due,
+            FollowedTask,
+            kind=kind,
+            loop="mcp-tasks",
+            lease=self.claim_for,
+            health=health,
+            batch=BATCH,
         )
-        self._away: set[str] = set()  # servers that could not be reached at the last try
-        self.heartbeat = (health or Health()).register("mcp-tasks", every=poll + 30.0)
 
     async def follow(self, task: FollowedTask) -> None:
         key = _key(task)
@@ -97,8 +89,8 @@ class TaskFollowing:
         except Exception:  # kept all the same: its result is what matters
             log.warning("could not say that task %s continues", task.task_id, exc_info=True)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        await repeat(stop, self.heartbeat, self.poll_due, self.poll)
+    async def due_pass(self) -> int:
+        return await self.poll_due()
 
     async def poll_due(self, now: float | None = None) -> int:
         """Ask about every task due; the number that ended."""

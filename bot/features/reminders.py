@@ -6,12 +6,11 @@ again; the outbox key `reminder:<id>` keeps a re-claimed reminder from being pos
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
+from dataclasses import KW_ONLY, dataclass
 
-import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from adapters.base import ConversationKey, OutboundMessage
@@ -19,9 +18,9 @@ from adapters.platform import ChatAdapter
 from adapters.traits import mention
 from agent.protocols import RunContext
 from bot.ops import metrics
-from bot.ops.health import Health, repeat
-from bot.runtime.due import DueKeys, DueWork
-from bot.runtime.keys import Keys, reminder_key
+from bot.ops.health import Health
+from bot.runtime.due import DueKeys, DueLoop
+from bot.runtime.keys import reminder_key
 from bot.runtime.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -39,31 +38,25 @@ class Reminder(BaseModel):
     user_name: str = ""
 
 
-class ReminderScheduler:
+@dataclass(eq=False)
+class ReminderScheduler(DueLoop[Reminder]):
     """The agent's `Scheduler`, and the loop that posts due reminders."""
 
-    def __init__(
-        self,
-        redis: aioredis.Redis,
-        keys: Keys,
-        outbox: Outbox,
-        adapters: dict[str, ChatAdapter],
-        *,
-        said: str,  # the reminder as posted ({who}, {text}): the engine's sentence, as data
-        poll: float = 1.0,
-        claim_for: float = 60.0,
-        health: Health | None = None,
-    ) -> None:
-        self.redis = redis
-        self.keys = keys
-        self.outbox = outbox
-        self.adapters = adapters
-        self.said = said
-        self.poll = poll
-        self.claim_for = claim_for
-        due = DueKeys(due=keys.reminders_due, claimed=keys.reminders_claimed, record=keys.reminder)
-        self.work = DueWork(redis, due, Reminder, kind="reminder", lease=claim_for)
-        self.heartbeat = (health or Health()).register("reminders", every=poll + 30.0)
+    outbox: Outbox
+    adapters: dict[str, ChatAdapter]
+    _: KW_ONLY
+    said: str  # the reminder as posted ({who}, {text}): the engine's sentence, as data
+    claim_for: float = 60.0
+
+    def __post_init__(self, health: Health | None) -> None:
+        due = DueKeys(
+            due=self.keys.reminders_due,
+            claimed=self.keys.reminders_claimed,
+            record=self.keys.reminder,
+        )
+        self.due_work(
+            due, Reminder, kind="reminder", loop="reminders", lease=self.claim_for, health=health
+        )
 
     async def schedule_reminder(self, text: str, due_at: float, context: RunContext) -> str:
         reminder_id = uuid.uuid4().hex[:16]
@@ -80,8 +73,8 @@ class ReminderScheduler:
         log.info("reminder %s scheduled for %.0f", reminder_id, due_at)
         return reminder_id
 
-    async def run(self, stop: asyncio.Event) -> None:
-        await repeat(stop, self.heartbeat, self.deliver_due, self.poll)
+    async def due_pass(self) -> int:
+        return await self.deliver_due()
 
     async def deliver_due(self, now: float | None = None) -> int:
         now = time.time() if now is None else now

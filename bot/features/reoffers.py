@@ -12,20 +12,17 @@ The offer outlives a restart; its copies are kept for the prompt's later edits.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-
-import redis.asyncio as aioredis
+from dataclasses import KW_ONLY, dataclass, field
 
 from adapters.telegram.refs import Placed, read, write
 from adapters.telegram.reoffer import Offer
-from bot.ops.health import Health, Heartbeat, repeat
+from bot.ops.health import Health
 from bot.runtime.codec import as_text
-from bot.runtime.due import DueKeys, DueWork
-from bot.runtime.keys import Keys
+from bot.runtime.due import DueKeys, DueLoop
 
 log = logging.getLogger(__name__)
 
@@ -34,27 +31,22 @@ RETRY = 60.0  # seconds before trying again the receivers Telegram did not take 
 TRIES = 30  # passes at most (half an hour of Telegram failing); then the prompt stays as it is
 
 
-class PromptOffers:
+@dataclass(eq=False)
+class PromptOffers(DueLoop[Offer]):
     """The Telegram adapter's `OfferStore`, and the loop that offers due prompts again."""
 
-    def __init__(
-        self,
-        redis: aioredis.Redis,
-        keys: Keys,
-        *,
-        lease: float = 60.0,
-        poll: float = 1.0,
-        health: Health | None = None,
-    ) -> None:
-        self.redis = redis
-        self.keys = keys
-        self.poll = poll
+    _: KW_ONLY
+    lease: float = 60.0
+    # the adapter's sending (Reoffers.offer: how many are left for later), set where both
+    # are built
+    deliver: Callable[[Offer], Awaitable[int]] | None = field(init=False, default=None)
+
+    def __post_init__(self, health: Health | None) -> None:
+        keys = self.keys
         due = DueKeys(due=keys.reoffers_due, claimed=keys.reoffers_claimed, record=keys.reoffer)
-        self.work = DueWork(redis, due, Offer, kind="prompt re-offer", lease=lease)
-        # the adapter's sending (Reoffers.offer: how many are left for later), set where both
-        # are built
-        self.deliver: Callable[[Offer], Awaitable[int]] | None = None
-        self.heartbeat = (health or Health()).register("reoffers", every=poll + 30.0)
+        self.due_work(
+            due, Offer, kind="prompt re-offer", loop="reoffers", lease=self.lease, health=health
+        )
 
     # --- the adapter's store ------------------------------------------------------------------
 
@@ -84,13 +76,8 @@ class PromptOffers:
 
     # --- the loop -----------------------------------------------------------------------------
 
-    def watched(self, health: Health) -> Heartbeat:
-        """The loop's heartbeat, shown with the process's other loops."""
-        self.heartbeat = health.register("reoffers", every=self.poll + 30.0)
-        return self.heartbeat
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await repeat(stop, self.heartbeat, self.offer_due, self.poll)
+    async def due_pass(self) -> int:
+        return await self.offer_due()
 
     async def offer_due(self, now: float | None = None) -> int:
         """Offer every due prompt again; how many were (some receivers may be left for a

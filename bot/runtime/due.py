@@ -13,17 +13,21 @@ this module only knows members, times and leases.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Generic, TypeVar
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel, ValidationError
 from redis.asyncio.client import Pipeline
+from redis.commands.core import AsyncScript
 
 from bot.ops import metrics
+from bot.ops.health import Health, Heartbeat, repeat
 from bot.runtime.codec import as_text
+from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
 
@@ -55,28 +59,22 @@ class DueKeys:
     record: Callable[[str], str]
 
 
+@dataclass(eq=False)
 class DueWork(Generic[Record]):
     """One kind of due work (`kind` names it in logs and metrics), records of type `model`."""
 
-    def __init__(
-        self,
-        redis: aioredis.Redis,
-        keys: DueKeys,
-        model: type[Record],
-        *,
-        kind: str,
-        lease: float,
-        batch: int = 50,
-        dropped: Callable[[str], Awaitable[None]] | None = None,
-    ) -> None:
-        self.redis = redis
-        self.keys = keys
-        self.model = model
-        self.kind = kind
-        self.lease = lease
-        self.batch = batch
-        self.dropped = dropped  # told of a member dropped for its unreadable record
-        self._claim = redis.register_script(CLAIM)
+    redis: aioredis.Redis
+    keys: DueKeys
+    model: type[Record]
+    _: KW_ONLY
+    kind: str
+    lease: float
+    batch: int = 50
+    dropped: Callable[[str], Awaitable[None]] | None = None  # told of a member dropped unread
+    _claim: AsyncScript = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._claim = self.redis.register_script(CLAIM)
 
     async def put(self, member: str, record: Record, at: float, ttl: float) -> None:
         """Store `record` (kept `ttl` seconds) and make it due at `at`."""
@@ -167,3 +165,47 @@ class DueWork(Generic[Record]):
             if self.dropped is not None:
                 await self.dropped(member)
             return None
+
+
+@dataclass(eq=False)
+class DueLoop(Generic[Record]):
+    """A feature made of due work: its records, and the loop that takes up what is due every
+    `poll` seconds under a heartbeat named among the process's loops. The feature says only
+    what differs (`due_work`: its keys, record type, names and lease) and its pass over what
+    is due (`due_pass`)."""
+
+    redis: aioredis.Redis
+    keys: Keys
+    _: KW_ONLY
+    poll: float = 1.0
+    health: InitVar[Health | None] = None
+    work: DueWork[Record] = field(init=False, repr=False)
+    heartbeat: Heartbeat = field(init=False, repr=False)
+    loop: str = field(init=False, default="")
+
+    def due_work(
+        self,
+        keys: DueKeys,
+        model: type[Record],
+        *,
+        kind: str,
+        loop: str,
+        lease: float,
+        health: Health | None,
+        batch: int = 50,
+    ) -> None:
+        self.work = DueWork(self.redis, keys, model, kind=kind, lease=lease, batch=batch)
+        self.loop = loop
+        self.watched(health or Health())
+
+    def watched(self, health: Health) -> Heartbeat:
+        """The loop's heartbeat, shown with the process's other loops."""
+        self.heartbeat = health.register(self.loop, every=self.poll + 30.0)
+        return self.heartbeat
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await repeat(stop, self.heartbeat, self.due_pass, self.poll)
+
+    async def due_pass(self) -> object:
+        """One pass over what is due now."""
+        raise NotImplementedError

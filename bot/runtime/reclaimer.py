@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
 from redis.exceptions import ResponseError
 
 from bot.ops import metrics
@@ -53,25 +55,21 @@ def group_gone(exc: ResponseError) -> bool:
     return "NOGROUP" in text or "no such key" in text
 
 
+@dataclass(eq=False)
 class Reclaimer:
-    def __init__(
-        self,
-        redis: aioredis.Redis,
-        keys: Keys,
-        name: str,
-        accept: Accept,
-        heartbeat: Heartbeat,
-        *,
-        reclaim_idle: float,
-    ) -> None:
-        self.redis = redis
-        self.keys = keys
-        self.name = name
-        self.accept = accept
-        self.heartbeat = heartbeat
-        self.reclaim_idle = reclaim_idle
-        self.forget_idle = FORGET_AFTER * reclaim_idle
-        self._leave = redis.register_script(_LEAVE)
+    redis: aioredis.Redis
+    keys: Keys
+    name: str
+    accept: Accept
+    heartbeat: Heartbeat
+    _: KW_ONLY
+    reclaim_idle: float
+    forget_idle: float = field(init=False)
+    _leave: AsyncScript = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.forget_idle = FORGET_AFTER * self.reclaim_idle
+        self._leave = self.redis.register_script(_LEAVE)
 
     async def run(self, stopping: asyncio.Event) -> None:
         interval = max(0.05, self.reclaim_idle / 2)

@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Literal
 
 import redis.asyncio as aioredis
@@ -87,25 +87,17 @@ class Schedule:
 RECORD: Codec[Schedule] = Codec(Schedule)
 
 
+@dataclass(eq=False)
 class ScheduleStore:
     """The schedules, and the agent's `ScheduleBook` for the conversation a run is in."""
 
-    def __init__(
-        self,
-        redis: aioredis.Redis,
-        keys: Keys,
-        *,
-        min_interval: float = 60.0,
-        approvers: frozenset[str] = frozenset(),
-        per_owner: int = 20,
-        orphan_ttl: float = ORPHAN_TTL,
-    ) -> None:
-        self.redis = redis
-        self.keys = keys
-        self.min_interval = min_interval
-        self.approvers = approvers
-        self.per_owner = per_owner
-        self.orphan_ttl = orphan_ttl
+    redis: aioredis.Redis
+    keys: Keys
+    _: KW_ONLY
+    min_interval: float = 60.0
+    approvers: frozenset[str] = frozenset()
+    per_owner: int = 20
+    orphan_ttl: float = ORPHAN_TTL
 
     # --- the agent's book -----------------------------------------------------------------
 
