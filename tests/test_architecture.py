@@ -75,6 +75,13 @@ RULES = [
         forbidden=("bot.conversation",),
         exempt=FEATURE_CHAT,
     ),
+    # a feature brings its effects and their handlers (bot/conversation/seam.py): the
+    # executor that carries out the core effects gains no import per feature
+    Rule(
+        name="the executor names no feature",
+        source=("bot.conversation.executor",),
+        forbidden=("bot.features",),
+    ),
     Rule(
         name="conversation and features sit below wiring",
         source=("bot.conversation", "bot.features"),
@@ -214,6 +221,10 @@ def test_every_rule_can_fail() -> None:
         "a feature's store and loop sit below conversation": (
             "bot.features.schedules.store",
             "bot.conversation.texts",
+        ),
+        "the executor names no feature": (
+            "bot.conversation.executor",
+            "bot.features.schedules.runs",
         ),
         "conversation and features sit below wiring": (
             "bot.features.schedules.console",

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from adapters.base import Inbound, OutboundMessage
+from agent.messages import ContentBlock
 from agent.outcomes import Outcome
 from bot.runtime.decisions import Decision, Kind
 from bot.runtime.decisions import Status as DecisionStatus
@@ -60,6 +61,20 @@ class Ran:
     received: Received
     outcome: Outcome
     note: OutboundMessage | None = None
+    header: str = ""  # the answer's first line (the `Run`'s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OwnChecked:
+    """The answer to `CheckOwn`: whether Parley's own objective runs (`go`), what is said
+    in the conversation either way, and what the run reads first and answers under."""
+
+    received: Received
+    go: bool
+    say: str | None = None
+    header: str = ""
+    preface: tuple[ContentBlock, ...] = ()
+    standing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +104,7 @@ class TasksCancelled:
     count: int
 
 
-Event = Received | Admitted | Claimed | Ran | Transcribed | NotACode | TasksCancelled
+Event = Received | Admitted | Claimed | Ran | Transcribed | NotACode | TasksCancelled | OwnChecked
 
 # --- effects ------------------------------------------------------------------------------
 
@@ -156,7 +171,16 @@ class EndSession:
 
 @dataclass(frozen=True, kw_only=True)
 class Run:
-    """Start a run on the message (thread context and files gathered first); `Ran` follows."""
+    """Start a run on the message (thread context and files gathered first); `Ran` follows.
+
+    Parley's own objective (`own`, checked by `CheckOwn`) gathers nothing: the model reads
+    `preface` before it, `standing` are the approvals it runs with, and its answer comes
+    under `header`."""
+
+    own: bool = False
+    header: str = ""
+    preface: tuple[ContentBlock, ...] = ()
+    standing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -262,6 +286,19 @@ class ConfirmConnection:
     code: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class CheckOwn:
+    """Parley's own objective (a schedule's slot, a webhook trigger) is checked before it
+    runs: is its schedule still there and its owner still allowed; `OwnChecked` follows."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OwnRan:
+    """Parley's own run came to `outcome` (counted by kind: finished, failed, awaiting…)."""
+
+    outcome: str
+
+
 # Carried out by the features that bring them (seam.py), not by the executor itself.
 FeatureEffect = (
     ListSchedules
@@ -271,6 +308,8 @@ FeatureEffect = (
     | ConfirmConnection
     | CancelTasks
     | GrantStanding
+    | CheckOwn
+    | OwnRan
 )
 Effect = (
     (

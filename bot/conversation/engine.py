@@ -38,6 +38,7 @@ from bot.conversation.effects import (
     Admitted,
     Answer,
     CancelTasks,
+    CheckOwn,
     Claim,
     Claimed,
     Command,
@@ -54,6 +55,8 @@ from bot.conversation.effects import (
     NotACode,
     Notify,
     Open,
+    OwnChecked,
+    OwnRan,
     Ran,
     Received,
     Resume,
@@ -169,6 +172,8 @@ def decide(
         return _claimed(session, pending, event, policy)
     if isinstance(event, Transcribed):
         return _transcribed(session, pending, event, policy)
+    if isinstance(event, OwnChecked):
+        return _own_checked(event)
     if isinstance(event, NotACode):
         message = event.received.event
         assert isinstance(message, InboundMessage)
@@ -301,11 +306,27 @@ def _admitted(
     if decision is None or session.state is None:
         # A decision that expired or went away meanwhile: the conversation moves on.
         stale = session.decision_id is not None and decision is None
-        return [*([Settle(abandon=EXPIRED_NOTE)] if stale else []), Run()]
+        return [*([Settle(abandon=EXPIRED_NOTE)] if stale else []), *_start(event, policy)]
     status: DecisionStatus = "answered"
     if decision.kind == "approval":  # a clear yes approves; anything else rejects
         status = "approved" if verdict(event.text) else "rejected"
     return [Claim(decision_id=decision.id, status=status, by=_by(event))]
+
+
+def _start(event: InboundMessage, policy: Policy) -> list[Effect]:
+    """A run on the message; Parley's own objective is checked first where a feature checks
+    it (`CheckOwn`), and reads nothing of the thread."""
+    own = event.kind in OWN_KINDS
+    return [CheckOwn()] if own and CheckOwn in policy.brought else [Run(own=own)]
+
+
+def _own_checked(checked: OwnChecked) -> list[Effect]:
+    """What the check says is said either way; the run starts only if it may."""
+    said: list[Effect] = [_say(checked.say)] if checked.say else []
+    if not checked.go:
+        return said
+    run = Run(own=True, header=checked.header, preface=checked.preface, standing=checked.standing)
+    return [*said, run]
 
 
 def _transcribed(
@@ -419,8 +440,17 @@ def _claimed_effects(
 
 
 def _ran(ran: Ran, policy: Policy) -> list[Effect]:
+    event = ran.received.event
+    counted: list[Effect] = []
+    if isinstance(event, InboundMessage) and event.kind in OWN_KINDS:
+        # Parley's own run is counted by outcome, and posts one message, its answer (no
+        # after-run note: nobody there just spoke to Parley)
+        if OwnRan in policy.brought:
+            counted = [OwnRan(outcome=type(ran.outcome).__name__.lower())]
+        ran = replace(ran, note=None)
     # a run private to one person says everything to them alone (privately.py)
-    return privately.kept_to(privately.owner_of_outcome(ran.outcome), _outcome(ran, policy))
+    owner = privately.owner_of_outcome(ran.outcome)
+    return [*counted, *privately.kept_to(owner, _outcome(ran, policy))]
 
 
 def _outcome(ran: Ran, policy: Policy) -> list[Effect]:
@@ -428,7 +458,10 @@ def _outcome(ran: Ran, policy: Policy) -> list[Effect]:
     standing = always.ran(outcome, policy.addressing)
     if isinstance(outcome, Finished | Failed):
         note: list[Effect] = [Send(message=ran.note, slot="note")] if ran.note else []
-        return [Settle(), *standing, Answer(message=outcome_message(outcome)), *note]
+        answer = outcome_message(outcome)
+        if ran.header:  # the line that says which schedule or trigger the answer comes from
+            answer = replace(answer, text=f"{ran.header}\n\n{answer.text}")
+        return [Settle(), *standing, Answer(message=answer), *note]
     decision_id = decision_id_for(received.event.conversation.id, received.entry_id)
     context = outcome.state.context
     asking = isinstance(outcome, AwaitingAnswer)

@@ -35,6 +35,7 @@ from agent.deferred import Plan, new_id
 from agent.loop import Agent
 from agent.messages import ContentBlock
 from bot.conversation import effects as fx
+from bot.conversation.attachments import Gathered
 from bot.conversation.commands import Commands
 from bot.conversation.engine import ERROR_TEXT, INTERRUPTED_CALL, Policy, decide, pending_id
 from bot.conversation.privately import handed_over
@@ -52,7 +53,6 @@ from bot.conversation.seam import Acting, Feature, registry
 from bot.conversation.states import Move, advance
 from bot.conversation.stopping import Stoppable, stopped, watching
 from bot.conversation.voice import Voice
-from bot.features.schedules.runs import Objectives, checked, counted, headed
 from bot.ops.health import redis_away
 from bot.ops.logs import log_context
 from bot.runtime.decisions import Decision, DecisionStore
@@ -79,7 +79,6 @@ class EntryTurn:
     holding: Holding  # the conversation's lock, which every session save proves
     writes: PendingWrites  # records and acknowledgements for the next session save
     called: Called | None = None  # the agent call of this entry, once it returned
-    header: str = ""  # the answer's first line, for Parley's own objectives
     opened: Decision | None = None  # the decision this entry asks for, until it is stored
 
     @property
@@ -101,8 +100,8 @@ class Executor:
     admission: Admission | None = None
     voice: Voice = field(default_factory=lambda: Voice(transcriber=None))
     stops: Stops | None = None  # stop requests that reach a run while it works
-    objectives: Objectives | None = None  # checks schedules' and triggers' runs
-    # what the features bring (seam.py): /schedules, /connections, followed tasks, "Always"
+    # what the features bring (seam.py): /schedules, /connections, followed tasks, "Always",
+    # the check and count of Parley's own runs (a schedule's slot, a trigger)
     features: Sequence[Feature] = ()
     standing_everywhere: bool = False  # a standing approval holds in every chat of its giver
     # Queues an event for another conversation: a press on a private prompt in someone's
@@ -259,11 +258,11 @@ class Executor:
             case fx.EndSession():
                 await session_ended(reply.adapter, turn.event, "stopped")
             case fx.Run():
-                return await self._run(turn)
+                return await self._run(turn, effect)
             case fx.Resume():
                 return await self._resume(turn, effect)
             case fx.Answer():
-                await self.runner.answer(turn.called, reply, headed(effect.message, turn.header))
+                await self.runner.answer(turn.called, reply, effect.message)
             case fx.Open():
                 await self._open(turn, effect)
             case fx.Prompt(private_chat=str()):
@@ -374,22 +373,21 @@ class Executor:
 
     # --- runs -------------------------------------------------------------------------------
 
-    async def _run(self, turn: EntryTurn) -> fx.Ran | None:
+    async def _run(self, turn: EntryTurn, run: fx.Run) -> fx.Ran | None:
         event, session = turn.event, turn.session
         assert isinstance(event, InboundMessage)
         run_id = new_id()  # in the log context before the run's first line
         log_context.set({**(log_context.get() or {}), "run": run_id})
         history = session.state
-        own = await checked(self.objectives, event, turn.reply, turn.reply.adapter.addressing)
-        if own is not None:
-            turn.header, gathered = own.header, own.gathered(event)
+        if run.own:  # Parley's own objective reads what it was checked with, not a thread
+            gathered = Gathered(objective=event.text, blocks=list(run.preface), usable=True)
         else:
             # a thread followed since a bare mention is taken part in as much as one with a run
             following = history is not None or session.following
             gathered = await self.runner.gather(event, turn.reply, following=following)
         if not gathered.usable:
             return None
-        context = await context_for(turn.reply.adapter, event, own.standing if own else ())
+        context = await context_for(turn.reply.adapter, event, run.standing)
         private = history is not None and history.private_to == context.user_id
         ran = await self._call(
             turn,
@@ -405,7 +403,7 @@ class Executor:
                 run_id=run_id,
             ),
         )
-        return counted(own, ran)
+        return replace(ran, header=run.header)
 
     async def _resume(self, turn: EntryTurn, resume: fx.Resume) -> fx.Ran:
         state = turn.session.state

@@ -122,9 +122,9 @@ def console_executor(
             stream_first_show=streaming.first_show,
         ),
         max_message_chars=settings.agent.max_message_chars,
-        objectives=Objectives(store=schedules) if schedules is not None else None,
         features=[
             *([ScheduleCommands(store=schedules)] if schedules is not None else []),
+            *([Objectives(store=schedules)] if schedules is not None else []),
             ConnectionCommands(connections),
         ],
     )

@@ -302,14 +302,14 @@ def build_runtime(
         admission=admission,
         voice=voice_of(settings),
         stops=stops,
-        objectives=Objectives(
-            store=schedules,
-            owner_allowed=owner_allowed(settings, Pairings(redis, keys)),
-            owner_left=owner_left(adapters),
-            owner_member=owner_member(adapters),
-        ),
         features=[
             ScheduleCommands(store=schedules),
+            Objectives(
+                store=schedules,
+                owner_allowed=owner_allowed(settings, Pairings(redis, keys)),
+                owner_left=owner_left(adapters),
+                owner_member=owner_member(adapters),
+            ),
             ConnectionCommands(build_connections(settings, redis), standing),
             StandingGrants(standing),
             *([TaskStops(tasks, frozenset(settings.access.approvers))] if tasks else []),

@@ -7,21 +7,24 @@ schedule pauses and says so, once; when the platform cannot tell, the slot is sk
 said so. What the model reads first — which schedule this is, that
 it is late, the trigger's body as untrusted data — comes before the objective in the user's
 turn; the answer's first line says which schedule posted it.
+
+`Objectives` is a feature of the executor (seam.py): it carries out `CheckOwn` (answered
+with `OwnChecked`, which `decide` turns into what is said and the run) and counts each own
+run by its outcome (`OwnRan`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
 from adapters.base import Addressing, InboundMessage, OutboundMessage
 from agent.messages import ContentBlock, TextBlock
 from agent.observations import clean
 from agent.recurrence import local_time, zone_of
-from bot.conversation.attachments import Gathered
-from bot.conversation.effects import Admit, Effect, Ran, Send
-from bot.conversation.running import Reply
+from bot.conversation.effects import Admit, CheckOwn, Effect, OwnChecked, OwnRan, Send
+from bot.conversation.seam import Acting, Handler
 from bot.conversation.texts import (
     OWN_RUN_SKIPPED,
     OWNER_LEFT,
@@ -65,9 +68,6 @@ class Verdict:
     preface: tuple[ContentBlock, ...] = ()  # before the objective in the user's turn
     standing: tuple[str, ...] = ()
 
-    def gathered(self, event: InboundMessage) -> Gathered:
-        return Gathered(objective=event.text, blocks=list(self.preface), usable=self.go)
-
 
 @dataclass(kw_only=True)
 class Objectives:
@@ -75,6 +75,25 @@ class Objectives:
     owner_allowed: OwnerAllowed | None = None  # None: every owner passes
     owner_left: OwnerLeft | None = None
     owner_member: OwnerMember | None = None
+
+    def handlers(self) -> Mapping[type, Handler]:
+        return {CheckOwn: self._checked, OwnRan: self._counted}
+
+    async def _checked(self, acting: Acting, effect: CheckOwn) -> OwnChecked:
+        event = acting.event
+        assert isinstance(event, InboundMessage)  # only a message is Parley's own objective
+        verdict = await self.check(event, acting.reply.adapter.addressing)
+        return OwnChecked(
+            received=acting.received,
+            go=verdict.go,
+            say=verdict.say,
+            header=verdict.header,
+            preface=verdict.preface,
+            standing=verdict.standing,
+        )
+
+    async def _counted(self, acting: Acting, effect: OwnRan) -> None:
+        metrics.SCHEDULE_RUNS.labels(effect.outcome).inc()
 
     async def check(self, event: InboundMessage, addressing: Addressing = Addressing()) -> Verdict:
         if event.kind == "triggered":
@@ -144,38 +163,6 @@ def own_objective(session: Session, event: InboundMessage) -> list[Effect]:
     what = "scheduled" if event.kind == "scheduled" else "triggered"
     text = OWN_RUN_SKIPPED.format(what=what, objective=event.text[:80])
     return [Send(message=OutboundMessage(text=text), slot="reply")]
-
-
-async def checked(
-    objectives: Objectives | None,
-    event: InboundMessage,
-    reply: Reply,
-    addressing: Addressing = Addressing(),
-) -> Verdict | None:
-    """For Parley's own objective, whether and how it runs (what it says is said here);
-    None for any other message."""
-    if event.kind not in OWN_KINDS:
-        return None
-    verdict = (
-        await objectives.check(event, addressing) if objectives is not None else Verdict(go=True)
-    )
-    if verdict.say:
-        await reply.send(OutboundMessage(text=verdict.say), "reply")
-    return verdict
-
-
-def counted(own: Verdict | None, ran: Ran) -> Ran:
-    """Parley's own run counted by outcome; it posts one message, its answer (no after-run
-    note: nobody there just spoke to Parley)."""
-    if own is None:
-        return ran
-    metrics.SCHEDULE_RUNS.labels(type(ran.outcome).__name__.lower()).inc()
-    return replace(ran, note=None)
-
-
-def headed(message: OutboundMessage, header: str) -> OutboundMessage:
-    """The answer under the line that says which schedule or trigger it comes from."""
-    return replace(message, text=f"{header}\n\n{message.text}") if header else message
 
 
 def _triggered(event: InboundMessage) -> Verdict:

@@ -43,8 +43,7 @@ def test_the_executor_names_no_feature_effect_and_no_feature() -> None:
         for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.ImportFrom) and node.module
     }
-    # still there: the check of a schedule's or trigger's run before it starts (Objectives)
-    assert {m for m in imported if m.startswith("bot.features.")} == {"bot.features.schedules.runs"}
+    assert not {m for m in imported if m.startswith("bot.features")}
 
 
 async def test_the_service_wires_a_feature_for_every_feature_effect(
