@@ -21,6 +21,7 @@ from adapters.base import (
 )
 from adapters.slack import ADDRESSING as SLACK_ADDRESSING
 from agent.deferred import PendingPlan
+from agent.messages import TextBlock
 from agent.outcomes import AwaitingAnswer, AwaitingApproval, Finished, Plan, PlanStep, RunTrace
 from agent.protocols import RunContext
 from agent.state import RunState
@@ -29,6 +30,7 @@ from bot.conversation.effects import (
     Admitted,
     Answer,
     CancelTasks,
+    CheckOwn,
     Claim,
     Claimed,
     Edit,
@@ -36,6 +38,8 @@ from bot.conversation.effects import (
     GrantStanding,
     Notify,
     Open,
+    OwnChecked,
+    OwnRan,
     Prompt,
     Ran,
     Received,
@@ -495,6 +499,36 @@ def test_a_finished_run_settles_and_answers_then_the_note() -> None:
     effects = decide(Session(status="running", state=state()), None, ran, POLICY)
     assert [type(e) for e in effects] == [Settle, Answer, Send]
     assert isinstance(effects[1], Answer) and effects[1].message.text == "Done."
+
+
+def test_parleys_own_objective_is_checked_then_runs_headed_and_counted() -> None:
+    """A schedule's slot: checked by the feature that brings the check, what the check says
+    is said through a Send, the run starts with what it was checked with, and its answer is
+    headed and counted, with no after-run note (nobody there just spoke to Parley)."""
+    policy = replace(POLICY, brought=frozenset({CheckOwn, OwnRan}))
+    slot = Received(entry_id=ENTRY, event=say("requester", "report", kind="scheduled"))
+    assert decide(Session(), None, Admitted(received=slot), policy) == [CheckOwn()]
+    assert decide(Session(), None, Admitted(received=slot), POLICY) == [Run(own=True)]  # unchecked
+
+    skipped = OwnChecked(received=slot, go=False, say="Schedule s1 paused.")
+    assert shown(decide(Session(), None, skipped, policy)) == ["send reply: Schedule s1 paused."]
+    preface = (TextBlock(text="This is schedule s1."),)
+    go = OwnChecked(received=slot, go=True, header="🗓 s1", preface=preface, standing=("t",))
+    assert decide(Session(), None, go, policy) == [
+        Run(own=True, header="🗓 s1", preface=preface, standing=("t",))
+    ]
+
+    outcome = Finished(answer="Done.", state=state(), trace=trace())
+    note = OutboundMessage(text="I'll remember: x")
+    ran = Ran(received=slot, outcome=outcome, note=note, header="🗓 s1")
+    effects = decide(Session(status="running", state=state()), None, ran, policy)
+    assert [type(e) for e in effects] == [OwnRan, Settle, Answer]
+    assert effects[0] == OwnRan(outcome="finished")
+    assert isinstance(effects[2], Answer) and effects[2].message.text == "🗓 s1\n\nDone."
+    # a person's run is neither counted nor headed
+    theirs = replace(ran, received=Received(entry_id=ENTRY, event=say("requester")), header="")
+    effects = decide(Session(status="running", state=state()), None, theirs, policy)
+    assert [type(e) for e in effects] == [Settle, Answer, Send]
 
 
 def test_a_suspended_run_opens_a_decision_and_prompts() -> None:
