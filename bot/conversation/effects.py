@@ -310,6 +310,7 @@ FeatureEffect = (
     | GrantStanding
     | CheckOwn
     | OwnRan
+    | Transcribe
 )
 Effect = (
     (
@@ -327,7 +328,6 @@ Effect = (
         | Command
     )
     | Forget
-    | Transcribe
     | Follow
     | EndSession
     | FeatureEffect

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import get_args
 
 from adapters.base import (
@@ -52,7 +52,6 @@ from bot.conversation.running import (
 from bot.conversation.seam import Acting, Feature, registry
 from bot.conversation.states import Move, advance
 from bot.conversation.stopping import Stoppable, stopped, watching
-from bot.conversation.voice import Voice
 from bot.ops.health import redis_away
 from bot.ops.logs import log_context
 from bot.runtime.decisions import Decision, DecisionStore
@@ -98,10 +97,9 @@ class Executor:
     approvers: frozenset[str] = frozenset()
     max_message_chars: int | None = None  # None: the adapters' own limits
     admission: Admission | None = None
-    voice: Voice = field(default_factory=lambda: Voice(transcriber=None))
     stops: Stops | None = None  # stop requests that reach a run while it works
     # what the features bring (seam.py): /schedules, /connections, followed tasks, "Always",
-    # the check and count of Parley's own runs (a schedule's slot, a trigger)
+    # the check and count of Parley's own runs (a schedule's slot, a trigger), voice notes
     features: Sequence[Feature] = ()
     standing_everywhere: bool = False  # a standing approval holds in every chat of its giver
     # Queues an event for another conversation: a press on a private prompt in someone's
@@ -237,16 +235,6 @@ class Executor:
                 return fx.Admitted(received=received, refusal=refusal)
             case fx.Claim():
                 return await self._claim(turn, effect)
-            case fx.Transcribe():
-                assert isinstance(turn.event, InboundMessage)
-                heard = await self.voice.hear(turn.event, reply.adapter)
-                turn.received = fx.Received(entry_id=received.entry_id, event=heard.event)
-                return fx.Transcribed(
-                    received=turn.received,
-                    transcript=heard.transcript,
-                    refusal=heard.refusal,
-                    note=heard.note,
-                )
             case fx.Settle(abandon=abandon):
                 if abandon is not None and session.state is not None:
                     session.state.abandon(abandon)
@@ -313,7 +301,11 @@ class Executor:
             notify=notify,
             forward=self.forward,
         )
-        return await handler(acting, effect)
+        answered = await handler(acting, effect)
+        if answered is not None and not isinstance(answered, fx.Received):
+            # the entry from here on (a voice message now has its transcript as its text)
+            turn.received = answered.received
+        return answered
 
     async def _prompt_privately(self, turn: EntryTurn, prompt: fx.Prompt) -> None:
         """The prompt in the person's private chat (not tied to the decision: edits go to

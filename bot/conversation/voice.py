@@ -6,6 +6,10 @@ providers all speak. Runs in the worker once a message is admitted: the file com
 the adapter like any attachment, within the size and duration limits, and the transcript
 becomes the message's text. Whatever goes wrong is one sentence for the chat, and the next
 message is unaffected. Neither audio nor transcripts reach the logs.
+
+`Voice` is a feature of the executor (seam.py): it carries out `Transcribe`, answered with
+`Transcribed`; without a transcription API it is still wired, and says so (or answers the
+caption alone).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
@@ -25,7 +30,9 @@ from adapters.base import (
     FileTooLarge,
     InboundMessage,
 )
+from bot.conversation import effects as fx
 from bot.conversation.audio_length import measured_seconds
+from bot.conversation.seam import Acting, Handler
 from bot.conversation.texts import (
     NOTHING_HEARD,
     VOICE_CAPTION_ONLY,
@@ -123,6 +130,20 @@ class Voice:
     # like typed text
     max_chars: dict[str, int] = field(default_factory=dict)
     longest: int = LONGEST
+
+    def handlers(self) -> Mapping[type, Handler]:
+        return {fx.Transcribe: self._transcribe}
+
+    async def _transcribe(self, acting: Acting, effect: fx.Transcribe) -> fx.Transcribed:
+        event = acting.event
+        assert isinstance(event, InboundMessage)  # only a message is admitted, then heard
+        heard = await self.hear(event, acting.reply.adapter)
+        return fx.Transcribed(
+            received=fx.Received(entry_id=acting.received.entry_id, event=heard.event),
+            transcript=heard.transcript,
+            refusal=heard.refusal,
+            note=heard.note,
+        )
 
     async def hear(self, event: InboundMessage, source: object) -> Heard:
         """The message with its spoken attachments transcribed into its text."""

@@ -28,6 +28,7 @@ from bot.conversation.executor import Executor
 from bot.conversation.limits import Limits
 from bot.conversation.render import APPROVE, REJECT
 from bot.conversation.running import Charge, Runner
+from bot.conversation.voice import Voice
 from bot.conversation.yes_no import verdict
 from bot.features.connections.commands import ConnectionCommands
 from bot.features.schedules.commands import ScheduleCommands
@@ -123,6 +124,7 @@ def console_executor(
         ),
         max_message_chars=settings.agent.max_message_chars,
         features=[
+            Voice(transcriber=None),  # the console takes no voice notes: said so, if one came
             *([ScheduleCommands(store=schedules)] if schedules is not None else []),
             *([Objectives(store=schedules)] if schedules is not None else []),
             ConnectionCommands(connections),

@@ -300,9 +300,9 @@ def build_runtime(
         approvers=frozenset(settings.access.approvers),
         max_message_chars=settings.agent.max_message_chars,
         admission=admission,
-        voice=voice_of(settings),
         stops=stops,
         features=[
+            voice_of(settings),
             ScheduleCommands(store=schedules),
             Objectives(
                 store=schedules,
