@@ -2,9 +2,10 @@
 
 A supervisor connects (stdio or Streamable HTTP, through the `mcp` SDK), lists the tools,
 then waits: for a `tools/list_changed` notification (it lists again), for a failed call or
-ping (it reconnects), or for `stop`. A server that cannot start or dies is retried with
-exponential backoff; a request to a server that is down wakes its supervisor and waits up
-to the start timeout for it. One server's trouble never touches another's.
+ping (it reconnects), or for `stop`. A server that cannot start or dies is retried after
+the loops' backoff (`loops.Backoff`: exponential, jittered, reset once connected); a request
+to a server that is down wakes its supervisor from that pause and waits up to the start
+timeout for it. One server's trouble never touches another's.
 
 Errors::
 
@@ -43,6 +44,7 @@ from agent.mcp.transport import describe, transport
 from agent.mcp.user import Credentials, UserServer
 from agent.protocols import RunContext
 from agent.tools import Tool, ToolError, ToolSource
+from loops import Backoff, Running, pause
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +76,7 @@ class McpServer:
         self._questions = OpenCalls(timing.question_wait)  # calls that may ask mid-call
         self._task_tools: set[str] = set()  # tools the server may run as MCP tasks
         self._pinned: dict[str, tuple[bool, bool]] = {}  # approval classes as first listed
-        self._task: asyncio.Task[None] | None = None
+        self._loops = Running(grace=timing.stop_timeout)  # the supervisor's lifecycle
         self._signal = asyncio.Event()  # something for the supervisor to look at
         self._change = asyncio.Event()  # set (and replaced) whenever the state changes
         self._attempt = 0  # connection attempts so far
@@ -88,8 +90,8 @@ class McpServer:
     # --- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._supervise(), name=f"mcp:{self.name}")
+        if not self._loops.tasks:
+            self._loops.start(self._supervise()).set_name(f"mcp:{self.name}")
 
     async def wait_ready(self, within: float) -> bool:
         """Wait (at most `within`) for a live session, from the attempt under way or the next.
@@ -116,21 +118,12 @@ class McpServer:
         self._closing = True
         self._signal.set()
         await self._questions.close()
-        task, self._task = self._task, None
-        if task is not None:
-            try:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.timing.stop_timeout):
-                        await asyncio.shield(task)
-            finally:
-                if not task.done():
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+        if await self._loops.close():
+            log.error("MCP server %s ignored its cancellation; left behind", self.name)
         self._set_state("stopped")
 
     async def _supervise(self) -> None:
-        failures = 0
+        backoff = Backoff(self.timing.retry_base, self.timing.retry_max)
         while not self._closing:
             try:
                 await self._connect_and_serve()
@@ -140,22 +133,20 @@ class McpServer:
                 self.error = describe(exc, self._refusal)
             if self._closing:
                 break
-            was_ready = self.state == "ready"
-            failures = 1 if was_ready else failures + 1
+            if self.state == "ready":  # a new outage: its first retry comes soon
+                backoff.reset()
             self._session, self._connecting, self._failed = None, False, self._attempt
             self._signal.clear()  # before "down": a call from now on wakes the wait below
             self._set_state("down")
-            delay = min(self.timing.retry_max, self.timing.retry_base * 2 ** (failures - 1))
-            if was_ready or failures == 1:
+            delay = backoff.next()
+            if backoff.failures == 1:  # one line per outage, however many retries fail
                 log.warning(
-                    "MCP server %s is down (%s); retrying in %.0f s or on next use",
+                    "MCP server %s is down (%s); retrying in %.1f s or on next use",
                     self.name,
                     self.error or "connection closed",
                     delay,
                 )
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self._signal.wait()  # woken early by a call that needs the server
+            await pause(self._signal, delay)  # woken early by a call that needs the server
         self._set_state("stopped")
 
     async def _connect_and_serve(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import time
@@ -356,6 +357,36 @@ async def test_a_server_that_was_down_is_retried_with_backoff(ctx: RunContext) -
             # no call asks for it: the supervisor's own retries bring it up
             await until(lambda: server.state == "ready")
             assert "late__lookup" in {t.name for t in box.tools_for(ctx)}
+
+
+async def test_a_call_wakes_a_server_waiting_out_its_backoff_and_an_outage_is_two_lines(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The backoff is longer than the test may take: only the call can bring the server back.
+    patient = Timing(start_timeout=30, call_timeout=30, retry_base=300, retry_max=300)
+    box = McpToolbox(McpConfig(mcpServers={"test": stdio_server()}), patient)
+    await box.start()
+    try:
+        server = box.servers["test"]
+        first = await server.call("whoami", {})
+        assert isinstance(first, mt.CallToolResult) and isinstance(first.content[0], mt.TextContent)
+        caplog.set_level(logging.INFO, logger="agent.mcp.client")
+        os.kill(int(first.content[0].text), signal.SIGKILL)  # the process this test started
+        with pytest.raises(ConnectionError, match="went away"):
+            await server.call("whoami", {})
+        await until(lambda: server.state == "down")
+        async with asyncio.timeout(patient.start_timeout):  # not the 300 s backoff
+            second = await server.call("whoami", {})
+        assert isinstance(second, mt.CallToolResult) and isinstance(
+            second.content[0], mt.TextContent
+        )
+        assert second.content[0].text != first.content[0].text  # a new process answered
+        assert server.state == "ready"
+    finally:
+        await box.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "agent.mcp.client"]
+    assert len([line for line in lines if "MCP server test is down" in line]) == 1
+    assert len([line for line in lines if "MCP server test is back" in line]) == 1
 
 
 async def test_a_stdio_server_gets_its_own_env_but_not_parleys_secrets(
