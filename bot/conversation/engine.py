@@ -83,11 +83,10 @@ from bot.conversation.render import (
 )
 from bot.conversation.running import StatusLines
 from bot.conversation.stopping import late_stop
-from bot.conversation.texts import NOT_ITS_MESSAGE, UNKNOWN_BUTTON
+from bot.conversation.texts import NOT_ITS_MESSAGE, OWN_RUN_SKIPPED, UNKNOWN_BUTTON
 from bot.conversation.yes_no import verdict
 from bot.features.connections.commands import CONNECTION_ACTION, STANDING_ACTION
 from bot.features.schedules.commands import SCHEDULE_ACTION
-from bot.features.schedules.runs import OWN_KINDS, own_objective
 from bot.runtime.decisions import Decision, decision_id_for
 from bot.runtime.decisions import Status as DecisionStatus
 from bot.runtime.sessions import Resolution, Session
@@ -136,6 +135,10 @@ LOST_TEXT = (
 )
 STATUS_LINES = StatusLines(thinking="Thinking…", using="Using {tool}…")
 
+
+# Parley's own objectives (a schedule's slot, a webhook trigger): checked before they run
+# (`CheckOwn`), and never answer a pending question or decide a plan
+OWN_KINDS = ("scheduled", "triggered")
 
 # read memory or usage, or pair a person: the Commands class
 ANSWERED_HERE = ("memories", "forget", "correct", "why", "instructions", "status", "pair")
@@ -238,8 +241,11 @@ def _message(
         return connected(session, pending, event, policy.now)
     if event.command:
         return _command(session, pending, event, policy, entry)
-    if event.kind in OWN_KINDS:
-        return own_objective(session, event)
+    if event.kind in OWN_KINDS:  # admitted only while nothing waits; else skipped, said so
+        if session.status == "idle":
+            return [Admit()]
+        what = "scheduled" if event.kind == "scheduled" else "triggered"
+        return [_say(OWN_RUN_SKIPPED.format(what=what, objective=event.text[:80]))]
     if not event.mentioned and session.state is None and not session.following:
         return []  # a thread message in a conversation Parley is not part of
     if event.kind == "non_text":

@@ -19,14 +19,13 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from adapters.base import Addressing, InboundMessage, OutboundMessage
+from adapters.base import Addressing, InboundMessage
 from agent.messages import ContentBlock, TextBlock
 from agent.observations import clean
 from agent.recurrence import local_time, zone_of
-from bot.conversation.effects import Admit, CheckOwn, Effect, OwnChecked, OwnRan, Send
+from bot.conversation.effects import CheckOwn, OwnChecked, OwnRan
 from bot.conversation.seam import Acting, Handler
 from bot.conversation.texts import (
-    OWN_RUN_SKIPPED,
     OWNER_LEFT,
     OWNER_NOT_ALLOWED,
     OWNER_NOT_MEMBER,
@@ -42,13 +41,9 @@ from bot.features.schedules.clock import slot_of
 from bot.features.schedules.store import Schedule, ScheduleStore
 from bot.ops import metrics
 from bot.runtime.keys import trigger_of
-from bot.runtime.sessions import Session
 
 log = logging.getLogger(__name__)
 
-# Parley's own objectives (a schedule's slot, a webhook trigger) never answer a pending question
-# or decide a plan: while one waits, the run is skipped, and said so.
-OWN_KINDS = ("scheduled", "triggered")
 BODY_LIMIT = 16_000  # characters of a webhook body the model reads
 
 # Whether a schedule's owner may still use Parley in its conversation (the allowlists).
@@ -154,15 +149,6 @@ class Objectives:
             preface=(TextBlock(text=preface),),
             standing=found.standing,
         )
-
-
-def own_objective(session: Session, event: InboundMessage) -> list[Effect]:
-    """The engine's rule for Parley's own objective: admitted only while nothing waits."""
-    if session.status == "idle":
-        return [Admit()]
-    what = "scheduled" if event.kind == "scheduled" else "triggered"
-    text = OWN_RUN_SKIPPED.format(what=what, objective=event.text[:80])
-    return [Send(message=OutboundMessage(text=text), slot="reply")]
 
 
 def _triggered(event: InboundMessage) -> Verdict:
