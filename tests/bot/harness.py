@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from tests.agent.scripted import ScriptedModel
 from tests.bot.recording import RecordingAdapter, message
 
 if TYPE_CHECKING:
-    from agent.mcp import ServerConfig, Timing
+    from agent.mcp import Credentials, McpToolbox, ServerConfig, Timing
 
 
 def settings(**runtime: Any) -> Settings:
@@ -118,13 +118,22 @@ async def parley(
     model: ScriptedModel,
     *,
     server: ServerConfig | None = None,
+    name: str = "test",
     timing: Timing | None = None,
+    credentials: Credentials | None = None,
+    toolbox: McpToolbox | None = None,
+    follow: bool = False,
     chat: Any = None,
+    paired: Mapping[str, Iterable[str]] | None = None,
     **options: Any,
 ) -> AsyncIterator[Harness]:
-    """One Parley process on the in-process runtime (`running`, which takes `options`), with
-    its own connection to an MCP server ("test") when given one, and behind a real chat
-    adapter when given one (`chat`: fed into the inbox, started and polling, stopped after).
+    """One Parley process on the in-process runtime (`running`, which takes `options`).
+
+    With `server`: its own connection to that MCP server (called `name`; `credentials` for a
+    per-user one). With `toolbox`: a started one it shares with other processes. `follow`:
+    it follows the tasks that outlive their call there. With `chat`: behind that real chat
+    adapter (fed into the inbox, started, polling when it polls, stopped after). `paired`:
+    platform -> the people already let in (in pairing mode), as if each had paired.
     """
     async with contextlib.AsyncExitStack() as stack:
         if server is not None:
@@ -133,18 +142,27 @@ async def parley(
             timing = timing or Timing(
                 start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0
             )
-            box = McpToolbox(McpConfig(mcpServers={"test": server}), timing)
-            await box.start()
-            stack.push_async_callback(box.stop)
-            options["tool_source"] = box.source()
+            config = McpConfig(mcpServers={name: server})
+            toolbox = McpToolbox(config, timing, credentials=credentials)
+            await toolbox.start()
+            stack.push_async_callback(toolbox.stop)
+        if toolbox is not None:
+            options["tool_source"] = toolbox.source()
+            if follow:
+                from agent.mcp import ServerTasks
+
+                options["mcp_tasks"] = ServerTasks(toolbox)
         if chat is not None:
             options["adapter"] = chat
         harness = await stack.enter_async_context(running(redis, model, **options))
+        for platform, people in (paired or {}).items():
+            await redis.sadd(harness.runtime.keys.paired(platform), *people)
         if chat is not None:
             chat.handler = harness.runtime.inbox.submit
             await chat.start()
             stack.push_async_callback(chat.stop)
-            await chat.start_polling()
+            if hasattr(chat, "start_polling"):  # Slack's events come to its route instead
+                await chat.start_polling()
         yield harness
 
 

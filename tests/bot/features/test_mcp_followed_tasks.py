@@ -23,13 +23,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from adapters.base import ConversationKey
 from agent import ApprovalRequired, builtin_registry
-from agent.mcp import McpConfig, McpToolbox, ServerConfig, ServerTasks, Timing
+from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.mcp.following import HANDED_OFF, FollowedTask, TaskFollower
 from agent.protocols import RunContext
-from agent.tools import ToolContext, ToolError, ToolRegistry, tool
+from agent.tools import ToolContext, ToolError, tool
 from bot.config import Settings
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running
+from tests.bot.harness import Harness, parley
 from tests.bot.recording import RecordingAdapter, click, message
 from tests.fakes.mcp_process import stdio_server
 from tests.private_redis import private_redis
@@ -58,33 +58,13 @@ async def toolbox(server: ServerConfig) -> AsyncIterator[McpToolbox]:
 
 
 @contextlib.asynccontextmanager
-async def parley(
-    redis: aioredis.Redis,
-    model: ScriptedModel,
-    box: McpToolbox,
-    adapter: RecordingAdapter,
-    tools: ToolRegistry | None = None,
-    config: Settings | None = None,
-) -> AsyncIterator[Harness]:
-    async with running(
-        redis,
-        model,
-        adapter=adapter,
-        tool_source=box.source(),
-        mcp_tasks=ServerTasks(box),
-        tools=tools,
-        config=config,
-    ) as harness:
-        yield harness
-
-
-@contextlib.asynccontextmanager
 async def following(
     redis: aioredis.Redis, model: ScriptedModel, ledger: Path, adapter: RecordingAdapter, **env: str
 ) -> AsyncIterator[Harness]:
     """Parley with the tasks server, which follows what outlives a call."""
-    async with toolbox(tasks_server(ledger, **env)) as box, parley(redis, model, box, adapter) as h:
-        yield h
+    server = tasks_server(ledger, **env)
+    async with parley(redis, model, server=server, follow=True, adapter=adapter) as harness:
+        yield harness
 
 
 def job(**args: Any) -> ScriptedModel:
@@ -150,7 +130,7 @@ async def test_a_2026_task_slower_than_its_call_is_followed_to_its_inline_result
     model = job(seconds=2.5)
     adapter = RecordingAdapter()
     server = stdio_server(ledger, env={"MCP_TASKS": "1"}, timeout=1, protocol="2026-07-28")
-    async with toolbox(server) as box, parley(redis, model, box, adapter) as harness:
+    async with parley(redis, model, server=server, follow=True, adapter=adapter) as harness:
         await harness.submit(message(GROUP, "run the job", direct=False))
         await harness.settle(within=60)
         assert HANDED_OFF in str(model.requests[1].messages[-1].content[0].content)
@@ -168,13 +148,15 @@ async def test_a_restart_while_following_keeps_following_and_posts_once(
     server = tasks_server(ledger, MCP_TASK_DIR=str(kept))
     adapter = RecordingAdapter()
     model = job(seconds=3)
-    async with toolbox(server) as box, parley(redis, model, box, adapter) as harness:
+    async with parley(redis, model, server=server, follow=True, adapter=adapter) as harness:
         await harness.submit(message(GROUP, "run the job", direct=False))
         await harness.settle(within=60)
         assert said(adapter, LATER)
     # Parley (and with it the stdio server it ran) stopped mid-task; a new one takes over
     assert said(adapter, FINISHED) == []
-    async with toolbox(server) as box, parley(redis, ScriptedModel([]), box, adapter) as again:
+    async with parley(
+        redis, ScriptedModel([]), server=server, follow=True, adapter=adapter
+    ) as again:
         await eventually(lambda: bool(said(adapter, FINISHED)))
         await quiet(redis, again)
     [finished] = said(adapter, FINISHED)
@@ -186,9 +168,9 @@ async def test_two_followers_racing_post_once(redis: aioredis.Redis, tmp_path: P
     adapter = RecordingAdapter()
     model = job(seconds=2)  # one script for both: either worker may take the message
     async with (
-        toolbox(tasks_server(ledger)) as box,
-        parley(redis, model, box, adapter) as one,
-        parley(redis, model, box, adapter) as two,
+        toolbox(tasks_server(ledger)) as box,  # one server: either may follow the task
+        parley(redis, model, toolbox=box, follow=True, adapter=adapter) as one,
+        parley(redis, model, toolbox=box, follow=True, adapter=adapter) as two,
     ):
         for harness in (one, two):  # every claim is stale at once: both poll every task
             assert harness.runtime.tasks is not None
@@ -208,7 +190,7 @@ async def test_the_server_going_away_and_coming_back_while_followed(
     adapter = RecordingAdapter()
     model = job(seconds=2)
     caplog.set_level(logging.INFO, logger="bot.features.followed_tasks")
-    async with toolbox(server) as box, parley(redis, model, box, adapter) as harness:
+    async with parley(redis, model, server=server, follow=True, adapter=adapter) as harness:
         await harness.submit(message(GROUP, "run the job", direct=False))
         await harness.settle(within=60)
         assert said(adapter, LATER) and said(adapter, FINISHED) == []
@@ -233,8 +215,9 @@ async def test_redis_going_away_while_followed_loses_nothing(
         redis = server.client()
         try:
             async with (
-                toolbox(tasks_server(ledger)) as box,
-                parley(redis, model, box, adapter) as harness,
+                parley(
+                    redis, model, server=tasks_server(ledger), follow=True, adapter=adapter
+                ) as harness,
             ):
                 assert harness.runtime.tasks is not None
                 harness.runtime.tasks.claim_for = 1  # a pass cut off mid-task is soon retried
@@ -321,8 +304,9 @@ async def test_an_approver_by_group_stops_a_followed_task_as_they_stop_a_run(
     )
     model = job(seconds=30)
     async with (
-        toolbox(tasks_server(ledger)) as box,
-        parley(redis, model, box, adapter, config=config) as harness,
+        parley(
+            redis, model, server=tasks_server(ledger), follow=True, adapter=adapter, config=config
+        ) as harness,
     ):
         await harness.submit(message(GROUP, "run the job", direct=False))
         await harness.settle(within=60)
@@ -418,8 +402,9 @@ async def test_a_private_runs_late_result_goes_to_the_requester_alone(
         ]
     )
     async with (
-        toolbox(tasks_server(ledger)) as box,
-        parley(redis, model, box, adapter, tools=registry) as harness,
+        parley(
+            redis, model, server=tasks_server(ledger), follow=True, adapter=adapter, tools=registry
+        ) as harness,
     ):
         await harness.submit(message(GROUP, "my pay, then the job", direct=False))
         await harness.settle(within=60)

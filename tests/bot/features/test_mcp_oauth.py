@@ -23,7 +23,7 @@ import redis.asyncio as aioredis
 from cryptography.fernet import Fernet
 
 from adapters.base import ConversationKey
-from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
+from agent.mcp import ServerConfig
 from agent.protocols import RunContext
 from bot.config import ConfigError, Settings
 from bot.conversation.engine import WAIT_FOR_REQUESTER
@@ -37,14 +37,13 @@ from bot.ops.http import HttpServer
 from bot.runtime.keys import Keys
 from bot.wiring.mcp_setup import check_mcp
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running
+from tests.bot.harness import Harness, parley
 from tests.bot.recording import Posted, click, dm, message
 from tests.fakes.mcp_process import free_port, oauth_http_server
 from tests.fakes.oauth_server import Grant, OAuthServer, query_of
 
 pytestmark = pytest.mark.process
 
-TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
 KEY = Fernet.generate_key().decode()
 ANA, BO = dm("42"), dm("77")
 
@@ -66,10 +65,11 @@ async def world(tmp_path: Path, expires_in: int = 3600) -> AsyncIterator[World]:
 
 
 @contextlib.asynccontextmanager
-async def parley(
+async def parley_at(
     redis: aioredis.Redis, w: World, model: ScriptedModel, approvers: str = ""
 ) -> AsyncIterator[tuple[Harness, Connections]]:
-    """One Parley process: worker, MCP toolbox and the public listener with the callback."""
+    """One Parley process (the harness's), its tracker a per-user MCP server, and the public
+    listener with the OAuth callback."""
     server = ServerConfig(url=w.url, auth="user")
     connections = Connections(
         redis,
@@ -79,7 +79,6 @@ async def parley(
         public_url=f"http://127.0.0.1:{w.port}",
         connect_ttl=600,
     )
-    box = McpToolbox(McpConfig(mcpServers={"tracker": server}), TIMING, credentials=connections)
     path = w.ledger.parent / "mcp.json"
     path.write_text(json.dumps({"mcpServers": {"tracker": {"url": w.url, "auth": "user"}}}))
     config = Settings.load(
@@ -92,7 +91,9 @@ async def parley(
         },
         access={"PARLEY_APPROVERS": approvers},
     )
-    async with running(redis, model, tool_source=box.source(), config=config) as harness:
+    async with parley(
+        redis, model, server=server, name="tracker", credentials=connections, config=config
+    ) as harness:
         http = HttpServer("127.0.0.1", w.port, metrics_port=0)
         http.add_route(*OAuthCallback(connections=connections).route())
         await http.start()
@@ -183,7 +184,7 @@ async def test_each_person_connects_their_own_account_and_calls_carry_only_their
             turn(call("tracker__whoami")),  # Bo, not connected
         ]
     )
-    async with world(tmp_path) as w, parley(redis, w, model) as (harness, connections):
+    async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, connections):
         await harness.submit(message(ANA, "file a ticket about the printer"))
         await harness.settle(within=60)
         prompt = connect_prompt(harness, ANA)
@@ -275,13 +276,13 @@ async def test_a_restart_while_the_link_waits_loses_nothing_and_tokens_are_refre
     )
     # tokens that live 60 s are refreshed at each use (Parley refreshes 120 s early)
     async with world(tmp_path, expires_in=60) as w:
-        async with parley(redis, w, model) as (harness, _):
+        async with parley_at(redis, w, model) as (harness, _):
             await harness.submit(message(ANA, "who am I?"))
             await harness.settle(within=60)
             link = connect_prompt(harness, ANA).message.buttons[0].url
             assert link is not None
         # the process is gone; a new one takes the callback and the waiting run
-        async with parley(redis, w, model) as (harness, connections):
+        async with parley_at(redis, w, model) as (harness, connections):
             await connect(harness, w, link, "alice")
             assert harness.adapter.texts(ANA)[-1] == "You are alice."
 
@@ -309,7 +310,7 @@ async def test_in_a_telegram_group_the_connect_button_goes_to_the_persons_privat
     model = ScriptedModel(
         [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
     )
-    async with world(tmp_path) as w, parley(redis, w, model) as (harness, _):
+    async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, _):
         await harness.submit(message(group, "who am I on the tracker?", direct=False))
         await harness.settle(within=60)
         # whoever pressed a link posted in the group would connect *their* account as Ana's
@@ -336,7 +337,7 @@ async def test_in_a_group_only_the_requester_answers_a_connect_question_by_typin
     )
     async with (
         world(tmp_path) as w,
-        parley(redis, w, model, approvers="77") as (harness, _),
+        parley_at(redis, w, model, approvers="77") as (harness, _),
     ):
         await harness.submit(message(group, "who am I on the tracker?", direct=False))
         await harness.settle(within=60)
@@ -358,7 +359,7 @@ async def test_in_a_telegram_group_someone_parley_cannot_message_privately_is_to
     model = ScriptedModel(
         [turn(call("tracker__connect")), turn(call("tracker__connect")), reply("unused")]
     )
-    async with world(tmp_path) as w, parley(redis, w, model) as (harness, _):
+    async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, _):
         harness.adapter.refused.add("42")  # Ana never started a chat with the bot
         await harness.submit(message(group, "who am I on the tracker?", direct=False))
         await harness.settle(within=60)
@@ -462,7 +463,7 @@ async def test_a_trigger_in_anas_name_never_acts_with_her_connected_account(
             reply("Build summed up."),
         ]
     )
-    async with world(tmp_path) as w, parley(redis, w, model) as (harness, connections):
+    async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, connections):
         await harness.submit(message(ANA, "who am I on the tracker?"))
         await harness.settle(within=60)
         link = connect_prompt(harness, ANA).message.buttons[0].url
@@ -495,7 +496,7 @@ async def test_after_connecting_the_call_asked_for_runs_as_that_person_whoever_c
             reply("Filed."),
         ]
     )
-    async with world(tmp_path) as w, parley(redis, w, model) as (harness, _):
+    async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, _):
         await harness.submit(message(ANA, "who am I?"))
         await harness.settle(within=60)
         link = connect_prompt(harness, ANA).message.buttons[0].url
