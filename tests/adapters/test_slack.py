@@ -25,7 +25,7 @@ from bot.features.agent_sessions import RedisSessionDirectory
 from bot.ops.http import HttpServer
 from bot.runtime.keys import Keys
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running
+from tests.bot.harness import Harness, parley, running
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 from tests.helpers import until
@@ -123,21 +123,36 @@ async def slack_bot(
             access={"PARLEY_APPROVERS": ",".join(approvers or [])},
             **(settings or {}),
         )
-        async with running(
-            redis, model, adapter=adapter, tools=registry, config=loaded, memory=memory
-        ) as harness:  # type: ignore[arg-type]
-            adapter.handler = harness.runtime.inbox.submit
-            await adapter.start()
-            server = HttpServer("127.0.0.1", 0)
-            server.add_route(*adapter.slack_route())
-            await server.start()
-            slack = Slack(fake, harness, f"http://127.0.0.1:{server.port}/slack/events", adapter)
-            try:
-                yield slack
-            finally:
-                await slack.http.close()
-                await server.stop()
-                await adapter.stop()
+        async with on_events(
+            redis, model, fake, adapter, tools=registry, config=loaded, memory=memory
+        ) as slack:
+            yield slack
+
+
+@contextlib.asynccontextmanager
+async def on_events(
+    redis: aioredis.Redis,
+    model: ScriptedModel,
+    fake: FakeSlack,
+    adapter: SlackAdapter | None = None,
+    **options: Any,
+) -> AsyncIterator[Slack]:
+    """One Parley process (the harness's `parley`, given `options`) behind a real Slack
+    adapter (by default one on `fake` with no more settings), its Events API route on a real
+    listener."""
+    adapter = adapter or SlackAdapter(
+        config=SlackConfig(bot_token=fake.bot_token, signing_secret=SECRET, api_url=fake.api_url)
+    )
+    async with parley(redis, model, chat=adapter, **options) as harness:
+        server = HttpServer("127.0.0.1", 0)
+        server.add_route(*adapter.slack_route())
+        await server.start()
+        slack = Slack(fake, harness, f"http://127.0.0.1:{server.port}/slack/events", adapter)
+        try:
+            yield slack
+        finally:
+            await slack.http.close()
+            await server.stop()
 
 
 async def test_a_direct_message_round_trip(redis) -> None:

@@ -3,8 +3,6 @@ the last one it saw (conversations.replies with `oldest`), across a restart of t
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,42 +10,19 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from adapters.base import Actor, ConversationKey, InboundMessage
-from adapters.slack import SlackAdapter, SlackConfig
 from bot.config import Settings
 from bot.conversation.attachments import SINCE_HEADER, THREAD_HEADER, Gatherer, ThreadMarks
-from bot.ops.http import HttpServer
 from bot.runtime.keys import Keys
-from tests.adapters.test_slack import SECRET, Slack
+from tests.adapters.test_slack import Slack, on_events
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import running
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 from tests.helpers import until
 from tests.private_redis import private_redis
 
 
-@contextlib.asynccontextmanager
-async def parley(
-    redis: aioredis.Redis, fake: FakeSlack, model: ScriptedModel
-) -> AsyncIterator[Slack]:
-    """One life of the runtime and the Slack adapter, in front of a Slack that outlives it."""
-    adapter = SlackAdapter(
-        config=SlackConfig(bot_token=fake.bot_token, signing_secret=SECRET, api_url=fake.api_url)
-    )
-    settings = Settings.load(env_file=None, runtime={"PARLEY_RECLAIM_IDLE": 0.5})
-    async with running(redis, model, adapter=adapter, config=settings) as harness:  # type: ignore[arg-type]
-        adapter.handler = harness.runtime.inbox.submit
-        await adapter.start()
-        server = HttpServer("127.0.0.1", 0)
-        server.add_route(*adapter.slack_route())
-        await server.start()
-        slack = Slack(fake, harness, f"http://127.0.0.1:{server.port}/slack/events", adapter)
-        try:
-            yield slack
-        finally:
-            await slack.http.close()
-            await server.stop()
-            await adapter.stop()
+def settings() -> Settings:
+    return Settings.load(env_file=None, runtime={"PARLEY_RECLAIM_IDLE": 0.5})
 
 
 def at(root: str, micros: int) -> str:
@@ -80,7 +55,7 @@ async def test_a_mention_in_a_followed_thread_reads_what_it_missed_across_a_rest
         fake.thread("CGEN", root, ("UANA", "Shall we ship on Friday?"))
         first = fs.mention_event("UANA", "what do you think?", thread_ts=root, ts=at(root, 10))
         plain = fs.channel_message("UBOB", "and the notes?", thread_ts=root, ts=at(root, 20))
-        async with parley(redis, fake, model) as slack:
+        async with on_events(redis, model, fake, config=settings()) as slack:
             written(fake, root, first["ts"], "UANA", first["text"])
             await slack.event(first)
             await said(slack, 1)
@@ -92,7 +67,7 @@ async def test_a_mention_in_a_followed_thread_reads_what_it_missed_across_a_rest
         written(fake, root, at(root, 31), "UBOB", "Tuesday works for QA")
         again = fs.mention_event("UANA", "so, what now?", thread_ts=root, ts=at(root, 40))
         written(fake, root, again["ts"], "UANA", again["text"])
-        async with parley(redis, fake, model) as slack:
+        async with on_events(redis, model, fake, config=settings()) as slack:
             await slack.event(again)
             await said(slack, 3)
 
@@ -131,7 +106,7 @@ async def test_a_followed_direct_thread_is_not_read_again(redis: aioredis.Redis)
     model = ScriptedModel([reply("Hello."), reply("Sure."), reply("Done.")])
     async with FakeSlack() as fake:
         root = fs.message_ts()
-        async with parley(redis, fake, model) as slack:
+        async with on_events(redis, model, fake, config=settings()) as slack:
             for n, text in enumerate(("hi", "one more", "and another"), start=1):
                 await slack.event(fs.dm_event("UANA", text, thread_ts=root, ts=at(root, 10 * n)))
                 await until(lambda n=n: len(fake.in_channel("DANA")) >= n)
@@ -156,7 +131,7 @@ async def test_an_answer_to_a_question_counts_as_seen(redis: aioredis.Redis) -> 
         first = fs.mention_event("UANA", "pick a day?", thread_ts=root, ts=at(root, 10))
         answer = fs.channel_message("UANA", "Tuesday", thread_ts=root, ts=at(root, 20))
         again = fs.mention_event("UANA", "anything new?", thread_ts=root, ts=at(root, 40))
-        async with parley(redis, fake, model) as slack:
+        async with on_events(redis, model, fake, config=settings()) as slack:
             written(fake, root, first["ts"], "UANA", first["text"])
             await slack.event(first)
             await said(slack, 1)  # the question

@@ -5,7 +5,6 @@ approved call runs exactly once. A private Redis Stack server is stopped and sta
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,16 +12,14 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from adapters.slack import SlackAdapter, SlackConfig
 from adapters.slack.inbound import PRESS_NOT_TAKEN
 from agent.builtin_tools import builtin_registry
 from agent.tools import tool
-from bot.ops.http import HttpServer
 from bot.wiring.connection import redis_client
-from tests.adapters.test_slack import SECRET, Slack
+from tests.adapters.test_slack import on_events
 from tests.adapters.test_telegram import ANA, adapter_for
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running, settings
+from tests.bot.harness import parley, settings
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
@@ -62,49 +59,12 @@ def tools():  # type: ignore[no-untyped-def]
     return registry
 
 
-@contextlib.asynccontextmanager
-async def on_slack(
-    redis: aioredis.Redis, fake: FakeSlack, model: ScriptedModel
-) -> AsyncIterator[Slack]:
-    adapter = SlackAdapter(
-        config=SlackConfig(bot_token=fake.bot_token, signing_secret=SECRET, api_url=fake.api_url)
-    )
-    async with running(redis, model, adapter=adapter, tools=tools()) as harness:  # type: ignore[arg-type]
-        adapter.handler = harness.runtime.inbox.submit
-        await adapter.start()
-        server = HttpServer("127.0.0.1", 0)
-        server.add_route(*adapter.slack_route())
-        await server.start()
-        slack = Slack(fake, harness, f"http://127.0.0.1:{server.port}/slack/events", adapter)
-        try:
-            yield slack
-        finally:
-            await slack.http.close()
-            await server.stop()
-            await adapter.stop()
-
-
-@contextlib.asynccontextmanager
-async def on_telegram(
-    redis: aioredis.Redis, fake: FakeTelegram, model: ScriptedModel
-) -> AsyncIterator[Harness]:
-    adapter = adapter_for(fake)
-    async with running(redis, model, adapter=adapter, tools=tools()) as harness:  # type: ignore[arg-type]
-        adapter.handler = harness.runtime.inbox.submit
-        await adapter.start()
-        await adapter.start_polling()
-        try:
-            yield harness
-        finally:
-            await adapter.stop()
-
-
 async def test_a_slack_approve_pressed_while_redis_is_down(
     store: tuple[PrivateRedis, aioredis.Redis],
 ) -> None:
     server, client = store
     model = ScriptedModel([turn(call("ship", target="prod")), reply("Shipped.")])
-    async with FakeSlack() as fake, on_slack(client, fake, model) as slack:
+    async with FakeSlack() as fake, on_events(client, model, fake, tools=tools()) as slack:
         await slack.event(fs.mention_event("UANA", "ship it"))
         await until(lambda: any(p.buttons for p in fake.in_channel("CGEN")))
         await slack.harness.settle()
@@ -139,7 +99,7 @@ async def test_a_telegram_approve_pressed_while_redis_is_down(
     caplog.set_level(logging.INFO, logger="adapters.telegram.ingress")
     server, client = store
     model = ScriptedModel([turn(call("ship", target="prod")), reply("Shipped.")])
-    async with on_telegram(client, telegram, model) as harness:
+    async with parley(client, model, chat=adapter_for(telegram), tools=tools()) as harness:
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="ship it"))
         await until(lambda: any(p.buttons for p in telegram.chat(ANA)))
         await harness.settle()
