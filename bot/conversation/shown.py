@@ -9,11 +9,11 @@ forgotten memory's text leaves the kept list with it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 
 import redis.asyncio as aioredis
 
+from bot.runtime.codec import Codec
 from bot.runtime.keys import Keys
 
 
@@ -28,6 +28,9 @@ class ShownList:
         return replace(self, entries=kept)
 
 
+RECORD: Codec[ShownList] = Codec(ShownList)
+
+
 class ShownLists:
     def __init__(self, redis: aioredis.Redis, keys: Keys, *, ttl: float) -> None:
         self.redis = redis
@@ -38,14 +41,11 @@ class ShownLists:
         raw = await self.redis.get(self.keys.shown_list(conversation_id, user_id))
         if raw is None:
             return None
-        data = json.loads(raw)
-        entries = {int(n): (str(e[0]), str(e[1])) for n, e in data["entries"].items()}
-        return ShownList(page=int(data["page"]), entries=entries, message_id=data["message_id"])
+        return RECORD.decode(raw)
 
     async def save(self, conversation_id: str, user_id: str, shown: ShownList) -> None:
-        data = {"page": shown.page, "entries": shown.entries, "message_id": shown.message_id}
         key = self.keys.shown_list(conversation_id, user_id)
-        await self.redis.set(key, json.dumps(data), px=self.ttl_ms)
+        await self.redis.set(key, RECORD.encode(shown), px=self.ttl_ms)
 
     async def clear(self, conversation_id: str, user_id: str) -> None:
         await self.redis.delete(self.keys.shown_list(conversation_id, user_id))

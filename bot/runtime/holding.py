@@ -73,13 +73,13 @@ class PendingWrites:
     which go with the next session save, and acknowledgements of handled entries whose
     sessions are stored, which ride with any next write."""
 
-    records: dict[str, tuple[str, int]] = field(default_factory=dict)
+    records: dict[str, tuple[bytes, int]] = field(default_factory=dict)
     acks: list[str] = field(default_factory=list)
 
-    def record(self, key: str, value: str, ttl_ms: int) -> None:
+    def record(self, key: str, value: bytes, ttl_ms: int) -> None:
         self.records[key] = (value, ttl_ms)
 
-    def take_records(self) -> dict[str, tuple[str, int]]:
+    def take_records(self) -> dict[str, tuple[bytes, int]]:
         records, self.records = self.records, {}
         return records
 

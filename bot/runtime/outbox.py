@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import time
 import uuid
@@ -55,6 +54,7 @@ from bot.runtime.records import (
     PARKED,
     record_sent,
     sent_ref,
+    sent_value,
 )
 from loops import exponential
 
@@ -343,7 +343,7 @@ class Outbox:
             return False
         log.info("delivered %s to %s after %d tries", key, conversation.id, parked.tries + 1)
         metrics.DELIVERIES.labels(conversation.platform, "redelivered").inc()
-        await self._forget(key, json.dumps(ref.message_id).encode())
+        await self._forget(key, sent_value(ref.message_id))
         if on_delivered is not None:
             try:
                 await on_delivered(message, ref)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from agent.protocols import ProgressEvent
 from bot.ops import metrics
 from bot.ops.health import redis_away
 from bot.runtime.holding import PendingWrites
-from bot.runtime.records import IN_FLIGHT, MARKERS, record_sent
+from bot.runtime.records import IN_FLIGHT, MARKERS, Live, delivered, live_value, record_sent
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +56,6 @@ if found == ARGV[1] then
 end
 return {0, found}
 """
-
-
-def _marker(message_id: str) -> bytes:
-    """What the key holds while `message_id` is an answer's half message."""
-    return json.dumps({"live": message_id}).encode()
 
 
 def _raw(value: bytes | str) -> bytes:
@@ -201,7 +195,7 @@ class AnswerStream:
         message_id = self.live.message_id
         if message_id is not None and message_id != self._recorded:
             try:
-                found = await self._swap(_marker(message_id))
+                found = await self._swap(live_value(message_id))
             except Exception as exc:
                 if not redis_away(exc):
                     raise
@@ -261,7 +255,7 @@ class AnswerStream:
         round trip); None if it did, else what another run left there instead."""
         found = await self._swap_once(value)
         mine = self.live.message_id
-        if found is not None and mine is not None and found == _marker(mine):
+        if found is not None and mine is not None and found == live_value(mine):
             self._seen = found  # our own marker, stored though Redis's answer was lost
             found = await self._swap_once(value)
         return found
@@ -288,8 +282,8 @@ class AnswerStream:
         )
         self.mode, self._delivered = "delivered", None
         with contextlib.suppress(ValueError):
-            if isinstance(decoded := json.loads(found or b"null"), str | int):
-                self._delivered = str(decoded)
+            if isinstance(sent := delivered(found), str):
+                self._delivered = sent
         if self.live.message_id is not None and self.live.message_id != self._delivered:
             await self.live.discard()
 
@@ -301,11 +295,11 @@ class AnswerStream:
         elif _raw(value).startswith(IN_FLIGHT) or _raw(value) in MARKERS:
             self.mode = "delivered"  # a send or finish died midway, or the outbox has it
         else:
-            decoded = json.loads(value)
-            if isinstance(decoded, dict):
-                self.mode, self._previous = "replay", str(decoded.get("live"))
+            found = delivered(value)
+            if isinstance(found, Live):
+                self.mode, self._previous = "replay", found.live
             else:
-                self.mode, self._delivered = "delivered", str(decoded)
+                self.mode, self._delivered = "delivered", found
 
     async def _cancel_flush(self) -> None:
         """Drop a pending update; one already on its way is let finish (cut off mid-call, a

@@ -14,16 +14,15 @@ sign-ins are dropped.
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 
 from cryptography.fernet import InvalidToken, MultiFernet
 from redis.asyncio import Redis
 
-from bot.runtime.codec import as_text
+from bot.runtime.codec import Codec, as_text
 from bot.runtime.keys import Keys
 
 CODE_DIGITS = 6
@@ -48,6 +47,9 @@ class Held:
     question_id: str
     tokens: str  # oauth.Tokens as JSON
     expires: float  # epoch seconds
+
+
+RECORD: Codec[Held] = Codec(Held)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,8 +78,8 @@ class HeldSignIns:
     async def hold(self, held: Held) -> str:
         """Keep `held` (its `expires` is set here) and return its one-time code."""
         ms = int(self.ttl * 1000)
-        sealed = {**asdict(held), "expires": self.clock() + self.ttl}
-        value = self.fernet.encrypt(json.dumps(sealed).encode())
+        sealed = replace(held, expires=self.clock() + self.ttl)
+        value = self.fernet.encrypt(RECORD.encode(sealed))
         for _ in range(20):  # a code already held for this person is drawn again
             code = f"{secrets.randbelow(10**CODE_DIGITS):0{CODE_DIGITS}d}"
             digest = _digest(held.platform, held.user_id, code)
@@ -135,10 +137,9 @@ class HeldSignIns:
 
     def _open(self, raw: bytes | str) -> Held | None:
         try:
-            opened = self.fernet.decrypt(raw if isinstance(raw, bytes) else raw.encode())
+            return RECORD.decode(self.fernet.decrypt(raw))
         except InvalidToken:
             return None
-        return Held(**json.loads(opened))
 
 
 def _digest(platform: str, user_id: str, code: str) -> str:

@@ -9,6 +9,8 @@ counts only from its person, where they asked (or in their own private chat).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from pathlib import Path
 
@@ -213,3 +215,34 @@ async def test_a_code_works_once_expires_and_wrong_guesses_drop_what_is_held(
     assert refusals == ["wrong"] * (MAX_TRIES - 1) + ["too_many"]
     assert await c.confirm("telegram", "42", "telegram:-100", False, code) is None
     assert await c.connected("telegram", "42") == []
+
+
+async def test_a_sign_in_held_by_the_release_before_is_confirmed(redis: aioredis.Redis) -> None:
+    """Held before the record codec (its fields through `asdict` and `json.dumps`): its code
+    still confirms it, and it keeps that form (the same fields) when held now."""
+    clock = [time.time()]
+    c = connections_at(redis, clock)
+    held = {
+        "server": "tracker",
+        "platform": "telegram",
+        "user_id": "42",
+        "user_name": "Ana",
+        "team_id": None,
+        "conversation_id": "telegram:-100",
+        "is_direct": False,
+        "question_id": "q1",
+        "tokens": TOKENS.model_dump_json(),
+        "expires": clock[0] + 600,
+    }
+    digest = hashlib.sha256(b"telegram:42:123456").hexdigest()
+    sealed = c.held.fernet.encrypt(json.dumps(held).encode())
+    await redis.set(Keys().oauth_held("telegram", "42", digest), sealed, px=600_000)
+    await redis.sadd(Keys().oauth_holding("telegram", "42"), digest)
+    found = await c.confirm("telegram", "42", "telegram:-100", False, "123 456")
+    assert found is not None and found.held is not None
+    assert await c.connected("telegram", "42") == ["tracker"]
+
+    await c.hold(held_for(c), TOKENS)
+    (key,) = [k async for k in redis.scan_iter("parley:oauth:held:*")]
+    now = json.loads(c.held.fernet.decrypt(await redis.get(key)))
+    assert set(now) == set(held) and now["tokens"] == held["tokens"]

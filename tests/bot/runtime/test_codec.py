@@ -8,6 +8,7 @@ from dataclasses import asdict
 
 import pytest
 
+from adapters.base import ConversationKey
 from agent.protocols import JournalEntry
 from bot.features.connections.store import PENDING, Pending
 from bot.features.schedules.store import Schedule
@@ -15,6 +16,7 @@ from bot.features.standing import RECORD as STANDING
 from bot.features.standing import Standing
 from bot.runtime import keys
 from bot.runtime.codec import Codec, as_text
+from bot.runtime.records import MARKERS, Live, delivered, live_value, sent_ref, sent_value
 
 
 def test_a_reply_reads_as_text_whatever_the_client_decodes() -> None:
@@ -91,3 +93,21 @@ def test_outbox_keys_name_one_reply_each() -> None:
     assert keys.task_key("k") == "mcptask:k"
     assert keys.task_key("k", "later") == "mcptask:k:later"
     assert len({keys.reply_key("e", s) for s in ("outcome", "reply", "error")}) == 3
+
+
+def test_what_an_outbox_key_holds_reads_as_it_was_written_before() -> None:
+    """A delivered id (text, or a platform's number in older records) and a streamed answer's
+    half message, as `json.dumps` wrote them, read the same through the codec; markers are
+    none of these."""
+    assert delivered(json.dumps("1711.22")) == "1711.22"
+    assert delivered(json.dumps(42)) == "42"
+    assert delivered(json.dumps({"live": "17"})) == Live("17")
+    assert json.loads(sent_value("1711.22")) == "1711.22"
+    assert json.loads(live_value("17")) == {"live": "17"}
+    for marker in (*MARKERS, b"in-flight:abc", b""):
+        with pytest.raises(ValueError):
+            delivered(marker)
+    chat = ConversationKey(platform="telegram", chat_id="42")
+    assert sent_ref(chat, json.dumps(42)).message_id == "42"  # type: ignore[union-attr]
+    assert sent_ref(chat, json.dumps({"live": "17"})) is None
+    assert sent_ref(chat, b"in-flight:abc") is None
