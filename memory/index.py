@@ -89,6 +89,33 @@ def resolve(policy: HybridPolicy, size: int | None) -> str | None:
     return "adhoc_bf" if size <= ADHOC_LIMIT else "batches"
 
 
+def nearest_query(
+    vector: list[float],
+    scopes: list[str],
+    k: int,
+    policy: HybridPolicy = "auto",
+    size: int | None = None,
+    author: str | None = None,
+    vector_field: str = VECTOR,
+) -> VectorQuery:
+    """The query for the k memories of these scopes closest to the vector, with
+    `vector_distance`; only `author`'s when given.
+
+    `size` is how many memories the scopes hold, when the caller knows (for `auto`)."""
+    chosen = resolve(policy, size)
+    within = Tag("scope") == scopes
+    if author is not None:
+        within &= Tag("author") == author
+    return VectorQuery(
+        vector=vector,
+        vector_field_name=vector_field,
+        return_fields=FIELDS,
+        filter_expression=within,
+        num_results=k,
+        hybrid_policy=None if chosen is None else chosen.upper(),
+    )
+
+
 async def nearest(
     index: AsyncSearchIndex,
     vector: list[float],
@@ -99,24 +126,9 @@ async def nearest(
     author: str | None = None,
     vector_field: str = VECTOR,
 ) -> list[dict[str, Any]]:
-    """The k memories of these scopes closest to the vector, with `vector_distance`; only
-    `author`'s when given.
-
-    `size` is how many memories the scopes hold, when the caller knows (for `auto`)."""
-    chosen = resolve(policy, size)
-    within = Tag("scope") == scopes
-    if author is not None:
-        within &= Tag("author") == author
-    return await index.query(
-        VectorQuery(
-            vector=vector,
-            vector_field_name=vector_field,
-            return_fields=FIELDS,
-            filter_expression=within,
-            num_results=k,
-            hybrid_policy=None if chosen is None else chosen.upper(),
-        )
-    )
+    """The k memories of these scopes closest to the vector (see `nearest_query`)."""
+    query = nearest_query(vector, scopes, k, policy, size, author, vector_field)
+    return await index.query(query)
 
 
 def record(doc: dict[str, Any], distance: float | None = None) -> MemoryRecord:

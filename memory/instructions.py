@@ -30,12 +30,16 @@ def own_scope(context: RunContext) -> str:
     return context.user_scope if context.is_direct else context.chat_scope
 
 
-async def standing(store: Store, context: RunContext) -> list[MemoryRecord]:
-    """The conversation's instructions, oldest first (the order they were given)."""
-    query = FilterQuery(
+def standing_query(context: RunContext) -> FilterQuery:
+    """The query for the conversation's instructions, oldest first (the order they were given)."""
+    return FilterQuery(
         filter_expression=(Tag("scope") == own_scope(context)) & (Tag("kind") == "instruction"),
         return_fields=FIELDS,
         num_results=MAX_STANDING,
         sort_by=("created_at", "ASC"),
     )
-    return [record(doc) for doc in await store.index.query(query)]
+
+
+async def standing(store: Store, context: RunContext) -> list[MemoryRecord]:
+    """The conversation's instructions, oldest first (the order they were given)."""
+    return [record(doc) for doc in await store.index.query(standing_query(context))]

@@ -41,7 +41,7 @@ from memory.config import MemoryConfig
 from memory.counts import FULL, REPLACED, ScopeCounts, decode
 from memory.embedders import Embedder
 from memory.generic import GenericQuestions
-from memory.index import FIELDS, nearest, rank, record, schema
+from memory.index import FIELDS, nearest, nearest_query, rank, record, schema
 from memory.maintenance import add_origin, wait_indexed
 from memory.moving import (
     NOTE_WRITE,
@@ -160,31 +160,36 @@ class RedisMemoryStore:
     ) -> list[MemoryRecord]:
         """This conversation's standing instructions, then the memories relevant to `query`;
         for a generic question ("what do you know about me?") the newest ones."""
-        standing = await instructions.standing(self, context)
-        found = await self._relevant(query, context, k)
-        return standing + [m for m in found if m.kind != "instruction"]
-
-    async def _relevant(
-        self, query: str, context: RunContext, k: int | None = None
-    ) -> list[MemoryRecord]:
         k = k or self.config.k
         scopes = context.readable_scopes()
         # Most conversations start with nothing to remember: counting is far cheaper than
-        # embedding the query only to find no neighbours.
+        # embedding the query only to find no neighbours. Instructions are memories of the
+        # conversation's own scope, which is readable, so none are missed.
         size = await self.cache.size(scopes)
         if not size:
             return []
-        if self.generic.phrased(query):
-            return (await self._page(scopes, 0, k)).records
-        vector = await self.embedder.embed_query(query)
-        if await self.generic.matches(vector):
-            return (await self._page(scopes, 0, k)).records
+        if not self.generic.phrased(query):
+            vector = await self.embedder.embed_query(query)
+            if not await self.generic.matches(vector):
+                return await self._relevant(vector, context, k, size)
+        standing = await instructions.standing(self, context)
+        newest = (await self._page(scopes, 0, k)).records
+        return standing + [m for m in newest if m.kind != "instruction"]
+
+    async def _relevant(
+        self, vector: list[float], context: RunContext, k: int, size: int
+    ) -> list[MemoryRecord]:
         # A recency bonus can lift a farther memory into the top k; without one, k is enough.
         wanted = k * 2 if self.config.recency_weight else k
-        chosen = self.rank(await self.nearest(vector, scopes, wanted, size), k, time.time())
+        policy, field = self.config.hybrid_policy, self.generation.vector
+        scopes = context.readable_scopes()
+        near = nearest_query(vector, scopes, wanted, policy, size, vector_field=field)
+        # the instructions and the neighbours in one round trip
+        standing, found = await self.index.batch_query([instructions.standing_query(context), near])
+        chosen = self.rank(found, k, time.time())
         await self.cache.used({self._key(record.id): record.last_used_at for record in chosen})
         await provenance.note_used(self.redis, self.prefix, context, chosen)
-        return chosen
+        return [record(doc) for doc in standing] + [m for m in chosen if m.kind != "instruction"]
 
     async def write_used(self) -> None:
         """Write the last-used times recall noted and has not written yet."""

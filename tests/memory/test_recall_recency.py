@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
 import redis.asyncio as aioredis
+from redisvl.query import VectorQuery
 
 from memory import Embedder, MemoryConfig, RedisMemoryStore
 from tests.memory.test_store import ANA_DM
@@ -27,15 +29,19 @@ async def store_with(
     redis: aioredis.Redis, embedder: Embedder, **config: Any
 ) -> tuple[RedisMemoryStore, list[tuple[int, int]]]:
     store = await RedisMemoryStore(redis, embedder, config=MemoryConfig(**config)).open()
-    asked: list[tuple[int, int]] = []  # (k asked of the index, found)
-    nearest = store.nearest
+    asked: list[tuple[int, int]] = []  # (k asked of the index, found), per nearest search
+    batch_query = store.index.batch_query
 
-    async def counted(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        found = await nearest(*args, **kwargs)
-        asked.append((args[2], len(found)))
-        return found
+    async def counted(queries: list[Any], *args: Any, **kwargs: Any) -> list[Any]:
+        results = await batch_query(queries, *args, **kwargs)
+        for query, found in zip(queries, results, strict=True):
+            if isinstance(query, VectorQuery):
+                knn = re.search(r"KNN (\d+)", str(query))
+                assert knn is not None
+                asked.append((int(knn.group(1)), len(found)))
+        return results
 
-    store.nearest = counted  # type: ignore[method-assign]
+    store.index.batch_query = counted  # type: ignore[method-assign]
     return store, asked
 
 
