@@ -78,6 +78,7 @@ class Heartbeat:
         away: Away = _nothing_away,
         backoff: Backoff | None = None,
         logger: logging.Logger | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self.every = every  # most seconds between two beats of a loop that is not stuck
@@ -86,12 +87,13 @@ class Heartbeat:
         self.away = away
         self.backoff = backoff or Backoff()
         self.log = logger or log  # the degraded and recovered lines go to the loop's owner
+        self.clock = clock  # seconds, monotonic; a test's own clock needs no waiting
         self._last: float | None = None  # no beat yet: not started, so not stuck either
         self._since = 0.0
 
     def beat(self) -> bool:
         """A pass went through; True if that ends a degradation."""
-        now = self._last = time.monotonic()
+        now = self._last = self.clock()
         if self.state != "degraded":
             return False
         self.state, self.reason = "ok", ""
@@ -101,11 +103,11 @@ class Heartbeat:
 
     def alive(self) -> None:
         """Not stuck, though no pass ran (waiting for room, for instance)."""
-        self._last = time.monotonic()
+        self._last = self.clock()
 
     def degraded(self, reason: str) -> float:
         """A pass failed; returns how long to wait before the next one."""
-        now = time.monotonic()
+        now = self.clock()
         self._last = now  # failing and retrying is not being stuck
         if self.state == "ok":
             self.state, self.reason, self._since = "degraded", reason, now

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -52,11 +53,12 @@ def redis_reason(exc: BaseException) -> str | None:
 class Health:
     """Every loop of this process, for `/readyz` and `/healthz`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.loops: dict[str, Heartbeat] = {}
+        self.clock = clock  # what the heartbeats and readiness read (monotonic seconds)
 
     def register(self, name: str, *, every: float) -> Heartbeat:
-        heartbeat = Heartbeat(name, every=every, away=redis_reason, logger=log)
+        heartbeat = Heartbeat(name, every=every, away=redis_reason, logger=log, clock=self.clock)
         self.loops[name] = heartbeat
         return heartbeat
 
@@ -66,7 +68,7 @@ class Health:
         task.add_done_callback(heartbeat.ended)
 
     async def readiness(self) -> tuple[bool, str]:
-        now = time.monotonic()
+        now = self.clock()
         bad = {
             n: h.describe(now) for n, h in self.loops.items() if h.state == "dead" or h.wedged(now)
         }

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 
 import redis.asyncio as aioredis
 
@@ -88,12 +89,14 @@ class ScheduleClock:
         dedup_ttl: float,
         poll: float = 1.0,
         health: Health | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.redis = redis
         self.keys = keys
         self.store = store
         self.dedup_ttl = dedup_ttl
         self.poll = poll
+        self.clock = clock  # epoch seconds: when slots fall due (a test moves its own on)
         self._start = redis.register_script(_START)
         self._drop = redis.register_script(_DROP)
         self.heartbeat = (health or Health()).register("schedules", every=poll + 30.0)
@@ -109,7 +112,7 @@ class ScheduleClock:
 
     async def start_due(self, now: float | None = None) -> int:
         """Start the slots due by `now`; returns how many due schedules were looked at."""
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         # Several clocks start a large burst side by side: each begins at a random place in
         # what is due, so they rarely compute the same slots only for one to lose them all.
         waiting = await self.redis.zcount(self.keys.schedules_due, "-inf", now)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -20,6 +21,7 @@ from bot.features.schedules.store import Schedule, ScheduleStore
 from bot.ops.health import Health
 from bot.runtime.inbox import decode
 from bot.runtime.keys import Keys
+from tests.helpers import until
 from tests.private_redis import private_redis
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -127,21 +129,31 @@ async def test_the_loop_rides_out_redis_going_away(tmp_path: Path) -> None:
         keys = Keys()
         store = ScheduleStore(redis, keys, min_interval=1)
         health = Health()
-        clock = ScheduleClock(redis, keys, store, dedup_ttl=600, poll=0.05, health=health)
+        skew = [0.0]  # the clock is moved on instead of waited out
+        clock = ScheduleClock(
+            redis,
+            keys,
+            store,
+            dedup_ttl=600,
+            poll=0.05,
+            health=health,
+            clock=lambda: time.time() + skew[0],
+        )
         stop = asyncio.Event()
         loop = asyncio.create_task(clock.run(stop))
         try:
             made = await store.create_schedule("every 1 seconds", "tick", "UTC", (), CONTEXT)
-            await asyncio.sleep(1.5)
-            assert await redis.xlen(keys.inbox) >= 1
+            skew[0] += 1.0
+            await until(lambda: _inbox_holds(redis, keys, 1))
+            started = await redis.xlen(keys.inbox)
             await server.down()
-            await asyncio.sleep(1.5)  # slots fall due while Redis is away
-            assert clock.heartbeat.state == "degraded"
+            await until(lambda: clock.heartbeat.state == "degraded")
+            skew[0] += 2.0  # slots fall due while Redis is away
             ready, detail = await health.readiness()
             assert ready and "schedules degraded: Redis unreachable" in detail  # /readyz
             await server.up()
-            await asyncio.sleep(2.5)
-            assert clock.heartbeat.state == "ok"
+            await until(lambda: clock.heartbeat.state == "ok")
+            await until(lambda: _inbox_holds(redis, keys, started + 1))  # caught up
             assert "schedules ok" in (await health.readiness())[1]
             slots = [
                 int(decode(f[b"event"]).event_id.rsplit(":", 1)[1])
@@ -154,6 +166,10 @@ async def test_the_loop_rides_out_redis_going_away(tmp_path: Path) -> None:
             stop.set()
             await loop
             await redis.aclose()
+
+
+async def _inbox_holds(redis: aioredis.Redis, keys: Keys, count: int) -> bool:
+    return int(await redis.xlen(keys.inbox)) >= count
 
 
 async def test_an_unreadable_record_holds_up_no_other_schedule(redis: aioredis.Redis) -> None:
