@@ -171,18 +171,17 @@ class RedisMemoryStore:
         if not self.generic.phrased(query):
             vector = await self.embedder.embed_query(query)
             if not await self.generic.matches(vector):
-                return await self._relevant(vector, context, k, size)
+                return await self._relevant(vector, context, scopes, k, size)
         standing = await instructions.standing(self, context)
         newest = (await self._page(scopes, 0, k)).records
         return standing + [m for m in newest if m.kind != "instruction"]
 
     async def _relevant(
-        self, vector: list[float], context: RunContext, k: int, size: int
+        self, vector: list[float], context: RunContext, scopes: list[str], k: int, size: int
     ) -> list[MemoryRecord]:
         # A recency bonus can lift a farther memory into the top k; without one, k is enough.
         wanted = k * 2 if self.config.recency_weight else k
         policy, field = self.config.hybrid_policy, self.generation.vector
-        scopes = context.readable_scopes()
         near = nearest_query(vector, scopes, wanted, policy, size, vector_field=field)
         # the instructions and the neighbours in one round trip
         standing, found = await self.index.batch_query([instructions.standing_query(context), near])
