@@ -68,7 +68,9 @@ async def drop_schedules(redis: aioredis.Redis, keys: Keys) -> None:
     for first in range(0, len(ids), 1000):
         chunk = ids[first : first + 1000]
         await redis.delete(*(keys.schedule(i) for i in chunk))
-    await redis.delete(keys.schedules_all, keys.schedules_due, keys.schedules_paused)
+    await redis.delete(
+        keys.schedules_all, keys.schedules_due, keys.schedules_claimed, keys.schedules_paused
+    )
 
 
 async def started_slots(redis: aioredis.Redis, keys: Keys, slot: int) -> tuple[list[str], float]:
@@ -168,7 +170,9 @@ async def main() -> None:
                 ids: list[str] = []
                 latest = 0.0
                 while time.time() < deadline:
+                    # due, or claimed by a clock that is starting it
                     waiting = await redis.zcount(keys.schedules_due, "-inf", slot)
+                    waiting += await redis.zcard(keys.schedules_claimed)
                     if waiting == 0:
                         break
                     await asyncio.sleep(0.5)

@@ -179,6 +179,11 @@ class Keys:
         moves a schedule on and queues its run."""
         return f"{self.prefix}:schedules:{{{self.inbox}}}:due"
 
+    @property
+    def schedules_claimed(self) -> str:
+        """Schedules whose due slot a clock is starting, by the end of its lease."""
+        return f"{self.prefix}:schedules:{{{self.inbox}}}:claimed"
+
     def schedule(self, schedule_id: str) -> str:
         return f"{self.prefix}:schedule:{schedule_id}"
 

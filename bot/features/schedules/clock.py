@@ -1,51 +1,52 @@
 """Starting due schedule slots: each slot becomes one ordinary inbox entry, exactly once.
 
-Every worker runs this loop. For each schedule whose slot is due it computes the next slot
-after now and runs one script that, only if the schedule still waits on that same slot,
-moves it to the next one, sets the dedup mark `schedule:<id>:<slot>` and appends the
-objective to the inbox — so of several workers (or gateways) only one starts a slot, and a
-repeat of a started slot is dropped by its mark. Slots missed while nobody ran collapse
-into one run, marked late. From the inbox on, a scheduled objective is handled like any
-message: durable, reclaimed from a dead worker, answered once through the outbox.
+Schedules are due work (`bot/runtime/due.py`): every worker runs this loop, claims the
+schedules whose slot is due under a lease (the due set's score is the slot), and for each
+computes the next slot after now and runs one script that, only under its own claim, moves
+the schedule to the next slot, sets the dedup mark `schedule:<id>:<slot>` and appends the
+objective to the inbox (all keys under the inbox's hash tag) — so of several workers (or
+gateways) only one starts a slot, and a repeat of a started slot is dropped by its mark.
+Slots missed while nobody ran collapse into one run, marked late. A record that cannot be
+read (or whose times cannot be worked out) is skipped and counted, and left due at its slot
+for an operator; the other schedules' slots still start. From the inbox on, a scheduled
+objective is handled like any message: durable, reclaimed from a dead worker, answered once
+through the outbox.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
-import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
 
 from adapters.base import Actor, ConversationKey, InboundMessage
 from agent.recurrence import RecurrenceError
 from bot.features.schedules.store import Schedule, ScheduleStore
 from bot.ops import metrics
-from bot.ops.health import Health, repeat
+from bot.ops.health import Health
+from bot.runtime.due import DueKeys, DueLoop
 from bot.runtime.inbox import STREAM_MAXLEN, encode
-from bot.runtime.keys import Keys, schedule_event, schedule_slot_of
+from bot.runtime.keys import schedule_event, schedule_slot_of
 
 log = logging.getLogger(__name__)
 
-# KEYS: due set, dedup mark, inbox. ARGV: id, slot, next slot, mark ttl (ms), maxlen, event,
-# queued_at. Returns 1 when the slot was started here, 0 when someone else moved it on.
+# KEYS: claimed, due, dedup mark, inbox. ARGV: id, lease end, next slot, mark ttl (ms),
+# maxlen, event, queued_at. Returns 1 when the slot was started here, 0 when the claim was
+# no longer this pass's (its lease ran out and another clock took it, or it was paused).
 _START = """
 local score = redis.call('zscore', KEYS[1], ARGV[1])
 if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
-redis.call('zadd', KEYS[1], ARGV[3], ARGV[1])
-if not redis.call('set', KEYS[2], '1', 'NX', 'PX', ARGV[4]) then return 0 end
-redis.call('xadd', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'event', ARGV[6], 'queued_at', ARGV[7])
+redis.call('zrem', KEYS[1], ARGV[1])
+redis.call('zadd', KEYS[2], ARGV[3], ARGV[1])
+if not redis.call('set', KEYS[3], '1', 'NX', 'PX', ARGV[4]) then return 0 end
+redis.call('xadd', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'event', ARGV[6], 'queued_at', ARGV[7])
 return 1
 """
-# KEYS: due set. ARGV: id, slot. Drops a schedule whose record is gone, if still at that slot.
-_DROP = """
-local score = redis.call('zscore', KEYS[1], ARGV[1])
-if score and tonumber(score) == tonumber(ARGV[2]) then redis.call('zrem', KEYS[1], ARGV[1]) end
-return 0
-"""
-BATCH = 500  # due schedules read per round trip
+BATCH = 500  # due schedules claimed per round trip
+CLAIM_FOR = 60.0  # seconds a clock holds the slots it claimed before another may start them
 NEVER_AGAIN = "its times never come again"
 
 
@@ -79,85 +80,66 @@ def objective_event(found: Schedule, slot: int, *, late: bool) -> InboundMessage
     )
 
 
-class ScheduleClock:
-    def __init__(
-        self,
-        redis: aioredis.Redis,
-        keys: Keys,
-        store: ScheduleStore,
-        *,
-        dedup_ttl: float,
-        poll: float = 1.0,
-        health: Health | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.redis = redis
-        self.keys = keys
-        self.store = store
-        self.dedup_ttl = dedup_ttl
-        self.poll = poll
-        self.clock = clock  # epoch seconds: when slots fall due (a test moves its own on)
-        self._start = redis.register_script(_START)
-        self._drop = redis.register_script(_DROP)
-        self.heartbeat = (health or Health()).register("schedules", every=poll + 30.0)
+@dataclass(eq=False)
+class ScheduleClock(DueLoop[Schedule]):
+    store: ScheduleStore
+    _: KW_ONLY
+    dedup_ttl: float
+    # epoch seconds: when slots fall due (a test moves its own on)
+    clock: Callable[[], float] = time.time
+    _start: AsyncScript = field(init=False, repr=False)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        async def one_pass() -> None:
-            while await self.start_due() >= BATCH and not stop.is_set():
-                pass  # a full batch: more may be due
-            for state, count in (await self.store.counts()).items():
-                metrics.SCHEDULES.labels(state).set(count)
+    def __post_init__(self, health: Health | None) -> None:
+        keys = self.keys
+        due = DueKeys(due=keys.schedules_due, claimed=keys.schedules_claimed, record=keys.schedule)
+        self.due_work(
+            due,
+            Schedule,
+            kind="schedule",
+            loop="schedules",
+            lease=CLAIM_FOR,
+            health=health,
+            batch=BATCH,
+            keep_unreadable=True,
+        )
+        self._start = self.redis.register_script(_START)
 
-        await repeat(stop, self.heartbeat, one_pass, self.poll)
+    async def due_pass(self) -> None:
+        while await self.start_due() >= BATCH:
+            pass  # a full batch: more may be due
+        for state, count in (await self.store.counts()).items():
+            metrics.SCHEDULES.labels(state).set(count)
 
     async def start_due(self, now: float | None = None) -> int:
-        """Start the slots due by `now`; returns how many due schedules were looked at."""
+        """Start the slots due by `now`; returns how many due schedules were claimed."""
         now = self.clock() if now is None else now
-        # Several clocks start a large burst side by side: each begins at a random place in
-        # what is due, so they rarely compute the same slots only for one to lose them all.
-        waiting = await self.redis.zcount(self.keys.schedules_due, "-inf", now)
-        if not waiting:
-            return 0
-        offset = random.randrange(waiting - BATCH + 1) if waiting > BATCH else 0
-        due: list[tuple[bytes, float]] = await self.redis.zrangebyscore(
-            self.keys.schedules_due, "-inf", now, start=offset, num=BATCH, withscores=True
-        )  # type: ignore[assignment]
-        if not due:
-            return 0
-        ids = [member.decode() for member, _ in due]
-        raws = await self.redis.mget([self.keys.schedule(i) for i in ids])
+        due = await self.work.claims(now)
         queued_at = f"{time.time():.6f}"
-        lateness: list[float | None] = []  # per script queued; None for a drop
+        lateness: list[float] = []  # per script queued
         ended: list[Schedule] = []
         async with self.redis.pipeline(transaction=False) as pipe:
-            for schedule_id, (_, score), raw in zip(ids, due, raws, strict=True):
-                slot = int(score)
-                if raw is None:
-                    await self._drop(
-                        keys=[self.keys.schedules_due], args=[schedule_id, slot], client=pipe
-                    )
-                    lateness.append(None)
-                    continue
+            for claim in due:
+                found, slot = claim.record, int(claim.due)
                 try:
-                    found = Schedule.decode(raw)
                     upcoming = found.next_after(max(now, slot))
                 except RecurrenceError:  # it never runs again: paused, said in /schedules
-                    ended.append(Schedule.decode(raw))
+                    ended.append(found)
                     continue
-                except Exception:  # one unreadable record must not hold up the others
-                    log.exception("schedule %s cannot be read; it stays where it is", schedule_id)
+                except Exception as exc:  # one unusable record must not hold up the others
+                    await self.work.unreadable(claim.member, claim.due, exc)
                     continue
                 event = objective_event(found, slot, late=now - slot > late_after(found))
                 lateness.append(now - slot)
                 await self._start(
                     keys=[
+                        self.keys.schedules_claimed,
                         self.keys.schedules_due,
                         self.keys.dedup(event.event_id),
                         self.keys.inbox,
                     ],
                     args=[
-                        schedule_id,
-                        slot,
+                        claim.member,
+                        claim.lease_end,
                         upcoming,
                         int(self.dedup_ttl * 1000),
                         STREAM_MAXLEN,
@@ -170,7 +152,7 @@ class ScheduleClock:
         for found in ended:
             log.warning("schedule %s never runs again (%s); paused", found.id, found.when)
             await self.store.pause(found, note=NEVER_AGAIN)
-        won = [late for late, ok in zip(lateness, results, strict=True) if ok and late is not None]
+        won = [late for late, ok in zip(lateness, results, strict=True) if ok]
         for late in won:
             metrics.SCHEDULE_LATENESS.observe(max(late, 0.0))
             metrics.SCHEDULE_RUNS.labels("started").inc()

@@ -215,6 +215,7 @@ class ScheduleStore:
             pipe.srem(self.keys.schedules_all, *ids)
             pipe.srem(self.keys.schedules_paused, *ids)
             pipe.zrem(self.keys.schedules_due, *ids)
+            pipe.zrem(self.keys.schedules_claimed, *ids)
             await pipe.execute()
         log.info("forgot %d schedule id(s) whose record expired", len(ids))
 
@@ -237,6 +238,7 @@ class ScheduleStore:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self.keys.schedule(found.id), paused.encode(), xx=True, px=ttl)
             pipe.zrem(self.keys.schedules_due, found.id)
+            pipe.zrem(self.keys.schedules_claimed, found.id)  # a clock may be starting it
             pipe.sadd(self.keys.schedules_paused, found.id)
             await pipe.execute()
         log.info("schedule %s paused", found.id)
@@ -257,6 +259,7 @@ class ScheduleStore:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(self.keys.schedule(found.id))
             pipe.zrem(self.keys.schedules_due, found.id)
+            pipe.zrem(self.keys.schedules_claimed, found.id)  # a clock may be starting it
             pipe.srem(self.keys.schedules_paused, found.id)
             pipe.srem(self.keys.schedules_all, found.id)
             pipe.srem(self.keys.schedules_in(chat_of(found.conversation_id)), found.id)
@@ -267,9 +270,10 @@ class ScheduleStore:
     async def counts(self) -> dict[str, int]:
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.zcard(self.keys.schedules_due)
+            pipe.zcard(self.keys.schedules_claimed)
             pipe.scard(self.keys.schedules_paused)
-            active, paused = await pipe.execute()
-        return {"active": int(active), "paused": int(paused)}
+            due, starting, paused = await pipe.execute()
+        return {"active": int(due) + int(starting), "paused": int(paused)}
 
 
 def chat_of(conversation_id: str) -> str:

@@ -18,6 +18,7 @@ from agent.recurrence import Recurrence, RecurrenceError, check, zone_of
 from bot.conversation.running import run_context
 from bot.features.schedules.clock import ScheduleClock
 from bot.features.schedules.store import Schedule, ScheduleStore
+from bot.ops import metrics
 from bot.ops.health import Health
 from bot.runtime.inbox import decode
 from bot.runtime.keys import Keys
@@ -219,3 +220,37 @@ async def test_a_slot_keeps_its_owners_organisation_for_team_memories(
     old = json.loads(found.encode())
     del old["org_id"]
     assert Schedule.decode(json.dumps(old)).org_id is None
+
+
+async def test_unreadable_records_are_skipped_and_counted_and_the_other_slots_start(
+    redis: aioredis.Redis,
+) -> None:
+    """Schedules are due work: a record that is not JSON, or JSON that is no schedule, is
+    skipped and counted once (however many passes meet it) and stays due at its slot for an
+    operator, while every other schedule due in the same claim starts its slot."""
+    keys = Keys()
+    store = ScheduleStore(redis, keys)
+    clock = ScheduleClock(redis, keys, store, dedup_ttl=600)
+    made = [
+        await store.create_schedule("every 1 minutes", f"fine {n}", "UTC", (), chat(n))
+        for n in range(3)
+    ]
+    slot = max(found.next_run or 0 for found in made)
+    await redis.set(keys.schedule("garbled"), b"\xff{not json")
+    await redis.set(keys.schedule("wrong"), json.dumps({"id": "wrong", "when": 5}))
+    await redis.zadd(keys.schedules_due, {"garbled": slot - 1, "wrong": slot - 2})
+    counted = metrics.DUE_UNREADABLE.labels("schedule")._value.get()
+
+    assert await clock.start_due(now=slot) == 3
+    started = [decode(fields[b"event"]).event_id for _, fields in await redis.xrange(keys.inbox)]
+    assert sorted(started) == sorted(f"schedule:{f.id}:{int(f.next_run or 0)}" for f in made)
+    assert metrics.DUE_UNREADABLE.labels("schedule")._value.get() == counted + 2
+    assert await redis.zscore(keys.schedules_due, "garbled") == slot - 1
+    assert await redis.zscore(keys.schedules_due, "wrong") == slot - 2
+    assert await redis.zcard(keys.schedules_claimed) == 0
+
+    await clock.start_due(now=slot + 1)  # met again: skipped, not counted twice
+    assert metrics.DUE_UNREADABLE.labels("schedule")._value.get() == counted + 2
+    assert await redis.xlen(keys.inbox) == 3
+    await clock.due_pass()  # the loop's own pass does not fail on them either
+    assert await redis.zscore(keys.schedules_due, "garbled") == slot - 1
