@@ -192,7 +192,7 @@ class SlackAdapter(ChatAdapter):
         """Whether Slack is usable from here, and what was seen of it."""
         if not self.bot_user_id and self.workspaces is None:
             return False, "not signed in yet (auth.test has not succeeded)"
-        ok, trouble = self.api.status()
+        ok, trouble = self.workspaces.status(self.api) if self.workspaces else self.api.status()
         if self.config.app_token:
             connected = self._socket is not None and await self._socket.client.is_connected()
             if not connected:

@@ -26,6 +26,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from adapters.base import HandoverFailed
 from adapters.metrics import WEBHOOK_REJECTED
+from adapters.slack.workspaces import RemovalWaits
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,8 @@ class SlackIngress:
 
         A payload Bolt trips over while matching it is a 400 and one log line.
         """
+        if isinstance(error, RemovalWaits):  # logged by its heartbeat, once each way
+            return BoltResponse(status=503, body="try again") if response is not None else None
         if isinstance(error, HandoverFailed):
             if self.trouble is None:
                 log.warning("Slack events are refused for now (%s); Slack will retry", error)

@@ -11,6 +11,8 @@ conversation it handles (`enter`); a task copies it into the tasks it starts.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import logging
 import time
@@ -22,11 +24,23 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.oauth.installation_store import Bot
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.health import ApiHealth
+from loops import Backoff, Heartbeat, Running, pause
+
 log = logging.getLogger(__name__)
 
 # a token found is reused this long; an uninstall or a revoked token anywhere forgets it at the
 # next lookup in every process (`removals`: one counter read per lookup, no token read)
 CACHE_SECONDS = 60.0
+# a removal the store could not take (Redis away) is tried again after a backoff up to this
+REMOVAL_RETRY_CAP = 5.0
+
+
+class RemovalWaits(Exception):
+    """An uninstall or a revoked token that could not be stored yet: Slack is answered 503
+    (it sends the event again), and this process stores it as soon as the store is back."""
+
+
 # the current task's workspace: its bot token and Parley's user id there
 _current: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
     "slack_workspace", default=None
@@ -62,6 +76,17 @@ class Workspaces:
     _found: dict[str, tuple[float, str, str | None]] = field(default_factory=dict)
     _noted: set[tuple[str, str]] = field(default_factory=set)
     _removals: int = 0  # the store's count of removals when `_found` was last trusted
+    # removals (enterprise, team) heard but not stored yet, tried again in the background
+    _unstored: set[tuple[str | None, str | None]] = field(default_factory=set)
+    _retrying: Running | None = None
+    removals: Heartbeat = field(
+        default_factory=lambda: Heartbeat(
+            "Slack removals",
+            every=float("inf"),  # beats only when a removal is stored: never "wedged"
+            backoff=Backoff(first=0.5, cap=REMOVAL_RETRY_CAP),
+            logger=log,
+        )
+    )
 
     def client(self, token: str, *, reads: bool = False) -> AsyncWebClient:
         client = self._clients.get((token, reads))
@@ -84,6 +109,9 @@ class Workspaces:
             client.session = session
 
     async def close(self) -> None:
+        retrying, self._retrying = self._retrying, None
+        if retrying is not None:
+            await retrying.close()
         session = self.session
         self.opened(None)
         if session is not None:
@@ -101,6 +129,8 @@ class Workspaces:
         _current.set((token or "", bot_user_id))
 
     async def _lookup(self, team_id: str) -> tuple[str, str | None]:
+        if self._unstored:  # stored first, so no token of a removed workspace is read back
+            await self._store_removals()
         await self._forget_removed()
         cached = self._found.get(team_id)
         if cached is not None and time.monotonic() - cached[0] < CACHE_SECONDS:
@@ -124,10 +154,46 @@ class Workspaces:
         self._noted.add((enterprise_id, team_id))
 
     async def removed(self, enterprise_id: str | None, team_id: str | None) -> None:
-        """The app was uninstalled there, or its bot token revoked: forget all of it."""
-        await self.store.async_delete_all(enterprise_id=enterprise_id, team_id=team_id)
+        """The app was uninstalled there, or its bot token revoked: forget all of it. While
+        the store is away (`RemovalWaits`), the removal is kept here and stored once it is
+        back; meanwhile this process looks up no token, and the others cannot read theirs
+        (each lookup reads the store's count of removals)."""
         self._found.clear()
         self._noted.clear()
+        self._unstored.add((enterprise_id, team_id))
+        await self._store_removals()
+
+    async def _store_removals(self) -> None:
+        try:
+            for enterprise_id, team_id in sorted(self._unstored, key=str):
+                await self.store.async_delete_all(enterprise_id=enterprise_id, team_id=team_id)
+                self._unstored.discard((enterprise_id, team_id))
+        except Exception as exc:
+            self.removals.degraded(f"{len(self._unstored)} not stored: {type(exc).__name__}")
+            if self._retrying is None:
+                self._retrying = Running()
+                self._retrying.start(self._retry(self._retrying.stop))
+            raise RemovalWaits("a Slack removal waits for the installation store") from exc
+        self._found.clear()
+        self._noted.clear()
+        if self.removals.state == "degraded":
+            self.removals.beat()  # "recovered", once
+
+    async def _retry(self, stop: asyncio.Event) -> None:
+        """Store the waiting removals, backing off while the store is away."""
+        while self._unstored and not stop.is_set():
+            await pause(stop, self.removals.backoff.next())
+            with contextlib.suppress(RemovalWaits):
+                await self._store_removals()
+        self._retrying = None
+
+    def status(self, api: ApiHealth) -> tuple[bool, str]:
+        """The Web API's health, and removals waiting for the store, if any (degraded)."""
+        ok, trouble = api.status()
+        if self.removals.state != "degraded":
+            return ok, trouble
+        waits = f"uninstalls degraded: {self.removals.reason}"
+        return ok, f"{trouble}, {waits}" if trouble else waits
 
     async def _forget_removed(self) -> None:
         """An installation was removed since (by this process or another): forget every
