@@ -42,6 +42,9 @@ class RunContext:
     org_team: bool = False
     is_direct: bool = True
     user_name: str = ""
+    # the platform groups the person belongs to (Slack user groups), when known: an approver
+    # may be one through a group, for what the run does on someone else's behalf
+    groups: tuple[str, ...] = ()
     timezone: str | None = None  # the user's IANA zone, when the platform says (Slack tz)
     # Side-effecting tools the user approved in advance for this run (a schedule's standing
     # permission): they run without asking again.

@@ -68,7 +68,6 @@ from bot.conversation.effects import (
     Transcribe,
     Transcribed,
 )
-from bot.conversation.permissions import may_act
 from bot.conversation.render import (
     ALWAYS,
     APPROVE,
@@ -89,6 +88,7 @@ from bot.features.connections.commands import CONNECTION_ACTION, STANDING_ACTION
 from bot.features.schedules.commands import SCHEDULE_ACTION
 from bot.runtime.decisions import Decision, decision_id_for
 from bot.runtime.decisions import Status as DecisionStatus
+from bot.runtime.permissions import may_act
 from bot.runtime.sessions import Resolution, Session
 
 NOT_ALLOWED = "Sorry — I'm a private assistant and can't help you here."

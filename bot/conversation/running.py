@@ -70,6 +70,7 @@ def run_context(event: Inbound, *, org_team: bool = False) -> RunContext:
         org_team=org_team,
         is_direct=event.is_direct,
         user_name=event.actor.name,
+        groups=event.actor.groups,
         asked=not (isinstance(event, InboundMessage) and event.kind == "triggered"),
         unattended=isinstance(event, InboundMessage) and event.kind in ("scheduled", "triggered"),
     )

@@ -17,13 +17,13 @@ from adapters.traits import mention
 from agent.outcomes import Failed, Outcome
 from agent.protocols import ProgressEvent
 from bot.conversation import effects as fx
-from bot.conversation.permissions import may_act
 from bot.conversation.seam import Acting, Handler
 from bot.conversation.texts import (
     ALREADY_DONE,
     NOT_YOURS_TO_STOP,
 )
 from bot.features.followed_tasks import TaskFollowing
+from bot.runtime.permissions import may_act
 from bot.runtime.sessions import Session, entry_order
 from bot.runtime.stops import StopRequest, Stops, Watch
 

@@ -23,6 +23,7 @@ from agent.protocols import RunContext, ScheduleInfo, ScheduleRefused
 from agent.recurrence import Recurrence, RecurrenceError, check, zone_of
 from bot.runtime.codec import Codec, as_text
 from bot.runtime.keys import Keys
+from bot.runtime.permissions import may_act
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ class ScheduleStore:
         found = await self.get(schedule_id)
         if found is None or not found.lives_in(context.conversation_id):
             raise ScheduleRefused(f"There is no schedule {schedule_id!r} in this conversation.")
-        if not self.may_manage(found, context.user_id, ()):
+        if not self.may_manage(found, context.user_id, context.groups):
             raise ScheduleRefused(
                 f"Only {found.owner_name or found.owner_id} or an approver may cancel it."
             )
@@ -176,10 +177,9 @@ class ScheduleStore:
     # --- records --------------------------------------------------------------------------
 
     def may_manage(self, found: Schedule, user_id: str, groups: Iterable[str]) -> bool:
-        """Its owner, and configured approvers (ids or groups)."""
-        if user_id == found.owner_id:
-            return True
-        return user_id in self.approvers or bool(self.approvers.intersection(groups))
+        """Its owner, and configured approvers (ids or groups): who may act for its owner.
+        Managed only where it lives (`lives_in`): in a private chat, only its owner is there."""
+        return may_act(user_id, tuple(groups), found.owner_id, False, self.approvers)
 
     async def get(self, schedule_id: str) -> Schedule | None:
         raw = await self.redis.get(self.keys.schedule(schedule_id))

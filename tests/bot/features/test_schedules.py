@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ from bot.features.triggers import objective_event as trigger_event
 from bot.runtime.pairing import Pairings
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
-from tests.bot.recording import click, dm, message
+from tests.bot.recording import RecordingAdapter, click, dm, message
 
 
 def config(**schedules: Any) -> Settings:
@@ -241,6 +242,33 @@ async def test_only_the_owner_or_an_approver_may_cancel(redis: aioredis.Redis) -
         result = model.turn_requests[-1].messages[-1].tool_results[0]
         assert result.is_error and "Only Ana" in result.content
         assert await harness.runtime.schedules.get(made.id) is not None
+
+
+async def test_an_approver_through_a_group_may_have_parley_cancel_a_schedule(
+    redis: aioredis.Redis,
+) -> None:
+    """Who may act for an owner is one rule (bot/runtime/permissions.py): an approver by a
+    Slack user group may cancel Ana's schedule by asking, as they may with its buttons."""
+    group = ConversationKey(platform="slack", chat_id="C1", team_id="T1")
+    approving = Settings.load(
+        env_file=None,
+        runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
+        access={"PARLEY_APPROVERS": "S9"},
+    )
+    model = ScriptedModel([turn(call("cancel_schedule", id="?")), reply("Cancelled it.")])
+    adapter = RecordingAdapter(platform="slack")
+    async with running(redis, model, adapter=adapter, config=approving) as harness:
+        made = await make(harness, group, "every 10 minutes")
+        model.script[0] = turn(call("cancel_schedule", id=made.id))
+        asked = message(group, "cancel Ana's schedule", user="U7", name="Bo", direct=False)
+        await harness.submit(replace(asked, actor=replace(asked.actor, groups=("S9",))))
+        await harness.settle()
+        prompt = harness.adapter.in_conversation(group)[-1]
+        assert [b.label for b in prompt.message.buttons][:2] == ["Approve", "Reject"]
+        await harness.submit(click(group, prompt, "approve", user="U7", name="Bo", groups=("S9",)))
+        await harness.settle()
+        assert await harness.runtime.schedules.get(made.id) is None
+        assert harness.adapter.texts(group)[-1] == "Cancelled it."
 
 
 async def test_an_owner_off_the_allowlist_pauses_the_schedule(redis: aioredis.Redis) -> None:

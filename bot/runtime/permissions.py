@@ -1,5 +1,7 @@
-"""Who may act for a requester: decide their pending question or plan, cancel it, or stop their
-run. The requester always; in a shared chat, the configured approvers (user or group ids)."""
+"""Who may act for a requester: decide their pending question or plan, cancel it, stop their
+run or their followed tasks, manage their schedule. The requester always; in a shared chat,
+the configured approvers (user or group ids). One rule for all of them: it sits here, below
+the conversation and the features, so each of them uses it."""
 
 from __future__ import annotations
 
