@@ -37,6 +37,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import Actor, ConversationKey, Inbound, InboundMessage, SessionState
 from adapters.slack.config import SlackConfig
+from adapters.slack.traits import event_id
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class AgentSurface:
             return
         await self.hand_over(
             InboundMessage(
-                event_id=f"slack:{body.get('event_id') or event.get('event_ts')}",
+                event_id=event_id(body.get("event_id") or event.get("event_ts")),
                 conversation=ConversationKey(platform="slack", chat_id=channel, team_id=team),
                 actor=Actor(platform="slack", user_id=user, team_id=team, enterprise_id=enterprise),
                 text="",
@@ -145,7 +146,7 @@ class AgentSurface:
             conversation = replace(conversation, thread_id=await self._dm_thread(conversation))
         await self.hand_over(
             InboundMessage(
-                event_id=f"slack:{body.get('event_id') or event.get('event_ts')}",
+                event_id=event_id(body.get("event_id") or event.get("event_ts")),
                 conversation=conversation,
                 actor=Actor(platform="slack", user_id=user, team_id=team, enterprise_id=enterprise),
                 text="stop",

@@ -41,6 +41,7 @@ from adapters.base import (
 from adapters.slack.config import SlackConfig
 from adapters.slack.context import files_of
 from adapters.slack.teams import Person, Skips, person_of
+from adapters.slack.traits import action_event, command_event, event_id
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,7 @@ class SlackInbound:
                 text = self.direct.with_context(user, channel, thread, text)
         await self.hand_over(
             InboundMessage(
-                event_id=f"slack:{body.get('event_id') or ts}",
+                event_id=event_id(body.get("event_id") or ts),
                 conversation=ConversationKey(
                     platform="slack", chat_id=channel, thread_id=thread, team_id=team
                 ),
@@ -247,7 +248,7 @@ class SlackInbound:
         if not self.accepting():
             return
         press = InboundAction(
-            event_id=f"slack:action:{action.get('action_ts')}:{user}",
+            event_id=action_event(action.get("action_ts"), user),
             conversation=conversation,
             actor=Actor(
                 platform="slack",
@@ -321,7 +322,7 @@ class SlackInbound:
         name, _, args = str(command.get("text") or "").strip().partition(" ")
         await self.hand_over(
             InboundMessage(
-                event_id=f"slack:command:{command.get('trigger_id')}",
+                event_id=command_event(command.get("trigger_id")),
                 conversation=ConversationKey(platform="slack", chat_id=channel, team_id=team),
                 actor=Actor(
                     platform="slack",

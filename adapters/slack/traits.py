@@ -23,6 +23,24 @@ def _parse(rest: str) -> ConversationKey | None:
     return ConversationKey(platform="slack", team_id=parts[0], chat_id=parts[1], thread_id=thread)
 
 
+# --- Event ids (the inbox takes each once; a retried delivery must come back with the same) ---
+
+
+def event_id(delivery: object) -> str:
+    """An Events API delivery: its `event_id`, or the event's ts where it has none."""
+    return f"slack:{delivery}"
+
+
+def action_event(action_ts: object, user: str) -> str:
+    """A button press (one person's, at one moment)."""
+    return f"slack:action:{action_ts}:{user}"
+
+
+def command_event(trigger_id: object) -> str:
+    """A slash command."""
+    return f"slack:command:{trigger_id}"
+
+
 TRAITS = Traits(
     name="slack",
     token_setting="SLACK_BOT_TOKEN",

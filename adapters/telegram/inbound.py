@@ -54,6 +54,11 @@ MAX_TEXT = 4096  # characters: the longest text message Telegram lets anyone sen
 REFUSALS_KEPT = 10_000  # (conversation, sender, code) already handed over as not_allowed
 
 
+def update_event(update_id: int) -> str:
+    """An update's event id (the inbox takes each once; a retried update has the same)."""
+    return f"tg:{update_id}"
+
+
 @dataclass(kw_only=True)
 class TelegramInbound:
     allowed_users: tuple[str, ...] = ()
@@ -117,7 +122,7 @@ class TelegramInbound:
         if not (direct or command is not None or self._addressed(message)):
             return None
         event = InboundMessage(
-            event_id=f"tg:{update_id}",
+            event_id=update_event(update_id),
             conversation=conversation_of(message),
             actor=actor,
             text="",
@@ -162,7 +167,7 @@ class TelegramInbound:
         direct = message.chat.type == ChatType.PRIVATE
         if not paired and not self.allowed(actor.user_id, query.from_user.username):
             return InboundMessage(
-                event_id=f"tg:{update_id}",
+                event_id=update_event(update_id),
                 conversation=conversation,
                 actor=actor,
                 text="",
@@ -177,7 +182,7 @@ class TelegramInbound:
             conversation = ConversationKey(platform="telegram", chat_id=chat, thread_id=topic)
             direct = False
         return InboundAction(
-            event_id=f"tg:{update_id}",
+            event_id=update_event(update_id),
             conversation=conversation,
             actor=actor,
             decision_id=decision_id,
@@ -200,7 +205,7 @@ class TelegramInbound:
         username = chat.get("username") if isinstance(chat.get("username"), str) else None
         name = " ".join(str(chat.get(k)) for k in ("first_name", "last_name") if chat.get(k))
         event = InboundMessage(
-            event_id=f"tg:{update_id}",
+            event_id=update_event(update_id),
             conversation=ConversationKey(
                 platform="telegram",
                 chat_id=str(chat_id),
