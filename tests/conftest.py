@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import redis as syncredis
@@ -18,6 +19,9 @@ import redis.asyncio as aioredis
 
 from bot.ops.embedded_redis import EmbeddedRedis
 from tests.fakes.telegram import FakeTelegram
+
+if TYPE_CHECKING:
+    from memory import Embedder
 
 pytest_plugins = ["tests.tiers", "tests.parallel"]
 
@@ -94,3 +98,12 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
     """The fake Telegram Bot API (`tests/fakes/telegram.py`), one per test."""
     async with FakeTelegram() as fake:
         yield fake
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The real local embedding model (installed with the project, never downloaded here),
+    loaded once per test process."""
+    from memory import local_embedder
+
+    return local_embedder()

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import time
 
-import pytest
 import redis.asyncio as aioredis
 
 from adapters.base import ConversationKey
 from agent.messages import ChatRequest, ChatResponse
 from agent.protocols import RunContext
-from memory import Embedder, RedisMemoryStore, local_embedder, open_store
+from memory import Embedder, RedisMemoryStore, open_store
 from tests.adapters.test_slack import Slack, slack_bot, until
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.fakes import slack as fs
@@ -23,11 +22,6 @@ from tests.fakes import slack as fs
 TEAM = fs.TEAM
 TARGET = "The acquisition target is Wombat Corp"
 BOB_PRIVATE = "Bob is interviewing at another company"
-
-
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return local_embedder()
 
 
 def said_by(user: str, name: str, chat: str, *, direct: bool = False) -> RunContext:

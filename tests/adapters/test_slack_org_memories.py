@@ -21,7 +21,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from agent.protocols import RunContext
-from memory import Embedder, RedisMemoryStore, local_embedder, open_store
+from memory import Embedder, RedisMemoryStore, open_store
 from tests.adapters.test_slack import SECRET, Slack, slack_bot, until
 from tests.adapters.test_slack_org_installs import org_mention
 from tests.agent.scripted import ScriptedModel, call, reply, turn
@@ -32,11 +32,6 @@ pytestmark = pytest.mark.network  # a fake Slack on a local port
 ORG = {"team_memories": "organisation"}  # PARLEY_SLACK_TEAM_MEMORIES, as platforms.py passes it
 VPN = "The VPN host is vpn.example.com"
 _ids = count(1)
-
-
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return local_embedder()
 
 
 def mention(

@@ -11,7 +11,6 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
-import pytest
 import redis.asyncio as aioredis
 
 from adapters.base import ConversationKey
@@ -19,17 +18,12 @@ from adapters.telegram import TelegramAdapter
 from agent import builtin_registry
 from agent.messages import ChatRequest, ChatResponse
 from agent.protocols import RunContext
-from memory import Embedder, RedisMemoryStore, local_embedder, open_store
+from memory import Embedder, RedisMemoryStore, open_store
 from tests.adapters.test_telegram import ANA, BOB, GROUP, adapter_for
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, running
 from tests.fakes.telegram import BOT_USERNAME, FakeTelegram
 from tests.helpers import until
-
-
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return local_embedder()
 
 
 @contextlib.asynccontextmanager

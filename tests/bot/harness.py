@@ -17,14 +17,14 @@ from agent.loop import Agent, AgentConfig
 from agent.mcp.following import TaskPolling
 from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
-from agent.tools import ToolRegistry, ToolSource
+from agent.tools import ToolRegistry, ToolSource, tool
 from bot.config import Settings
 from bot.ops.health import Health
 from bot.ops.shutdown import describe
 from bot.runtime.worker import GROUP
 from bot.wiring.runtime import Runtime, build_runtime
 from tests.agent.scripted import ScriptedModel
-from tests.bot.recording import RecordingAdapter, message
+from tests.bot.recording import Posted, RecordingAdapter, message
 
 if TYPE_CHECKING:
     from agent.mcp import Credentials, McpToolbox, ServerConfig, Timing
@@ -33,6 +33,31 @@ if TYPE_CHECKING:
 def settings(**runtime: Any) -> Settings:
     values = {"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2, **runtime}
     return Settings.load(env_file=None, runtime=values)
+
+
+def with_approvers(config: Settings, *approvers: str) -> Settings:
+    """`config` with these approvers (user ids, or user groups such as S-admins)."""
+    access = config.access.model_copy(update={"approvers": list(approvers)})
+    return config.model_copy(update={"access": access})
+
+
+def email_tool() -> tuple[ToolRegistry, list[str]]:
+    """The built-in tools and `send_email`, which needs approval; the addresses it sent to."""
+    sent: list[str] = []
+
+    @tool(side_effects=True, describe=lambda args: f"Send an email to {args['to']}")
+    async def send_email(to: str) -> str:
+        """Send an email.
+
+        Args:
+            to: the address
+        """
+        sent.append(to)
+        return f"sent to {to}"
+
+    registry = builtin_registry()
+    registry.register(send_email)
+    return registry, sent
 
 
 @dataclass
@@ -44,6 +69,11 @@ class Harness:
 
     async def submit(self, event: Inbound) -> bool:
         return await self.runtime.inbox.submit(event)
+
+    async def handle(self, event: Inbound, within: float = 10.0) -> None:
+        """Submit `event` and wait until it (and all before it) is handled."""
+        await self.submit(event)
+        await self.settle(within)
 
     async def settle(self, within: float = 10.0) -> None:
         """Wait until every queued entry is handled and acknowledged."""
@@ -173,3 +203,11 @@ async def reply_to(harness: Harness, chat: ConversationKey, text: str, **fields:
     await harness.submit(message(chat, text, command=command, args=args, **fields))
     await harness.settle()
     return "\n".join(p.message.text for p in harness.adapter.posted[before:])
+
+
+async def prompted(harness: Harness, chat: ConversationKey, text: str, **fields: Any) -> Posted:
+    """The first thing Parley posted in `chat` once this message was handled (in a fresh
+    chat: its question or its approval prompt)."""
+    await harness.submit(message(chat, text, **fields))
+    await harness.settle()
+    return harness.adapter.in_conversation(chat)[0]

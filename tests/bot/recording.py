@@ -23,6 +23,7 @@ from adapters.base import (
     Undeliverable,
 )
 from adapters.platform import ChatAdapter
+from agent.protocols import RunContext
 
 _ids = itertools.count(1)
 
@@ -81,6 +82,10 @@ class RecordingAdapter(ChatAdapter):
     def in_conversation(self, conversation: ConversationKey) -> list[Posted]:
         return [p for p in self.posted if p.ref.conversation == conversation]
 
+    def prompt(self, conversation: ConversationKey) -> Posted:
+        """The last message with buttons in `conversation`."""
+        return [p for p in self.in_conversation(conversation) if p.message.buttons][-1]
+
     def texts(self, conversation: ConversationKey | None = None) -> list[str]:
         posts = self.posted if conversation is None else self.in_conversation(conversation)
         return [p.message.text for p in posts]
@@ -135,4 +140,26 @@ def click(
         choice=choice,
         message=posted.ref,
         callback_id=f"cb-{next(_events)}",
+    )
+
+
+def press(
+    posted: Posted, label: str, *, user: str = "42", name: str = "Ana", groups: tuple[str, ...] = ()
+) -> InboundAction:
+    """A press of the button labelled `label` on `posted`, where it was posted."""
+    labels = [b.label for b in posted.message.buttons]
+    choice = posted.message.buttons[labels.index(label)].value
+    return click(posted.ref.conversation, posted, choice, user=user, name=name, groups=groups)
+
+
+def run_in(chat: ConversationKey, user: str, name: str = "", *, direct: bool = False) -> RunContext:
+    """A run for `user` in `chat` (a shared one unless `direct`), as the runtime makes it."""
+    return RunContext(
+        conversation_id=chat.id,
+        platform=chat.platform,
+        user_id=user,
+        chat_id=chat.chat_id,
+        team_id=chat.team_id,
+        is_direct=direct,
+        user_name=name,
     )

@@ -26,7 +26,7 @@ from agent.protocols import RunContext
 from bot.ops.embedded_redis import EmbeddedRedis, free_port
 from bot.runtime.decisions import DecisionStore
 from bot.runtime.keys import Keys
-from memory import Embedder, local_embedder, open_store
+from memory import Embedder, open_store
 
 pytestmark = pytest.mark.process
 
@@ -35,11 +35,6 @@ CONF = ROOT / "deploy" / "redis.conf"
 PASSWORD = "restore-test-password"
 ANA = RunContext(conversation_id="slack:T1:DANA", platform="slack", user_id="UANA",
                  chat_id="DANA", team_id="T1")  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return local_embedder()
 
 
 def runbook_blocks() -> tuple[list[str], list[str]]:

@@ -5,12 +5,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from memory import Embedder, RedisMemoryStore, local_embedder, open_store
-
-
-@pytest.fixture(scope="session")
-def embedder() -> Embedder:
-    return local_embedder()
+from memory import Embedder, RedisMemoryStore, open_store
 
 
 @pytest.fixture

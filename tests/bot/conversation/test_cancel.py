@@ -8,9 +8,8 @@ from collections.abc import AsyncIterator
 import redis.asyncio as aioredis
 
 from tests.agent.scripted import ScriptedModel, call, turn
-from tests.bot.harness import Harness, running, settings
+from tests.bot.harness import Harness, email_tool, prompted, running, settings, with_approvers
 from tests.bot.recording import Posted, click, dm, message
-from tests.bot.runtime.test_runtime import recording_tool
 
 GROUP = dm("-100")
 
@@ -20,16 +19,11 @@ async def approval_pending(
     redis: aioredis.Redis,
 ) -> AsyncIterator[tuple[Harness, Posted, list[str]]]:
     """Ana asked, in a group, for an email that now waits for approval; Boss is an approver."""
-    registry, ran = recording_tool()
+    registry, ran = email_tool()
     model = ScriptedModel([turn(call("send_email", to="a@example.com"))])
-    config = settings()
-    config = config.model_copy(
-        update={"access": config.access.model_copy(update={"approvers": ["boss"]})}
-    )
+    config = with_approvers(settings(), "boss")
     async with running(redis, model, tools=registry, config=config) as harness:
-        await harness.submit(message(GROUP, "email the team", direct=False))
-        await harness.settle()
-        yield harness, harness.adapter.in_conversation(GROUP)[0], ran
+        yield harness, await prompted(harness, GROUP, "email the team", direct=False), ran
 
 
 async def cancel(harness: Harness, user: str, name: str) -> None:

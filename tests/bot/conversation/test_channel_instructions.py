@@ -5,26 +5,20 @@ in that channel whatever it is about, nowhere else, and leaves when it is remove
 
 from __future__ import annotations
 
-import pytest
 import redis.asyncio as aioredis
 
 from adapters.base import ConversationKey
 from adapters.slack import ADDRESSING as SLACK
 from agent.protocols import RunContext
-from memory import Embedder, local_embedder, open_store
+from memory import Embedder, open_store
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.harness import Harness, reply_to, running
-from tests.bot.recording import Posted, RecordingAdapter, click
+from tests.bot.recording import RecordingAdapter, press, run_in
 
 LAUNCH = ConversationKey(platform="slack", chat_id="C0LAUNCH", team_id="T1")
 OTHER = ConversationKey(platform="slack", chat_id="C0OTHER", team_id="T1")
 ANA_DM = ConversationKey(platform="slack", chat_id="D0ANA", team_id="T1")
 GROUP = ConversationKey(platform="telegram", chat_id="-100777")
-
-
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return local_embedder()
 
 
 async def say(
@@ -33,17 +27,6 @@ async def say(
     return await reply_to(
         harness, chat, text, direct=chat.chat_id.startswith("D"), user=user, name=name
     )
-
-
-def prompt(harness: Harness, chat: ConversationKey) -> Posted:
-    return [p for p in harness.adapter.in_conversation(chat) if p.message.buttons][-1]
-
-
-async def press(harness: Harness, posted: Posted, label: str, user: str, name: str) -> None:
-    labels = [b.label for b in posted.message.buttons]
-    choice = posted.message.buttons[labels.index(label)].value
-    await harness.submit(click(posted.ref.conversation, posted, choice, user=user, name=name))
-    await harness.settle()
 
 
 def standing(system: str) -> str:
@@ -71,13 +54,13 @@ async def test_a_channel_instruction_reaches_every_run_there_and_leaves_when_rem
     adapter = RecordingAdapter(platform="slack", addressing=SLACK)
     async with running(redis, model, memory=store, adapter=adapter) as harness:
         await say(harness, LAUNCH, "remember for this channel: answer in Spanish")
-        approval = prompt(harness, LAUNCH)
+        approval = harness.adapter.prompt(LAUNCH)
         assert "Follow in every run in this chat from now on: “Answer in Spanish”" in (
             approval.message.text
         )
         # not kept until its author approves: a channel's instructions are everyone's
         assert await store.instructions(channel("U1")) == []
-        await press(harness, approval, "Approve", user="U1", name="Ana")
+        await harness.handle(press(approval, "Approve", user="U1", name="Ana"))
         assert [m.text for m in await store.instructions(channel("U2"))] == ["Answer in Spanish"]
 
         await say(harness, LAUNCH, "when do we deploy?", user="U2", name="Ben")
@@ -105,28 +88,14 @@ async def test_a_channel_instruction_reaches_every_run_there_and_leaves_when_rem
 
 
 def channel(user: str) -> RunContext:
-    return RunContext(
-        conversation_id=LAUNCH.id,
-        platform="slack",
-        user_id=user,
-        chat_id=LAUNCH.chat_id,
-        team_id="T1",
-        is_direct=False,
-    )
+    return run_in(LAUNCH, user)
 
 
 async def test_a_telegram_group_instruction_follows_every_run_in_the_group(
     redis: aioredis.Redis, embedder: Embedder
 ) -> None:
     store = await open_store(redis, embedder)
-    lena = RunContext(
-        conversation_id=GROUP.id,
-        platform="telegram",
-        user_id="501",
-        chat_id=GROUP.chat_id,
-        is_direct=False,
-        user_name="Lena",
-    )
+    lena = run_in(GROUP, "501", "Lena")
     await store.remember("Always answer in German", lena, kind="instruction")
     await store.remember("Lena's bike is blue", lena)
     model = ScriptedModel([reply("Vier."), reply("Vier.")])

@@ -7,36 +7,22 @@ from __future__ import annotations
 
 import time
 
-import pytest
 import redis.asyncio as aioredis
 
 from adapters.base import ConversationKey
 from adapters.slack import ADDRESSING as SLACK
 from agent.protocols import RunContext
-from memory import Embedder, local_embedder, open_store
+from memory import Embedder, open_store
 from tests.agent.scripted import ScriptedModel, reply
 from tests.bot.harness import Harness, reply_to, running
-from tests.bot.recording import RecordingAdapter
+from tests.bot.recording import RecordingAdapter, run_in
 
 LAUNCH = ConversationKey(platform="slack", chat_id="C0LAUNCH", team_id="T1")
 LENA_DM = ConversationKey(platform="telegram", chat_id="501")
 
 
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return local_embedder()
-
-
 def in_launch(user: str, name: str) -> RunContext:
-    return RunContext(
-        conversation_id=LAUNCH.id,
-        platform="slack",
-        user_id=user,
-        chat_id=LAUNCH.chat_id,
-        team_id="T1",
-        is_direct=False,
-        user_name=name,
-    )
+    return run_in(LAUNCH, user, name)
 
 
 async def said(harness: Harness, conversation: ConversationKey, text: str, **who: str) -> str:
@@ -95,13 +81,7 @@ async def test_a_telegram_private_chat_says_you_told_me_in_a_direct_message(
     redis: aioredis.Redis, embedder: Embedder
 ) -> None:
     store = await open_store(redis, embedder)
-    lena = RunContext(
-        conversation_id=LENA_DM.id,
-        platform="telegram",
-        user_id="501",
-        chat_id="501",
-        user_name="Lena",
-    )
+    lena = run_in(LENA_DM, "501", "Lena", direct=True)
     await store.remember("Lena's dentist is Dr. Keller", lena)
     model = ScriptedModel([])
     async with running(redis, model, memory=store) as harness:

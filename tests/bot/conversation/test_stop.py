@@ -16,7 +16,7 @@ from agent.messages import ChatRequest, ChatResponse
 from agent.tools import ToolRegistry, tool
 from bot.wiring.connection import redis_client
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running, settings
+from tests.bot.harness import Harness, prompted, running, settings, with_approvers
 from tests.bot.recording import click, dm, message
 from tests.private_redis import private_redis
 
@@ -100,9 +100,7 @@ async def test_a_stop_while_an_approved_action_runs_lets_it_finish_and_runs_noth
     )
     async with running(redis, model, tools=registry) as harness:
         chat = dm()
-        await harness.submit(message(chat, "email a and b"))
-        await harness.settle()
-        approval = harness.adapter.in_conversation(chat)[0]
+        approval = await prompted(harness, chat, "email a and b")
         await harness.submit(click(chat, approval, "approve"))
         await asyncio.wait_for(started.wait(), 10)
         await stop(harness, chat)
@@ -119,10 +117,7 @@ async def test_a_stop_while_an_approved_action_runs_lets_it_finish_and_runs_noth
 async def test_someone_else_in_a_group_cannot_stop_the_run_but_an_approver_can(
     redis: aioredis.Redis,
 ) -> None:
-    config = settings()
-    config = config.model_copy(
-        update={"access": config.access.model_copy(update={"approvers": ["boss"]})}
-    )
+    config = with_approvers(settings(), "boss")
     model = Hanging(reply("The summary."), hang_at=1)
     async with running(redis, model, config=config) as harness:
         await harness.submit(message(GROUP, "summarise the week", direct=False))

@@ -22,8 +22,7 @@ from adapters.base import (
 )
 from adapters.slack import SlackAdapter, SlackConfig
 from adapters.telegram import TelegramAdapter, TelegramConfig
-from agent.builtin_tools import builtin_registry
-from agent.tools import ToolRegistry, tool
+from agent.tools import ToolRegistry
 from bot.config import Settings
 from bot.conversation.engine import LOST_TEXT
 from bot.ops import metrics
@@ -31,7 +30,7 @@ from bot.runtime.keys import Keys
 from bot.runtime.outbox import Outbox
 from bot.runtime.records import FAILED
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running, settings
+from tests.bot.harness import Harness, email_tool, running, settings
 from tests.bot.recording import RecordingAdapter, dm, message
 from tests.fakes.slack import TEAM, FakeSlack
 from tests.fakes.telegram import FakeTelegram
@@ -39,24 +38,6 @@ from tests.helpers import until
 
 ANA = 42
 CONVERSATION = f"telegram:-:{ANA}:-"
-
-
-def with_email() -> tuple[ToolRegistry, list[str]]:
-    sent: list[str] = []
-
-    @tool(side_effects=True, describe=lambda args: f"Email {args['to']}")
-    async def send_email(to: str) -> str:
-        """Send an email.
-
-        Args:
-            to: the address
-        """
-        sent.append(to)
-        return f"sent to {to}"
-
-    registry = builtin_registry()
-    registry.register(send_email)
-    return registry, sent
 
 
 @contextlib.asynccontextmanager
@@ -141,7 +122,7 @@ async def test_an_answer_the_platform_keeps_refusing_is_delivered_once_it_recove
 async def test_an_undelivered_approval_prompt_is_not_orphaned(
     redis: aioredis.Redis, telegram: FakeTelegram
 ) -> None:
-    registry, sent = with_email()
+    registry, sent = email_tool()
     model = ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Sent.")])
     telegram.answer_error("sendMessage", 500, "Internal Server Error", times=4)
     async with bot(redis, telegram, model, registry) as harness:
@@ -153,7 +134,7 @@ async def test_an_undelivered_approval_prompt_is_not_orphaned(
 
         await until(lambda: bool(telegram.chat(ANA)))
         prompt = telegram.chat(ANA)[0]
-        assert "Email bo@example.com" in prompt.text and prompt.buttons
+        assert "Send an email to bo@example.com" in prompt.text and prompt.buttons
         # the late prompt is tied to its decision, so the decision can show on it
         decision_id = session.decision_id
         deadline = time.monotonic() + 20

@@ -5,13 +5,12 @@ import time
 
 import redis.asyncio as aioredis
 
-from agent.tools import ToolRegistry, tool
 from bot.config import Settings
 from bot.runtime.inbox import decode
 from bot.runtime.keys import PATTERNS
 from bot.runtime.locks import ConversationLocks
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import running, settings
+from tests.bot.harness import email_tool, prompted, running, settings, with_approvers
 from tests.bot.recording import RecordingAdapter, click, dm, message
 
 
@@ -77,9 +76,7 @@ async def test_a_question_is_answered_with_its_option_button(redis: aioredis.Red
     )
     async with running(redis, model) as harness:
         chat = dm()
-        await harness.submit(message(chat, "order a pizza"))
-        await harness.settle()
-        question = harness.adapter.in_conversation(chat)[0]
+        question = await prompted(harness, chat, "order a pizza")
         assert question.message.text == "Which size?"
         assert [b.label for b in question.message.buttons] == ["Small", "Large"]
         assert (await harness.runtime.sessions.load(chat.id)).status == "awaiting_answer"
@@ -107,34 +104,12 @@ async def test_a_typed_reply_answers_a_pending_question(redis: aioredis.Redis) -
         assert "Lisbon" in model.turn_requests[-1].messages[-1].tool_results[0].content
 
 
-def recording_tool() -> tuple[ToolRegistry, list[str]]:
-    from agent.builtin_tools import builtin_registry
-
-    ran: list[str] = []
-
-    @tool(side_effects=True, describe=lambda args: f"Send an email to {args['to']}")
-    async def send_email(to: str) -> str:
-        """Send an email.
-
-        Args:
-            to: the address
-        """
-        ran.append(to)
-        return f"sent to {to}"
-
-    registry = builtin_registry()
-    registry.register(send_email)
-    return registry, ran
-
-
 async def test_approval_runs_the_tool_once_after_approve(redis: aioredis.Redis) -> None:
-    registry, ran = recording_tool()
+    registry, ran = email_tool()
     model = ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Sent.")])
     async with running(redis, model, tools=registry) as harness:
         chat = dm()
-        await harness.submit(message(chat, "email Bo"))
-        await harness.settle()
-        approval = harness.adapter.in_conversation(chat)[0]
+        approval = await prompted(harness, chat, "email Bo")
         assert "Send an email to bo@example.com" in approval.message.text
         assert [b.label for b in approval.message.buttons] == ["Approve", "Reject"]
         assert ran == []
@@ -152,13 +127,11 @@ async def test_approval_runs_the_tool_once_after_approve(redis: aioredis.Redis) 
 
 
 async def test_rejection_feeds_the_refusal_back(redis: aioredis.Redis) -> None:
-    registry, ran = recording_tool()
+    registry, ran = email_tool()
     model = ScriptedModel([turn(call("send_email", to="x@example.com")), reply("OK, I won't.")])
     async with running(redis, model, tools=registry) as harness:
         chat = dm()
-        await harness.submit(message(chat, "email x"))
-        await harness.settle()
-        approval = harness.adapter.in_conversation(chat)[0]
+        approval = await prompted(harness, chat, "email x")
         await harness.submit(click(chat, approval, "reject"))
         await harness.settle()
         assert ran == []
@@ -168,7 +141,7 @@ async def test_rejection_feeds_the_refusal_back(redis: aioredis.Redis) -> None:
 
 
 async def test_a_message_while_awaiting_approval_is_feedback(redis: aioredis.Redis) -> None:
-    registry, ran = recording_tool()
+    registry, ran = email_tool()
     model = ScriptedModel([turn(call("send_email", to="x@example.com")), reply("Changed course.")])
     async with running(redis, model, tools=registry) as harness:
         chat = dm()
@@ -184,17 +157,12 @@ async def test_a_message_while_awaiting_approval_is_feedback(redis: aioredis.Red
 
 
 async def test_only_the_requester_or_an_approver_may_decide(redis: aioredis.Redis) -> None:
-    registry, ran = recording_tool()
+    registry, ran = email_tool()
     model = ScriptedModel([turn(call("send_email", to="team@example.com")), reply("Sent.")] * 2)
     group = dm("-100")
-    config = settings()
-    config = config.model_copy(
-        update={"access": config.access.model_copy(update={"approvers": ["boss", "S-admins"]})}
-    )
+    config = with_approvers(settings(), "boss", "S-admins")
     async with running(redis, model, tools=registry, config=config) as harness:
-        await harness.submit(message(group, "email the team", direct=False))
-        await harness.settle()
-        approval = harness.adapter.in_conversation(group)[0]
+        approval = await prompted(harness, group, "email the team", direct=False)
 
         await harness.submit(click(group, approval, "approve", user="mallory", name="Mallory"))
         await harness.settle()
@@ -208,32 +176,25 @@ async def test_only_the_requester_or_an_approver_may_decide(redis: aioredis.Redi
 
 
 async def test_in_a_direct_chat_nobody_else_decides(redis: aioredis.Redis) -> None:
-    registry, ran = recording_tool()
+    registry, ran = email_tool()
     model = ScriptedModel([turn(call("send_email", to="a@example.com"))])
-    config = settings()
-    config = config.model_copy(
-        update={"access": config.access.model_copy(update={"approvers": ["boss"]})}
-    )
+    config = with_approvers(settings(), "boss")
     async with running(redis, model, tools=registry, config=config) as harness:
         chat = dm()
-        await harness.submit(message(chat, "email a"))
-        await harness.settle()
-        approval = harness.adapter.in_conversation(chat)[0]
+        approval = await prompted(harness, chat, "email a")
         await harness.submit(click(chat, approval, "approve", user="boss", name="Boss"))
         await harness.settle()
         assert ran == [] and harness.adapter.notices[-1][2] is True
 
 
 async def test_an_expired_approval_explains_itself(redis: aioredis.Redis) -> None:
-    registry, ran = recording_tool()
+    registry, ran = email_tool()
     model = ScriptedModel([turn(call("send_email", to="a@example.com"))])
     async with running(
         redis, model, tools=registry, config=settings(PARLEY_DECISION_TTL=0.2)
     ) as harness:
         chat = dm()
-        await harness.submit(message(chat, "email a"))
-        await harness.settle()
-        approval = harness.adapter.in_conversation(chat)[0]
+        approval = await prompted(harness, chat, "email a")
         await asyncio.sleep(0.3)
         await harness.submit(click(chat, approval, "approve"))
         await harness.settle()
@@ -248,9 +209,7 @@ async def test_a_click_on_an_unknown_decision_explains_itself(redis: aioredis.Re
     model = ScriptedModel([reply("hi")])
     async with running(redis, model) as harness:
         chat = dm()
-        await harness.submit(message(chat, "hi"))
-        await harness.settle()
-        posted = harness.adapter.in_conversation(chat)[0]
+        posted = await prompted(harness, chat, "hi")
         from dataclasses import replace
 
         fake = replace(posted, message=replace(posted.message, decision_id="gone"))
@@ -261,13 +220,11 @@ async def test_a_click_on_an_unknown_decision_explains_itself(redis: aioredis.Re
 
 
 async def test_cancel_ends_a_pending_approval(redis: aioredis.Redis) -> None:
-    registry, ran = recording_tool()
+    registry, ran = email_tool()
     model = ScriptedModel([turn(call("send_email", to="a@example.com"))])
     async with running(redis, model, tools=registry) as harness:
         chat = dm()
-        await harness.submit(message(chat, "email a"))
-        await harness.settle()
-        approval = harness.adapter.in_conversation(chat)[0]
+        approval = await prompted(harness, chat, "email a")
         await harness.submit(message(chat, "/cancel", command="cancel"))
         await harness.settle()
         assert "Cancelled" in harness.adapter.texts(chat)[-1]
@@ -328,9 +285,7 @@ async def test_reminders_are_posted_once_into_their_conversation(redis: aioredis
         running(redis, model, adapter=shared),
     ):
         chat = dm()
-        await harness.submit(message(chat, "remind me to stretch in a second"))
-        await harness.settle()
-        approval = harness.adapter.in_conversation(chat)[0]
+        approval = await prompted(harness, chat, "remind me to stretch in a second")
         await harness.submit(click(chat, approval, "approve"))
         await harness.settle()
         deadline = time.monotonic() + 5
@@ -361,7 +316,7 @@ async def test_entries_of_a_dead_worker_are_reclaimed(redis: aioredis.Redis) -> 
 
 
 async def test_every_key_is_bounded(redis: aioredis.Redis) -> None:
-    registry, _ = recording_tool()
+    registry, _ = email_tool()
     model = ScriptedModel(
         [
             reply("hello"),

@@ -16,8 +16,8 @@ from adapters.base import ConversationKey
 from agent.mcp import McpConfig, McpToolbox, Timing
 from agent.mcp.elicitation import SECRET_REFUSED
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, parley, running, settings
-from tests.bot.recording import Posted, RecordingAdapter, click, message
+from tests.bot.harness import Harness, parley, running, settings, with_approvers
+from tests.bot.recording import Posted, RecordingAdapter, click, message, press
 from tests.fakes.mcp_process import stdio_server
 from tests.helpers import until
 
@@ -26,16 +26,6 @@ pytestmark = pytest.mark.process
 TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
 GROUP = ConversationKey(platform="telegram", chat_id="-100")
 NOT_PARLEY = "*test* (a connected tool, not Parley) asks:"
-
-
-def asked(harness: Harness, chat: ConversationKey = GROUP) -> Posted:
-    return [p for p in harness.adapter.in_conversation(chat) if p.message.buttons][-1]
-
-
-def press(posted: Posted, label: str, user: str = "42", name: str = "Ana") -> object:
-    labels = [b.label for b in posted.message.buttons]
-    choice = posted.message.buttons[labels.index(label)].value
-    return click(posted.ref.conversation, posted, choice, user=user, name=name)
 
 
 def result_of(model: ScriptedModel, request: int) -> str:
@@ -48,16 +38,13 @@ async def test_an_enum_is_asked_as_buttons_only_the_requester_answers_and_the_ca
 ) -> None:
     # 2026-07-28: the server answers input_required; 2025-11-25: it asks mid-call
     model = ScriptedModel([turn(call("test__pick_colour", item="lamp")), reply("Labelled.")])
-    config = settings()  # Bo approves others' actions here, but answers no one's questions
-    config = config.model_copy(
-        update={"access": config.access.model_copy(update={"approvers": ["77"]})}
-    )
+    # Bo approves others' actions here, but answers no one's questions
+    config = with_approvers(settings(), "77")
     async with parley(
         redis, model, server=stdio_server(protocol=protocol), config=config
     ) as harness:
-        await harness.submit(message(GROUP, "label the lamp", direct=False))
-        await harness.settle(within=60)
-        question = asked(harness)
+        await harness.handle(message(GROUP, "label the lamp", direct=False), within=60)
+        question = harness.adapter.prompt(GROUP)
         assert question.message.text.startswith(NOT_PARLEY)  # the server's name, not Parley's
         assert "Which colour should the label be?" in question.message.text
         assert [b.label for b in question.message.buttons] == ["red", "green", "blue", "Decline"]
@@ -68,8 +55,7 @@ async def test_an_enum_is_asked_as_buttons_only_the_requester_answers_and_the_ca
         assert harness.adapter.notices[-1][1:] == ("Only Ana can answer this.", True)
         assert len(model.requests) == 1  # Bo's press went nowhere
 
-        await harness.submit(press(question, "green"))
-        await harness.settle(within=60)
+        await harness.handle(press(question, "green"), within=60)
         assert "lamp: colour=green" in result_of(model, 1)  # the server got Ana's answer
         assert harness.adapter.texts(GROUP)[-1] == "Labelled."
 
@@ -86,19 +72,15 @@ async def test_a_boolean_is_yes_or_no_and_a_decline_is_passed_back(
         ]
     )
     async with parley(redis, model, server=stdio_server()) as harness:
-        await harness.submit(message(GROUP, "send the report to ops", direct=False))
-        await harness.settle(within=60)
-        question = asked(harness)
+        await harness.handle(message(GROUP, "send the report to ops", direct=False), within=60)
+        question = harness.adapter.prompt(GROUP)
         assert [b.label for b in question.message.buttons] == ["Yes", "No", "Decline"]
         assert "Send the report to ops?" in question.message.text
-        await harness.submit(press(question, "Yes"))
-        await harness.settle(within=60)
+        await harness.handle(press(question, "Yes"), within=60)
         assert "send to ops: sure=True" in result_of(model, 1)
 
-        await harness.submit(message(GROUP, "and to everyone", direct=False))
-        await harness.settle(within=60)
-        await harness.submit(press(asked(harness), "Decline"))
-        await harness.settle(within=60)
+        await harness.handle(message(GROUP, "and to everyone", direct=False), within=60)
+        await harness.handle(press(harness.adapter.prompt(GROUP), "Decline"), within=60)
         assert "send to all: the user chose decline" in result_of(model, 3)
         assert harness.adapter.texts(GROUP)[-1] == "Not sent."
 
@@ -106,13 +88,11 @@ async def test_a_boolean_is_yes_or_no_and_a_decline_is_passed_back(
 async def test_a_restart_while_the_question_waits_loses_nothing(redis: aioredis.Redis) -> None:
     model = ScriptedModel([turn(call("test__pick_colour", item="door")), reply("Done.")])
     async with parley(redis, model, server=stdio_server()) as harness:
-        await harness.submit(message(GROUP, "label the door", direct=False))
-        await harness.settle(within=60)
-        question = asked(harness)
+        await harness.handle(message(GROUP, "label the door", direct=False), within=60)
+        question = harness.adapter.prompt(GROUP)
     # the process and its MCP connection are gone; a new one takes the press
     async with parley(redis, model, server=stdio_server()) as harness:
-        await harness.submit(press(question, "red"))
-        await harness.settle(within=60)
+        await harness.handle(press(question, "red"), within=60)
         assert "door: colour=red" in result_of(model, 1)
         assert harness.adapter.texts(GROUP)[-1] == "Done."
 
@@ -122,8 +102,7 @@ async def test_a_request_for_a_secret_is_refused_without_asking_anyone(
 ) -> None:
     model = ScriptedModel([turn(call("test__sign_in")), reply("I can't do that here.")])
     async with parley(redis, model, server=stdio_server()) as harness:
-        await harness.submit(message(GROUP, "sign me in", direct=False))
-        await harness.settle(within=60)
+        await harness.handle(message(GROUP, "sign me in", direct=False), within=60)
         assert not [p for p in harness.adapter.in_conversation(GROUP) if p.message.buttons]
         refused = model.requests[1].messages[-1].content[0]
         assert refused.is_error
@@ -136,16 +115,13 @@ async def test_an_approved_call_that_asks_waits_for_the_answer_then_completes(
 ) -> None:
     model = ScriptedModel([turn(call("test__pick_colour", item="box")), reply("Boxed.")])
     async with parley(redis, model, server=stdio_server(approval="always")) as harness:
-        await harness.submit(message(GROUP, "label the box", direct=False))
-        await harness.settle(within=60)
-        approval = asked(harness)
+        await harness.handle(message(GROUP, "label the box", direct=False), within=60)
+        approval = harness.adapter.prompt(GROUP)
         assert [b.label for b in approval.message.buttons] == ["Approve", "Reject"]
-        await harness.submit(click(GROUP, approval, "approve"))
-        await harness.settle(within=60)
-        question = asked(harness)
+        await harness.handle(click(GROUP, approval, "approve"), within=60)
+        question = harness.adapter.prompt(GROUP)
         assert question.message.text.startswith(NOT_PARLEY)
-        await harness.submit(press(question, "blue"))
-        await harness.settle(within=60)
+        await harness.handle(press(question, "blue"), within=60)
         assert "box: colour=blue" in result_of(model, 1)
         assert harness.adapter.texts(GROUP)[-1] == "Boxed."
 
@@ -155,15 +131,12 @@ async def test_a_free_text_answer_is_typed_and_an_unfitting_one_is_asked_again(
 ) -> None:
     model = ScriptedModel([turn(call("test__pick_colour", item="cup")), reply("Ok.")])
     async with parley(redis, model, server=stdio_server()) as harness:
-        await harness.submit(message(GROUP, "label the cup", direct=False))
-        await harness.settle(within=60)
-        await harness.submit(message(GROUP, "purple", direct=False))
-        await harness.settle(within=60)
-        again = asked(harness)
+        await harness.handle(message(GROUP, "label the cup", direct=False), within=60)
+        await harness.handle(message(GROUP, "purple", direct=False), within=60)
+        again = harness.adapter.prompt(GROUP)
         assert again.message.text.startswith("That answer does not fit")
         assert len(model.requests) == 1  # the server was not called with "purple"
-        await harness.submit(message(GROUP, "Red", direct=False))
-        await harness.settle(within=60)
+        await harness.handle(message(GROUP, "Red", direct=False), within=60)
         assert "cup: colour=red" in result_of(model, 1)
 
 
@@ -175,8 +148,7 @@ async def test_a_servers_progress_shows_as_the_status_line(redis: aioredis.Redis
     await box.start()
     try:
         async with running(redis, model, adapter=adapter, tool_source=box.source()) as harness:
-            await harness.submit(message(GROUP, "count to three", direct=False))
-            await harness.settle(within=60)
+            await harness.handle(message(GROUP, "count to three", direct=False), within=60)
     finally:
         await box.stop()
     shown = [status for chat, status in adapter.progress_log if chat == GROUP.id]
@@ -195,9 +167,8 @@ async def test_an_expired_question_is_never_answered_for_the_requester(
     async with parley(
         redis, model, server=stdio_server(ledger), config=config, timing=timing
     ) as harness:
-        await harness.submit(message(GROUP, "label the mug", direct=False))
-        await harness.settle(within=60)
-        question = asked(harness)
+        await harness.handle(message(GROUP, "label the mug", direct=False), within=60)
+        question = harness.adapter.prompt(GROUP)
         await until(lambda: ledger.exists())
         await harness.submit(press(question, "red"))
         await harness.settle(within=30)
@@ -216,11 +187,9 @@ def purged(ledger: Path) -> list[str]:
 
 async def approve_purge(harness: Harness, item: str) -> Posted:
     """Ask for a purge, approve it, and give back the server's question it then asks."""
-    await harness.submit(message(GROUP, f"purge the {item}", direct=False))
-    await harness.settle(within=60)
-    await harness.submit(click(GROUP, asked(harness), "approve"))
-    await harness.settle(within=60)
-    question = asked(harness)
+    await harness.handle(message(GROUP, f"purge the {item}", direct=False), within=60)
+    await harness.handle(click(GROUP, harness.adapter.prompt(GROUP), "approve"), within=60)
+    question = harness.adapter.prompt(GROUP)
     assert f"Really purge every {item}?" in question.message.text
     assert "waits 10 minutes for your answer" in question.message.text  # it says how long
     return question
@@ -237,8 +206,7 @@ async def test_a_destructive_call_that_asks_hears_the_answer_on_the_same_call(
     async with parley(redis, model, server=stdio_server(ledger)) as harness:
         question = await approve_purge(harness, "logs")
         assert purged(ledger) == []  # nothing happened while the question waits
-        await harness.submit(press(question, answer))
-        await harness.settle(within=60)
+        await harness.handle(press(question, answer), within=60)
         assert purged(ledger) == done  # once at most, on the server's own count
         said = "purged logs" if done else "kept logs"
         assert said in result_of(model, 1)
@@ -253,8 +221,7 @@ async def test_a_destructive_call_left_unanswered_across_a_restart_is_not_made_a
     async with parley(redis, model, server=stdio_server(ledger)) as harness:
         question = await approve_purge(harness, "cache")
     async with parley(redis, model, server=stdio_server(ledger)) as harness:
-        await harness.submit(press(question, "Yes"))
-        await harness.settle(within=60)
+        await harness.handle(press(question, "Yes"), within=60)
         told = model.requests[1].messages[-1].content[0]
         assert told.is_error and "Parley restarted" in told.content
         assert "did not make the call again" in told.content
@@ -269,14 +236,11 @@ async def test_a_destructive_call_whose_wait_ran_out_completes_at_most_once(
     model = ScriptedModel([turn(call("test__purge", item="tmp")), reply("Told them.")])
     timing = replace(TIMING, question_wait=0.5)
     async with parley(redis, model, server=stdio_server(ledger), timing=timing) as harness:
-        await harness.submit(message(GROUP, "purge the tmp", direct=False))
-        await harness.settle(within=60)
-        await harness.submit(click(GROUP, asked(harness), "approve"))
-        await harness.settle(within=60)
-        question = asked(harness)
+        await harness.handle(message(GROUP, "purge the tmp", direct=False), within=60)
+        await harness.handle(click(GROUP, harness.adapter.prompt(GROUP), "approve"), within=60)
+        question = harness.adapter.prompt(GROUP)
         await until(lambda: purged(ledger) == ["purge tmp"])  # "cancel": this server goes on
-        await harness.submit(press(question, "Yes"))
-        await harness.settle(within=60)
+        await harness.handle(press(question, "Yes"), within=60)
         told = model.requests[1].messages[-1].content[0]
         assert told.is_error and "was told the question was dismissed" in told.content
         assert "purged tmp" in told.content  # what the server did is not hidden
@@ -288,13 +252,11 @@ async def test_a_schema_default_is_offered_first_as_the_suggested_answer(
 ) -> None:
     model = ScriptedModel([turn(call("test__pick_size", item="box")), reply("Sized.")])
     async with parley(redis, model, server=stdio_server()) as harness:
-        await harness.submit(message(GROUP, "size the box", direct=False))
-        await harness.settle(within=60)
-        question = asked(harness)
+        await harness.handle(message(GROUP, "size the box", direct=False), within=60)
+        question = harness.adapter.prompt(GROUP)
         assert [b.label for b in question.message.buttons] == ["M", "S", "L", "Skip", "Decline"]
         assert "Suggested: M" in question.message.text
-        await harness.submit(press(question, "M"))
-        await harness.settle(within=60)
+        await harness.handle(press(question, "M"), within=60)
         assert "box: size=M" in result_of(model, 1)
 
 
@@ -319,15 +281,13 @@ async def test_a_shared_servers_question_goes_only_to_the_person_whose_call_aske
             await harness.submit(message(GROUP, "sleep a bit", direct=False))
             await until(lambda: len(calls._calls) == 1)
             bo = message(OTHER, "label the vase", user="77", name="Bo", direct=False)
-            await harness.submit(bo)
-            await harness.settle(within=60)
+            await harness.handle(bo, within=60)
             assert not [p for p in harness.adapter.in_conversation(GROUP) if p.message.buttons]
             assert harness.adapter.texts(GROUP)[-1] == "Slept."
             assert "slept" in result_of(model, 2)
-            question = asked(harness, OTHER)
+            question = harness.adapter.prompt(OTHER)
             assert "Which colour should the label be?" in question.message.text
-            await harness.submit(press(question, "red", user="77", name="Bo"))
-            await harness.settle(within=60)
+            await harness.handle(press(question, "red", user="77", name="Bo"), within=60)
             assert "vase: colour=red" in result_of(model, 3)
             assert harness.adapter.texts(OTHER)[-1] == "Labelled."
     finally:
@@ -341,20 +301,16 @@ async def test_fields_the_person_skips_reach_the_server_as_their_defaults(
     # SEP-1034: an accepted form carries every schema default the person did not fill
     model = ScriptedModel([turn(call("test__profile")), reply("Set up.")])
     async with parley(redis, model, server=stdio_server(protocol=protocol)) as harness:
-        await harness.submit(message(GROUP, "set up my profile", direct=False))
-        await harness.settle(within=60)
-        name = asked(harness)
+        await harness.handle(message(GROUP, "set up my profile", direct=False), within=60)
+        name = harness.adapter.prompt(GROUP)
         assert [b.label for b in name.message.buttons] == ["John Doe", "Skip", "Decline"]
-        await harness.submit(press(name, "Skip"))
-        await harness.settle(within=60)
-        age = asked(harness)
+        await harness.handle(press(name, "Skip"), within=60)
+        age = harness.adapter.prompt(GROUP)
         assert "Suggested: 30" in age.message.text
-        await harness.submit(press(age, "Skip"))
-        await harness.settle(within=60)
-        verified = asked(harness)
+        await harness.handle(press(age, "Skip"), within=60)
+        verified = harness.adapter.prompt(GROUP)
         assert [b.label for b in verified.message.buttons] == ["Yes", "No", "Skip", "Decline"]
-        await harness.submit(press(verified, "No"))
-        await harness.settle(within=60)
+        await harness.handle(press(verified, "No"), within=60)
         said = result_of(model, 1)
         assert "sent ['age', 'name', 'verified']: John Doe, 30, False" in said
 
@@ -370,11 +326,9 @@ async def test_a_servers_request_state_shaped_like_parleys_own_is_echoed_exactly
     ledger = tmp_path / "ledger"
     server = stdio_server(ledger, protocol="2026-07-28", env={"MCP_STATE_PREFIX": prefix})
     async with parley(redis, model, server=server) as harness:
-        await harness.submit(message(GROUP, "label the cup", direct=False))
-        await harness.settle(within=60)
-        question = asked(harness)
+        await harness.handle(message(GROUP, "label the cup", direct=False), within=60)
+        question = harness.adapter.prompt(GROUP)
         assert "Which colour should the label be?" in question.message.text
-        await harness.submit(press(question, "red"))
-        await harness.settle(within=60)
+        await harness.handle(press(question, "red"), within=60)
         assert "cup: colour=red" in result_of(model, 1)
     assert ledger.read_text().splitlines() == ["pick_colour cup: colour=red"]
