@@ -193,10 +193,12 @@ InboundHandler = Callable[[Inbound], Awaitable[object]]
 
 def is_stop(event: Inbound) -> bool:
     """Whether `event` asks to stop what runs in its conversation: `/cancel`, or the stop a
-    platform offers, which its adapter hands over as that command."""
+    platform offers, which its adapter hands over as that command. The one reading of it:
+    the worker, the engine and the followed tasks' rule all ask here. Words after it that
+    run too long do not make it less of a stop; someone not let in never stops anything."""
     return (
         isinstance(event, InboundMessage)
-        and event.kind == "text"
+        and event.kind in ("text", "too_long")
         and (event.command or "").lower() == "cancel"
     )
 

@@ -205,8 +205,8 @@ def pending_id(session: Session, event: Inbound) -> str | None:
     if isinstance(event, InboundAction):
         lists = (MEMORY_ACTION, SCHEDULE_ACTION, CONNECTION_ACTION, STANDING_ACTION)  # no decision
         return None if event.decision_id in lists else event.decision_id
-    command = (event.command or "cancel").lower()
-    about_it = event.kind == "connected" or (event.kind == "text" and command == "cancel")
+    plain = event.kind == "text" and not event.command
+    about_it = plain or is_stop(event) or event.kind == "connected"
     return session.decision_id if about_it else None
 
 
@@ -279,7 +279,7 @@ def _command(
         return [ListSchedules()]
     if name == "connections":
         return [ListConnections()]
-    if name != "cancel":  # to the person alone: a typo is nobody else's business
+    if not is_stop(event):  # to the person alone: a typo is nobody else's business
         unknown = OutboundMessage(
             text=unknown_command(policy.addressing, name), private_to=event.actor.user_id
         )

@@ -18,6 +18,7 @@ from adapters.base import (
     InboundAction,
     InboundMessage,
     OutboundMessage,
+    is_stop,
 )
 from adapters.slack import ADDRESSING as SLACK_ADDRESSING
 from agent.deferred import PendingPlan
@@ -49,7 +50,7 @@ from bot.conversation.effects import (
     Settle,
     TasksCancelled,
 )
-from bot.conversation.engine import Policy, decide
+from bot.conversation.engine import Policy, decide, pending_id
 from bot.conversation.render import MEMORY_ACTION
 from bot.runtime.decisions import Decision, decision_id_for
 from bot.runtime.sessions import Resolution, Session
@@ -674,6 +675,21 @@ def test_a_stop_first_stops_the_followed_tasks_then_goes_on_as_a_stop() -> None:
         )
         assert after == decide(waiting, PENDING["approval"], stop, POLICY)
         assert isinstance(after[0], Claim) and after[0].status == "cancelled"
+
+
+def test_a_stop_cut_as_too_long_is_a_stop_for_every_reader_of_it() -> None:
+    """/cancel followed by more than a message may hold is a stop all the same, by the one
+    predicate (adapters.base.is_stop) the worker, the followed tasks' rule and the decision
+    it cancels all read: before, the engine cancelled the run but left its waiting decision
+    pending, and the worker did not stop a working run with it."""
+    long = say("requester", "x" * 100, command="cancel", kind="too_long", length=500)
+    assert is_stop(long)
+    waiting = SESSIONS["awaiting_approval"]
+    assert pending_id(waiting, long) == "D1"
+    stop = Received(entry_id=ENTRY, event=long)
+    assert decide(waiting, PENDING["approval"], stop, FOLLOWING) == [CancelTasks(received=stop)]
+    after = decide(waiting, PENDING["approval"], TasksCancelled(received=stop, count=0), FOLLOWING)
+    assert isinstance(after[0], Claim) and after[0].status == "cancelled"
 
 
 def awaiting_always() -> Session:
