@@ -20,7 +20,7 @@ from adapters.platform import ChatAdapter
 from agent.loop import Agent
 from agent.mcp.following import TaskFollower, TaskPolling
 from agent.outcomes import Outcome
-from agent.protocols import MemoryStore, RunContext, ScheduleInfo, Scheduler
+from agent.protocols import MemoryStore, RunContext, Scheduler
 from bot.config import Settings
 from bot.conversation import texts
 from bot.conversation.attachments import Gatherer, ThreadMarks
@@ -41,7 +41,7 @@ from bot.features.reminders import ReminderScheduler
 from bot.features.schedules.clock import ScheduleClock
 from bot.features.schedules.commands import ScheduleCommands
 from bot.features.schedules.runs import Objectives
-from bot.features.schedules.store import Schedule, ScheduleStore
+from bot.features.schedules.store import BookOf, Schedule, ScheduleStore
 from bot.features.standing import StandingStore
 from bot.ops import metrics
 from bot.ops.health import Health
@@ -141,7 +141,7 @@ TASK_WORDS = TaskWords(
 
 
 @dataclass(frozen=True)
-class Scheduling:
+class Scheduling(BookOf):
     """What the agent's tools schedule with: one-shot reminders and recurring schedules."""
 
     reminders: ReminderScheduler
@@ -149,25 +149,6 @@ class Scheduling:
 
     async def schedule_reminder(self, text: str, due_at: float, context: RunContext) -> str:
         return await self.reminders.schedule_reminder(text, due_at, context)
-
-    async def create_schedule(
-        self,
-        when: str,
-        objective: str,
-        timezone: str,
-        standing: tuple[str, ...],
-        context: RunContext,
-    ) -> ScheduleInfo:
-        return await self.book.create_schedule(when, objective, timezone, standing, context)
-
-    async def list_schedules(self, context: RunContext) -> list[ScheduleInfo]:
-        return await self.book.list_schedules(context)
-
-    async def cancellable(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
-        return await self.book.cancellable(schedule_id, context)
-
-    async def cancel_schedule(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
-        return await self.book.cancel_schedule(schedule_id, context)
 
 
 def owner_left(adapters: dict[str, ChatAdapter]) -> Callable[[Schedule], Awaitable[bool]]:

@@ -17,7 +17,8 @@ import hashlib
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from cryptography.fernet import InvalidToken, MultiFernet
 from redis.asyncio import Redis
@@ -34,8 +35,9 @@ def shown(code: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Held:
-    """A sign-in waiting for its person: whose, where they asked, and the tokens."""
+class SignIn:
+    """Whose sign-in it is, for which server, and which waiting run it resumes: the same
+    while it is under way (`store.Pending`) and once it came back (`Held`)."""
 
     server: str
     platform: str
@@ -45,6 +47,16 @@ class Held:
     conversation_id: str
     is_direct: bool
     question_id: str
+
+    def sign_in(self) -> dict[str, Any]:
+        """Only the `SignIn` fields, to make the next stage of it."""
+        return {f.name: getattr(self, f.name) for f in fields(SignIn)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Held(SignIn):
+    """A sign-in waiting for its person: whose, where they asked, and the tokens."""
+
     tokens: str  # oauth.Tokens as JSON
     expires: float  # epoch seconds
 

@@ -193,14 +193,8 @@ async def revoke(client: Client, tokens: Tokens, guard: Guard) -> None:
         if tokens.refresh_token
         else (tokens.access_token, "access_token")
     )
-    form, headers = _authenticated(client, {"token": token, "token_type_hint": hint})
-    try:
-        async with guard.client() as session:
-            response = await session.post(client.revocation_endpoint, data=form, headers=headers)
-    except httpx2.TransportError as exc:
-        raise ConnectionError(f"revocation endpoint unreachable ({type(exc).__name__})") from None
-    except AddressRefused as exc:
-        raise OAuthError(f"revocation endpoint refused: {exc}") from None
+    form = {"token": token, "token_type_hint": hint}
+    response = await _post(client, client.revocation_endpoint, form, guard, "revocation")
     if response.status_code != 200:
         raise OAuthError(f"revocation refused ({response.status_code})")
 
@@ -216,15 +210,24 @@ def _authenticated(client: Client, form: dict[str, str]) -> tuple[dict[str, str]
     return form, {}
 
 
-async def _token_request(client: Client, form: dict[str, str], guard: Guard) -> OAuthToken:
-    form, headers = _authenticated(client, {**form, "resource": client.resource})
+async def _post(
+    client: Client, url: str, form: dict[str, str], guard: Guard, endpoint: str
+) -> httpx2.Response:
+    """`form` posted to one of the server's `endpoint`s as Parley's registration says:
+    unreachable is a ConnectionError (tried again later), a refused address an OAuthError."""
+    form, headers = _authenticated(client, form)
     try:
         async with guard.client() as session:
-            response = await session.post(client.token_endpoint, data=form, headers=headers)
+            return await session.post(url, data=form, headers=headers)
     except httpx2.TransportError as exc:
-        raise ConnectionError(f"token endpoint unreachable ({type(exc).__name__})") from None
+        raise ConnectionError(f"{endpoint} endpoint unreachable ({type(exc).__name__})") from None
     except AddressRefused as exc:
-        raise OAuthError(f"token endpoint refused: {exc}") from None
+        raise OAuthError(f"{endpoint} endpoint refused: {exc}") from None
+
+
+async def _token_request(client: Client, form: dict[str, str], guard: Guard) -> OAuthToken:
+    form = {**form, "resource": client.resource}
+    response = await _post(client, client.token_endpoint, form, guard, "token")
     if response.status_code != 200:
         # the error code only: a body may echo what was sent
         try:

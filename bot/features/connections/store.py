@@ -40,7 +40,7 @@ from agent.outbound import Guard, trusted_hosts
 from agent.protocols import RunContext
 from agent.tools import ToolError
 from bot.features.connections import oauth
-from bot.features.connections.held import Confirmation, Held, HeldSignIns
+from bot.features.connections.held import Confirmation, Held, HeldSignIns, SignIn
 from bot.runtime.codec import Codec
 from bot.runtime.keys import Keys
 
@@ -59,17 +59,9 @@ def fernet(keys: str) -> MultiFernet:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Pending:
-    """A sign-in under way: whose, for which server, and which waiting run it resumes."""
+class Pending(SignIn):
+    """A sign-in under way, with the PKCE verifier that finishes it."""
 
-    server: str
-    platform: str
-    user_id: str
-    user_name: str
-    team_id: str | None
-    conversation_id: str
-    is_direct: bool
-    question_id: str
     verifier: str
 
 
@@ -278,18 +270,7 @@ class Connections:
     async def hold(self, pending: Pending, tokens: oauth.Tokens) -> str:
         """Keep a sign-in's tokens until `pending`'s person confirms them; the code to type."""
         return await self.held.hold(
-            Held(
-                server=pending.server,
-                platform=pending.platform,
-                user_id=pending.user_id,
-                user_name=pending.user_name,
-                team_id=pending.team_id,
-                conversation_id=pending.conversation_id,
-                is_direct=pending.is_direct,
-                question_id=pending.question_id,
-                tokens=tokens.model_dump_json(),
-                expires=0.0,
-            )
+            Held(**pending.sign_in(), tokens=tokens.model_dump_json(), expires=0.0)
         )
 
     async def confirm(

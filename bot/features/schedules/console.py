@@ -20,10 +20,10 @@ from typing import TextIO
 import redis.asyncio as aioredis
 
 from adapters.base import Inbound
-from agent.protocols import RunContext, ScheduleInfo
+from agent.protocols import RunContext
 from bot.config import Settings
 from bot.features.schedules.clock import ScheduleClock
-from bot.features.schedules.store import ScheduleStore
+from bot.features.schedules.store import BookOf, ScheduleStore
 from bot.ops.health import redis_reason
 from bot.runtime.inbox import decode_entry
 from bot.runtime.keys import Keys
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 ENDED = "({count} schedule{s} made here end{verb} with this console session.)"
 
 
-class ConsoleScheduler:
+class ConsoleScheduler(BookOf):
     """The console agent's reminders (printed when due) and schedule book."""
 
     def __init__(self, out: TextIO, book: ScheduleStore | None = None) -> None:
@@ -51,29 +51,6 @@ class ConsoleScheduler:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return f"console-{len(self.tasks)}"
-
-    async def create_schedule(
-        self,
-        when: str,
-        objective: str,
-        timezone: str,
-        standing: tuple[str, ...],
-        context: RunContext,
-    ) -> ScheduleInfo:
-        assert self.book is not None
-        return await self.book.create_schedule(when, objective, timezone, standing, context)
-
-    async def list_schedules(self, context: RunContext) -> list[ScheduleInfo]:
-        assert self.book is not None
-        return await self.book.list_schedules(context)
-
-    async def cancellable(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
-        assert self.book is not None
-        return await self.book.cancellable(schedule_id, context)
-
-    async def cancel_schedule(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
-        assert self.book is not None
-        return await self.book.cancel_schedule(schedule_id, context)
 
     async def close(self) -> None:
         for task in list(self.tasks):

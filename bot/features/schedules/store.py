@@ -295,3 +295,34 @@ def listed(found: list[tuple[Schedule, float | None]]) -> list[str]:
             f"{item.conversation_id}  {item.when} [{item.timezone}]  {item.objective[:80]!r}"
         )
     return lines
+
+
+class BookOf:
+    """The `ScheduleBook` of an agent's scheduler that also sets reminders: the agent finds
+    both on one object (agent/schedule_tools.py), so the schedule methods are `book`'s."""
+
+    book: ScheduleStore | None
+
+    def _book(self) -> ScheduleStore:
+        if self.book is None:
+            raise ScheduleRefused("Schedules are not available here.")
+        return self.book
+
+    async def create_schedule(
+        self,
+        when: str,
+        objective: str,
+        timezone: str,
+        standing: tuple[str, ...],
+        context: RunContext,
+    ) -> ScheduleInfo:
+        return await self._book().create_schedule(when, objective, timezone, standing, context)
+
+    async def list_schedules(self, context: RunContext) -> list[ScheduleInfo]:
+        return await self._book().list_schedules(context)
+
+    async def cancellable(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
+        return await self._book().cancellable(schedule_id, context)
+
+    async def cancel_schedule(self, schedule_id: str, context: RunContext) -> ScheduleInfo:
+        return await self._book().cancel_schedule(schedule_id, context)
