@@ -96,6 +96,9 @@ class Executor:
     runner: Runner
     approvers: frozenset[str] = frozenset()
     max_message_chars: int | None = None  # None: the adapters' own limits
+    # Core, not features: every message is admitted (`Admit`, the rate and budget limits)
+    # before anything else; and a stop is /cancel, a core rule, reaching the run this
+    # executor is awaiting, which no effect can do (effects wait for the run to end).
     admission: Admission | None = None
     stops: Stops | None = None  # stop requests that reach a run while it works
     # what the features bring (seam.py): /schedules, /connections, followed tasks, "Always",

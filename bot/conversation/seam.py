@@ -2,7 +2,8 @@
 
 The executor carries out the core effects (sends, runs, decisions, the session). A feature's
 own effects (`effects.FeatureEffect`: /schedules, /connections, a stop's followed tasks, an
-"Always" approval stored) reach it through a `Feature`: an object whose `handlers()` maps
+"Always" approval stored, a voice note heard, Parley's own run checked and counted) reach it
+through a `Feature`: an object whose `handlers()` maps
 each effect type it brings to a coroutine. A new feature adds its effect, its rule in
 `decide` and a feature object handed to the executor by wiring; the executor gains no field,
 import or match case for it.
