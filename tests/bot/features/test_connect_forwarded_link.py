@@ -35,7 +35,7 @@ from tests.bot.features.test_mcp_oauth import (
     everything_in,
     get,
     ledger_lines,
-    parley,
+    parley_at,
     signed_in,
     world,
 )
@@ -55,7 +55,7 @@ async def test_a_forwarded_link_opened_by_someone_else_never_connects_their_acco
     model = ScriptedModel(
         [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
     )
-    async with world(tmp_path) as w, parley(redis, w, model) as (harness, connections):
+    async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, connections):
         await harness.submit(message(GROUP, "who am I on the tracker?", direct=False))
         await harness.settle(within=60)
         link = connect_prompt(harness, ANA).message.buttons[0].url
@@ -101,7 +101,7 @@ async def test_a_sign_in_held_across_a_restart_and_a_redis_outage_is_confirmed_a
     async with private_redis(tmp_path / "redis") as server, world(tmp_path) as w:
         client = redis_client(server.url, settings())
         try:
-            async with parley(client, w, model) as (harness, _):
+            async with parley_at(client, w, model) as (harness, _):
                 await harness.submit(message(ANA, "who am I on the tracker?"))
                 await harness.settle(within=60)
                 link = connect_prompt(harness, ANA).message.buttons[0].url
@@ -115,7 +115,7 @@ async def test_a_sign_in_held_across_a_restart_and_a_redis_outage_is_confirmed_a
                 status, page = await get(back)
                 assert status == 200 and "send this code" in page
             # a new process: the held sign-in is still there, and the code confirms it
-            async with parley(client, w, model) as (harness, connections):
+            async with parley_at(client, w, model) as (harness, connections):
                 code = page.split("<b>")[1].split("</b>")[0]
                 await harness.submit(message(ANA, code))
                 await harness.settle(within=60)
@@ -132,7 +132,7 @@ async def test_only_its_person_confirms_it_once_where_they_asked_before_it_expir
     model = ScriptedModel(
         [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
     )
-    async with world(tmp_path) as w, parley(redis, w, model) as (harness, connections):
+    async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, connections):
         await harness.submit(message(GROUP, "who am I on the tracker?", direct=False))
         await harness.settle(within=60)
         link = connect_prompt(harness, ANA).message.buttons[0].url
