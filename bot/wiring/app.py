@@ -126,10 +126,8 @@ async def run_role(
             # (a Redis away now is the worker loop's to wait out: it creates it then).
             with contextlib.suppress(*REDIS_DOWN):
                 await work.runtime.worker.ensure_group()
+            # its loops (the re-offers of Telegram prompts among them) live as long as it
             worker_task = asyncio.create_task(work.runtime.run(stop))
-            if platforms.offers is not None:  # Telegram prompts to offer again (reoffers.py)
-                offering = asyncio.create_task(platforms.offers.run(stop))
-                health.watch(platforms.offers.watched(health), offering)
         log.info("Parley is running (%s); press Ctrl-C to stop", role)
         await stop.wait()
         log.info("stopping: no new work; finishing what is in flight")
@@ -137,8 +135,6 @@ async def run_role(
             await platforms.stop_receiving()
         if work is not None:
             await worker_task
-            if platforms.offers is not None:
-                await offering
     finally:
         await http.stop()
         await platforms.close()

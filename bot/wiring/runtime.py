@@ -38,6 +38,7 @@ from bot.conversation.voice import Transcriber, Voice
 from bot.features.connections.commands import ConnectionCommands
 from bot.features.followed_tasks import TaskFollowing, TaskWords
 from bot.features.reminders import ReminderScheduler
+from bot.features.reoffers import PromptOffers
 from bot.features.schedules.clock import ScheduleClock
 from bot.features.schedules.commands import ScheduleCommands
 from bot.features.schedules.runs import Objectives
@@ -83,6 +84,7 @@ class Runtime:
     stop_grace: float = 10.0  # after the drain: cancelled work's and closing's share
     poll: float = 1.0
     tasks: TaskFollowing | None = None  # MCP tasks followed past their call
+    offers: PromptOffers | None = None  # Telegram prompts to offer again (reoffers.py)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Work until `stop` is set, then drain in-flight runs and return."""
@@ -97,8 +99,9 @@ class Runtime:
             (gauges_beat, self._sample_gauges(stop, gauges_beat)),
             (redelivery_beat, self._redeliver(stop, redelivery_beat)),
         ]
-        if self.tasks is not None:
-            loops.append((self.tasks.heartbeat, self.tasks.run(stop)))
+        for due in (self.tasks, self.offers):
+            if due is not None:
+                loops.append((due.watched(self.health), due.run(stop)))
         # a quarter of the stop grace each: cancelled runs, loops (Running's two halves), closing
         try:
             async with Running(stop, grace=self.stop_grace / 8) as running:
@@ -194,6 +197,7 @@ def build_runtime(
     poll: float = 1.0,
     health: Health | None = None,
     mcp_tasks: TaskPolling | None = None,
+    offers: PromptOffers | None = None,
 ) -> Runtime:
     runtime_settings = settings.runtime
     health = health or Health()
@@ -329,6 +333,7 @@ def build_runtime(
         poll=poll,
         health=health,
         tasks=tasks,
+        offers=offers,
     )
 
 

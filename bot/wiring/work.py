@@ -104,5 +104,6 @@ async def build_work(
         after_run=after_run,
         health=health,
         mcp_tasks=tasks,
+        offers=platforms.offers,
     )
     return Work(model=model, store=store, runtime=runtime, side=side if side is not model else None)

@@ -66,6 +66,34 @@ async def parley(
         yield harness, adapter, offers
 
 
+async def test_the_runtime_starts_and_stops_the_re_offer_loop_with_its_other_loops(
+    redis: aioredis.Redis,
+) -> None:
+    """The re-offer loop is one of the runtime's loops: one `async with` starts it (the offer
+    goes out when due, nobody calling it by hand) and stops it, its heartbeat among the
+    process's."""
+    health = Health()
+    offers = PromptOffers(redis, Keys(), poll=0.05)
+    async with FakeTelegram() as telegram:
+        adapter = telegram_adapter(telegram, offers)
+        adapter.reoffers.after = 0.2
+        registry = builtin_registry()
+        registry.register(send_email)
+        config = Settings.load(
+            env_file=None,
+            runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
+            access={"PARLEY_APPROVERS": f"{CARA}"},
+        )
+        options = {"tools": registry, "config": config, "health": health, "offers": offers}
+        async with harness_parley(redis, emailing(), chat=adapter, **options) as h:
+            await prompted(telegram, h)
+            assert health.loops["reoffers"] is offers.heartbeat
+            await until(lambda: len(telegram.chat(ANA)) == 1 and len(telegram.chat(CARA)) == 1)
+            await until(lambda: offers.heartbeat.state == "ok")
+            assert await offers.work.count() == 0
+        assert offers.heartbeat.state == "stopped"  # ended with the runtime, not left running
+
+
 def emailing() -> ScriptedModel:
     SENT.clear()
     return ScriptedModel([turn(call("send_email", to="bo@example.com")), reply("Sent.")])

@@ -19,6 +19,7 @@ from agent.outcomes import Outcome
 from agent.protocols import MemoryStore, Scheduler
 from agent.tools import ToolRegistry, ToolSource, tool
 from bot.config import Settings
+from bot.features.reoffers import PromptOffers
 from bot.ops.health import Health
 from bot.ops.shutdown import describe
 from bot.runtime.worker import GROUP
@@ -103,6 +104,7 @@ async def running(
     health: Health | None = None,
     after_run: Callable[[Outcome], Awaitable[OutboundMessage | None]] | None = None,
     mcp_tasks: TaskPolling | None = None,
+    offers: PromptOffers | None = None,
 ) -> AsyncIterator[Harness]:
     adapter = adapter or RecordingAdapter()
     registry = tools or builtin_registry()
@@ -130,6 +132,7 @@ async def running(
         poll=0.05,
         health=health,
         mcp_tasks=mcp_tasks,
+        offers=offers,
     )
     runtime.worker.block_ms = 50
     stop = asyncio.Event()
