@@ -102,6 +102,10 @@ class McpServer:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(within):
                 while not self._usable() and self._failed < target and not self._closing:
+                    if self.state == "down" and not self._connecting:
+                        # wake it (again): a wake given while it was still tearing the
+                        # broken session down is cleared before it goes "down"
+                        self._signal.set()
                     await self._change.wait()
         return self._usable()
 

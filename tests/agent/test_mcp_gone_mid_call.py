@@ -1,0 +1,83 @@
+"""An MCP server that goes away in the middle of the newer exchanges (a 2026-07-28 task whose
+question waits for the person), against a real `mcp` SDK server the test kills and the
+supervisor brings back: the answer ends in one clear failure the model reads, nothing with
+side effects runs twice, the supervisor says once that the server went down and once that it
+is back, and the next call works."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from agent.deps import ToolContext
+from agent.execution import ExecutionPolicy, execute
+from agent.mcp import McpConfig, McpToolbox, Timing
+from agent.messages import ToolUseBlock
+from agent.protocols import RunContext
+from agent.tools import InputRequired, ToolRegistry
+from tests.fakes.mcp_process import stdio_server
+
+pytestmark = pytest.mark.process
+
+# The backoff is longer than the test may take: only a call brings the server back.
+TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=300, retry_max=300)
+POLICY = ExecutionPolicy(timeout=30, backoff_base=0.01, backoff_max=0.02)
+PERSON = RunContext(conversation_id="telegram:-:7:-", platform="telegram", user_id="7", chat_id="7")
+
+
+def confirm(item: str) -> ToolUseBlock:
+    return ToolUseBlock(id=f"call-{item}", name="jobs__confirm_job", input={"item": item})
+
+
+async def asked(box: McpToolbox, item: str) -> InputRequired:
+    """Call the tool as the agent does; its task asks the person first."""
+    registry = ToolRegistry(box.tools_for(PERSON))
+    with pytest.raises(InputRequired) as question:
+        await execute(registry, confirm(item), ToolContext(run=PERSON), POLICY)
+    assert "Run the job on" in question.value.question
+    return question.value
+
+
+async def answered(box: McpToolbox, item: str, question: InputRequired) -> tuple[bool, str]:
+    """The person says yes: the call again with their answer, as the agent makes it."""
+    context = ToolContext(run=PERSON, resume={**question.resume, "answer": "Yes"})
+    registry = ToolRegistry(box.tools_for(PERSON))
+    async with asyncio.timeout(TIMING.call_timeout - 5):  # whatever happened: no hang
+        result, _ = await execute(registry, confirm(item), context, POLICY)
+    return result.is_error, str(result.content)
+
+
+async def test_a_server_killed_while_its_tasks_question_waits_fails_the_answer_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="agent.mcp.client")
+    ledger, pids = tmp_path / "ledger", tmp_path / "pids"
+    env = {"MCP_TASKS": "1", "MCP_PIDFILE": str(pids)}
+    config = stdio_server(ledger, protocol="2026-07-28", env=env)
+    box = McpToolbox(McpConfig(mcpServers={"jobs": config}), TIMING)
+    await box.start()
+    try:
+        question = await asked(box, "disk")
+        os.kill(int(pids.read_text().split()[0]), signal.SIGKILL)  # the process it started
+        failed, said = await answered(box, "disk", question)  # the person said yes meanwhile
+        assert failed and said.startswith("jobs__confirm_job could not connect after 1 attempts")
+        # Straight away, while the supervisor may still be tearing the dead session down:
+        # the next call wakes it from its (300 s) backoff and works.
+        again = await asked(box, "tape")
+        failed, said = await answered(box, "tape", again)
+        assert not failed and "ran the job on tape" in said
+    finally:
+        await box.stop()
+    assert len(pids.read_text().split()) == 2  # one restart
+    lines = ledger.read_text().splitlines()
+    assert "confirm_job disk" not in lines  # the lost task's job never ran, here or later
+    assert lines.count("confirm_job tape") == 1
+    assert [line.split(" ", 1)[0] for line in lines] == ["task", "task", "update", "confirm_job"]
+    said_by_client = [r.getMessage() for r in caplog.records if r.name == "agent.mcp.client"]
+    assert len([line for line in said_by_client if "jobs is down" in line]) == 1
+    assert len([line for line in said_by_client if "jobs is back" in line]) == 1
