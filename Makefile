@@ -21,8 +21,8 @@ test: setup lint typecheck pytest
 test-fast: setup pytest-fast
 
 lint:
-	$(BIN)/ruff check bot agent memory adapters loops tests bench
-	$(BIN)/ruff format --check bot agent memory adapters loops tests bench
+	$(BIN)/ruff check bot agent memory adapters loops replies tests bench
+	$(BIN)/ruff format --check bot agent memory adapters loops replies tests bench
 
 typecheck:
 	$(BIN)/mypy

@@ -13,6 +13,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from replies import as_text
+from replies import as_text as decode  # noqa: F401  (memory/store.py imports it by this name)
+
 FULL, STORED, REPLACED = 0, 1, 2
 
 # KEYS: the new memory, the counts hash, a memory it may replace (used when ARGV[3] is 1);
@@ -92,13 +95,9 @@ class ScopeCounts:
                     pipe.hget(key, "scope")
                 for scope in await pipe.execute():
                     if scope is not None:
-                        counts[decode(scope)] = counts.get(decode(scope), 0) + 1
+                        counts[as_text(scope)] = counts.get(as_text(scope), 0) + 1
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(self.key)
             if counts:
                 pipe.hset(self.key, mapping=counts)  # type: ignore[arg-type]
             await pipe.execute()
-
-
-def decode(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -31,9 +31,10 @@ import numpy as np
 import redis.asyncio as aioredis
 from redisvl.index import AsyncSearchIndex
 
-from memory.counts import ScopeCounts, decode
+from memory.counts import ScopeCounts
 from memory.embedders import Embedder
 from memory.index import VECTOR
+from replies import as_text
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ class Store(Protocol):
 
 
 async def read(redis: aioredis.Redis, key: str) -> dict[str, str]:
-    return {decode(k): decode(v) for k, v in (await redis.hgetall(key)).items()}
+    return {as_text(k): as_text(v) for k, v in (await redis.hgetall(key)).items()}
 
 
 IDENTITY = ("model", "dims", "algorithm")
@@ -194,7 +195,7 @@ def refusal(found: dict[str, str], wanted: dict[str, str], moving: dict[str, str
 
 
 async def memory_keys(redis: aioredis.Redis, keys: Keys) -> list[str]:
-    return [decode(key) async for key in redis.scan_iter(match=keys.docs, count=1000)]
+    return [as_text(key) async for key in redis.scan_iter(match=keys.docs, count=1000)]
 
 
 async def embed_into(store: Store, generation: Generation, pairs: list[tuple[str, str]]) -> int:
@@ -216,7 +217,7 @@ async def drain(store: Store, generation: Generation, batch: int = 64) -> int:
     redis = store.redis
     for _ in range(10_000):  # bounded: each round clears what it embedded
         members = await redis.srandmember(store.keys.dirty, batch)
-        noted = [decode(key) for key in members or []]  # type: ignore[union-attr,arg-type]
+        noted = [as_text(key) for key in members or []]  # type: ignore[union-attr,arg-type]
         if not noted:
             return stored
         async with redis.pipeline(transaction=False) as pipe:
@@ -227,7 +228,7 @@ async def drain(store: Store, generation: Generation, batch: int = 64) -> int:
         if gone:
             await redis.srem(store.keys.dirty, *gone)
         stored += await embed_into(
-            store, generation, [(k, decode(t)) for k, t in zip(noted, texts, strict=True) if t]
+            store, generation, [(k, as_text(t)) for k, t in zip(noted, texts, strict=True) if t]
         )
     return stored
 
@@ -319,7 +320,7 @@ async def copy_all(store: Store, target: Generation, batch: int, progress: Progr
                 pipe.hexists(key, target.vector)
             answers = await pipe.execute()
         todo = [
-            (key, decode(text))
+            (key, as_text(text))
             for key, text, has in zip(chunk, answers[0::2], answers[1::2], strict=True)
             if text is not None and not has
         ]

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 import redis.asyncio as aioredis
 
 from agent.protocols import MemoryRecord, RunContext
-from memory.counts import decode
 from memory.index import FIELDS, record
+from replies import as_text
 
 USED_TTL = 7 * 86_400
 RECALLS = 5
@@ -74,14 +74,14 @@ async def used(store: Store, context: RunContext) -> list[MemoryRecord]:
     """The memories the chat's last recall found that this conversation may still see, in
     the order recall ranked them (forgotten ones left out)."""
     raw = await store.redis.lindex(used_key(store.prefix, context), 0)
-    return await _visible(store, context, decode(raw).split(",") if raw else [])
+    return await _visible(store, context, as_text(raw).split(",") if raw else [])
 
 
 async def recalled(store: Store, context: RunContext) -> list[MemoryRecord]:
     """Every memory the chat's last RECALLS recalls found that this conversation may still
     see, newest recall first, each once."""
     sets = await store.redis.lrange(used_key(store.prefix, context), 0, -1)
-    ids = [memory_id for raw in sets for memory_id in decode(raw).split(",")]
+    ids = [memory_id for raw in sets for memory_id in as_text(raw).split(",")]
     return await _visible(store, context, list(dict.fromkeys(ids)))
 
 
@@ -93,7 +93,7 @@ async def _visible(store: Store, context: RunContext, ids: list[str]) -> list[Me
     found = []
     for memory_id in ids:
         values = await store.redis.hmget(store._key(memory_id), fields)
-        doc = {name: decode(v) for name, v in zip(fields, values, strict=True) if v is not None}
+        doc = {name: as_text(v) for name, v in zip(fields, values, strict=True) if v is not None}
         if doc.get("scope") in visible:
             found.append(record({**doc, "id": memory_id}))
     return found

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from agent.mcp.tools import McpTool, pin
+from replies import as_text
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,6 @@ def tighter(held: tuple[bool, bool] | None, kept: tuple[bool, bool]) -> tuple[bo
 def _classes(pairs: list[tuple[bytes | str, bytes | str]]) -> Classes:
     found: Classes = {}
     for name, value in pairs:
-        text = value.decode() if isinstance(value, bytes) else value
-        tool = name.decode() if isinstance(name, bytes) else name
+        text, tool = as_text(value), as_text(name)
         found[tool] = (text[:1] == "1", text[1:2] == "1")
     return found

@@ -48,6 +48,7 @@ from bot.conversation.texts import (
     TOO_MANY,
     UNSUPPORTED,
 )
+from bot.runtime.codec import as_text
 from bot.runtime.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -114,9 +115,7 @@ class ThreadMarks:
         """Note `message_id` as seen; the message seen before it, if any."""
         key = self.keys.thread_seen(conversation_id)
         before = await self._see(keys=[key], args=[message_id, self.ttl_ms])
-        if isinstance(before, bytes):
-            before = before.decode()
-        return str(before) if before else None
+        return as_text(before) or None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,15 +4,19 @@ A record (a dataclass or a pydantic model, or a union of them) is JSON written a
 pydantic `TypeAdapter` (the inbox's approach), so every store validates what it reads the
 same way and a record that does not fit fails as one `ValueError` (pydantic's
 ValidationError is one). A field with an alias is stored under its alias, so a record can
-keep the short names it was first stored with. `as_text` is the one place a Redis reply (bytes, or str from a
-client that decodes) becomes text.
+keep the short names it was first stored with. `as_text` (a Redis reply, bytes or str, as
+text) is written in `replies`, which `agent` and `memory` may import too.
 """
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter
+
+from replies import as_text
+
+__all__ = ["Codec", "as_text"]
 
 T = TypeVar("T")
 
@@ -28,14 +32,3 @@ class Codec(Generic[T]):
 
     def decode(self, raw: str | bytes) -> T:
         return self._adapter.validate_json(raw)
-
-
-@overload
-def as_text(raw: bytes | str) -> str: ...
-@overload
-def as_text(raw: None) -> None: ...
-def as_text(raw: bytes | str | None) -> str | None:
-    """A Redis reply as text: bytes decoded as UTF-8, text as it is, None as None."""
-    if raw is None:
-        return None
-    return raw.decode() if isinstance(raw, bytes) else raw

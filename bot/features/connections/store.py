@@ -324,7 +324,7 @@ class Connections:
             if raw is None:
                 continue
             try:
-                sealed = self.fernet.rotate(raw if isinstance(raw, bytes) else raw.encode())
+                sealed = self.fernet.rotate(raw)
             except InvalidToken:
                 unreadable += 1
                 continue
@@ -350,7 +350,7 @@ class Connections:
 
     def _open(self, raw: bytes | str) -> str | None:
         try:
-            return self.fernet.decrypt(raw if isinstance(raw, bytes) else raw.encode()).decode()
+            return self.fernet.decrypt(raw).decode()
         except InvalidToken:  # another key, or tampered with: as good as absent
             log.warning(
                 "a stored connection could not be decrypted (was PARLEY_SECRET_KEY changed?)"

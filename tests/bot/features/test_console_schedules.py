@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.protocols import ScheduleBook
+from agent.protocols import RunContext, ScheduleBook, ScheduleRefused
 from bot.config import Settings
 from bot.features.schedules.console import ConsoleScheduler, ConsoleSchedules, ended
-from bot.features.schedules.store import ScheduleStore
+from bot.features.schedules.store import BookOf, ScheduleStore
 from bot.runtime.keys import Keys
+from bot.wiring.runtime import Scheduling
 from tests.helpers import until
 from tests.private_redis import private_redis
 
@@ -29,6 +30,17 @@ def test_the_console_scheduler_offers_every_method_of_the_schedule_book() -> Non
     }
     assert {"create_schedule", "list_schedules", "cancel_schedule"} <= wanted
     assert wanted <= {n for n, _ in inspect.getmembers(ConsoleScheduler, inspect.isfunction)}
+
+
+async def test_a_scheduler_with_no_book_refuses_schedules_in_words_for_the_model() -> None:
+    """Both schedulers get the book's methods from one place (BookOf); with no book the
+    refusal is a ScheduleRefused the schedule tools pass on, not an assertion."""
+    context = RunContext(
+        conversation_id="console:-:me:-", user_id="me", chat_id="me", platform="console"
+    )
+    with pytest.raises(ScheduleRefused, match="not available here"):
+        await ConsoleScheduler(io.StringIO()).list_schedules(context)
+    assert issubclass(Scheduling, BookOf) and issubclass(ConsoleScheduler, BookOf)
 
 
 def test_leaving_says_how_many_schedules_end() -> None:

@@ -8,6 +8,7 @@ from dataclasses import asdict
 
 import pytest
 
+import replies
 from adapters.base import ConversationKey
 from agent.protocols import JournalEntry
 from bot.features.connections.store import PENDING, Pending
@@ -20,6 +21,7 @@ from bot.runtime.records import MARKERS, Live, delivered, live_value, sent_ref, 
 
 
 def test_a_reply_reads_as_text_whatever_the_client_decodes() -> None:
+    assert as_text is replies.as_text  # one function for bot, agent and memory
     assert as_text(b"caf\xc3\xa9") == "café"
     assert as_text("café") == "café"
     assert as_text(None) is None
