@@ -145,6 +145,9 @@ class Outbox:
         self._give_up = redis.register_script(_GIVE_UP)
         # Claims this process stored (or may have) without ever calling the platform.
         self._unsent: OrderedDict[str, bytes] = OrderedDict()
+        # Parked replies the platform took but Redis was not told of (it went away between
+        # the two): a re-claim records them instead of posting them again.
+        self._unrecorded: OrderedDict[str, MessageRef] = OrderedDict()
 
     async def send(
         self,
@@ -336,14 +339,20 @@ class Outbox:
         adapter = adapters.get(conversation.platform)
         if adapter is None:
             return False  # another process, one with this platform, takes it once the lease ends
-        try:
-            ref = await self._attempts(adapter, conversation, message, attempts=1)
-        except Exception as exc:
-            await self._retry_later(key, conversation, parked, exc, adapter)
-            return False
-        log.info("delivered %s to %s after %d tries", key, conversation.id, parked.tries + 1)
-        metrics.DELIVERIES.labels(conversation.platform, "redelivered").inc()
+        ref = self._unrecorded.get(key)
+        if ref is None:
+            try:
+                ref = await self._attempts(adapter, conversation, message, attempts=1)
+            except Exception as exc:
+                await self._retry_later(key, conversation, parked, exc, adapter)
+                return False
+            log.info("delivered %s to %s after %d tries", key, conversation.id, parked.tries + 1)
+            metrics.DELIVERIES.labels(conversation.platform, "redelivered").inc()
+            self._unrecorded[key] = ref
+            while len(self._unrecorded) > _UNSENT_KEPT:
+                self._unrecorded.popitem(last=False)
         await self._forget(key, sent_value(ref.message_id))
+        self._unrecorded.pop(key, None)
         if on_delivered is not None:
             try:
                 await on_delivered(message, ref)
