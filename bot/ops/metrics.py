@@ -38,7 +38,9 @@ DELIVERIES = Counter(
 )
 REMINDERS = Counter("parley_reminders_total", "Reminders by result", ["result"])
 DUE_UNREADABLE = Counter(
-    "parley_due_unreadable_total", "Due records dropped as unreadable, by kind", ["kind"]
+    "parley_due_unreadable_total",
+    "Due records skipped as unreadable (dropped, or kept for an operator), by kind",
+    ["kind"],
 )
 FOLLOWED_TASKS = Gauge("parley_mcp_tasks_followed", "MCP tasks followed past their call")
 LIMITED = Counter("parley_limited_total", "Requests refused by a limit", ["limit"])
