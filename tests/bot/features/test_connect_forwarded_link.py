@@ -31,7 +31,7 @@ from bot.wiring.connection import redis_client
 from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.features.test_mcp_oauth import (
     ANA,
-    connect_prompt,
+    connect_link,
     everything_in,
     get,
     ledger_lines,
@@ -49,17 +49,21 @@ GROUP = ConversationKey(platform="telegram", chat_id="-100")
 OTHER_GROUP = ConversationKey(platform="telegram", chat_id="-200")
 
 
+def connecting() -> ScriptedModel:
+    """A model that connects the tracker, then asks it who the person is."""
+    return ScriptedModel(
+        [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
+    )
+
+
 async def test_a_forwarded_link_opened_by_someone_else_never_connects_their_account(
     redis: aioredis.Redis, tmp_path: Path
 ) -> None:
-    model = ScriptedModel(
-        [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
-    )
+    model = connecting()
     async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, connections):
-        await harness.submit(message(GROUP, "who am I on the tracker?", direct=False))
-        await harness.settle(within=60)
-        link = connect_prompt(harness, ANA).message.buttons[0].url
-        assert link is not None
+        link = await connect_link(
+            harness, message(GROUP, "who am I on the tracker?", direct=False), ANA
+        )
 
         # Ana forwards the link; Bo opens it and signs in as himself (mallory at the server)
         code = await signed_in(w, link, "mallory")
@@ -69,15 +73,13 @@ async def test_a_forwarded_link_opened_by_someone_else_never_connects_their_acco
         assert len(model.requests) == 1
 
         # Bo types the code he was shown, in the group where Ana's run waits: not his question
-        await harness.submit(message(GROUP, code, user="77", name="Bo", direct=False))
-        await harness.settle(within=60)
+        await harness.handle(message(GROUP, code, user="77", name="Bo", direct=False), within=60)
         assert harness.adapter.texts(GROUP)[-1] == WAIT_FOR_REQUESTER.format(who="Ana")
         assert await connections.connected("telegram", "42") == []
         assert await connections.connected("telegram", "77") == []
 
         # Ana's /connections shows nothing; her waiting run never called with mallory's token
-        await harness.submit(message(ANA, "/connections", command="connections"))
-        await harness.settle(within=60)
+        await harness.handle(message(ANA, "/connections", command="connections"), within=60)
         assert harness.adapter.texts(ANA)[-1] == NONE_CONNECTED
         assert ledger_lines(w.ledger) == []
         assert len(model.requests) == 1
@@ -86,8 +88,7 @@ async def test_a_forwarded_link_opened_by_someone_else_never_connects_their_acco
         assert issued and not any(token in stored for token in issued)
 
         # a code typed in another group, even by Ana, does nothing there
-        await harness.submit(message(OTHER_GROUP, code, direct=False))
-        await harness.settle(within=60)
+        await harness.handle(message(OTHER_GROUP, code, direct=False), within=60)
         assert harness.adapter.texts(OTHER_GROUP)[-1] == CODE_REFUSED["elsewhere"]
         assert await connections.connected("telegram", "42") == []
 
@@ -95,17 +96,12 @@ async def test_a_forwarded_link_opened_by_someone_else_never_connects_their_acco
 async def test_a_sign_in_held_across_a_restart_and_a_redis_outage_is_confirmed_after(
     tmp_path: Path,
 ) -> None:
-    model = ScriptedModel(
-        [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
-    )
+    model = connecting()
     async with private_redis(tmp_path / "redis") as server, world(tmp_path) as w:
         client = redis_client(server.url, settings())
         try:
             async with parley_at(client, w, model) as (harness, _):
-                await harness.submit(message(ANA, "who am I on the tracker?"))
-                await harness.settle(within=60)
-                link = connect_prompt(harness, ANA).message.buttons[0].url
-                assert link is not None
+                link = await connect_link(harness, message(ANA, "who am I on the tracker?"), ANA)
                 back = await w.auth.sign_in(link, login="alice")
                 await server.down()
                 # Redis away: the page says so and the sign-in's state is kept
@@ -117,8 +113,7 @@ async def test_a_sign_in_held_across_a_restart_and_a_redis_outage_is_confirmed_a
             # a new process: the held sign-in is still there, and the code confirms it
             async with parley_at(client, w, model) as (harness, connections):
                 code = page.split("<b>")[1].split("</b>")[0]
-                await harness.submit(message(ANA, code))
-                await harness.settle(within=60)
+                await harness.handle(message(ANA, code), within=60)
                 assert harness.adapter.texts(ANA)[-1] == "You're alice."
                 assert await connections.connected("telegram", "42") == ["tracker"]
                 assert [line[:2] for line in ledger_lines(w.ledger)] == [["whoami", "alice"]]
@@ -129,18 +124,14 @@ async def test_a_sign_in_held_across_a_restart_and_a_redis_outage_is_confirmed_a
 async def test_only_its_person_confirms_it_once_where_they_asked_before_it_expires(
     redis: aioredis.Redis, tmp_path: Path
 ) -> None:
-    model = ScriptedModel(
-        [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
-    )
+    model = connecting()
     async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, connections):
-        await harness.submit(message(GROUP, "who am I on the tracker?", direct=False))
-        await harness.settle(within=60)
-        link = connect_prompt(harness, ANA).message.buttons[0].url
-        assert link is not None
+        link = await connect_link(
+            harness, message(GROUP, "who am I on the tracker?", direct=False), ANA
+        )
         code = await signed_in(w, link, "alice")
         wrong = "000 000" if code != "000 000" else "111 111"
-        await harness.submit(message(GROUP, wrong, direct=False))
-        await harness.settle(within=60)
+        await harness.handle(message(GROUP, wrong, direct=False), within=60)
         assert harness.adapter.texts(GROUP)[-1] == CODE_REFUSED["wrong"]
         await harness.submit(message(ANA, code))  # her private chat, where the link came
         await harness.settle(within=60)

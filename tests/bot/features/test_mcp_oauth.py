@@ -22,7 +22,7 @@ import pytest
 import redis.asyncio as aioredis
 from cryptography.fernet import Fernet
 
-from adapters.base import ConversationKey
+from adapters.base import ConversationKey, Inbound
 from agent.mcp import ServerConfig
 from agent.protocols import RunContext
 from bot.config import ConfigError, Settings
@@ -110,6 +110,15 @@ def connect_prompt(harness: Harness, chat: ConversationKey) -> Posted:
     return prompt
 
 
+async def connect_link(harness: Harness, event: Inbound, chat: ConversationKey) -> str:
+    """What someone asks needs their account: the Connect link Parley then gives them in
+    `chat` (the one message with buttons there)."""
+    await harness.handle(event, within=60)
+    link = connect_prompt(harness, chat).message.buttons[0].url
+    assert link is not None
+    return link
+
+
 async def get(url: str) -> tuple[int, str]:
     async with aiohttp.ClientSession() as session, session.get(url) as answer:
         return answer.status, await answer.text()
@@ -143,8 +152,7 @@ async def connect(
     assert link is not None
     code = await signed_in(w, link, login)
     direct = chat.chat_id == user
-    await harness.submit(message(chat, code, user=user, name=name, direct=direct))
-    await harness.settle(within=60)
+    await harness.handle(message(chat, code, user=user, name=name, direct=direct), within=60)
 
 
 def ledger_lines(ledger: Path) -> list[list[str]]:
@@ -185,8 +193,7 @@ async def test_each_person_connects_their_own_account_and_calls_carry_only_their
         ]
     )
     async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, connections):
-        await harness.submit(message(ANA, "file a ticket about the printer"))
-        await harness.settle(within=60)
+        await harness.handle(message(ANA, "file a ticket about the printer"), within=60)
         prompt = connect_prompt(harness, ANA)
         assert prompt.message.private_to == "42"  # the link is Ana's alone
         assert ledger_lines(w.ledger) == []
@@ -201,13 +208,11 @@ async def test_each_person_connects_their_own_account_and_calls_carry_only_their
         assert status == 200 and "send this code" in page
         await harness.settle(within=60)
         assert await connections.connected("telegram", "42") == []  # not until she confirms
-        await harness.submit(message(ANA, code_on(page)))
-        await harness.settle(within=60)
+        await harness.handle(message(ANA, code_on(page)), within=60)
         # the run went on by itself: whoami ran with Ana's token, then the approval
         approval = harness.adapter.in_conversation(ANA)[-1]
         assert [b.label for b in approval.message.buttons] == ["Approve", "Reject"]
-        await harness.submit(click(ANA, approval, "approve"))
-        await harness.settle(within=60)
+        await harness.handle(click(ANA, approval, "approve"), within=60)
         assert harness.adapter.texts(ANA)[-1] == "Filed."
         calls = ledger_lines(w.ledger)
         assert [(tool, who) for tool, who, _ in calls] == [
@@ -224,8 +229,9 @@ async def test_each_person_connects_their_own_account_and_calls_carry_only_their
         await harness.settle(within=30)
 
         # Bo is offered the tools Ana's listing found, and is asked to connect his own
-        await harness.submit(message(BO, "who am I on the tracker?", user="77", name="Bo"))
-        await harness.settle(within=60)
+        await harness.handle(
+            message(BO, "who am I on the tracker?", user="77", name="Bo"), within=60
+        )
         bo_prompt = connect_prompt(harness, BO)
         assert bo_prompt.message.private_to == "77"
         assert len(ledger_lines(w.ledger)) == 2  # Bo's run never reached the server
@@ -277,17 +283,13 @@ async def test_a_restart_while_the_link_waits_loses_nothing_and_tokens_are_refre
     # tokens that live 60 s are refreshed at each use (Parley refreshes 120 s early)
     async with world(tmp_path, expires_in=60) as w:
         async with parley_at(redis, w, model) as (harness, _):
-            await harness.submit(message(ANA, "who am I?"))
-            await harness.settle(within=60)
-            link = connect_prompt(harness, ANA).message.buttons[0].url
-            assert link is not None
+            link = await connect_link(harness, message(ANA, "who am I?"), ANA)
         # the process is gone; a new one takes the callback and the waiting run
         async with parley_at(redis, w, model) as (harness, connections):
             await connect(harness, w, link, "alice")
             assert harness.adapter.texts(ANA)[-1] == "You are alice."
 
-            await harness.submit(message(ANA, "and now?"))
-            await harness.settle(within=60)
+            await harness.handle(message(ANA, "and now?"), within=60)
             assert harness.adapter.texts(ANA)[-1] == "Still alice."
             kinds = [kind for kind, _ in w.auth.issued]
             assert kinds[0] == "authorization_code" and "refresh_token" in kinds
@@ -296,8 +298,7 @@ async def test_a_restart_while_the_link_waits_loses_nothing_and_tokens_are_refre
 
             # a refresh the server refuses: Ana is asked to connect again, nothing runs
             w.auth.revoke_refresh_tokens()
-            await harness.submit(message(ANA, "once more"))
-            await harness.settle(within=60)
+            await harness.handle(message(ANA, "once more"), within=60)
             assert harness.adapter.in_conversation(ANA)[-1].message.buttons[0].url
             assert len(ledger_lines(w.ledger)) == 2
             assert await connections.connected("telegram", "42") == []
@@ -311,8 +312,7 @@ async def test_in_a_telegram_group_the_connect_button_goes_to_the_persons_privat
         [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
     )
     async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, _):
-        await harness.submit(message(group, "who am I on the tracker?", direct=False))
-        await harness.settle(within=60)
+        await harness.handle(message(group, "who am I on the tracker?", direct=False), within=60)
         # whoever pressed a link posted in the group would connect *their* account as Ana's
         assert not [p for p in harness.adapter.in_conversation(group) if p.message.buttons]
         assert "http" not in " ".join(harness.adapter.texts(group))
@@ -339,11 +339,11 @@ async def test_in_a_group_only_the_requester_answers_a_connect_question_by_typin
         world(tmp_path) as w,
         parley_at(redis, w, model, approvers="77") as (harness, _),
     ):
-        await harness.submit(message(group, "who am I on the tracker?", direct=False))
-        await harness.settle(within=60)
+        await harness.handle(message(group, "who am I on the tracker?", direct=False), within=60)
         assert harness.adapter.texts(group)[-1] == SENT.format(who="Ana")
-        await harness.submit(message(group, "done, go on", user="77", name="Bo", direct=False))
-        await harness.settle(within=60)
+        await harness.handle(
+            message(group, "done, go on", user="77", name="Bo", direct=False), within=60
+        )
         assert harness.adapter.texts(group)[-1] == WAIT_FOR_REQUESTER.format(who="Ana")
         assert len(model.requests) == 1  # the run did not go on with Bo's words
 
@@ -361,16 +361,14 @@ async def test_in_a_telegram_group_someone_parley_cannot_message_privately_is_to
     )
     async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, _):
         harness.adapter.refused.add("42")  # Ana never started a chat with the bot
-        await harness.submit(message(group, "who am I on the tracker?", direct=False))
-        await harness.settle(within=60)
+        await harness.handle(message(group, "who am I on the tracker?", direct=False), within=60)
         assert harness.adapter.in_conversation(ANA) == []
         assert harness.adapter.texts(group) == [UNREACHABLE.format(who="Ana")]
         assert not [p for p in harness.adapter.in_conversation(group) if p.message.buttons]
 
         # she opens the chat and asks again: the button reaches her this time
         harness.adapter.refused.clear()
-        await harness.submit(message(group, "try again", direct=False))
-        await harness.settle(within=60)
+        await harness.handle(message(group, "try again", direct=False), within=60)
         assert connect_prompt(harness, ANA).message.buttons[0].url
         assert harness.adapter.texts(group)[-1] == SENT.format(who="Ana")
         assert ledger_lines(w.ledger) == []
@@ -464,15 +462,12 @@ async def test_a_trigger_in_anas_name_never_acts_with_her_connected_account(
         ]
     )
     async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, connections):
-        await harness.submit(message(ANA, "who am I on the tracker?"))
-        await harness.settle(within=60)
-        link = connect_prompt(harness, ANA).message.buttons[0].url
+        link = await connect_link(harness, message(ANA, "who am I on the tracker?"), ANA)
         await connect(harness, w, link, "alice")
         assert harness.adapter.texts(ANA)[-1] == "You are alice."
         assert len(ledger_lines(w.ledger)) == 1
 
-        await harness.submit(objective_event(hook, body, "delivery-1"))
-        await harness.settle(within=60)
+        await harness.handle(objective_event(hook, body, "delivery-1"), within=60)
         assert harness.adapter.texts(group)[-1].endswith("Build summed up.")
         assert len(ledger_lines(w.ledger)) == 1  # the server never saw her token again
         offered = {tool.name for tool in model.turn_requests[-1].tools}
@@ -497,29 +492,26 @@ async def test_after_connecting_the_call_asked_for_runs_as_that_person_whoever_c
         ]
     )
     async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, _):
-        await harness.submit(message(ANA, "who am I?"))
-        await harness.settle(within=60)
-        link = connect_prompt(harness, ANA).message.buttons[0].url
+        link = await connect_link(harness, message(ANA, "who am I?"), ANA)
         await connect(harness, w, link, "alice")
         assert harness.adapter.texts(ANA)[-1] == "You are alice."
 
-        await harness.submit(message(BO, "who am I on the tracker?", user="77", name="Bo"))
-        await harness.settle(within=60)
-        link = connect_prompt(harness, BO).message.buttons[0].url
+        link = await connect_link(
+            harness, message(BO, "who am I on the tracker?", user="77", name="Bo"), BO
+        )
         await connect(harness, w, link, "bob", BO, user="77", name="Bo")
         result = model.requests[4].messages[-1].content[0]
         assert not result.is_error and "you are bob" in result.content
         assert harness.adapter.texts(BO)[-1] == "You are bob."
 
-        await harness.submit(message(cy, "file a ticket about my chair", user="91", name="Cy"))
-        await harness.settle(within=60)
-        link = connect_prompt(harness, cy).message.buttons[0].url
+        link = await connect_link(
+            harness, message(cy, "file a ticket about my chair", user="91", name="Cy"), cy
+        )
         await connect(harness, w, link, "carol", cy, user="91", name="Cy")
         approval = harness.adapter.in_conversation(cy)[-1]
         assert [b.label for b in approval.message.buttons] == ["Approve", "Reject"]
         assert ["file_ticket", "carol"] not in [line[:2] for line in ledger_lines(w.ledger)]
-        await harness.submit(click(cy, approval, "approve", user="91", name="Cy"))
-        await harness.settle(within=60)
+        await harness.handle(click(cy, approval, "approve", user="91", name="Cy"), within=60)
         filed = model.requests[6].messages[-1].content[0]
         assert "ticket 'chair' filed by carol" in filed.content
         assert harness.adapter.texts(cy)[-1] == "Filed."
