@@ -58,18 +58,21 @@ async def telegram_bot(
         yield harness, fake
 
 
+def sent_file(
+    fake: FakeTelegram, kind: str, data: bytes, path: str, **fields: Any
+) -> dict[str, Any]:
+    """A message's `kind` of file ("voice", "audio", "video_note") as the Bot API sends it,
+    its bytes stored on the fake at `path`."""
+    file_id = fake.add_file(data, path=path)
+    about = {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": len(data)}
+    return {kind: {**fields, **about}}
+
+
 def voice_note(fake: FakeTelegram, data: bytes = OGG, duration: int = 4) -> dict[str, Any]:
     """A voice note as the Bot API sends it."""
-    file_id = fake.add_file(data, path="voice/file_7.oga")
-    return {
-        "voice": {
-            "duration": duration,
-            "mime_type": "audio/ogg",
-            "file_id": file_id,
-            "file_unique_id": f"u{file_id}",
-            "file_size": len(data),
-        }
-    }
+    return sent_file(
+        fake, "voice", data, "voice/file_7.oga", duration=duration, mime_type="audio/ogg"
+    )
 
 
 async def test_a_telegram_voice_note_is_transcribed_quoted_and_answered(
@@ -105,32 +108,23 @@ async def test_telegram_audio_files_and_video_notes_are_sent_with_names_the_api_
     mp3, mp4 = b"ID3\x04" + b"\x01" * 900, b"\x00\x00\x00\x18ftypmp42" + b"\x02" * 900
     api.text = "la la la"
     async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
-        audio_id = telegram.add_file(mp3, path="music/file_1")
-        audio = {
-            "audio": {
-                "duration": 31,
-                "mime_type": "audio/mpeg",
-                "file_id": audio_id,
-                "file_unique_id": "ua",
-                "file_size": len(mp3),
-                "performer": "Ana",
-                "title": "Demo",
-            }
-        }
+        audio = sent_file(
+            telegram,
+            "audio",
+            mp3,
+            "music/file_1",
+            duration=31,
+            mime_type="audio/mpeg",
+            performer="Ana",
+            title="Demo",
+        )
         telegram.push(
             telegram.message(chat_id=ANA, user_id=ANA, caption="what is this?", extra=audio)
         )
         await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
-        note_id = telegram.add_file(mp4, path="video_notes/file_2.mp4")
-        note = {
-            "video_note": {
-                "duration": 6,
-                "length": 240,
-                "file_id": note_id,
-                "file_unique_id": "uv",
-                "file_size": len(mp4),
-            }
-        }
+        note = sent_file(
+            telegram, "video_note", mp4, "video_notes/file_2.mp4", duration=6, length=240
+        )
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=note))
         await until(lambda: len(telegram.chat(ANA)) == 4, within=15)
         await harness.settle()
@@ -249,16 +243,9 @@ async def test_an_audio_file_whose_header_understates_its_length_is_refused_unhe
     api.text = SAID
     settings = voice_settings(api, PARLEY_VOICE_MAX_SECONDS=60)
     async with telegram_bot(redis, model, settings) as (harness, telegram):
-        file_id = telegram.add_file(data, path=f"music/file_2.{kind}")
-        audio = {
-            "audio": {
-                "duration": 4,
-                "mime_type": mime,
-                "file_id": file_id,
-                "file_unique_id": "um",
-                "file_size": len(data),
-            }
-        }
+        audio = sent_file(
+            telegram, "audio", data, f"music/file_2.{kind}", duration=4, mime_type=mime
+        )
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=audio))
         await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
         await harness.settle()
