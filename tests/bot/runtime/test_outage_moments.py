@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +20,6 @@ from agent.protocols import JournalEntry, RunContext
 from agent.tools import ToolRegistry, tool
 from bot.conversation.limits import Limits
 from bot.runtime.journal import RedisToolJournal
-from bot.wiring.connection import redis_client
 from memory import RedisMemoryStore, local_embedder, open_store
 from tests.adapters.test_telegram_stream import ANA, ANSWER, GROUP
 from tests.adapters.test_telegram_stream import bot as streaming_bot
@@ -33,7 +30,7 @@ from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.helpers import until
-from tests.private_redis import PrivateRedis, private_redis
+from tests.private_redis import PrivateRedis
 
 pytestmark = pytest.mark.network
 
@@ -59,14 +56,11 @@ def tools() -> ToolRegistry:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[tuple[PrivateRedis, aioredis.Redis]]:
+def store(
+    stoppable: tuple[PrivateRedis, aioredis.Redis],
+) -> tuple[PrivateRedis, aioredis.Redis]:
     SENT.clear()
-    async with private_redis(tmp_path / "redis") as server:
-        client = redis_client(server.url, settings())
-        try:
-            yield server, client
-        finally:
-            await client.aclose()
+    return stoppable
 
 
 async def all_loops_ok(harness: Harness) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -15,16 +13,15 @@ import redis.asyncio as aioredis
 from adapters.slack.inbound import PRESS_NOT_TAKEN
 from agent.builtin_tools import builtin_registry
 from agent.tools import tool
-from bot.wiring.connection import redis_client
 from tests.adapters.test_slack import on_events
 from tests.adapters.test_telegram import ANA, adapter_for
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import parley, settings
+from tests.bot.harness import parley
 from tests.fakes import slack as fs
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.helpers import until
-from tests.private_redis import PrivateRedis, private_redis
+from tests.private_redis import PrivateRedis
 
 pytestmark = pytest.mark.network
 
@@ -43,14 +40,11 @@ async def ship(target: str) -> str:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[tuple[PrivateRedis, aioredis.Redis]]:
+def store(
+    stoppable: tuple[PrivateRedis, aioredis.Redis],
+) -> tuple[PrivateRedis, aioredis.Redis]:
     SHIPPED.clear()
-    async with private_redis(tmp_path / "redis") as server:
-        client = redis_client(server.url, settings())
-        try:
-            yield server, client
-        finally:
-            await client.aclose()
+    return stoppable
 
 
 def tools():  # type: ignore[no-untyped-def]
