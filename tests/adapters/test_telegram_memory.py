@@ -21,7 +21,7 @@ from agent.protocols import RunContext
 from memory import Embedder, RedisMemoryStore, open_store
 from tests.adapters.test_telegram import ANA, BOB, GROUP, adapter_for
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running
+from tests.bot.harness import Harness, parley
 from tests.fakes.telegram import BOT_USERNAME, FakeTelegram
 from tests.helpers import until
 
@@ -31,16 +31,10 @@ async def bot(
     redis: aioredis.Redis, fake: FakeTelegram, model: ScriptedModel, store: RedisMemoryStore
 ) -> AsyncIterator[tuple[Harness, TelegramAdapter]]:
     adapter = adapter_for(fake)
-    async with running(
-        redis, model, adapter=adapter, tools=builtin_registry(), memory=store
-    ) as harness:  # type: ignore[arg-type]
-        adapter.handler = harness.runtime.inbox.submit
-        await adapter.start()
-        await adapter.start_polling()
-        try:
-            yield harness, adapter
-        finally:
-            await adapter.stop()
+    async with parley(
+        redis, model, tools=builtin_registry(), memory=store, chat=adapter
+    ) as harness:
+        yield harness, adapter
 
 
 def today() -> str:

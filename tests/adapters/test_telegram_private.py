@@ -21,7 +21,7 @@ from agent.tools import ToolContext, tool
 from bot.config import Settings
 from tests.adapters.test_telegram import ANA, BOB, GROUP, SENT, adapter_for, send_email, until
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness, running
+from tests.bot.harness import Harness, parley
 from tests.fakes.telegram import BOT_USERNAME, FakeTelegram
 
 SALARY = "Ana earns 98,000"
@@ -50,14 +50,8 @@ async def bot(
         access={"PARLEY_APPROVERS": approvers},
         telegram={"PARLEY_TELEGRAM_ACCESS": "open"},  # as the adapter is
     )
-    async with running(redis, model, adapter=adapter, tools=registry, config=config) as harness:  # type: ignore[arg-type]
-        adapter.handler = harness.runtime.inbox.submit
-        await adapter.start()
-        await adapter.start_polling()
-        try:
-            yield harness, adapter
-        finally:
-            await adapter.stop()
+    async with parley(redis, model, tools=registry, config=config, chat=adapter) as harness:
+        yield harness, adapter
 
 
 @contextlib.asynccontextmanager

@@ -21,7 +21,7 @@ from bot.conversation.engine import LOST_TEXT
 from bot.runtime.keys import Keys
 from bot.runtime.outbox import Outbox
 from bot.runtime.streaming import AnswerStream
-from tests.bot.harness import Harness, running
+from tests.bot.harness import Harness, parley
 from tests.bot.runtime.test_round_trips import monitored
 from tests.fakes import anthropic as fa
 from tests.fakes.anthropic import FakeAnthropic
@@ -61,19 +61,10 @@ async def bot(
     if model is None:
         model = AnthropicModel(api_key="sk-ant-test", model="claude-test", base_url=hosted.url)
     try:
-        async with running(
-            redis,
-            model,  # type: ignore[arg-type]
-            adapter=adapter,  # type: ignore[arg-type]
-            config=streaming_settings(**streaming),
+        async with parley(
+            redis, model, config=streaming_settings(**streaming), chat=adapter
         ) as harness:
-            adapter.handler = harness.runtime.inbox.submit
-            await adapter.start()
-            await adapter.start_polling()
-            try:
-                yield harness, adapter
-            finally:
-                await adapter.stop()
+            yield harness, adapter
     finally:
         await model.close()
 
