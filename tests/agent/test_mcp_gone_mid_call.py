@@ -1,6 +1,7 @@
 """An MCP server that goes away in the middle of the newer exchanges, a 2026-07-28 task whose
 question waits for the person (stdio) and a question whose requestState (SEP-2322) the answer
-carries back (Streamable HTTP), against a real `mcp` SDK server the test kills and the
+carries back and whose session mirrors header parameters (SEP-2243) once back (Streamable
+HTTP), against a real `mcp` SDK server the test kills and the
 supervisor brings back: the answer ends in one clear failure the model reads, nothing runs
 twice, the supervisor says once that the server went down and once that it is back, and the
 next call works."""
@@ -116,6 +117,10 @@ async def test_a_http_server_killed_while_its_question_waits_takes_the_answer_on
                 result, _ = await execute(box_tools(box), call, context, POLICY)
             assert not result.is_error and "lamp: colour=blue" in str(result.content)
             assert box.servers["paint"].state == "ready"
+            # SEP-2243: the session the supervisor made again still mirrors header parameters
+            where = ToolUseBlock(id="call-where", name="paint__locate", input={"region": "eu-1"})
+            result, _ = await execute(box_tools(box), where, ToolContext(run=PERSON), POLICY)
+            assert "located eu-1; header 'eu-1'" in str(result.content)
             await box.stop()  # before the server: its open stream would hold up its stopping
     finally:
         await box.stop()
