@@ -7,10 +7,9 @@ in, not waited for. The real runtime, python-telegram-bot against the fake Bot A
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -27,8 +26,7 @@ from bot.wiring.platforms import Platforms
 from tests.adapters.test_telegram import ANA, BOB, GROUP, SENT, send_email, until
 from tests.adapters.test_telegram_private import CARA, ask
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import Harness
-from tests.bot.harness import parley as harness_parley
+from tests.bot.harness import Harness, parley
 from tests.fakes.telegram import FakeTelegram
 from tests.private_redis import private_redis
 
@@ -47,14 +45,10 @@ def telegram_adapter(telegram: FakeTelegram, offers: PromptOffers) -> TelegramAd
     return adapter
 
 
-@contextlib.asynccontextmanager
-async def parley(
-    redis: aioredis.Redis, telegram: FakeTelegram, model: ScriptedModel
-) -> AsyncIterator[tuple[Harness, TelegramAdapter, PromptOffers]]:
-    """One Parley process in a group where Cara is an approver: new objects each time, on the
-    same Redis and the same Telegram."""
-    offers = PromptOffers(redis, Keys())
-    adapter = telegram_adapter(telegram, offers)
+def process(telegram: FakeTelegram, offers: PromptOffers) -> dict[str, Any]:
+    """What one Parley process is given in a group where Cara is an approver (new objects each
+    time, on the same Redis and the same Telegram): its Telegram adapter keeping its prompts'
+    offers in `offers`, and send_email, which needs approval."""
     registry = builtin_registry()
     registry.register(send_email)
     config = Settings.load(
@@ -62,8 +56,7 @@ async def parley(
         runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
         access={"PARLEY_APPROVERS": f"{CARA}"},
     )
-    async with harness_parley(redis, model, chat=adapter, tools=registry, config=config) as harness:
-        yield harness, adapter, offers
+    return {"chat": telegram_adapter(telegram, offers), "tools": registry, "config": config}
 
 
 async def test_the_runtime_starts_and_stops_the_re_offer_loop_with_its_other_loops(
@@ -75,17 +68,9 @@ async def test_the_runtime_starts_and_stops_the_re_offer_loop_with_its_other_loo
     health = Health()
     offers = PromptOffers(redis, Keys(), poll=0.05)
     async with FakeTelegram() as telegram:
-        adapter = telegram_adapter(telegram, offers)
-        adapter.reoffers.after = 0.2
-        registry = builtin_registry()
-        registry.register(send_email)
-        config = Settings.load(
-            env_file=None,
-            runtime={"PARLEY_RECLAIM_IDLE": 0.5, "PARLEY_LOCK_LEASE": 2},
-            access={"PARLEY_APPROVERS": f"{CARA}"},
-        )
-        options = {"tools": registry, "config": config, "health": health, "offers": offers}
-        async with harness_parley(redis, emailing(), chat=adapter, **options) as h:
+        options = {**process(telegram, offers), "health": health, "offers": offers}
+        options["chat"].reoffers.after = 0.2
+        async with parley(redis, emailing(), **options) as h:
             await prompted(telegram, h)
             assert health.loops["reoffers"] is offers.heartbeat
             await until(lambda: len(telegram.chat(ANA)) == 1 and len(telegram.chat(CARA)) == 1)
@@ -110,7 +95,11 @@ async def prompted(telegram: FakeTelegram, harness: Harness) -> None:
 async def test_an_ephemeral_prompt_never_pressed_is_offered_where_it_will_arrive(
     redis: aioredis.Redis,
 ) -> None:
-    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, offers):
+    offers = PromptOffers(redis, Keys())
+    async with (
+        FakeTelegram() as telegram,
+        parley(redis, emailing(), **process(telegram, offers)) as h,
+    ):
         telegram.unreachable.add(CARA)  # Cara never started a private chat with Parley
         await prompted(telegram, h)
         assert await offers.offer_due(time.time() + AFTER - 5) == 0  # not yet
@@ -135,7 +124,11 @@ async def test_an_ephemeral_prompt_never_pressed_is_offered_where_it_will_arrive
 
 
 async def test_a_prompt_answered_in_time_is_not_offered_again(redis: aioredis.Redis) -> None:
-    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, offers):
+    offers = PromptOffers(redis, Keys())
+    async with (
+        FakeTelegram() as telegram,
+        parley(redis, emailing(), **process(telegram, offers)) as h,
+    ):
         await prompted(telegram, h)
         assert await offers.work.count() == 1
         for_cara = telegram.chat(GROUP)[1]
@@ -157,11 +150,12 @@ async def test_a_restart_before_the_due_time_loses_nothing_and_doubles_nothing(
     the same Redis) offers it again when it is due, once, and the press from the copy decides."""
     model = emailing()
     async with FakeTelegram() as telegram:
-        async with parley(redis, telegram, model) as (h, _, _):
+        async with parley(redis, model, **process(telegram, PromptOffers(redis, Keys()))) as h:
             await prompted(telegram, h)
         assert telegram.chat(ANA) == [] and telegram.chat(CARA) == []
 
-        async with parley(redis, telegram, model) as (h, _, offers):
+        offers = PromptOffers(redis, Keys())
+        async with parley(redis, model, **process(telegram, offers)) as h:
             assert await offers.offer_due(time.time() + AFTER + 1) == 1
             assert await offers.offer_due(time.time() + AFTER + 60) == 0  # once
             (for_ana,), (for_cara,) = telegram.chat(ANA), telegram.chat(CARA)
@@ -176,7 +170,11 @@ async def test_a_restart_before_the_due_time_loses_nothing_and_doubles_nothing(
 
 
 async def test_two_workers_offer_a_due_prompt_once(redis: aioredis.Redis) -> None:
-    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, first):
+    first = PromptOffers(redis, Keys())
+    async with (
+        FakeTelegram() as telegram,
+        parley(redis, emailing(), **process(telegram, first)) as h,
+    ):
         await prompted(telegram, h)
         second = PromptOffers(redis, Keys())
         other = telegram_adapter(telegram, second)  # another worker: it only sends
@@ -195,7 +193,11 @@ async def test_a_worker_dying_after_the_copies_went_out_does_not_double_them(
 ) -> None:
     """It sent the copies and died before saying so: its lease runs out, another worker
     claims the offer again, and nobody gets a second copy."""
-    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, first):
+    first = PromptOffers(redis, Keys())
+    async with (
+        FakeTelegram() as telegram,
+        parley(redis, emailing(), **process(telegram, first)) as h,
+    ):
         await prompted(telegram, h)
         second = PromptOffers(redis, Keys())
         other = telegram_adapter(telegram, second)
@@ -216,7 +218,11 @@ async def test_a_worker_dying_after_the_copies_went_out_does_not_double_them(
 async def test_the_copy_goes_only_to_the_people_the_prompt_is_for(redis: aioredis.Redis) -> None:
     """Break it: Bob is in the group but the prompt is not his; he gets no copy, and a press
     from Ana's copy by Bob is refused."""
-    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, offers):
+    offers = PromptOffers(redis, Keys())
+    async with (
+        FakeTelegram() as telegram,
+        parley(redis, emailing(), **process(telegram, offers)) as h,
+    ):
         await prompted(telegram, h)
         ((_, offer),) = await offers.work.every()
         assert offer.receivers == [ANA, CARA]
@@ -236,7 +242,11 @@ async def test_telegram_failing_at_the_due_time_leaves_the_copy_for_a_later_pass
 ) -> None:
     """Break it: Telegram answers 502 when Ana's copy is due; it goes out on a later pass,
     once, and Cara's (which went through the first time) is not sent again."""
-    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, offers):
+    offers = PromptOffers(redis, Keys())
+    async with (
+        FakeTelegram() as telegram,
+        parley(redis, emailing(), **process(telegram, offers)) as h,
+    ):
         await prompted(telegram, h)
         due = time.time() + AFTER + 1
         assert (await offers.work.every())[0][1].receivers == [ANA, CARA]  # Ana's goes first
@@ -256,7 +266,11 @@ async def test_an_unreadable_offer_is_dropped_and_counted_and_the_others_go_out(
     redis: aioredis.Redis,
 ) -> None:
     """Break it: a record no one can read (a bad write, an older shape) fails no pass."""
-    async with FakeTelegram() as telegram, parley(redis, telegram, emailing()) as (h, _, offers):
+    offers = PromptOffers(redis, Keys())
+    async with (
+        FakeTelegram() as telegram,
+        parley(redis, emailing(), **process(telegram, offers)) as h,
+    ):
         await prompted(telegram, h)
         await redis.set("parley:reoffer:garbage", b'{"ref": 12, "receivers": "all"}')
         await redis.zadd("parley:{reoffers}:due", {"garbage": 0})
