@@ -39,8 +39,8 @@ PERIODIC = {
     "Worker.run",
     "Reclaimer.run",
     "Reclaimer._one_pass",
-    "ReminderScheduler.deliver_due",
-    "ScheduleClock.run.<locals>.one_pass",
+    "ReminderScheduler.due_pass",  # the due-work loops' passes (bot/runtime/due.py)
+    "ScheduleClock.due_pass",
     "Outbox.redeliver",
     "Runtime._sample_gauges.<locals>.one_pass",
     "Stops.listen.<locals>.subscribed",  # one subscription per process, not per objective
