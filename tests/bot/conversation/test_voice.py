@@ -75,6 +75,12 @@ def voice_note(fake: FakeTelegram, data: bytes = OGG, duration: int = 4) -> dict
     )
 
 
+async def ana_sends(telegram: FakeTelegram, posts: int, **fields: Any) -> None:
+    """Ana sends Parley a private message; wait until her chat holds `posts` messages."""
+    telegram.push(telegram.message(chat_id=ANA, user_id=ANA, **fields))
+    await until(lambda: len(telegram.chat(ANA)) == posts, within=15)
+
+
 async def test_a_telegram_voice_note_is_transcribed_quoted_and_answered(
     redis, api: FakeTranscriber
 ) -> None:
@@ -86,8 +92,7 @@ async def test_a_telegram_voice_note_is_transcribed_quoted_and_answered(
         PARLEY_TRANSCRIBE_API_KEY="sk-voice",
     )
     async with telegram_bot(redis, model, settings) as (harness, telegram):
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
-        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        await ana_sends(telegram, 2, extra=voice_note(telegram))
         await harness.settle()
     [upload] = api.uploads
     assert upload.data == OGG  # byte for byte what Telegram stored
@@ -118,15 +123,11 @@ async def test_telegram_audio_files_and_video_notes_are_sent_with_names_the_api_
             performer="Ana",
             title="Demo",
         )
-        telegram.push(
-            telegram.message(chat_id=ANA, user_id=ANA, caption="what is this?", extra=audio)
-        )
-        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        await ana_sends(telegram, 2, caption="what is this?", extra=audio)
         note = sent_file(
             telegram, "video_note", mp4, "video_notes/file_2.mp4", duration=6, length=240
         )
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=note))
-        await until(lambda: len(telegram.chat(ANA)) == 4, within=15)
+        await ana_sends(telegram, 4, extra=note)
         await harness.settle()
     assert [(u.filename, u.data) for u in api.uploads] == [
         ("audio.mp3", mp3),
@@ -142,10 +143,8 @@ async def test_without_a_transcriber_one_sentence_says_voice_is_not_set_up(
 ) -> None:
     model = ScriptedModel([reply("Hello!")])
     async with telegram_bot(redis, model, voice_settings(None)) as (harness, telegram):
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
-        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hi"))
-        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        await ana_sends(telegram, 1, extra=voice_note(telegram))
+        await ana_sends(telegram, 2, text="hi")
         await harness.settle()
     assert [p.text for p in telegram.chat(ANA)] == [NOT_SET_UP, "Hello!"]
     assert len(model.turn_requests) == 1
@@ -160,13 +159,10 @@ async def test_a_failing_transcriber_is_one_sentence_and_the_next_voice_note_wor
     api.text = SAID
     async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
         api.status = 500
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
-        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="still there?"))
-        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        await ana_sends(telegram, 1, extra=voice_note(telegram))
+        await ana_sends(telegram, 2, text="still there?")
         api.status = 200  # the transcriber is back
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
-        await until(lambda: len(telegram.chat(ANA)) == 4, within=15)
+        await ana_sends(telegram, 4, extra=voice_note(telegram))
         await harness.settle()
     texts = [p.text for p in telegram.chat(ANA)]
     assert texts == [FAILED, "Typed, and heard.", f"🎤 “{SAID}”", "Heard you this time."]
@@ -181,10 +177,8 @@ async def test_a_hanging_transcriber_times_out_into_one_sentence(
     api.hang = True
     settings = voice_settings(api, PARLEY_TRANSCRIBE_TIMEOUT=0.5)
     async with telegram_bot(redis, model, settings) as (harness, telegram):
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
-        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="hello?"))
-        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        await ana_sends(telegram, 1, extra=voice_note(telegram))
+        await ana_sends(telegram, 2, text="hello?")
         await harness.settle()
     assert [p.text for p in telegram.chat(ANA)] == [FAILED, "Here."]
 
@@ -195,11 +189,9 @@ async def test_limits_are_settings_and_the_refusal_states_them(redis, api: FakeT
     settings = voice_settings(api, PARLEY_VOICE_MAX_SECONDS=60, PARLEY_VOICE_MAX_MB=0.5)
     async with telegram_bot(redis, model, settings) as (harness, telegram):
         long = voice_note(telegram, duration=95)
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=long))
-        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        await ana_sends(telegram, 1, extra=long)
         big = voice_note(telegram, data=b"OggS" + b"\x00" * 700_000, duration=20)
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=big))
-        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        await ana_sends(telegram, 2, extra=big)
         await harness.settle()
     assert [p.text for p in telegram.chat(ANA)] == [
         "That voice message is too long for me (95 s; the limit is 60 s).",
@@ -216,8 +208,7 @@ async def test_a_voice_note_longer_than_it_declares_is_refused_unheard(
     api.text = SAID
     async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
         lying = voice_note(telegram, data=opus_ogg(700, granule=4 * 48000), duration=4)
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=lying))
-        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        await ana_sends(telegram, 1, extra=lying)
         await harness.settle()
     [refusal] = [p.text for p in telegram.chat(ANA)]
     assert refusal.startswith("That voice message is too long for me (6")
@@ -246,8 +237,7 @@ async def test_an_audio_file_whose_header_understates_its_length_is_refused_unhe
         audio = sent_file(
             telegram, "audio", data, f"music/file_2.{kind}", duration=4, mime_type=mime
         )
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=audio))
-        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        await ana_sends(telegram, 1, extra=audio)
         await harness.settle()
     [refusal] = [p.text for p in telegram.chat(ANA)]
     assert refusal.startswith("That voice message is too long for me (")
@@ -268,8 +258,7 @@ async def test_a_transcript_is_held_to_the_message_length_limit_like_typed_text(
     )
     async with telegram_bot(redis, model, settings) as (harness, telegram):
         note = voice_note(telegram, data=opus_ogg(4), duration=4)
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=note))
-        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        await ana_sends(telegram, 1, extra=note)
         await harness.settle()
     assert [p.text for p in telegram.chat(ANA)] == [
         VOICE_TOO_MUCH_TEXT.format(length=len(api.text.strip()), limit=4096)
@@ -281,8 +270,7 @@ async def test_silence_gets_a_sentence_not_an_empty_run(redis, api: FakeTranscri
     model = ScriptedModel([])
     api.text = "  "
     async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
-        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        await ana_sends(telegram, 1, extra=voice_note(telegram))
         await harness.settle()
     assert [p.text for p in telegram.chat(ANA)] == [NOTHING_HEARD]
     assert not model.turn_requests
@@ -322,8 +310,7 @@ async def test_a_voice_reply_to_a_pending_approval_counts_as_its_words(
     )
     api.text = "no, wait, not Bob"
     async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, text="email bob"))
-        await until(lambda: len(telegram.chat(ANA)) == 1, within=15)
+        await ana_sends(telegram, 1, text="email bob")
         await harness.settle()
         telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
         await until(lambda: len(telegram.chat(ANA)) >= 3, within=15)
@@ -407,8 +394,7 @@ async def test_a_voice_note_replayed_after_a_crash_is_said_back_and_answered_onc
     api.text = SAID
     model = ScriptedModel([reply("Noted."), reply("Noted.")])
     async with telegram_bot(redis, model, voice_settings(api)) as (harness, telegram):
-        telegram.push(telegram.message(chat_id=ANA, user_id=ANA, extra=voice_note(telegram)))
-        await until(lambda: len(telegram.chat(ANA)) == 2, within=15)
+        await ana_sends(telegram, 2, extra=voice_note(telegram))
         await harness.settle()
         # As if the worker had died after posting but before storing what it did:
         conversation = f"telegram:-:{ANA}:-"
