@@ -45,6 +45,12 @@ def telegram_adapter(telegram: FakeTelegram, offers: PromptOffers) -> TelegramAd
     return adapter
 
 
+@pytest.fixture
+def offers(redis: aioredis.Redis) -> PromptOffers:
+    """The offers of the process under test, in the test's Redis."""
+    return PromptOffers(redis, Keys())
+
+
 def process(telegram: FakeTelegram, offers: PromptOffers) -> dict[str, Any]:
     """What one Parley process is given in a group where Cara is an approver (new objects each
     time, on the same Redis and the same Telegram): its Telegram adapter keeping its prompts'
@@ -93,13 +99,9 @@ async def prompted(telegram: FakeTelegram, harness: Harness) -> None:
 
 
 async def test_an_ephemeral_prompt_never_pressed_is_offered_where_it_will_arrive(
-    redis: aioredis.Redis,
+    redis: aioredis.Redis, telegram: FakeTelegram, offers: PromptOffers
 ) -> None:
-    offers = PromptOffers(redis, Keys())
-    async with (
-        FakeTelegram() as telegram,
-        parley(redis, emailing(), **process(telegram, offers)) as h,
-    ):
+    async with parley(redis, emailing(), **process(telegram, offers)) as h:
         telegram.unreachable.add(CARA)  # Cara never started a private chat with Parley
         await prompted(telegram, h)
         assert await offers.offer_due(time.time() + AFTER - 5) == 0  # not yet
@@ -123,12 +125,10 @@ async def test_an_ephemeral_prompt_never_pressed_is_offered_where_it_will_arrive
     assert telegram.chat(ANA) == [private]  # nothing else went to her private chat
 
 
-async def test_a_prompt_answered_in_time_is_not_offered_again(redis: aioredis.Redis) -> None:
-    offers = PromptOffers(redis, Keys())
-    async with (
-        FakeTelegram() as telegram,
-        parley(redis, emailing(), **process(telegram, offers)) as h,
-    ):
+async def test_a_prompt_answered_in_time_is_not_offered_again(
+    redis: aioredis.Redis, telegram: FakeTelegram, offers: PromptOffers
+) -> None:
+    async with parley(redis, emailing(), **process(telegram, offers)) as h:
         await prompted(telegram, h)
         assert await offers.work.count() == 1
         for_cara = telegram.chat(GROUP)[1]
@@ -169,18 +169,16 @@ async def test_a_restart_before_the_due_time_loses_nothing_and_doubles_nothing(
         assert "Approved by Cara" in copy.text and copy.buttons == [], copy
 
 
-async def test_two_workers_offer_a_due_prompt_once(redis: aioredis.Redis) -> None:
-    first = PromptOffers(redis, Keys())
-    async with (
-        FakeTelegram() as telegram,
-        parley(redis, emailing(), **process(telegram, first)) as h,
-    ):
+async def test_two_workers_offer_a_due_prompt_once(
+    redis: aioredis.Redis, telegram: FakeTelegram, offers: PromptOffers
+) -> None:
+    async with parley(redis, emailing(), **process(telegram, offers)) as h:
         await prompted(telegram, h)
         second = PromptOffers(redis, Keys())
         other = telegram_adapter(telegram, second)  # another worker: it only sends
         try:
             due = time.time() + AFTER + 1
-            counts = await asyncio.gather(first.offer_due(due), second.offer_due(due))
+            counts = await asyncio.gather(offers.offer_due(due), second.offer_due(due))
             assert sorted(counts) == [0, 1]
         finally:
             await other.stop()
@@ -189,40 +187,34 @@ async def test_two_workers_offer_a_due_prompt_once(redis: aioredis.Redis) -> Non
 
 
 async def test_a_worker_dying_after_the_copies_went_out_does_not_double_them(
-    redis: aioredis.Redis,
+    redis: aioredis.Redis, telegram: FakeTelegram, offers: PromptOffers
 ) -> None:
     """It sent the copies and died before saying so: its lease runs out, another worker
     claims the offer again, and nobody gets a second copy."""
-    first = PromptOffers(redis, Keys())
-    async with (
-        FakeTelegram() as telegram,
-        parley(redis, emailing(), **process(telegram, first)) as h,
-    ):
+    async with parley(redis, emailing(), **process(telegram, offers)) as h:
         await prompted(telegram, h)
         second = PromptOffers(redis, Keys())
         other = telegram_adapter(telegram, second)
         try:
             due = time.time() + AFTER + 1
-            ((_, offer),) = await first.work.claim(due)
-            assert first.deliver is not None
-            await first.deliver(offer)  # ... and the worker dies here
+            ((_, offer),) = await offers.work.claim(due)
+            assert offers.deliver is not None
+            await offers.deliver(offer)  # ... and the worker dies here
             assert len(telegram.chat(ANA)) == 1 and len(telegram.chat(CARA)) == 1
             assert await second.offer_due(due + 1) == 0  # still under the first one's lease
-            assert await second.offer_due(due + first.work.lease + 1) == 1
-            assert await first.work.count() == 0
+            assert await second.offer_due(due + offers.work.lease + 1) == 1
+            assert await offers.work.count() == 0
         finally:
             await other.stop()
     assert len(telegram.chat(ANA)) == 1 and len(telegram.chat(CARA)) == 1
 
 
-async def test_the_copy_goes_only_to_the_people_the_prompt_is_for(redis: aioredis.Redis) -> None:
+async def test_the_copy_goes_only_to_the_people_the_prompt_is_for(
+    redis: aioredis.Redis, telegram: FakeTelegram, offers: PromptOffers
+) -> None:
     """Break it: Bob is in the group but the prompt is not his; he gets no copy, and a press
     from Ana's copy by Bob is refused."""
-    offers = PromptOffers(redis, Keys())
-    async with (
-        FakeTelegram() as telegram,
-        parley(redis, emailing(), **process(telegram, offers)) as h,
-    ):
+    async with parley(redis, emailing(), **process(telegram, offers)) as h:
         await prompted(telegram, h)
         ((_, offer),) = await offers.work.every()
         assert offer.receivers == [ANA, CARA]
@@ -238,15 +230,11 @@ async def test_the_copy_goes_only_to_the_people_the_prompt_is_for(redis: aioredi
 
 
 async def test_telegram_failing_at_the_due_time_leaves_the_copy_for_a_later_pass(
-    redis: aioredis.Redis,
+    redis: aioredis.Redis, telegram: FakeTelegram, offers: PromptOffers
 ) -> None:
     """Break it: Telegram answers 502 when Ana's copy is due; it goes out on a later pass,
     once, and Cara's (which went through the first time) is not sent again."""
-    offers = PromptOffers(redis, Keys())
-    async with (
-        FakeTelegram() as telegram,
-        parley(redis, emailing(), **process(telegram, offers)) as h,
-    ):
+    async with parley(redis, emailing(), **process(telegram, offers)) as h:
         await prompted(telegram, h)
         due = time.time() + AFTER + 1
         assert (await offers.work.every())[0][1].receivers == [ANA, CARA]  # Ana's goes first
@@ -263,14 +251,10 @@ async def test_telegram_failing_at_the_due_time_leaves_the_copy_for_a_later_pass
 
 
 async def test_an_unreadable_offer_is_dropped_and_counted_and_the_others_go_out(
-    redis: aioredis.Redis,
+    redis: aioredis.Redis, telegram: FakeTelegram, offers: PromptOffers
 ) -> None:
     """Break it: a record no one can read (a bad write, an older shape) fails no pass."""
-    offers = PromptOffers(redis, Keys())
-    async with (
-        FakeTelegram() as telegram,
-        parley(redis, emailing(), **process(telegram, offers)) as h,
-    ):
+    async with parley(redis, emailing(), **process(telegram, offers)) as h:
         await prompted(telegram, h)
         await redis.set("parley:reoffer:garbage", b'{"ref": 12, "receivers": "all"}')
         await redis.zadd("parley:{reoffers}:due", {"garbage": 0})
