@@ -28,10 +28,10 @@ from bot.features.connections.held import MAX_TRIES
 from bot.features.connections.store import Connections, Pending
 from bot.runtime.keys import Keys
 from bot.wiring.connection import redis_client
-from tests.agent.scripted import ScriptedModel, call, reply, turn
 from tests.bot.features.test_mcp_oauth import (
     ANA,
     connect_link,
+    connecting,
     everything_in,
     get,
     ledger_lines,
@@ -47,13 +47,6 @@ pytestmark = pytest.mark.process
 
 GROUP = ConversationKey(platform="telegram", chat_id="-100")
 OTHER_GROUP = ConversationKey(platform="telegram", chat_id="-200")
-
-
-def connecting() -> ScriptedModel:
-    """A model that connects the tracker, then asks it who the person is."""
-    return ScriptedModel(
-        [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
-    )
 
 
 async def test_a_forwarded_link_opened_by_someone_else_never_connects_their_account(

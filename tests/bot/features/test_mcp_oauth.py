@@ -103,6 +103,13 @@ async def parley_at(
             await http.stop()
 
 
+def connecting() -> ScriptedModel:
+    """A model that connects the tracker, then asks it who the person is."""
+    return ScriptedModel(
+        [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
+    )
+
+
 def connect_prompt(harness: Harness, chat: ConversationKey) -> Posted:
     (prompt,) = [p for p in harness.adapter.in_conversation(chat) if p.message.buttons]
     (button,) = prompt.message.buttons
@@ -308,9 +315,7 @@ async def test_in_a_telegram_group_the_connect_button_goes_to_the_persons_privat
     redis: aioredis.Redis, tmp_path: Path
 ) -> None:
     group = ConversationKey(platform="telegram", chat_id="-100")
-    model = ScriptedModel(
-        [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
-    )
+    model = connecting()
     async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, _):
         await harness.handle(message(group, "who am I on the tracker?", direct=False), within=60)
         # whoever pressed a link posted in the group would connect *their* account as Ana's
@@ -332,9 +337,7 @@ async def test_in_a_group_only_the_requester_answers_a_connect_question_by_typin
 ) -> None:
     # Bo may approve in this group, but the link connects Ana's account: the question is hers.
     group = ConversationKey(platform="telegram", chat_id="-100")
-    model = ScriptedModel(
-        [turn(call("tracker__connect")), turn(call("tracker__whoami")), reply("You're alice.")]
-    )
+    model = connecting()
     async with (
         world(tmp_path) as w,
         parley_at(redis, w, model, approvers="77") as (harness, _),

@@ -65,8 +65,15 @@ class ResourceServer(FakeServer):
 
 
 def connections(
-    redis: aioredis.Redis, url: str, public_url: str = "http://127.0.0.1:9", **server: Any
+    redis: aioredis.Redis,
+    url: str,
+    public_url: str = "http://127.0.0.1:9",
+    *,
+    trusted: str | None = None,
+    idle: float = 90 * 86_400.0,
+    **server: Any,
 ) -> Connections:
+    """One per-user server, "tracker" at `url` (`server`: more of its entry)."""
     return Connections(
         redis,
         Keys(),
@@ -74,6 +81,8 @@ def connections(
         secret_key=KEY,
         public_url=public_url,
         connect_ttl=600,
+        trusted=trusted,
+        idle=idle,
     )
 
 
@@ -304,15 +313,7 @@ async def test_trusted_hosts_let_an_operator_use_an_internal_authorization_serve
 ) -> None:
     async with OAuthServer() as auth, ResourceServer() as resource:
         resource.issuer = auth.url.replace("127.0.0.1", "localhost")
-        c = Connections(
-            redis,
-            Keys(),
-            servers={"tracker": ServerConfig(url=f"{resource.url}/mcp", auth="user")},
-            secret_key=KEY,
-            public_url="http://127.0.0.1:9",
-            connect_ttl=600,
-            trusted="localhost",  # PARLEY_TRUSTED_HOSTS
-        )
+        c = connections(redis, f"{resource.url}/mcp", trusted="localhost")  # PARLEY_TRUSTED_HOSTS
         auth.claimed_issuer = resource.issuer
         link = await c.connect_link("tracker", ANA, "q1")
         assert link.startswith(f"{auth.url}/authorize") and auth.calls("/register")
@@ -355,15 +356,7 @@ async def test_removing_a_person_revokes_and_forgets_their_accounts(
 
 async def test_a_connection_nobody_uses_expires(redis: aioredis.Redis) -> None:
     async with world() as (auth, resource):
-        c = Connections(
-            redis,
-            Keys(),
-            servers={"tracker": ServerConfig(url=f"{resource.url}/mcp", auth="user")},
-            secret_key=KEY,
-            public_url="http://127.0.0.1:9",
-            connect_ttl=600,
-            idle=1000,
-        )
+        c = connections(redis, f"{resource.url}/mcp", idle=1000)
         await sign_in(auth, c, await c.connect_link("tracker", ANA, "q1"))
         key = Keys().oauth_token("tracker", "telegram", "42")
         assert 0 < await redis.ttl(key) <= 1000
