@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from agent.builtin_tools import builtin_registry
 from agent.tools import ToolContext, ToolRegistry, tool
 from tests.agent.scripted import ScriptedModel, call, reply, turn
-from tests.bot.harness import running, settings
+from tests.bot.harness import prompted, running, settings
 from tests.bot.recording import RecordingAdapter, click, dm, message
 from tests.helpers import until
 
@@ -57,9 +57,7 @@ async def interrupted_mid_call(
     async with running(
         redis, model, adapter=adapter, tools=mailer.registry(), config=QUICK_STOP
     ) as harness:
-        await harness.submit(message(chat, "email Bo"))
-        await harness.settle()
-        prompt = adapter.in_conversation(chat)[0]
+        prompt = await prompted(harness, chat, "email Bo")
         await harness.submit(click(chat, prompt, "approve"))
         await until(lambda: bool(mailer.started))
 
@@ -126,9 +124,7 @@ async def test_a_finished_call_is_reused_when_the_answer_was_never_sent(
     async with running(
         redis, model, adapter=adapter, tools=mailer.registry(), config=QUICK_STOP
     ) as harness:
-        await harness.submit(message(chat, "email Bo"))
-        await harness.settle()
-        prompt = adapter.in_conversation(chat)[0]
+        prompt = await prompted(harness, chat, "email Bo")
         model.latency = 30.0  # the model is still writing the answer when the runtime stops
         await harness.submit(click(chat, prompt, "approve"))
         await until(lambda: bool(mailer.finished) and len(model.requests) == 2)

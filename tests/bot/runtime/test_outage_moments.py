@@ -17,10 +17,11 @@ import redis.asyncio as aioredis
 from agent.builtin_tools import builtin_registry
 from agent.messages import ChatRequest, ChatResponse, ToolResultBlock
 from agent.protocols import JournalEntry, RunContext
-from agent.tools import ToolRegistry, tool
+from agent.tools import ToolRegistry
 from bot.conversation.limits import Limits
 from bot.runtime.journal import RedisToolJournal
 from memory import RedisMemoryStore, local_embedder, open_store
+from tests.adapters.test_telegram import SENT, send_email
 from tests.adapters.test_telegram_stream import ANA, ANSWER, GROUP
 from tests.adapters.test_telegram_stream import bot as streaming_bot
 from tests.agent.scripted import ScriptedModel, call, reply, turn
@@ -34,19 +35,7 @@ from tests.private_redis import PrivateRedis
 
 pytestmark = pytest.mark.network
 
-SENT: list[str] = []
 TASKS: set[asyncio.Future[None]] = set()  # servers started again in the background
-
-
-@tool(side_effects=True, describe=lambda args: f"Email {args['to']}")
-async def send_email(to: str) -> str:
-    """Send an email.
-
-    Args:
-        to: the address
-    """
-    SENT.append(to)
-    return f"sent to {to}"
 
 
 def tools() -> ToolRegistry:
