@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -16,62 +15,57 @@ from bot.ops.health import Health
 from bot.runtime.keys import Keys
 from bot.runtime.reclaimer import Reclaimer
 from bot.runtime.worker import GROUP
-from bot.wiring.connection import redis_client
 from tests.agent.scripted import ScriptedModel
-from tests.bot.harness import running, settings
+from tests.bot.harness import running
 from tests.bot.recording import dm, message
 from tests.bot.runtime.test_faults import echo
 from tests.helpers import until
-from tests.private_redis import private_redis
+from tests.private_redis import PrivateRedis
 
 KEYS = Keys()
 
 
 @pytest.mark.network
 async def test_redis_back_empty_the_worker_creates_its_group_again_and_keeps_reading(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    stoppable: tuple[PrivateRedis, aioredis.Redis], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="bot")
     chat = dm()
     model = ScriptedModel([echo] * 10)
     health = Health()
-    async with private_redis(tmp_path) as server:
-        client = redis_client(server.url, settings())
-        try:
-            async with running(client, model, health=health) as harness:
-                await harness.submit(message(chat, "before"))
+    server, client = stoppable
+    async with running(client, model, health=health) as harness:
+        await harness.submit(message(chat, "before"))
 
-                async def answered(count: int) -> bool:
-                    return len(harness.adapter.texts(chat)) >= count
+        async def answered(count: int) -> bool:
+            return len(harness.adapter.texts(chat)) >= count
 
-                await until(lambda: answered(1))
-                await harness.settle()
+        await until(lambda: answered(1))
+        await harness.settle()
 
-                await server.down()
-                for data in (server.folder / "redis").iterdir():  # no persistence: nothing kept
-                    if data.name not in ("parley.lock", "redis.log"):
-                        shutil.rmtree(data) if data.is_dir() else data.unlink()
-                await server.up()
-                assert not await client.exists(KEYS.session(chat.id))  # it came back empty
+        await server.down()
+        for data in (server.folder / "redis").iterdir():  # no persistence: nothing kept
+            if data.name not in ("parley.lock", "redis.log"):
+                shutil.rmtree(data) if data.is_dir() else data.unlink()
+        await server.up()
+        assert not await client.exists(KEYS.session(chat.id))  # it came back empty
 
-                async def submitted() -> bool:
-                    try:
-                        return await harness.submit(message(chat, "after"))
-                    except HandoverFailed:
-                        return False  # the platform would deliver it again
+        async def submitted() -> bool:
+            try:
+                return await harness.submit(message(chat, "after"))
+            except HandoverFailed:
+                return False  # the platform would deliver it again
 
-                await until(submitted)
-                await until(lambda: answered(2))
-                await harness.settle()
+        await until(submitted)
+        await until(lambda: answered(2))
+        await harness.settle()
 
-                async def all_ok() -> bool:
-                    return all(loop.state == "ok" for loop in health.loops.values())
+        async def all_ok() -> bool:
+            return all(loop.state == "ok" for loop in health.loops.values())
 
-                await until(all_ok)
-                groups = await client.xinfo_groups(KEYS.inbox)
-                assert [g["name"] for g in groups] == [GROUP.encode()]
-        finally:
-            await client.aclose()
+        await until(all_ok)
+        groups = await client.xinfo_groups(KEYS.inbox)
+        assert [g["name"] for g in groups] == [GROUP.encode()]
 
     assert harness.adapter.texts(chat) == ["re: before", "re: after"]
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("bot.")]
