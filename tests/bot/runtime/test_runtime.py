@@ -18,8 +18,7 @@ async def test_a_message_gets_exactly_one_reply_in_its_conversation(redis: aiore
     model = ScriptedModel([reply("Hello Ana!")])
     async with running(redis, model) as harness:
         ana, bob = dm("42"), dm("7")
-        await harness.submit(message(ana, "hi"))
-        await harness.settle()
+        await harness.handle(message(ana, "hi"))
         assert harness.adapter.texts(ana) == ["Hello Ana!"]
         assert harness.adapter.texts(bob) == []
         session = await harness.runtime.sessions.load(ana.id)
@@ -59,10 +58,8 @@ async def test_conversation_history_carries_into_the_next_objective(redis: aiore
     model = ScriptedModel([reply("Noted."), reply("You said pineapples.")])
     async with running(redis, model) as harness:
         chat = dm()
-        await harness.submit(message(chat, "I like pineapples"))
-        await harness.settle()
-        await harness.submit(message(chat, "what did I say?"))
-        await harness.settle()
+        await harness.handle(message(chat, "I like pineapples"))
+        await harness.handle(message(chat, "what did I say?"))
         second = model.turn_requests[-1]
         assert "I like pineapples" in " ".join(m.text for m in second.messages)
 
@@ -81,8 +78,7 @@ async def test_a_question_is_answered_with_its_option_button(redis: aioredis.Red
         assert [b.label for b in question.message.buttons] == ["Small", "Large"]
         assert (await harness.runtime.sessions.load(chat.id)).status == "awaiting_answer"
 
-        await harness.submit(click(chat, question, "1"))
-        await harness.settle()
+        await harness.handle(click(chat, question, "1"))
         assert harness.adapter.texts(chat)[-1] == "Large it is."
         assert question.current.buttons == () and "Large" in question.current.text
         assert harness.adapter.notices[-1][1:] == ("Large", False)
@@ -96,10 +92,8 @@ async def test_a_typed_reply_answers_a_pending_question(redis: aioredis.Redis) -
     )
     async with running(redis, model) as harness:
         chat = dm()
-        await harness.submit(message(chat, "weather please"))
-        await harness.settle()
-        await harness.submit(message(chat, "Lisbon"))
-        await harness.settle()
+        await harness.handle(message(chat, "weather please"))
+        await harness.handle(message(chat, "Lisbon"))
         assert harness.adapter.texts(chat) == ["Which city?", "Lisbon, got it."]
         assert "Lisbon" in model.turn_requests[-1].messages[-1].tool_results[0].content
 
@@ -132,8 +126,7 @@ async def test_rejection_feeds_the_refusal_back(redis: aioredis.Redis) -> None:
     async with running(redis, model, tools=registry) as harness:
         chat = dm()
         approval = await prompted(harness, chat, "email x")
-        await harness.submit(click(chat, approval, "reject"))
-        await harness.settle()
+        await harness.handle(click(chat, approval, "reject"))
         assert ran == []
         assert "Rejected by Ana" in approval.current.text
         result = model.turn_requests[-1].messages[-1].tool_results[0]
@@ -145,10 +138,8 @@ async def test_a_message_while_awaiting_approval_is_feedback(redis: aioredis.Red
     model = ScriptedModel([turn(call("send_email", to="x@example.com")), reply("Changed course.")])
     async with running(redis, model, tools=registry) as harness:
         chat = dm()
-        await harness.submit(message(chat, "email x"))
-        await harness.settle()
-        await harness.submit(message(chat, "no, email y instead"))
-        await harness.settle()
+        await harness.handle(message(chat, "email x"))
+        await harness.handle(message(chat, "no, email y instead"))
         assert ran == []
         texts = harness.adapter.texts(chat)
         assert "won't go ahead" in texts[1] and texts[2] == "Changed course."
@@ -164,14 +155,12 @@ async def test_only_the_requester_or_an_approver_may_decide(redis: aioredis.Redi
     async with running(redis, model, tools=registry, config=config) as harness:
         approval = await prompted(harness, group, "email the team", direct=False)
 
-        await harness.submit(click(group, approval, "approve", user="mallory", name="Mallory"))
-        await harness.settle()
+        await harness.handle(click(group, approval, "approve", user="mallory", name="Mallory"))
         assert ran == []
         assert approval.current.buttons  # unchanged
         assert harness.adapter.notices[-1][1:] == ("Only Ana can approve this.", True)
 
-        await harness.submit(click(group, approval, "approve", user="carol", groups=("S-admins",)))
-        await harness.settle()
+        await harness.handle(click(group, approval, "approve", user="carol", groups=("S-admins",)))
         assert ran == ["team@example.com"]
 
 
@@ -182,8 +171,7 @@ async def test_in_a_direct_chat_nobody_else_decides(redis: aioredis.Redis) -> No
     async with running(redis, model, tools=registry, config=config) as harness:
         chat = dm()
         approval = await prompted(harness, chat, "email a")
-        await harness.submit(click(chat, approval, "approve", user="boss", name="Boss"))
-        await harness.settle()
+        await harness.handle(click(chat, approval, "approve", user="boss", name="Boss"))
         assert ran == [] and harness.adapter.notices[-1][2] is True
 
 
@@ -196,8 +184,7 @@ async def test_an_expired_approval_explains_itself(redis: aioredis.Redis) -> Non
         chat = dm()
         approval = await prompted(harness, chat, "email a")
         await asyncio.sleep(0.3)
-        await harness.submit(click(chat, approval, "approve"))
-        await harness.settle()
+        await harness.handle(click(chat, approval, "approve"))
         assert ran == []
         _, text, alert = harness.adapter.notices[-1]
         assert alert and "expired" in text
@@ -213,8 +200,7 @@ async def test_a_click_on_an_unknown_decision_explains_itself(redis: aioredis.Re
         from dataclasses import replace
 
         fake = replace(posted, message=replace(posted.message, decision_id="gone"))
-        await harness.submit(click(chat, fake, "approve"))
-        await harness.settle()
+        await harness.handle(click(chat, fake, "approve"))
         _, text, alert = harness.adapter.notices[-1]
         assert alert and "expired" in text
 
@@ -225,12 +211,10 @@ async def test_cancel_ends_a_pending_approval(redis: aioredis.Redis) -> None:
     async with running(redis, model, tools=registry) as harness:
         chat = dm()
         approval = await prompted(harness, chat, "email a")
-        await harness.submit(message(chat, "/cancel", command="cancel"))
-        await harness.settle()
+        await harness.handle(message(chat, "/cancel", command="cancel"))
         assert "Cancelled" in harness.adapter.texts(chat)[-1]
         assert "Cancelled by Ana" in approval.current.text
-        await harness.submit(click(chat, approval, "approve"))
-        await harness.settle()
+        await harness.handle(click(chat, approval, "approve"))
         assert ran == [] and harness.adapter.notices[-1][2] is True
 
 
@@ -246,8 +230,7 @@ async def test_an_over_long_message_is_refused_politely(redis: aioredis.Redis) -
         assert model.requests == []
     async with running(redis, model) as harness:  # no cap set: the longest platform's
         chat = dm()
-        await harness.submit(message(chat, "y" * 40_001))
-        await harness.settle()
+        await harness.handle(message(chat, "y" * 40_001))
         assert "my limit is 40,000" in harness.adapter.texts(chat)[-1]
         assert model.requests == []
 
@@ -256,8 +239,7 @@ async def test_a_replayed_entry_does_not_post_again(redis: aioredis.Redis) -> No
     model = ScriptedModel([reply("only once"), reply("only once")])
     async with running(redis, model) as harness:
         chat = dm()
-        await harness.submit(message(chat, "hi"))
-        await harness.settle()
+        await harness.handle(message(chat, "hi"))
         # As if the worker had died after posting but before storing its effects:
         session = await harness.runtime.sessions.load(chat.id)
         session.last_entry = None
@@ -286,8 +268,7 @@ async def test_reminders_are_posted_once_into_their_conversation(redis: aioredis
     ):
         chat = dm()
         approval = await prompted(harness, chat, "remind me to stretch in a second")
-        await harness.submit(click(chat, approval, "approve"))
-        await harness.settle()
+        await harness.handle(click(chat, approval, "approve"))
         deadline = time.monotonic() + 5
         while not any("stretch" in t and "Reminder" in t for t in shared.texts(chat)):
             assert time.monotonic() < deadline
@@ -328,16 +309,11 @@ async def test_every_key_is_bounded(redis: aioredis.Redis) -> None:
     )
     async with running(redis, model, tools=registry) as harness:
         chat = dm()
-        await harness.submit(message(chat, "hi"))
-        await harness.settle()
-        await harness.submit(message(chat, "ask me"))
-        await harness.settle()
-        await harness.submit(click(chat, harness.adapter.in_conversation(chat)[-1], "0"))
-        await harness.settle()
-        await harness.submit(message(chat, "remind me in an hour"))
-        await harness.settle()
-        await harness.submit(click(chat, harness.adapter.in_conversation(chat)[-1], "approve"))
-        await harness.settle()
+        await harness.handle(message(chat, "hi"))
+        await harness.handle(message(chat, "ask me"))
+        await harness.handle(click(chat, harness.adapter.in_conversation(chat)[-1], "0"))
+        await harness.handle(message(chat, "remind me in an hour"))
+        await harness.handle(click(chat, harness.adapter.in_conversation(chat)[-1], "approve"))
         await redis.xadd(harness.runtime.keys.inbox, {"event": b"not an event"})  # dead-lettered
         await harness.settle()
 
