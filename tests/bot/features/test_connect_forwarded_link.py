@@ -18,7 +18,7 @@ import pytest
 import redis.asyncio as aioredis
 from cryptography.fernet import Fernet
 
-from adapters.base import ConversationKey
+from adapters.base import ConversationKey, InboundMessage
 from agent.mcp import ServerConfig
 from bot.conversation.engine import WAIT_FOR_REQUESTER
 from bot.conversation.texts import CODE_REFUSED, NONE_CONNECTED
@@ -49,14 +49,17 @@ GROUP = ConversationKey(platform="telegram", chat_id="-100")
 OTHER_GROUP = ConversationKey(platform="telegram", chat_id="-200")
 
 
+def asks_in_the_group() -> InboundMessage:
+    """Ana asks, in the group, for what needs her tracker account."""
+    return message(GROUP, "who am I on the tracker?", direct=False)
+
+
 async def test_a_forwarded_link_opened_by_someone_else_never_connects_their_account(
     redis: aioredis.Redis, tmp_path: Path
 ) -> None:
     model = connecting()
     async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, connections):
-        link = await connect_link(
-            harness, message(GROUP, "who am I on the tracker?", direct=False), ANA
-        )
+        link = await connect_link(harness, asks_in_the_group(), ANA)
 
         # Ana forwards the link; Bo opens it and signs in as himself (mallory at the server)
         code = await signed_in(w, link, "mallory")
@@ -119,9 +122,7 @@ async def test_only_its_person_confirms_it_once_where_they_asked_before_it_expir
 ) -> None:
     model = connecting()
     async with world(tmp_path) as w, parley_at(redis, w, model) as (harness, connections):
-        link = await connect_link(
-            harness, message(GROUP, "who am I on the tracker?", direct=False), ANA
-        )
+        link = await connect_link(harness, asks_in_the_group(), ANA)
         code = await signed_in(w, link, "alice")
         wrong = "000 000" if code != "000 000" else "111 111"
         await harness.handle(message(GROUP, wrong, direct=False), within=60)
