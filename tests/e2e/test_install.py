@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -21,7 +22,14 @@ from memory.model_build import BUILT_WITH
 pytestmark = [pytest.mark.process, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ("pyproject.toml", "README.md", "LICENSE", "bot", "agent", "memory", "adapters", "loops")
+# the packages the wheel ships, as pyproject.toml lists them ("bot*" → "bot")
+PACKAGES = tuple(
+    name.rstrip("*")
+    for name in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"
+    ]["find"]["include"]
+)
+SHIPPED = ("pyproject.toml", "README.md", "LICENSE", *PACKAGES)
 
 
 def run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
