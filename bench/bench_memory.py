@@ -28,7 +28,7 @@ from redisvl.index import AsyncSearchIndex
 from agent.protocols import RunContext
 from bench.support import bench_line, describe, percentile, throwaway_redis
 from memory import MemoryConfig, RedisMemoryStore, local_embedder
-from memory.index import Algorithm, HybridPolicy, nearest, schema
+from memory.index import Algorithm, HybridPolicy, nearest_query, schema
 
 PREFIX = "parley"
 DIMS = 384
@@ -158,7 +158,7 @@ async def knn(
     timings, found = [], []
     for vector in vectors:
         started = time.perf_counter()
-        docs = await nearest(index, vector.tolist(), scopes, 5, policy, size)
+        docs = await index.query(nearest_query(vector.tolist(), scopes, 5, policy, size))
         timings.append(time.perf_counter() - started)
         found.append([str(doc["id"]).rsplit(":", 1)[-1] for doc in docs])
     return timings, found

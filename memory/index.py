@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, Protocol
 
-from redisvl.index import AsyncSearchIndex
 from redisvl.query import VectorQuery
 from redisvl.query.filter import Tag
 from redisvl.schema import IndexSchema
@@ -114,21 +113,6 @@ def nearest_query(
         num_results=k,
         hybrid_policy=None if chosen is None else chosen.upper(),
     )
-
-
-async def nearest(
-    index: AsyncSearchIndex,
-    vector: list[float],
-    scopes: list[str],
-    k: int,
-    policy: HybridPolicy = "auto",
-    size: int | None = None,
-    author: str | None = None,
-    vector_field: str = VECTOR,
-) -> list[dict[str, Any]]:
-    """The k memories of these scopes closest to the vector (see `nearest_query`)."""
-    query = nearest_query(vector, scopes, k, policy, size, author, vector_field)
-    return await index.query(query)
 
 
 def record(doc: dict[str, Any], distance: float | None = None) -> MemoryRecord:

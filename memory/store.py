@@ -41,7 +41,7 @@ from memory.config import MemoryConfig
 from memory.counts import FULL, REPLACED, ScopeCounts, decode
 from memory.embedders import Embedder
 from memory.generic import GenericQuestions
-from memory.index import FIELDS, nearest, nearest_query, rank, record, schema
+from memory.index import FIELDS, nearest_query, rank, record, schema
 from memory.maintenance import add_origin, wait_indexed
 from memory.moving import (
     NOTE_WRITE,
@@ -208,7 +208,7 @@ class RedisMemoryStore:
         """The k memories of these scopes closest to the vector (`size`: how many they hold),
         only `author`'s when given."""
         policy, field = self.config.hybrid_policy, self.generation.vector
-        return await nearest(self.index, vector, scopes, k, policy, size, author, field)
+        return await self.index.query(nearest_query(vector, scopes, k, policy, size, author, field))
 
     # --- writing ----------------------------------------------------------------------------
 
