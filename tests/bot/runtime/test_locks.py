@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from bot.runtime.holding import PendingWrites
+from bot.runtime.holding import Holding, PendingWrites
 from bot.runtime.keys import Keys, backlog_member, entry_of
 from bot.runtime.locks import ConversationLocks
 from bot.runtime.sessions import Session, SessionStore
@@ -161,6 +161,16 @@ async def test_a_save_writes_the_records_it_is_handed_in_its_own_round_trip(
     assert holding.writes.records == {"test:not-handed": ('"m0"', 60_000)}
 
 
+async def renewing(redis: aioredis.Redis) -> tuple[ConversationLocks, Holding]:
+    """A held lock whose renewer comes every 10 ms instead of every third of the lease, so
+    the tests wait no lease out."""
+    locks = locks_on(redis)
+    locks.renew_every = 0.01
+    holder = await locks.try_acquire(CHAT)
+    assert holder is not None
+    return locks, holder
+
+
 def renewers() -> list[asyncio.Task[object]]:
     return [t for t in asyncio.all_tasks() if "ConversationLocks._keep" in repr(t.get_coro())]
 
@@ -168,10 +178,7 @@ def renewers() -> list[asyncio.Task[object]]:
 async def test_the_lease_is_renewed_while_the_block_runs_and_the_renewer_stops_with_it(
     redis: aioredis.Redis,
 ) -> None:
-    locks = locks_on(redis)
-    locks.renew_every = 0.01  # instead of a third of the lease: the test waits no lease out
-    holder = await locks.try_acquire(CHAT)
-    assert holder is not None
+    locks, holder = await renewing(redis)
     async with locks.kept(holder):
         assert len(renewers()) == 1
         await redis.pexpire(KEYS.lock(CHAT), 500)
@@ -188,10 +195,7 @@ async def _pttl_above(redis: aioredis.Redis, ms: int) -> bool:
 async def test_a_lock_someone_else_took_is_lost_and_its_renewer_ends(
     redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    locks = locks_on(redis)
-    locks.renew_every = 0.01
-    holder = await locks.try_acquire(CHAT)
-    assert holder is not None
+    locks, holder = await renewing(redis)
     async with locks.kept(holder):
         await redis.set(KEYS.lock(CHAT), "someone-else:9")  # the lease ran out; taken over
         await asyncio.wait_for(holder.wait_lost(), 10)
@@ -203,10 +207,7 @@ async def test_a_lock_someone_else_took_is_lost_and_its_renewer_ends(
 async def test_a_renewal_failing_for_another_reason_than_an_outage_is_raised_not_dropped(
     redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    locks = locks_on(redis)
-    locks.renew_every = 0.01
-    holder = await locks.try_acquire(CHAT)
-    assert holder is not None
+    locks, holder = await renewing(redis)
     await redis.delete(KEYS.lock(CHAT))
     await redis.hset(KEYS.lock(CHAT), "not", "a string")  # the renewal script fails: WRONGTYPE
     with pytest.raises(aioredis.ResponseError, match="WRONGTYPE"):
