@@ -20,8 +20,8 @@ from agent.deps import ToolContext
 from agent.execution import ExecutionPolicy, execute
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
 from agent.messages import ToolUseBlock
-from agent.protocols import RunContext
 from agent.tools import InputRequired, ToolRegistry
+from tests.agent.mcp_people import PERSON, TOKEN
 from tests.fakes.mcp_process import free_port, http_server, stdio_server
 
 pytestmark = pytest.mark.process
@@ -29,8 +29,6 @@ pytestmark = pytest.mark.process
 # The backoff is longer than the test may take: only a call brings the server back.
 TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=300, retry_max=300)
 POLICY = ExecutionPolicy(timeout=30, backoff_base=0.01, backoff_max=0.02)
-TOKEN = "s3cret"
-PERSON = RunContext(conversation_id="telegram:-:7:-", platform="telegram", user_id="7", chat_id="7")
 
 
 def confirm(item: str) -> ToolUseBlock:

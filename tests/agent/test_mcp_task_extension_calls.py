@@ -12,28 +12,14 @@ import pytest
 
 from agent.deps import ToolContext
 from agent.mcp import McpConfig, McpToolbox, ServerConfig, Timing
-from agent.mcp.user import Refusal, UserServer
-from agent.protocols import RunContext
-from agent.tools import InputRequired, Tool, ToolError
+from agent.mcp.user import UserServer
+from agent.tools import InputRequired, Tool
+from tests.agent.mcp_people import PERSON, TOKEN, OneToken
 from tests.fakes.mcp_process import http_server, stdio_server
 
 pytestmark = pytest.mark.process
 
 TIMING = Timing(start_timeout=30, call_timeout=30, retry_base=0.2, retry_max=1.0)
-PERSON = RunContext(conversation_id="telegram:-:7:-", platform="telegram", user_id="7", chat_id="7")
-TOKEN = "s3cret"
-
-
-class OneToken:
-    """The host's `Credentials` for a person who has connected (the server's one token)."""
-
-    async def token(self, server: str, run: RunContext) -> str | None:
-        return TOKEN
-
-    async def connect_link(
-        self, server: str, run: RunContext, question_id: str, refusal: Refusal | None = None
-    ) -> str:
-        raise ToolError("connected already")
 
 
 async def test_a_per_user_servers_task_is_followed_to_its_result(tmp_path: Path) -> None:
