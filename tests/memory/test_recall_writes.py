@@ -129,3 +129,28 @@ async def test_last_used_times_noted_while_redis_is_away_are_written_once_it_is_
             assert await used_at(client, key) > old + USED_STEP
         finally:
             await client.aclose()
+
+
+@pytest.mark.network
+async def test_a_recall_while_redis_is_away_fails_and_the_next_once_it_is_back_finds_all(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """The instructions and the nearest memories are one pipelined round trip: with Redis
+    away it fails as one error (the run thinks without memory), and once Redis is back the
+    next recall finds both again on the same client."""
+    async with private_redis(tmp_path / "redis") as server:
+        client = server.client()
+        try:
+            store = await open_store(client, embedder)
+            await store.remember("answer in Spanish", ANA_DM, kind="instruction")
+            await store.remember("I'm allergic to peanuts", ANA_DM)
+            question = "which foods should I stay away from?"
+            found = [m.text for m in await store.recall(question, ANA_DM_LATER)]
+            assert found == ["answer in Spanish", "I'm allergic to peanuts"]
+            await server.down()
+            with pytest.raises(RedisConnectionError):
+                await store.recall("anything about peanuts?", ANA_DM_LATER)
+            await server.up()
+            assert [m.text for m in await store.recall(question, ANA_DM_LATER)] == found
+        finally:
+            await client.aclose()
